@@ -1,0 +1,99 @@
+"""Tool descriptors: the versioned contract of a tool, as stored by the registry.
+
+A descriptor is immutable once published under its ``(name, version)``; its
+``digest`` (SHA-256 of the RFC 8785 canonical JSON) is what decisions and
+approvals bind to.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from toolgate.shared.canonical import sha256_hex
+from toolgate.shared.vocabulary import RiskTier, SideEffectClass
+
+__all__ = [
+    "SEMVER",
+    "TOOL_NAME",
+    "OperationSpec",
+    "RateLimit",
+    "ToolDescriptor",
+    "descriptor_digest",
+    "semver_key",
+]
+
+TOOL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+"""Tool names are one NATS subject token and one KV key segment."""
+
+SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+)
+"""Semantic Versioning 2.0.0 §2 and §9 (build metadata is not accepted: ``+`` is no KV key character)."""
+
+
+class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One operation of a tool.
+
+    Attributes:
+        input_schema: JSON Schema (draft 2020-12) of the arguments object.
+        output_schema: JSON Schema (draft 2020-12) of the result the executor returns.
+        side_effect_class: what the operation may change.
+        risk_tier: how much harm a misuse can do.
+        description: human text shown to agents and approvers.
+    """
+
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+    side_effect_class: SideEffectClass
+    risk_tier: RiskTier
+    description: str = ""
+
+
+class RateLimit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A per-principal, per-tool rate: ``calls`` per ``period_s`` seconds, burst ``calls``."""
+
+    calls: int
+    period_s: float
+
+
+class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A versioned tool descriptor.
+
+    Attributes:
+        name: tool id matching :data:`TOOL_NAME`.
+        version: semantic version matching :data:`SEMVER`.
+        adapter: how the executor reaches the tool: ``"file_system"`` or ``"mcp:<server>"``.
+        operations: operation name to its :class:`OperationSpec`.
+        timeout_s: wall-clock limit of one call, seconds.
+        rate_limit: per-principal rate for this tool.
+        description: human text.
+    """
+
+    name: str
+    version: str
+    adapter: str
+    operations: dict[str, OperationSpec]
+    timeout_s: float = 30.0
+    rate_limit: RateLimit = RateLimit(calls=60, period_s=60.0)
+    description: str = ""
+
+
+def descriptor_digest(descriptor: ToolDescriptor) -> str:
+    """Return ``sha256:<hex>`` of the descriptor's RFC 8785 canonical JSON."""
+    return sha256_hex(msgspec.to_builtins(descriptor))
+
+
+def semver_key(version: str) -> tuple[int, int, int, int, str]:
+    """Sort key giving SemVer 2.0.0 §11 precedence (pre-releases sort below releases).
+
+    Raises:
+        ValueError: ``version`` is not a semantic version.
+    """
+    match = SEMVER.match(version)
+    if match is None:
+        raise ValueError(f"not a semantic version: {version!r}")
+    major, minor, patch, pre = match.groups()
+    return (int(major), int(minor), int(patch), 0 if pre else 1, pre or "")

