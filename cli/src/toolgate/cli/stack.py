@@ -1,0 +1,156 @@
+"""Running the whole system locally: servers, keys, and the five services as processes.
+
+When ``NATS_URL`` / ``REDIS_URL`` are unset, a nats-server (JetStream) and a
+redis-server are started on free loopback ports under the state directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nats
+from nats.js.errors import NotFoundError
+
+from toolgate.shared import catalog
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.servers import nats_server, redis_server
+from toolgate.shared.signing import generate_keypair
+
+__all__ = ["SERVICES", "Stack", "running_stack"]
+
+SERVICES = ("registry", "policy", "approvals", "executor", "audit")
+"""Start order: the registry provisions the bus the others bind to."""
+
+_CONSUMERS = {"policy": catalog.POLICY_CONSUMER, "executor": catalog.EXECUTOR_DECISIONS,
+              "approvals": catalog.APPROVALS_CONSUMER, "audit": catalog.AUDIT_CONSUMER}
+
+
+@dataclass
+class Stack:
+    """A running system: URLs, the environment the services got, their processes."""
+
+    state_dir: Path
+    nats_url: str
+    redis_url: str
+    env: dict[str, str]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def start(self, service: str) -> None:
+        """Start one service process, logging to ``<state_dir>/logs/<service>.log``."""
+        logs = self.state_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with (logs / f"{service}.log").open("ab") as sink:
+            self.processes[service] = subprocess.Popen(
+                [sys.executable, "-m", f"toolgate.{service}"], env=self.env, stdout=sink,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )
+
+    def stop(self, service: str, kill: bool = False) -> None:
+        """Stop one service (SIGTERM, or SIGKILL when ``kill``)."""
+        process = self.processes.pop(service, None)
+        if process is None or process.poll() is not None:
+            return
+        (process.kill if kill else process.terminate)()
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def stop_all(self) -> None:
+        """Stop every service, last started first."""
+        for service in reversed(list(self.processes)):
+            self.stop(service)
+
+    def dead(self) -> list[str]:
+        """Services whose process has exited."""
+        return [name for name, proc in self.processes.items() if proc.poll() is not None]
+
+
+def base_env(state_dir: Path, nats_url: str, redis_url: str, extra: dict[str, str]) -> dict[str, str]:
+    """The environment every service process gets."""
+    env = dict(os.environ)
+    env.update({"NATS_URL": nats_url, "REDIS_URL": redis_url, "TOOLGATE_KEYS_DIR": str(state_dir / "keys"),
+                "TOOLGATE_AUDIT_DATABASE": str(state_dir / "audit.sqlite3")})
+    env.update(extra)
+    return env
+
+
+def ensure_keys(keys_dir: Path) -> None:
+    """Generate the policy and approvals signing keys unless they exist."""
+    for name in ("policy", "approvals"):
+        if not (keys_dir / f"{name}.key").exists():
+            generate_keypair(keys_dir, name)
+
+
+async def wait_ready(stack: Stack, services: tuple[str, ...], timeout_s: float = 60.0) -> None:
+    """Wait until each service answers (registry) or pulls from its consumer (the others).
+
+    Raises:
+        RuntimeError: a service exited; TimeoutError: not ready in ``timeout_s`` seconds.
+    """
+    nc = await nats.connect(stack.nats_url)
+    try:
+        deadline = time.monotonic() + timeout_s
+        for service in services:
+            while not await _ready(nc, service):
+                if dead := stack.dead():
+                    raise RuntimeError(f"{', '.join(dead)} exited; see {stack.state_dir / 'logs'}")
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{service} not ready after {timeout_s}s")
+                await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
+
+
+async def _ready(nc: nats.aio.client.Client, service: str) -> bool:
+    if service == "registry":
+        try:
+            await nc.request(Rpc.REGISTRY_LIST, b"{}", timeout=1)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            return False
+        return True
+    try:
+        info = await nc.jetstream().consumer_info(catalog.STREAM, _CONSUMERS[service].durable)
+    except (NotFoundError, nats.errors.TimeoutError):
+        return False
+    return (info.num_waiting or 0) > 0
+
+
+@contextlib.contextmanager
+def running_servers(state_dir: Path) -> Iterator[tuple[str, str]]:
+    """``(nats_url, redis_url)``: from the environment, or local servers started here."""
+    with contextlib.ExitStack() as stack:
+        nats_url = os.environ.get("NATS_URL") or stack.enter_context(nats_server(state_dir / "nats")).url
+        redis_url = os.environ.get("REDIS_URL") or stack.enter_context(redis_server(state_dir / "redis")).url
+        yield nats_url, redis_url
+
+
+@contextlib.contextmanager
+def running_stack(state_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
+    """Servers, keys and all five services; everything is stopped on exit.
+
+    Raises:
+        RuntimeError / TimeoutError: a service did not come up.
+    """
+    state_dir.mkdir(parents=True, exist_ok=True)
+    ensure_keys(state_dir / "keys")
+    with running_servers(state_dir) as (nats_url, redis_url):
+        stack = Stack(state_dir, nats_url, redis_url, base_env(state_dir, nats_url, redis_url, extra_env or {}))
+        try:
+            stack.start("registry")
+            asyncio.run(wait_ready(stack, ("registry",)))
+            for service in SERVICES[1:]:
+                stack.start(service)
+            asyncio.run(wait_ready(stack, SERVICES[1:]))
+            yield stack
+        finally:
+            stack.stop_all()

@@ -1,0 +1,169 @@
+"""``ToolClient``: how an agent calls tools through toolgate.
+
+The agent's principal is the token of the subject it publishes on
+(``tg.req.<principal>``); with NATS permissions it can publish nowhere else, so the
+principal is proven by the transport, not claimed in the body. Receipts arrive on
+``tg.receipt.<principal>.<request_id>``; the client subscribes before it publishes,
+so no receipt is missed, including one that arrives after a long pending approval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from toolgate.shared.bus import fetch_last, publish_event
+from toolgate.shared.catalog import TOKEN, Rpc, Subjects
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.events import ReceiptIssued, ToolRequested
+
+__all__ = ["RegistryUnavailable", "ToolClient"]
+
+_receipt = msgspec.json.Decoder(ReceiptIssued)
+
+
+class RegistryUnavailable(Exception):
+    """The registry did not answer or refused the lookup."""
+
+
+class _Listing(msgspec.Struct):
+    ok: bool
+    reason: str
+    descriptors: list[ToolDescriptor] | None = None
+    descriptor: ToolDescriptor | None = None
+
+
+class ToolClient:
+    """An agent's connection to toolgate.
+
+    Use ``async with await ToolClient.connect(url, principal) as client``.
+    """
+
+    def __init__(self, nc: Client, principal: str) -> None:
+        if not TOKEN.match(principal):
+            raise ValueError(f"principal {principal!r} must match {TOKEN.pattern}")
+        self._nc, self.principal = nc, principal
+        self._js = nc.jetstream()
+        self._waiting: dict[str, asyncio.Future[ReceiptIssued]] = {}
+        self._arrived: dict[str, ReceiptIssued] = {}
+        self._subscription: Any = None
+
+    @classmethod
+    async def connect(cls, url: str, principal: str, **options: Any) -> ToolClient:
+        """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, …)."""
+        client = cls(await nats.connect(url, **options), principal)
+        await client.start()
+        return client
+
+    async def start(self) -> None:
+        """Subscribe to this principal's receipts."""
+        self._subscription = await self._nc.subscribe(Subjects.receipts_of(self.principal), cb=self._on_receipt)
+
+    async def _on_receipt(self, msg: Msg) -> None:
+        try:
+            issued = _receipt.decode(msg.data)
+        except msgspec.DecodeError:
+            return
+        future = self._waiting.pop(issued.request_id, None)
+        if future is not None and not future.done():
+            future.set_result(issued)
+        elif future is None:
+            self._arrived[issued.request_id] = issued
+
+    async def close(self) -> None:
+        """Drain the connection."""
+        await self._nc.drain()
+
+    async def __aenter__(self) -> ToolClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def list_tools(self, timeout_s: float = 5.0) -> list[ToolDescriptor]:
+        """The latest version of every registered tool.
+
+        Raises:
+            RegistryUnavailable: no answer within ``timeout_s`` seconds, or a refusal.
+        """
+        return (await self._registry(Rpc.REGISTRY_LIST, b"{}", timeout_s)).descriptors or []
+
+    async def describe(self, tool: str, version: str | None = None, timeout_s: float = 5.0) -> ToolDescriptor:
+        """One tool's descriptor (``version=None``: the latest).
+
+        Raises:
+            RegistryUnavailable: no answer, or no such tool.
+        """
+        body = msgspec.json.encode({"tool": tool, "version": version})
+        found = (await self._registry(Rpc.REGISTRY_GET, body, timeout_s)).descriptor
+        assert found is not None
+        return found
+
+    async def _registry(self, subject: str, body: bytes, timeout_s: float) -> _Listing:
+        try:
+            reply = await self._nc.request(subject, body, timeout=timeout_s)
+        except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
+            raise RegistryUnavailable(f"registry did not answer on {subject}: {error!r}") from None
+        listing = msgspec.json.decode(reply.data, type=_Listing)
+        if not listing.ok:
+            raise RegistryUnavailable(listing.reason)
+        return listing
+
+    async def submit(
+        self, tool: str, operation: str, arguments: dict[str, Any], *, idempotency_key: str | None = None,
+        version: str | None = None, request_id: str | None = None,
+    ) -> str:
+        """Publish one tool request and return its request id (the receipt comes later).
+
+        Raises:
+            nats.errors.TimeoutError: the stream did not confirm the request.
+        """
+        request_id = request_id or uuid.uuid4().hex
+        request = ToolRequested(
+            event_id=request_id, occurred_at=datetime.now(UTC), request_id=request_id, tool=tool,
+            operation=operation, arguments=arguments, idempotency_key=idempotency_key or uuid.uuid4().hex,
+            version=version,
+        )
+        self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
+        await publish_event(self._js, Subjects.request(self.principal), request)
+        return request_id
+
+    async def receipt(self, request_id: str, timeout_s: float = 60.0) -> ReceiptIssued:
+        """Wait up to ``timeout_s`` seconds for the receipt of ``request_id``.
+
+        Raises:
+            TimeoutError: no receipt in time (the request may still be pending approval).
+        """
+        if request_id in self._arrived:
+            return self._arrived.pop(request_id)
+        future = self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
+        if not future.done() and (stored := await self._stored(request_id)):
+            self._waiting.pop(request_id, None)
+            return stored
+        return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+
+    async def _stored(self, request_id: str) -> ReceiptIssued | None:
+        try:
+            found = await fetch_last(self._js, Subjects.receipt(self.principal, request_id))
+        except (nats.errors.Error, msgspec.DecodeError):
+            return None
+        return found if isinstance(found, ReceiptIssued) else None
+
+    async def invoke(
+        self, tool: str, operation: str, arguments: dict[str, Any], *, idempotency_key: str | None = None,
+        version: str | None = None, timeout_s: float = 60.0,
+    ) -> ReceiptIssued:
+        """Submit one call and wait for its receipt.
+
+        Raises:
+            TimeoutError: no receipt within ``timeout_s`` seconds.
+        """
+        request_id = await self.submit(tool, operation, arguments, idempotency_key=idempotency_key, version=version)
+        return await self.receipt(request_id, timeout_s)

@@ -1,0 +1,87 @@
+"""Approvals in Redis: one JSON value per approval, a sorted set of pending expiries.
+
+Keys: ``tg:approval:<id>`` (the approval JSON as opened, never rewritten),
+``tg:approval:<id>:state`` (``pending`` → ``granted``/``rejected``/``expired``), both kept
+7 days, and ``tg:approvals:pending`` (score: expiry, epoch seconds). The pending→resolved transition is one Lua script, so
+two approvers (or an approver and the expiry sweep) cannot both win.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from toolgate.approvals.domain import ApprovalState, PendingApproval
+from toolgate.approvals.errors import StoreUnavailable
+
+__all__ = ["RedisApprovalStore"]
+
+PENDING = "tg:approvals:pending"
+KEEP_S = 7 * 24 * 3600
+
+_RESOLVE = """
+if redis.call('GET', KEYS[1]) ~= 'pending' then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1
+"""
+
+
+def _key(approval_id: str) -> str:
+    return f"tg:approval:{approval_id}"
+
+
+def _state_key(approval_id: str) -> str:
+    return f"tg:approval:{approval_id}:state"
+
+
+class RedisApprovalStore:
+    """:class:`~toolgate.approvals.ports.ApprovalStore` on Redis."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+        self._resolve = redis.register_script(_RESOLVE)
+
+    async def open(self, pending: PendingApproval) -> bool:  # noqa: D102
+        async with _guard():
+            created = await self._redis.set(_key(pending.approval_id), msgspec.json.encode(pending), nx=True, ex=KEEP_S)
+            if created:
+                await self._redis.set(_state_key(pending.approval_id), pending.state.value, ex=KEEP_S)
+                await self._redis.zadd(PENDING, {pending.approval_id: pending.expires_at.timestamp()})
+            return bool(created)
+
+    async def get(self, approval_id: str) -> PendingApproval | None:  # noqa: D102
+        async with _guard():
+            raw, state = await self._redis.mget([_key(approval_id), _state_key(approval_id)])
+        if raw is None or state is None:
+            return None
+        pending = msgspec.json.decode(raw, type=PendingApproval)
+        return msgspec.structs.replace(pending, state=ApprovalState(state.decode()))
+
+    async def list_pending(self) -> list[PendingApproval]:  # noqa: D102
+        async with _guard():
+            ids = await self._redis.zrange(PENDING, 0, -1)
+        found = [await self.get(i.decode()) for i in ids]
+        return [p for p in found if p is not None and p.state is ApprovalState.PENDING]
+
+    async def resolve(self, approval_id: str, state: ApprovalState) -> bool:  # noqa: D102
+        async with _guard():
+            return bool(await self._resolve(keys=[_state_key(approval_id), PENDING], args=[state.value, approval_id]))
+
+    async def due(self, now: datetime) -> list[str]:  # noqa: D102
+        async with _guard():
+            ids = await self._redis.zrangebyscore(PENDING, "-inf", now.timestamp())
+        return [i.decode() for i in ids]
+
+
+class _guard:  # noqa: N801 - used as a context manager
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> bool:
+        if isinstance(error, RedisError | OSError):
+            raise StoreUnavailable("approval_store_unavailable", f"Redis: {error}") from error
+        return False

@@ -1,0 +1,74 @@
+"""Composition root of the approvals service: the only place its settings are read."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from faststream import FastStream
+from nats.js import JetStreamContext
+
+from toolgate.approvals.adapters.redis_store import RedisApprovalStore
+from toolgate.approvals.errors import ApprovalsError
+from toolgate.approvals.handlers import build_router
+from toolgate.approvals.service import Approvals
+from toolgate.approvals.settings import ApprovalsSettings
+from toolgate.shared.bus import publish_event
+from toolgate.shared.connections import redis_client
+from toolgate.shared.directory import load_directory
+from toolgate.shared.service import RuntimeCell, new_app, new_broker
+from toolgate.shared.signing import load_private_key, load_public_key
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("toolgate.approvals")
+
+
+async def _sweep(approvals: Approvals, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await approvals.expire_due()
+        except ApprovalsError as error:
+            log.warning("expiry sweep skipped: %s", error)
+
+
+def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
+    """Build the approvals service.
+
+    Raises:
+        OSError / ValueError: a key or the principal directory is missing or invalid.
+    """
+    settings = settings or ApprovalsSettings()
+    key = load_private_key(settings.keys_dir / "approvals.key")
+    policy_key = load_public_key(settings.keys_dir / "policy.pub")
+    approvers = load_directory(settings.principals_file).approvers
+    broker = new_broker("approvals", settings)
+    cell: RuntimeCell[Approvals] = RuntimeCell()
+    broker.include_router(build_router(cell))
+    tasks: list[asyncio.Task[None]] = []
+
+    async def build(js: JetStreamContext) -> None:
+        async def publish(subject: str, event: Any) -> object:
+            return await publish_event(js, subject, event)
+
+        approvals = Approvals(
+            store=RedisApprovalStore(redis_client(settings)), approvers=approvers, key=key, policy_key=policy_key,
+            publish=publish, clock=lambda: datetime.now(UTC), ttl=timedelta(seconds=settings.ttl_s),
+        )
+        cell.set(approvals)
+        tasks.append(asyncio.create_task(_sweep(approvals, settings.sweep_interval_s)))
+
+    app = new_app(broker, build)
+
+    @app.on_shutdown
+    async def stop_sweep() -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    return app

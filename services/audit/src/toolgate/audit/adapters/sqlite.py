@@ -1,0 +1,213 @@
+"""SQLite store for the audit hash chain.
+
+One ``sqlite3`` connection in WAL mode, guarded by a lock; every blocking call runs in
+a worker thread through :func:`asyncio.to_thread`. An append reads the last record and
+inserts its successor inside one ``BEGIN IMMEDIATE`` transaction, so concurrent
+appends (from this process or another on the same file) cannot fork the chain.
+Records are keyed by chain position (``sequence``); the JetStream stream sequence is
+unique, which makes redelivered events no-ops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from toolgate.audit.domain import AuditRecord, VerifyResult, next_record, verify_chain
+from toolgate.audit.errors import StoreError
+
+__all__ = ["SqliteAuditStore"]
+
+_T = TypeVar("_T")
+
+_NAMES = (
+    "sequence",
+    "stream_seq",
+    "subject",
+    "event_type",
+    "request_id",
+    "principal",
+    "occurred_at",
+    "payload",
+    "prev_hash",
+    "hash",
+)
+_COLUMNS = ", ".join(_NAMES)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS audit_records (
+    sequence    INTEGER PRIMARY KEY,
+    stream_seq  INTEGER NOT NULL UNIQUE,
+    subject     TEXT NOT NULL,
+    event_type  TEXT NOT NULL,
+    request_id  TEXT,
+    principal   TEXT,
+    occurred_at TEXT NOT NULL,
+    payload     TEXT NOT NULL,
+    prev_hash   TEXT NOT NULL,
+    hash        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_records_request_id ON audit_records (request_id, sequence);
+"""
+
+_FETCH_ROWS = 500
+
+
+def _record(row: tuple[Any, ...]) -> AuditRecord:
+    """Build a record from a row selected as ``_COLUMNS``."""
+    return AuditRecord(**dict(zip(_NAMES, row, strict=True)))
+
+
+class SqliteAuditStore:
+    """The audit chain in one SQLite file.
+
+    Args:
+        path: the database file; created with its table and index when absent.
+        timeout_s: how long a write waits for another process's lock, in seconds.
+
+    Raises:
+        StoreError: the database cannot be opened or its schema created.
+    """
+
+    def __init__(self, path: Path, *, timeout_s: float = 5.0) -> None:
+        self._path = str(path)
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            self._conn = sqlite3.connect(
+                self._path, timeout=timeout_s, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(self._path, "unavailable", str(exc)) from exc
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise StoreError(self._path, "unavailable", str(exc)) from exc
+
+    async def append(
+        self,
+        stream_seq: int,
+        subject: str,
+        event_type: str,
+        request_id: str | None,
+        principal: str | None,
+        occurred_at: str,
+        payload: str,
+    ) -> AuditRecord | None:
+        """Append one event at the end of the chain.
+
+        Args:
+            stream_seq: JetStream stream sequence of the event.
+            subject: NATS subject of the event.
+            event_type: the event's type tag.
+            request_id: the tool request the event belongs to, if any.
+            principal: the principal the event concerns, if known.
+            occurred_at: when the event occurred, ISO 8601 UTC.
+            payload: the event JSON as received, verbatim.
+
+        Returns:
+            The stored record, or ``None`` when ``stream_seq`` is already stored (a
+            redelivery): nothing is changed then.
+
+        Raises:
+            StoreError: the store is closed or the write failed (nothing is written).
+            UnicodeEncodeError: ``payload`` holds a lone surrogate (nothing is written).
+        """
+        fields = {
+            "stream_seq": stream_seq,
+            "subject": subject,
+            "event_type": event_type,
+            "request_id": request_id,
+            "principal": principal,
+            "occurred_at": occurred_at,
+            "payload": payload,
+        }
+        return await self._run(lambda: self._append(fields))
+
+    async def trail(self, request_id: str) -> list[AuditRecord]:
+        """Return every record of one tool request, in chain order.
+
+        Raises:
+            StoreError: the store is closed or the read failed.
+        """
+        sql = f"SELECT {_COLUMNS} FROM audit_records WHERE request_id = ? ORDER BY sequence"
+        return await self._run(lambda: [_record(row) for row in self._conn.execute(sql, (request_id,))])
+
+    async def verify(self) -> VerifyResult:
+        """Verify the whole chain, streaming records in sequence order.
+
+        Returns:
+            The :class:`~toolgate.audit.domain.VerifyResult`; a broken chain is a value.
+
+        Raises:
+            StoreError: the store is closed or the read failed.
+        """
+        return await self._run(lambda: verify_chain(self._records()))
+
+    async def count(self) -> int:
+        """Return the number of records stored.
+
+        Raises:
+            StoreError: the store is closed or the read failed.
+        """
+        return await self._run(
+            lambda: int(self._conn.execute("SELECT COUNT(*) FROM audit_records").fetchone()[0])
+        )
+
+    async def close(self) -> None:
+        """Close the connection; later calls raise :class:`StoreError`. Idempotent."""
+        await asyncio.to_thread(self._close)
+
+    async def _run(self, work: Callable[[], _T]) -> _T:
+        """Run ``work`` in a thread, holding the lock, with sqlite errors as StoreError."""
+        return await asyncio.to_thread(self._locked, work)
+
+    def _locked(self, work: Callable[[], _T]) -> _T:
+        with self._lock:
+            if self._closed:
+                raise StoreError(self._path, "closed", "the audit store is closed")
+            try:
+                return work()
+            except sqlite3.Error as exc:
+                raise StoreError(self._path, "unavailable", str(exc)) from exc
+
+    def _append(self, fields: dict[str, Any]) -> AuditRecord | None:
+        """Read the last record and insert its successor in one immediate transaction."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            record = self._append_in_tx(fields)
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+        return record
+
+    def _append_in_tx(self, fields: dict[str, Any]) -> AuditRecord | None:
+        seen = "SELECT 1 FROM audit_records WHERE stream_seq = ?"
+        if self._conn.execute(seen, (fields["stream_seq"],)).fetchone() is not None:
+            return None
+        last = self._conn.execute(f"SELECT {_COLUMNS} FROM audit_records ORDER BY sequence DESC LIMIT 1")
+        row = last.fetchone()
+        record = next_record(None if row is None else _record(row), **fields)
+        values = tuple(getattr(record, name) for name in _NAMES)
+        marks = ", ".join("?" * len(_NAMES))
+        self._conn.execute(f"INSERT INTO audit_records ({_COLUMNS}) VALUES ({marks})", values)
+        return record
+
+    def _records(self) -> Iterator[AuditRecord]:
+        """Yield every record in sequence order, fetching ``_FETCH_ROWS`` at a time."""
+        cursor = self._conn.execute(f"SELECT {_COLUMNS} FROM audit_records ORDER BY sequence")
+        while rows := cursor.fetchmany(_FETCH_ROWS):
+            yield from (_record(row) for row in rows)
+
+    def _close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()

@@ -1,0 +1,50 @@
+"""The audit service's broker edge: every stream event in, trail and verify answered."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import msgspec
+from faststream.nats import NatsMessage, NatsRouter
+
+from toolgate.audit.adapters.sqlite import SqliteAuditStore
+from toolgate.audit.intake import record_fields
+from toolgate.audit.queries import TrailQuery, TrailReply, VerifyReply
+from toolgate.shared import catalog
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.handling import Delivery, Settle, durable_subscriber
+from toolgate.shared.service import RuntimeCell
+
+__all__ = ["build_router"]
+
+_trail = msgspec.json.Decoder(TrailQuery)
+
+
+def build_router(cell: RuntimeCell[SqliteAuditStore]) -> NatsRouter:
+    """Route the stream into the chain, and the two queries to the store."""
+    router = NatsRouter()
+
+    async def on_event(delivery: Delivery) -> Settle:
+        now = datetime.now(UTC).isoformat()
+        fields = record_fields(delivery.subject, delivery.data, delivery.headers.get("Nats-Msg-Id"), now)
+        await cell().append(stream_seq=delivery.stream_seq, **fields)
+        return Settle.ACK
+
+    durable_subscriber(router, catalog.AUDIT_CONSUMER, on_event, max_workers=1)
+
+    @router.subscriber(Rpc.AUDIT_TRAIL, queue="audit", include_in_schema=False)
+    async def on_trail(msg: NatsMessage) -> bytes:
+        try:
+            query = _trail.decode(msg.raw_message.data or b"")
+        except msgspec.DecodeError as error:
+            return msgspec.json.encode(TrailReply(ok=False, reason=f"not a trail query: {error}"))
+        records = await cell().trail(query.request_id)
+        return msgspec.json.encode(TrailReply(ok=True, reason=f"{len(records)} records", records=records))
+
+    @router.subscriber(Rpc.AUDIT_VERIFY, queue="audit", include_in_schema=False)
+    async def on_verify(msg: NatsMessage) -> bytes:
+        store = cell()
+        result = await store.verify()
+        return msgspec.json.encode(VerifyReply(ok=result.ok, result=result, total=await store.count()))
+
+    return router

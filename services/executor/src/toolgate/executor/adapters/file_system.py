@@ -1,0 +1,296 @@
+"""The sandboxed ``file_system`` tool: read, list and write files under one root directory.
+
+Containment is decided on resolved real paths: the target is ``os.path.realpath`` of
+``root / path`` (every symlink, at any level, followed; ``..`` applied after), and it must
+be the root or lie under it by path components (``Path.is_relative_to``, never a string
+prefix). Absolute paths, NUL bytes and the empty path are refused outright. All of that
+happens before any effect.
+
+The check and the use are then bound together: the resolved, symlink-free relative path
+is walked again from a descriptor of the root with ``O_NOFOLLOW | O_DIRECTORY`` on every
+component (``openat``-style ``dir_fd`` calls), so a symlink swapped in after the check
+makes the call fail instead of escaping. Writes are atomic: a temporary file in the
+target's directory, ``fsync``, then ``os.replace`` (POSIX ``rename(2)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import hashlib
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
+
+__all__ = ["MAX_PATH_CHARS", "FileSystemTool"]
+
+MAX_PATH_CHARS = 1024
+"""Longest ``path`` argument accepted, in characters (the descriptor's ``maxLength``)."""
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+_ALLOWED = {"read": {"path"}, "list": {"path"}, "write": {"path", "content"}}
+
+_REFUSALS = {
+    errno.ENOENT: ("not_found", "no such file or directory"),
+    errno.ENOTDIR: ("not_a_directory", "a component of 'path' is not a directory"),
+    errno.EISDIR: ("not_a_file", "'path' is a directory"),
+    errno.ELOOP: ("path_outside_sandbox", "'path' changed to a symlink during the call"),
+    errno.ENAMETOOLONG: ("invalid_argument", "a component of 'path' is too long"),
+}
+"""errno of a failed call → (reason_code, reason) of the refusal it means."""
+
+Operation = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class FileSystemTool:
+    """Read, list and write UTF-8 files confined to ``root``.
+
+    Operations and result shapes (``path`` is always relative to the root, POSIX style,
+    after symlinks are resolved, ``"."`` for the root itself):
+
+    - ``read {"path"}`` → ``{"path", "content": str, "size_bytes": int, "sha256": hex}``
+    - ``list {"path" = "."}`` → ``{"path", "entries": [{"name", "kind", "size_bytes"}]}``,
+      sorted by name; ``kind`` is ``file|dir|symlink|other``; ``size_bytes`` is 0 but
+      for files; symlinks are reported, not followed.
+    - ``write {"path", "content"}`` → ``{"path", "size_bytes", "sha256", "created": bool}``
+
+    Args:
+        root: the sandbox directory; resolved once, here.
+        max_read_bytes: largest file read, and largest content written, in bytes.
+    """
+
+    def __init__(self, root: Path, max_read_bytes: int = 1_048_576) -> None:
+        self._root = Path(os.path.realpath(root))
+        self._max_bytes = max_read_bytes
+        self._operations: dict[str, Operation] = {
+            "read": self._read,
+            "list": self._list,
+            "write": self._write,
+        }
+
+    @property
+    def root(self) -> Path:
+        """The resolved sandbox root."""
+        return self._root
+
+    async def call(self, operation: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run ``operation`` with ``arguments`` in a worker thread.
+
+        Returns:
+            The operation's result, shaped as in the class docstring.
+
+        Raises:
+            ToolRefused: unknown operation, bad argument, path outside the sandbox
+                (``path_outside_sandbox``), ``not_found``, ``not_a_file``,
+                ``not_a_directory``, ``too_large``, ``not_utf8``; raised before any effect.
+            ToolFailed: the file system failed during the call (``tool_error``).
+        """
+        run = self._operations.get(operation)
+        if run is None:
+            raise ToolRefused("unknown_operation", f"file_system has no operation {operation!r}")
+        _check_argument_names(operation, arguments)
+        try:
+            return await asyncio.to_thread(run, arguments)
+        except ExecutorError:
+            raise
+        except OSError as exc:
+            raise _from_os_error(exc) from exc
+
+    def _read(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        rel = self._resolve(arguments, "path")
+        data = self._read_bytes(rel)
+        try:
+            content = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolRefused("not_utf8", f"{rel.as_posix()!r} is not UTF-8 text", argument="path") from None
+        return {"path": rel.as_posix(), "content": content, **_digest(data)}
+
+    def _list(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        rel = self._resolve(arguments, "path", default=".")
+        with self._directory(rel) as dir_fd, os.scandir(dir_fd) as found:
+            entries = [_entry(item) for item in found]
+        entries.sort(key=lambda entry: str(entry["name"]))
+        return {"path": rel.as_posix(), "entries": entries}
+
+    def _write(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        rel = self._resolve(arguments, "path")
+        data = self._content_bytes(arguments)
+        parent, name = _split(rel)
+        with self._directory(parent, create=True) as dir_fd:
+            created = _replace_at(dir_fd, name, data)
+        return {"path": rel.as_posix(), **_digest(data), "created": created}
+
+    def _resolve(self, arguments: dict[str, Any], key: str, default: str | None = None) -> PurePosixPath:
+        """Return the target's resolved path relative to the root, or refuse."""
+        raw = _path_argument(arguments, key, default)
+        target = Path(os.path.realpath(self._root / raw))
+        if not target.is_relative_to(self._root):
+            raise _outside(key, raw, "resolves outside the sandbox")
+        return PurePosixPath(target.relative_to(self._root).as_posix())
+
+    def _read_bytes(self, rel: PurePosixPath) -> bytes:
+        parent, name = _split(rel)
+        with self._directory(parent) as dir_fd, _opened(name, _READ_FLAGS, dir_fd) as fd:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolRefused("not_a_file", f"{rel.as_posix()!r} is not a regular file", argument="path")
+            self._check_size(info.st_size, rel)
+            with open(fd, "rb", closefd=False) as stream:
+                data = stream.read(self._max_bytes + 1)
+        self._check_size(len(data), rel)
+        return data
+
+    def _check_size(self, size_bytes: int, rel: PurePosixPath) -> None:
+        if size_bytes > self._max_bytes:
+            raise ToolRefused(
+                "too_large", f"{rel.as_posix()!r} is over {self._max_bytes} bytes", argument="path"
+            )
+
+    def _content_bytes(self, arguments: dict[str, Any]) -> bytes:
+        content = arguments.get("content")
+        if not isinstance(content, str):
+            raise ToolRefused("invalid_argument", "'content' must be a string", argument="content")
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolRefused(
+                "invalid_argument", "'content' is not valid Unicode", argument="content"
+            ) from None
+        if len(data) > self._max_bytes:
+            raise ToolRefused("too_large", f"'content' is over {self._max_bytes} bytes", argument="content")
+        return data
+
+    @contextlib.contextmanager
+    def _directory(self, rel: PurePosixPath, create: bool = False) -> Iterator[int]:
+        """Open ``root/rel`` without following any symlink; yield its descriptor.
+
+        With ``create``, missing directories are made (mode 0o755) on the way down.
+        """
+        fd = os.open(self._root, _DIR_FLAGS)
+        try:
+            for part in rel.parts:
+                if create:
+                    with contextlib.suppress(FileExistsError):
+                        os.mkdir(part, 0o755, dir_fd=fd)
+                fd, parent = _open_subdir(part, fd), fd
+                os.close(parent)
+            yield fd
+        finally:
+            os.close(fd)
+
+
+def _open_subdir(name: str, dir_fd: int) -> int:
+    """Open directory ``name`` in ``dir_fd``; a symlink there (swapped in after the check) is refused."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except NotADirectoryError:
+        if stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, "symlink in a checked path") from None
+        raise
+
+
+def _check_argument_names(operation: str, arguments: dict[str, Any]) -> None:
+    if not isinstance(arguments, dict):
+        raise ToolRefused("invalid_argument", "arguments must be an object")
+    unknown = sorted(set(arguments) - _ALLOWED[operation])
+    if unknown:
+        raise ToolRefused("invalid_argument", f"unknown argument {unknown[0]!r}", argument=str(unknown[0]))
+
+
+def _path_argument(arguments: dict[str, Any], key: str, default: str | None) -> str:
+    """Return the raw path argument, refusing what can never name a file in the sandbox."""
+    raw = arguments.get(key, default)
+    if not isinstance(raw, str):
+        raise ToolRefused("invalid_argument", f"{key!r} must be a string", argument=key)
+    if len(raw) > MAX_PATH_CHARS:
+        raise ToolRefused("invalid_argument", f"{key!r} is over {MAX_PATH_CHARS} characters", argument=key)
+    if raw == "":
+        raise _outside(key, raw, "is empty")
+    if "\x00" in raw:
+        raise _outside(key, raw, "contains a NUL byte")
+    if os.path.isabs(raw):
+        raise _outside(key, raw, "is absolute; paths are relative to the sandbox root")
+    return raw
+
+
+def _outside(key: str, raw: str, why: str) -> ToolRefused:
+    return ToolRefused("path_outside_sandbox", f"{key!r} {raw[:120]!r} {why}", argument=key)
+
+
+def _split(rel: PurePosixPath) -> tuple[PurePosixPath, str]:
+    """Split into (parent directory, file name); the root itself names no file."""
+    if not rel.parts:
+        raise ToolRefused("not_a_file", "'path' names the sandbox root, not a file", argument="path")
+    return rel.parent, rel.name
+
+
+@contextlib.contextmanager
+def _opened(name: str, flags: int, dir_fd: int, mode: int = 0o644) -> Iterator[int]:
+    fd = os.open(name, flags, mode, dir_fd=dir_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _replace_at(dir_fd: int, name: str, data: bytes) -> bool:
+    """Atomically make ``name`` (in ``dir_fd``) hold ``data``; True if it did not exist."""
+    existing = _lstat_at(dir_fd, name)
+    if existing is not None and not stat.S_ISREG(existing.st_mode):
+        raise ToolRefused("not_a_file", f"{name!r} exists and is not a regular file", argument="path")
+    temp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"
+    try:
+        with _opened(temp, _TEMP_FLAGS, dir_fd) as fd:
+            if existing is not None:
+                os.fchmod(fd, stat.S_IMODE(existing.st_mode))
+            with open(fd, "wb", closefd=False) as stream:
+                stream.write(data)
+            os.fsync(fd)
+        os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dir_fd)
+        raise
+    os.fsync(dir_fd)
+    return existing is None
+
+
+def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _digest(data: bytes) -> dict[str, Any]:
+    return {"size_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _entry(item: os.DirEntry[str]) -> dict[str, Any]:
+    if item.is_symlink():
+        kind = "symlink"
+    elif item.is_dir(follow_symlinks=False):
+        kind = "dir"
+    elif item.is_file(follow_symlinks=False):
+        kind = "file"
+    else:
+        kind = "other"
+    size = item.stat(follow_symlinks=False).st_size if kind == "file" else 0
+    return {"name": item.name, "kind": kind, "size_bytes": size}
+
+
+def _from_os_error(exc: OSError) -> ExecutorError:
+    """Map a file-system error to a refusal (the request's fault) or a failure."""
+    if exc.errno in _REFUSALS:
+        code, reason = _REFUSALS[exc.errno]
+        return ToolRefused(code, reason, argument="path")
+    return ToolFailed("tool_error", f"file system error: {exc.strerror or type(exc).__name__}")

@@ -1,0 +1,34 @@
+"""Dispatches a call to the adapter its descriptor names: ``file_system`` or ``mcp:<server>``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgate.executor.adapters.file_system import FileSystemTool
+from toolgate.executor.adapters.mcp_client import McpToolHost
+from toolgate.executor.errors import ToolRefused
+from toolgate.shared.descriptors import ToolDescriptor
+
+__all__ = ["LocalToolHost"]
+
+
+class LocalToolHost:
+    """:class:`~toolgate.executor.service.ToolHost` over the in-process and MCP adapters."""
+
+    def __init__(self, file_system: FileSystemTool, mcp: McpToolHost | None) -> None:
+        self._file_system = file_system
+        self._mcp = mcp
+
+    async def call(self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]) -> Any:
+        """Run ``operation`` of ``descriptor`` with ``arguments``.
+
+        Raises:
+            ToolRefused: ``unknown_adapter`` when no adapter serves the descriptor.
+            ExecutorError: whatever the adapter raises.
+        """
+        kind, _, server = descriptor.adapter.partition(":")
+        if kind == "file_system":
+            return await self._file_system.call(operation, arguments)
+        if kind == "mcp" and self._mcp is not None and self._mcp.serves(server):
+            return await self._mcp.call(server, operation, arguments, descriptor.timeout_s)
+        raise ToolRefused("unknown_adapter", f"no adapter {descriptor.adapter!r} is configured in this executor")

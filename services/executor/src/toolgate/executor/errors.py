@@ -1,0 +1,82 @@
+"""Errors of the executor.
+
+Every error carries a machine-readable ``reason_code`` (snake_case, stable, put on
+receipts) and a human ``reason`` (one sentence, no secret, no host path)::
+
+    ExecutorError               reason_code, reason, transient
+    ├── ToolRefused             refused before any effect: hostile path, bad argument
+    │                           (path_outside_sandbox, not_found, too_large, not_a_file,
+    │                           not_a_directory, invalid_argument, unknown_operation, …)
+    │                           + argument: the offending argument's name, if any
+    ├── ToolFailed              the tool ran and failed (tool_error, output_invalid, …)
+    ├── ToolTimeout             the tool did not finish within its timeout_s (tool_timeout)
+    └── StoreUnavailable        a state store (Redis) is unreachable or too slow;
+                                transient: retry later, never run the tool without it
+                                (idempotency_store_unavailable)
+
+A refusal is the caller's fault and final; a failure or timeout happened while the
+tool ran, so an effect may exist; ``transient`` errors say nothing about the request
+and the same request may be retried.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = ["ExecutorError", "StoreUnavailable", "ToolFailed", "ToolRefused", "ToolTimeout"]
+
+
+class ExecutorError(Exception):
+    """Root of the executor's errors.
+
+    Attributes:
+        reason_code: stable snake_case code, e.g. ``"path_outside_sandbox"``.
+        reason: one human sentence naming what was wrong.
+        transient: class-level; True when retrying the same request may succeed.
+    """
+
+    transient: ClassVar[bool] = False
+    default_code: ClassVar[str] = "executor_error"
+
+    def __init__(self, reason_code: str | None = None, reason: str = "") -> None:
+        self.reason_code = reason_code or self.default_code
+        self.reason = reason or self.reason_code.replace("_", " ")
+        super().__init__(self.reason_code, self.reason)
+
+    def __str__(self) -> str:
+        return f"{self.reason_code}: {self.reason}"
+
+
+class ToolRefused(ExecutorError):
+    """The call was refused before any effect (hostile path, bad argument).
+
+    Attributes:
+        argument: name of the offending argument (e.g. ``"path"``), or None.
+    """
+
+    default_code = "refused"
+
+    def __init__(
+        self, reason_code: str | None = None, reason: str = "", *, argument: str | None = None
+    ) -> None:
+        super().__init__(reason_code, reason)
+        self.argument = argument
+
+
+class ToolFailed(ExecutorError):
+    """The tool ran and failed; an effect may or may not have happened."""
+
+    default_code = "tool_error"
+
+
+class ToolTimeout(ExecutorError):
+    """The tool did not finish within the descriptor's ``timeout_s``."""
+
+    default_code = "tool_timeout"
+
+
+class StoreUnavailable(ExecutorError):
+    """A state store (Redis) was unreachable or timed out; transient, fail closed."""
+
+    transient = True
+    default_code = "store_unavailable"

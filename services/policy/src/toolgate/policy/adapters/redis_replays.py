@@ -1,0 +1,33 @@
+"""Reads the executor's idempotency records to recognise a replay before deciding again."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from toolgate.policy.errors import PolicyError
+from toolgate.policy.ports import ReplayState
+from toolgate.shared.idempotency import record_key
+
+__all__ = ["RedisReplayIndex"]
+
+
+class RedisReplayIndex:
+    """:class:`~toolgate.policy.ports.ReplayIndex` over the executor's Redis records (read only)."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        self._redis = redis
+
+    async def lookup(self, principal: str, idempotency_key: str) -> ReplayState | None:
+        """Return the key's state, or ``None`` when it was never used.
+
+        Raises:
+            PolicyError: ``idempotency_store_unavailable`` when Redis cannot answer.
+        """
+        try:
+            state, fingerprint = await self._redis.hmget(record_key(principal, idempotency_key), ["state", "fp"])
+        except (RedisError, OSError) as error:
+            raise PolicyError("idempotency_store_unavailable", f"Redis: {error}") from None
+        if fingerprint is None:
+            return None
+        return ReplayState(done=state == b"done", fingerprint=fingerprint.decode())

@@ -1,0 +1,186 @@
+"""The policy pipeline for one raw tool request, from bytes to a decision.
+
+Order (each step can end the request; later steps never run for an ended request):
+
+1. size and decoding (refuse ``oversized`` / ``malformed``),
+2. identifiers (refuse ``invalid_request_id`` / ``invalid_idempotency_key``),
+3. descriptor resolution (deny ``unknown_tool`` / ``unknown_operation``),
+4. argument validation against the input schema (refuse ``schema_invalid``),
+5. idempotent replay of a completed key (execute ``idempotent_replay``; other
+   arguments under the same key: refuse ``idempotency_key_reused``),
+6. the Cedar policy (deny ``no_permit`` / ``forbidden`` / ``unknown_principal``),
+7. the rate limit, consumed only by calls the policy lets through (deny ``rate_limited``).
+
+Every failure to check (store or limiter unreachable) denies: fail closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import msgspec
+
+from toolgate.policy.engine import PolicyEngine, PolicyOutcome
+from toolgate.policy.errors import PolicyError
+from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
+from toolgate.shared.catalog import TOKEN
+from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, request_hash
+from toolgate.shared.schemas import first_error
+from toolgate.shared.vocabulary import Verdict
+
+__all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide"]
+
+MAX_IDEMPOTENCY_KEY_CHARS = 255
+"""Longest accepted idempotency key, as Stripe's and the IETF Idempotency-Key draft's."""
+
+_request_decoder = msgspec.json.Decoder(ToolRequested)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What the transport says about one request message.
+
+    Attributes:
+        principal: the subject token (the transport-authenticated principal).
+        data: the raw body.
+        fallback_request_id: id used when the body has none (``Nats-Msg-Id`` or ``seq<n>``).
+    """
+
+    principal: str
+    data: bytes
+    fallback_request_id: str
+
+
+@dataclass(frozen=True)
+class PolicyPorts:
+    """Everything :func:`decide` reaches outside itself."""
+
+    engine: PolicyEngine | None
+    descriptors: DescriptorSource
+    limiter: RateLimiter
+    replays: ReplayIndex
+    clock: Callable[[], datetime]
+    max_request_bytes: int
+
+
+class _Ended(Exception):  # noqa: N818 - control flow: the request ended with this decision
+    def __init__(self, verdict: Verdict, reason_code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.verdict, self.reason_code, self.reason = verdict, reason_code, reason
+
+
+def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
+    event_id = f"decision:{env.principal}:{request_id}"
+    return DecisionMade(event_id=event_id, occurred_at=now, request_id=request_id, principal=env.principal, **fields)
+
+
+def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
+    if len(env.data) > max_bytes:
+        raise _Ended(Verdict.REFUSE, "oversized", f"request is {len(env.data)} bytes; the limit is {max_bytes}")
+    try:
+        request = _request_decoder.decode(env.data)
+    except msgspec.DecodeError as error:
+        raise _Ended(Verdict.REFUSE, "malformed", f"request is not a tool request: {error}") from None
+    if not TOKEN.match(request.request_id):
+        raise _Ended(Verdict.REFUSE, "invalid_request_id", "request_id must match [A-Za-z0-9_-]{1,64}")
+    if not 0 < len(request.idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS:
+        raise _Ended(Verdict.REFUSE, "invalid_idempotency_key", "idempotency_key must have 1 to 255 characters")
+    return request
+
+
+async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor:
+    try:
+        descriptor = await ports.descriptors.get(request.tool, request.version)
+    except Exception as error:  # noqa: BLE001 - any registry fault denies (fail closed)
+        raise _Ended(Verdict.DENY, "registry_unavailable", f"cannot read the registry: {error}") from None
+    if descriptor is None:
+        raise _Ended(Verdict.DENY, "unknown_tool", f"no tool {request.tool!r} at version {request.version or 'latest'}")
+    if request.operation not in descriptor.operations:
+        raise _Ended(Verdict.DENY, "unknown_operation", f"{request.tool} has no operation {request.operation!r}")
+    spec = descriptor.operations[request.operation]
+    if problem := first_error(spec.input_schema, request.arguments):
+        raise _Ended(Verdict.REFUSE, "schema_invalid", f"arguments invalid at {problem}")
+    return descriptor
+
+
+async def _replay(principal: str, request: ToolRequested, digest: str, ports: PolicyPorts) -> bool:
+    try:
+        state = await ports.replays.lookup(principal, request.idempotency_key)
+    except Exception as error:  # noqa: BLE001 - an unreadable store denies (fail closed)
+        raise _Ended(Verdict.DENY, "idempotency_store_unavailable", f"cannot check the key: {error}") from None
+    if state is None:
+        return False
+    if state.fingerprint != digest:
+        raise _Ended(Verdict.REFUSE, "idempotency_key_reused", "idempotency key was used with other arguments")
+    return state.done
+
+
+def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, ports: PolicyPorts) -> PolicyOutcome:
+    if ports.engine is None:
+        raise _Ended(Verdict.DENY, "no_policy", "no valid policy is loaded: default deny")
+    spec = descriptor.operations[request.operation]
+    outcome = ports.engine.decide(principal, descriptor.name, descriptor.version, request.operation, spec)
+    if outcome.verdict not in (Verdict.EXECUTE, Verdict.NEEDS_APPROVAL):
+        raise _Ended(Verdict.DENY, outcome.reason_code, outcome.reason)
+    return outcome
+
+
+async def _limit(principal: str, descriptor: ToolDescriptor, ports: PolicyPorts) -> None:
+    try:
+        result = await ports.limiter.acquire(principal, descriptor.name, descriptor.rate_limit)
+    except PolicyError as error:
+        raise _Ended(Verdict.DENY, error.reason_code, error.reason) from None
+    if not result.allowed:
+        retry = f"retry after {result.retry_after_s:.1f}s"
+        raise _Ended(Verdict.DENY, "rate_limited", f"rate limit of {descriptor.name} reached; {retry}")
+
+
+async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
+    """Decide one raw request; never raises for anything the request contains.
+
+    Returns:
+        An unsigned :class:`DecisionMade` addressed to ``env.principal``.
+    """
+    now = ports.clock()
+    try:
+        request = _parse(env, ports.max_request_bytes)
+    except _Ended as ended:
+        return _ended(env, env.fallback_request_id, now, ended, None)
+    try:
+        return await _decide_parsed(env, request, ports, now)
+    except _Ended as ended:
+        return _ended(env, request.request_id, now, ended, request.idempotency_key)
+
+
+def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: str | None) -> DecisionMade:
+    return _decision(
+        env, request_id, now, verdict=ended.verdict, reason_code=ended.reason_code, reason=ended.reason,
+        idempotency_key=key,
+    )
+
+
+async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPorts, now: datetime) -> DecisionMade:
+    if not TOKEN.match(env.principal):
+        raise _Ended(Verdict.REFUSE, "invalid_principal", "principal must match [A-Za-z0-9_-]{1,64}")
+    descriptor = await _resolve(request, ports)
+    bound = BoundRequest(
+        principal=env.principal, tool=descriptor.name, version=descriptor.version,
+        descriptor_digest=descriptor_digest(descriptor), operation=request.operation, arguments=request.arguments,
+    )
+    digest = request_hash(bound)
+    spec = descriptor.operations[request.operation]
+    common: dict[str, Any] = {
+        "idempotency_key": request.idempotency_key, "request": bound, "request_hash": digest,
+        "side_effect_class": spec.side_effect_class, "timeout_s": descriptor.timeout_s,
+    }
+    if await _replay(env.principal, request, digest, ports):
+        return _decision(env, request.request_id, now, verdict=Verdict.EXECUTE, reason_code="idempotent_replay",
+                         reason="the idempotency key completed before: its receipt is replayed", **common)
+    outcome = _govern(env.principal, descriptor, request, ports)
+    await _limit(env.principal, descriptor, ports)
+    return _decision(env, request.request_id, now, verdict=outcome.verdict, reason_code=outcome.reason_code,
+                     reason=outcome.reason, approver_role=outcome.approver_role, **common)

@@ -1,0 +1,52 @@
+"""Errors of the policy service.
+
+Every error carries a machine-readable ``reason_code`` and a human ``reason``; the
+service turns either into a ``deny`` decision with that reason (DESIGN §2.1: fail
+closed), never into an execution.
+
+::
+
+    PolicyError(reason_code, reason)
+    ├── PolicyInvalid        reason_code="policy_invalid"
+    │                        the policy or principal directory is missing, unreadable,
+    │                        unparsable or fails Cedar schema validation
+    └── LimiterUnavailable   reason_code="rate_limiter_unavailable"
+                             the rate limiter's store (Redis) failed or timed out
+"""
+
+from __future__ import annotations
+
+__all__ = ["LimiterUnavailable", "PolicyError", "PolicyInvalid"]
+
+
+class PolicyError(Exception):
+    """Root of the policy service's errors.
+
+    Attributes:
+        reason_code: machine-readable reason, e.g. ``policy_invalid``.
+        reason: human-readable reason naming what was wrong.
+    """
+
+    def __init__(self, reason_code: str, reason: str) -> None:
+        super().__init__(f"{reason_code}: {reason}")
+        self.reason_code = reason_code
+        self.reason = reason
+
+
+class PolicyInvalid(PolicyError):
+    """The policy or the principal directory cannot be used.
+
+    Attributes:
+        path: the offending file, when the error came from reading one.
+    """
+
+    def __init__(self, reason: str, *, reason_code: str = "policy_invalid", path: str | None = None) -> None:
+        super().__init__(reason_code, reason)
+        self.path = path
+
+
+class LimiterUnavailable(PolicyError):
+    """The rate limiter could not answer (store down, timeout, protocol error)."""
+
+    def __init__(self, reason: str, *, reason_code: str = "rate_limiter_unavailable") -> None:
+        super().__init__(reason_code, reason)

@@ -1,0 +1,31 @@
+"""Settings of the policy service (environment prefix ``TOOLGATE_POLICY_``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from toolgate.shared.settings import ServiceSettings
+
+__all__ = ["PolicySettings"]
+
+
+class PolicySettings(ServiceSettings):
+    """Where the policy lives and how big a request may be."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_POLICY_", extra="ignore")
+
+    policy_file: Path = Field(
+        default=Path("deploy/policy/policy.cedar"),
+        description="Cedar policy file. Missing or invalid: every request is denied. Env: TOOLGATE_POLICY_POLICY_FILE.",
+    )
+    principals_file: Path = Field(
+        default=Path("deploy/policy/principals.toml"),
+        description="Principal directory (agents' autonomy and roles, approvers). Env: TOOLGATE_POLICY_PRINCIPALS_FILE.",
+    )
+    max_request_bytes: int = Field(
+        default=65_536,
+        description="Largest accepted tool request body, bytes; larger is refused. Env: TOOLGATE_POLICY_MAX_REQUEST_BYTES.",
+    )

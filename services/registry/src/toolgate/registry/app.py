@@ -1,0 +1,71 @@
+"""Composition root of the registry service: the only place its settings are read.
+
+The registry owns the bus layout: it provisions the stream, the durable consumers and
+the tools bucket at start-up, then publishes the configured descriptors.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from faststream import FastStream
+from nats.js import JetStreamContext
+
+from toolgate.registry.adapters.mcp_import import import_mcp_server
+from toolgate.registry.domain import parse_descriptor
+from toolgate.registry.errors import RegistryError
+from toolgate.registry.handlers import build_router
+from toolgate.registry.service import Registry
+from toolgate.registry.settings import RegistrySettings
+from toolgate.shared.bus import publish_event
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.mcp_config import load_mcp_servers
+from toolgate.shared.provision import ensure_bus
+from toolgate.shared.service import RuntimeCell, new_app, new_broker
+from toolgate.shared.tools_kv import ToolsBucket
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("toolgate.registry")
+
+
+async def _seed(settings: RegistrySettings) -> list[ToolDescriptor]:
+    found: list[ToolDescriptor] = []
+    if settings.descriptors_dir is not None:
+        for path in sorted(settings.descriptors_dir.glob("*.json")):
+            found.append(parse_descriptor(path.read_bytes()))
+    if settings.mcp_servers_file is not None:
+        for config in load_mcp_servers(settings.mcp_servers_file).values():
+            found.append(await import_mcp_server(config, settings.mcp_timeout_s))
+    return found
+
+
+def create_app(settings: RegistrySettings | None = None) -> FastStream:
+    """Build the registry service.
+
+    Raises:
+        RegistryError / OSError / ValueError (at start-up): a configured descriptor or MCP
+            server is invalid or unreachable.
+    """
+    settings = settings or RegistrySettings()
+    broker = new_broker("registry", settings)
+    cell: RuntimeCell[Registry] = RuntimeCell()
+    broker.include_router(build_router(cell))
+
+    async def build(js: JetStreamContext) -> None:
+        await ensure_bus(js)
+
+        async def announce(subject: str, event: Any) -> object:
+            return await publish_event(js, subject, event)
+
+        registry = Registry(bucket=await ToolsBucket.open(js), publish_event=announce, clock=lambda: datetime.now(UTC))
+        for descriptor in await _seed(settings):
+            try:
+                log.info("%s", (await registry.publish(descriptor)).reason)
+            except RegistryError as error:
+                log.error("not published: %s", error)
+        cell.set(registry)
+
+    return new_app(broker, build)

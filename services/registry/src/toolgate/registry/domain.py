@@ -1,0 +1,74 @@
+"""Pure checks a tool descriptor passes before it is published.
+
+Names are one subject token, versions are SemVer 2.0.0, and every operation's input
+and output schema is itself a valid JSON Schema (checked against its meta-schema).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from toolgate.registry.errors import PublishRefused
+from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
+from toolgate.shared.schemas import SchemaError, check_schema
+
+__all__ = ["MAX_DESCRIPTOR_BYTES", "GetQuery", "RegistryReply", "parse_descriptor", "validate_descriptor"]
+
+MAX_DESCRIPTOR_BYTES = 262_144
+"""Largest accepted descriptor, bytes."""
+
+
+class GetQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``tg.registry.get``: a tool and an exact version, or ``None`` for the latest."""
+
+    tool: str
+    version: str | None = None
+
+
+class RegistryReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Answer of every registry request."""
+
+    ok: bool
+    reason_code: str
+    reason: str
+    descriptor: ToolDescriptor | None = None
+    descriptors: list[ToolDescriptor] | None = None
+    digest: str | None = None
+
+
+def parse_descriptor(data: bytes) -> ToolDescriptor:
+    """Decode and validate a descriptor.
+
+    Raises:
+        PublishRefused: oversized, malformed, or invalid (see :func:`validate_descriptor`).
+    """
+    if len(data) > MAX_DESCRIPTOR_BYTES:
+        raise PublishRefused("oversized", f"descriptor is {len(data)} bytes; the limit is {MAX_DESCRIPTOR_BYTES}")
+    try:
+        descriptor = msgspec.json.decode(data, type=ToolDescriptor)
+    except msgspec.DecodeError as error:
+        raise PublishRefused("malformed", f"not a tool descriptor: {error}") from None
+    validate_descriptor(descriptor)
+    return descriptor
+
+
+def validate_descriptor(descriptor: ToolDescriptor) -> None:
+    """Check name, version, limits and every schema.
+
+    Raises:
+        PublishRefused: ``invalid_name``, ``invalid_version``, ``invalid_limits`` or ``schema_invalid``.
+    """
+    if not TOOL_NAME.match(descriptor.name):
+        raise PublishRefused("invalid_name", f"tool name {descriptor.name!r} must match {TOOL_NAME.pattern}")
+    if not SEMVER.match(descriptor.version):
+        raise PublishRefused("invalid_version", f"{descriptor.version!r} is not a semantic version")
+    if descriptor.timeout_s <= 0 or descriptor.rate_limit.calls < 1 or descriptor.rate_limit.period_s <= 0:
+        raise PublishRefused("invalid_limits", "timeout_s, rate_limit.calls and rate_limit.period_s must be positive")
+    if not descriptor.operations:
+        raise PublishRefused("schema_invalid", "a tool needs at least one operation")
+    for name, spec in descriptor.operations.items():
+        for kind, schema in (("input_schema", spec.input_schema), ("output_schema", spec.output_schema)):
+            try:
+                check_schema(schema)
+            except SchemaError as error:
+                raise PublishRefused("schema_invalid", f"{name}.{kind}: {error}") from None

@@ -1,0 +1,50 @@
+"""The registry's broker edge: publish, get and list over request/reply."""
+
+from __future__ import annotations
+
+import msgspec
+from faststream.nats import NatsMessage, NatsRouter
+
+from toolgate.registry.domain import GetQuery, RegistryReply, parse_descriptor
+from toolgate.registry.errors import RegistryError
+from toolgate.registry.service import Registry
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.service import RuntimeCell
+
+__all__ = ["build_router"]
+
+_query = msgspec.json.Decoder(GetQuery)
+
+
+def _reply(reply: RegistryReply) -> bytes:
+    return msgspec.json.encode(reply)
+
+
+def _refusal(error: RegistryError) -> bytes:
+    return _reply(RegistryReply(ok=False, reason_code=error.reason_code, reason=error.reason))
+
+
+def build_router(cell: RuntimeCell[Registry]) -> NatsRouter:
+    """Route the three registry requests."""
+    router = NatsRouter()
+
+    @router.subscriber(Rpc.REGISTRY_PUBLISH, queue="registry", include_in_schema=False)
+    async def on_publish(msg: NatsMessage) -> bytes:
+        try:
+            return _reply(await cell().publish(parse_descriptor(msg.raw_message.data or b"")))
+        except RegistryError as error:
+            return _refusal(error)
+
+    @router.subscriber(Rpc.REGISTRY_GET, queue="registry", include_in_schema=False)
+    async def on_get(msg: NatsMessage) -> bytes:
+        try:
+            query = _query.decode(msg.raw_message.data or b"")
+        except msgspec.DecodeError as error:
+            return _refusal(RegistryError("malformed", f"not a lookup: {error}"))
+        return _reply(await cell().get(query.tool, query.version))
+
+    @router.subscriber(Rpc.REGISTRY_LIST, queue="registry", include_in_schema=False)
+    async def on_list(msg: NatsMessage) -> bytes:
+        return _reply(await cell().list())
+
+    return router

@@ -1,0 +1,102 @@
+import subprocess
+from pathlib import Path
+
+import jsonschema_rs
+import pytest
+from toolgate.registry.adapters.mcp_import import import_mcp_server, list_mcp_tools
+from toolgate.shared.descriptors import SEMVER, ToolDescriptor
+from toolgate.shared.mcp_config import McpServerConfig, Override, resolve_command
+from toolgate.shared.vocabulary import RiskTier, SideEffectClass
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("repo")
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "a.txt").write_text("a\n")
+    subprocess.run(["git", "-C", str(path), "add", "a.txt"], check=True)
+    identity = ["-c", "user.name=T", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "-C", str(path), *identity, "commit", "-q", "-m", "first"], check=True)
+    return path
+
+
+def time_config() -> McpServerConfig:
+    return McpServerConfig(
+        name="time", command=resolve_command("mcp-server-time"), args=["--local-timezone", "UTC"]
+    )
+
+
+def git_config(repo: Path, **kw: object) -> McpServerConfig:
+    return McpServerConfig(
+        name="git",
+        command=resolve_command("mcp-server-git"),
+        args=["--repository", str(repo)],
+        pinned_arguments={"repo_path": str(repo)},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def assert_schemas_compile(descriptor: ToolDescriptor) -> None:
+    for name, operation in descriptor.operations.items():
+        for schema in (operation.input_schema, operation.output_schema):
+            assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", name
+            jsonschema_rs.validator_for(schema)
+
+
+async def test_time_server_imports_as_read_only_descriptor() -> None:
+    descriptor = await import_mcp_server(time_config(), timeout_s=30.0)
+
+    assert descriptor.name == "mcp_time" and descriptor.adapter == "mcp:time"
+    assert SEMVER.match(descriptor.version) and descriptor.version != "0.0.0"
+    operation = descriptor.operations["get_current_time"]
+    assert operation.side_effect_class is SideEffectClass.READ_ONLY
+    assert operation.risk_tier is RiskTier.TRIVIAL  # closed world
+    assert "convert_time" in descriptor.operations
+    assert operation.input_schema["required"] == ["timezone"]
+    structured = operation.output_schema["properties"]["structured"]
+    assert "datetime" in structured["properties"]
+    assert_schemas_compile(descriptor)
+
+
+async def test_git_server_classes_and_pinned_repo(repo: Path) -> None:
+    descriptor = await import_mcp_server(git_config(repo), timeout_s=30.0)
+    ops = descriptor.operations
+
+    assert descriptor.name == "mcp_git"
+    assert ops["git_log"].side_effect_class is SideEffectClass.READ_ONLY
+    assert ops["git_status"].side_effect_class is SideEffectClass.READ_ONLY
+    assert ops["git_commit"].side_effect_class is not SideEffectClass.READ_ONLY
+    assert ops["git_commit"].side_effect_class is SideEffectClass.REVERSIBLE_WRITE
+    assert ops["git_reset"].side_effect_class is SideEffectClass.IRREVERSIBLE_WRITE
+    assert ops["git_reset"].risk_tier is RiskTier.HIGH
+    assert_schemas_compile(descriptor)
+    log_input = jsonschema_rs.validator_for(ops["git_log"].input_schema)
+    assert log_input.is_valid({"repo_path": str(repo), "max_count": 2})
+    assert not log_input.is_valid({"repo_path": "/etc", "max_count": 2})
+
+
+async def test_overrides_are_applied_or_refused(repo: Path) -> None:
+    stricter = {"git_log": Override(side_effect_class=SideEffectClass.SECURITY_SENSITIVE)}
+    descriptor = await import_mcp_server(git_config(repo, overrides=stricter))
+    assert descriptor.operations["git_log"].side_effect_class is SideEffectClass.SECURITY_SENSITIVE
+
+    looser = {"git_reset": Override(side_effect_class=SideEffectClass.READ_ONLY)}
+    with pytest.raises(ValueError, match="git_reset"):
+        await import_mcp_server(git_config(repo, overrides=looser))
+
+
+async def test_listing_reports_annotations_by_wire_name() -> None:
+    version, tools = await list_mcp_tools(time_config())
+
+    assert version == "2026.10.19" or SEMVER.match(version)
+    by_name = {tool.name: tool for tool in tools}
+    annotations = by_name["get_current_time"].annotations
+    assert annotations is not None
+    assert annotations["readOnlyHint"] is True and annotations["openWorldHint"] is False
+    assert by_name["get_current_time"].output_schema is not None
+
+
+async def test_unstartable_server_raises() -> None:
+    broken = McpServerConfig(name="broken", command="/nonexistent/mcp-server")
+    with pytest.raises(OSError):
+        await list_mcp_tools(broken, timeout_s=10.0)

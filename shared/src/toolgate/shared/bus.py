@@ -1,0 +1,67 @@
+"""Publishing events on JetStream with deduplication, and reading them back.
+
+Every event is published with ``Nats-Msg-Id`` (JetStream drops a repeat inside the
+stream's duplicate window); receipts additionally use
+``Nats-Expected-Last-Subject-Sequence: 0`` so a request can never get a second
+receipt, however late the duplicate (NATS ADR-31, "Infinite dedupe" pattern).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+from nats.js.errors import APIError, NotFoundError
+
+from toolgate.shared import catalog
+from toolgate.shared.events import AnyEvent, decode_event, encode
+
+__all__ = ["AlreadyPublished", "fetch_last", "publish_event"]
+
+WRONG_LAST_SEQUENCE = 10071
+"""JetStream API error code of a failed ``Nats-Expected-Last-Subject-Sequence`` check."""
+
+
+class AlreadyPublished(Exception):  # noqa: N818 - an outcome, not a failure
+    """The subject already holds a message: the event was published before."""
+
+
+async def publish_event(
+    js: JetStreamContext, subject: str, event: Any, *, first_on_subject: bool = False, timeout_s: float = 5.0
+) -> PubAck:
+    """Publish ``event`` to the stream, deduplicated by its ``event_id``.
+
+    Args:
+        js: JetStream context.
+        subject: a subject of :data:`catalog.STREAM`.
+        event: a msgspec event with an ``event_id``.
+        first_on_subject: require that nothing was ever published on ``subject``.
+        timeout_s: PubAck wait, seconds.
+
+    Raises:
+        AlreadyPublished: ``first_on_subject`` and the subject already has a message.
+        nats.errors.TimeoutError / nats.js.errors.APIError: the stream did not store it.
+    """
+    headers = {"Nats-Msg-Id": event.event_id}
+    if first_on_subject:
+        headers["Nats-Expected-Last-Subject-Sequence"] = "0"
+    try:
+        return await js.publish(subject, encode(event), timeout=timeout_s, stream=catalog.STREAM, headers=headers)
+    except APIError as error:
+        if error.err_code == WRONG_LAST_SEQUENCE:
+            raise AlreadyPublished(subject) from error
+        raise
+
+
+async def fetch_last(js: JetStreamContext, subject: str) -> AnyEvent | None:
+    """Return the last event stored on ``subject``, or ``None`` when there is none.
+
+    Raises:
+        msgspec.ValidationError / msgspec.DecodeError: the stored message is not an event.
+    """
+    try:
+        message = await js.get_last_msg(catalog.STREAM, subject)
+    except NotFoundError:
+        return None
+    return decode_event(message.data or b"")

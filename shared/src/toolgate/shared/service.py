@@ -1,0 +1,59 @@
+"""Building a FastStream service whose runtime is assembled after connecting."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+from faststream import FastStream
+from faststream.nats import NatsBroker
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
+from nats.js import JetStreamContext
+
+from toolgate.shared.settings import ServiceSettings
+from toolgate.shared.telemetry import tracer_provider
+
+__all__ = ["RuntimeCell", "new_broker", "new_app"]
+
+R = TypeVar("R")
+
+
+class RuntimeCell(Generic[R]):
+    """Holds a service's runtime once built; handlers read it per message."""
+
+    def __init__(self) -> None:
+        self._value: R | None = None
+
+    def set(self, value: R) -> None:
+        """Store the runtime."""
+        self._value = value
+
+    def __call__(self) -> R:
+        """Return the runtime.
+
+        Raises:
+            RuntimeError: the service has not finished starting (the message is retried).
+        """
+        if self._value is None:
+            raise RuntimeError("service not started")
+        return self._value
+
+
+def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
+    """A NATS broker with telemetry and a bounded graceful shutdown (10 s)."""
+    telemetry = NatsTelemetryMiddleware(tracer_provider=tracer_provider(service, settings.otlp_endpoint))
+    return NatsBroker(settings.nats_url, graceful_timeout=10.0, middlewares=[telemetry], max_reconnect_attempts=-1)
+
+
+def new_app(broker: NatsBroker, build: Callable[[JetStreamContext], Awaitable[None]]) -> FastStream:
+    """A FastStream app that connects, runs ``build(js)``, then starts consuming."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    app = FastStream(broker)
+
+    @app.on_startup
+    async def connect() -> None:
+        await broker.connect()
+        await build(broker.connection.jetstream())
+
+    return app

@@ -1,0 +1,131 @@
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from toolgate.shared.mcp_config import McpServerConfig, Override, load_mcp_servers, resolve_command
+from toolgate.shared.vocabulary import RiskTier, SideEffectClass
+
+VALID = """
+[servers.time]
+command = "mcp-server-time"
+args = ["--local-timezone", "UTC"]
+
+[servers.git]
+command = "mcp-server-git"
+args = ["--repository", "/srv/repo"]
+env = { GIT_TERMINAL_PROMPT = "0" }
+pinned_arguments = { repo_path = "/srv/repo", max_count = 5 }
+
+[servers.git.overrides.git_log]
+side_effect_class = "READ_ONLY"
+
+[servers.git.overrides.git_commit]
+side_effect_class = "IRREVERSIBLE_WRITE"
+risk_tier = "critical"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mcp.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_loads_servers_with_pins_and_overrides(tmp_path: Path) -> None:
+    servers = load_mcp_servers(write(tmp_path, VALID))
+
+    assert sorted(servers) == ["git", "time"]
+    git = servers["git"]
+    assert git.name == "git"
+    assert git.args == ["--repository", "/srv/repo"]
+    assert git.env == {"GIT_TERMINAL_PROMPT": "0"}
+    assert git.pinned_arguments == {"repo_path": "/srv/repo", "max_count": 5}
+    assert git.overrides == {
+        "git_log": Override(side_effect_class=SideEffectClass.READ_ONLY),
+        "git_commit": Override(
+            side_effect_class=SideEffectClass.IRREVERSIBLE_WRITE, risk_tier=RiskTier.CRITICAL
+        ),
+    }
+    assert (
+        servers["time"].env == {}
+        and servers["time"].pinned_arguments == {}
+        and servers["time"].overrides == {}
+    )
+
+
+def test_bare_command_resolves_next_to_the_interpreter_first(tmp_path: Path) -> None:
+    servers = load_mcp_servers(write(tmp_path, VALID))
+
+    expected = Path(sys.executable).parent / "mcp-server-time"
+    assert servers["time"].command == str(expected)
+    assert os.path.isabs(servers["git"].command)
+
+
+def test_config_is_frozen(tmp_path: Path) -> None:
+    server = load_mcp_servers(write(tmp_path, VALID))["time"]
+    with pytest.raises(AttributeError):
+        server.command = "/bin/sh"  # type: ignore[misc]
+
+
+def test_relative_path_command_resolves_against_the_config_directory(tmp_path: Path) -> None:
+    script = tmp_path / "bin" / "my-server"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+    servers = load_mcp_servers(write(tmp_path, '[servers.mine]\ncommand = "bin/my-server"\n'))
+
+    assert servers["mine"].command == str(script.resolve())
+
+
+def test_command_on_path_and_absolute() -> None:
+    assert resolve_command("sh") in {"/bin/sh", "/usr/bin/sh"}
+    assert resolve_command("/bin/sh") == "/bin/sh"
+
+
+def test_missing_command_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = write(tmp_path, '[servers.ghost]\ncommand = "no-such-mcp-server-xyz"\n')
+    with pytest.raises(ValueError, match=r"servers\.ghost\.command: .*no-such-mcp-server-xyz"):
+        load_mcp_servers(path)
+
+
+def test_empty_file_has_no_servers(tmp_path: Path) -> None:
+    assert load_mcp_servers(write(tmp_path, "")) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ('[servers.Bad]\ncommand = "sh"\n', r"servers\.Bad: server name must match"),
+        ('[servers.a-b]\ncommand = "sh"\n', r"servers\.a-b: server name must match"),
+        (f'[servers.{"x" * 32}]\ncommand = "sh"\n', r"server name must match"),
+        ("[servers.x]\ncommand = 5\n", r"servers\.x: .*`servers\.x\.command`"),
+        ('[servers.x]\ncommand = "sh"\nargs = ["ok", 2]\n', r"`servers\.x\.args\[1\]`"),
+        ('[servers.x]\ncommand = "sh"\nenv = { A = 1 }\n', r"servers\.x\.env"),
+        ('[servers.x]\ncommand = "sh"\ncolour = "red"\n', r"servers\.x: .*unknown field `colour`"),
+        ("[servers.x]\nargs = []\n", r"servers\.x: .*missing required field `command`"),
+        ('[servers.x]\ncommand = "sh"\nname = "y"\n', r"servers\.x\.name"),
+        (
+            '[servers.x]\ncommand = "sh"\n[servers.x.overrides.t1]\nside_effect_class = "SAFE"\n',
+            r"servers\.x\.overrides\.t1: .*`servers\.x\.overrides\.t1\.side_effect_class`",
+        ),
+        (
+            '[servers.x]\ncommand = "sh"\n[servers.x.overrides.t1]\nrisk_tier = "low"\nnote = 1\n',
+            r"servers\.x\.overrides\.t1: .*unknown field `note`",
+        ),
+        ('[servers.x]\ncommand = "sh"\noverrides = 3\n', r"servers\.x\.overrides: expected a table"),
+        ("servers = 3\n", r"servers: expected a table"),
+        ('[server.x]\ncommand = "sh"\n', r"unknown top-level key 'server'"),
+        ("[servers.x\n", r"invalid TOML"),
+    ],
+)
+def test_invalid_input_names_the_bad_field(tmp_path: Path, text: str, pattern: str) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        load_mcp_servers(write(tmp_path, text))
+
+
+def test_struct_defaults_are_empty() -> None:
+    config = McpServerConfig(name="x", command="/bin/sh")
+    assert config.args == [] and config.env == {} and config.pinned_arguments == {} and config.overrides == {}
