@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from toolgate.shared.mcp_config import McpServerConfig, Override, load_mcp_servers, resolve_command
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 

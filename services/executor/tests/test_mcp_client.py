@@ -240,3 +240,13 @@ async def test_aclose_terminates_the_server_processes(configs: dict[str, McpServ
     await tool_host.aclose()
 
     await wait_until(lambda: not (server_pids("mcp-server-") & started), timeout_s=10.0)
+
+
+async def test_unstartable_server_is_a_tool_failure() -> None:
+    tool_host = McpToolHost({"gone": McpServerConfig(name="gone", command="/nonexistent/mcp-server")})
+    try:
+        with pytest.raises(ToolFailed) as failed:
+            await tool_host.call("gone", "anything", {}, timeout_s=10.0)
+        assert failed.value.reason_code == "server_unavailable"
+    finally:
+        await tool_host.aclose()

@@ -4,6 +4,7 @@ from typing import Any
 import jsonschema_rs
 import msgspec
 import pytest
+
 from toolgate.registry.mcp_mapping import (
     DRAFT_2020_12,
     McpToolInfo,

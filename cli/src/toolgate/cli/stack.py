@@ -24,7 +24,10 @@ from toolgate.shared.catalog import Rpc
 from toolgate.shared.servers import nats_server, redis_server
 from toolgate.shared.signing import generate_keypair
 
-__all__ = ["SERVICES", "Stack", "running_stack"]
+__all__ = ["DEPLOY_DIR", "SERVICES", "Stack", "config_env", "running_stack"]
+
+DEPLOY_DIR = Path(os.environ.get("TOOLGATE_DEPLOY_DIR") or Path(__file__).resolve().parents[4] / "deploy")
+"""The default policy, principal directory and tool descriptors (``TOOLGATE_DEPLOY_DIR`` overrides)."""
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 """Start order: the registry provisions the bus the others bind to."""
@@ -78,10 +81,22 @@ class Stack:
 def base_env(state_dir: Path, nats_url: str, redis_url: str, extra: dict[str, str]) -> dict[str, str]:
     """The environment every service process gets."""
     env = dict(os.environ)
+    env.update(config_env())
     env.update({"NATS_URL": nats_url, "REDIS_URL": redis_url, "TOOLGATE_KEYS_DIR": str(state_dir / "keys"),
                 "TOOLGATE_AUDIT_DATABASE": str(state_dir / "audit.sqlite3")})
     env.update(extra)
     return env
+
+
+def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
+    """Settings pointing every service at the files of ``deploy_dir`` (absolute paths)."""
+    policy = deploy_dir / "policy"
+    return {
+        "TOOLGATE_POLICY_POLICY_FILE": str(policy / "policy.cedar"),
+        "TOOLGATE_POLICY_PRINCIPALS_FILE": str(policy / "principals.toml"),
+        "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(policy / "principals.toml"),
+        "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(deploy_dir / "tools"),
+    }
 
 
 def ensure_keys(keys_dir: Path) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 __all__ = ["SERVER_NAME", "McpServerConfig", "Override", "load_mcp_servers", "resolve_command"]

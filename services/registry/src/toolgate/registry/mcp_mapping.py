@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 import msgspec
+
 from toolgate.shared.descriptors import SEMVER, OperationSpec, RateLimit, ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig, Override
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass

@@ -29,6 +29,7 @@ from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, TextContent
 from pydantic import ValidationError
+
 from toolgate.executor.errors import ToolFailed, ToolRefused, ToolTimeout
 from toolgate.shared.mcp_config import McpServerConfig
 

@@ -29,6 +29,6 @@ class LocalToolHost:
         kind, _, server = descriptor.adapter.partition(":")
         if kind == "file_system":
             return await self._file_system.call(operation, arguments)
-        if kind == "mcp" and self._mcp is not None and self._mcp.serves(server):
+        if kind == "mcp" and self._mcp is not None:
             return await self._mcp.call(server, operation, arguments, descriptor.timeout_s)
         raise ToolRefused("unknown_adapter", f"no adapter {descriptor.adapter!r} is configured in this executor")

@@ -11,6 +11,7 @@ import asyncio
 
 from mcp import Client, StdioServerParameters
 from mcp.types import Tool
+
 from toolgate.registry.mcp_mapping import McpToolInfo, descriptor_from_mcp
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig

@@ -1,0 +1,170 @@
+"""The ``toolgate`` command (typer + rich). Each command is a thin shell over a module."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import nats
+import typer
+from rich.console import Console
+
+from toolgate.cli import rpc
+from toolgate.cli.render import approvals_table, tools_table, trail_table
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.signing import generate_keypair
+
+__all__ = ["main"]
+
+T = TypeVar("T")
+app = typer.Typer(help="toolgate: a governed gateway between AI agents and their tools.", no_args_is_help=True)
+tools_app = typer.Typer(help="The tool registry.", no_args_is_help=True)
+approvals_app = typer.Typer(help="Answer pending approvals.", no_args_is_help=True)
+audit_app = typer.Typer(help="Read and verify the audit chain.", no_args_is_help=True)
+keys_app = typer.Typer(help="Signing keys of the policy and approvals services.", no_args_is_help=True)
+for sub, name in ((tools_app, "tools"), (approvals_app, "approvals"), (audit_app, "audit"), (keys_app, "keys")):
+    app.add_typer(sub, name=name)
+console = Console()
+STATE_DIR = Path(".toolgate")
+
+NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `toolgate up` writes .toolgate/nats_url.")]
+
+
+def _url(url: str | None) -> str:
+    if url:
+        return url
+    saved = STATE_DIR / "nats_url"
+    return saved.read_text().strip() if saved.exists() else "nats://127.0.0.1:4222"
+
+
+def _on_bus(url: str | None, work: Callable[[nats.aio.client.Client], Awaitable[T]]) -> T:
+    async def run() -> T:
+        nc = await nats.connect(_url(url), connect_timeout=3, max_reconnect_attempts=0)
+        try:
+            return await work(nc)
+        finally:
+            await nc.close()
+
+    try:
+        return asyncio.run(run())
+    except (rpc.BusError, ValueError, OSError, nats.errors.Error) as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(2) from None
+
+
+@tools_app.command("list")
+def tools_list(nats_url: NatsUrl = "") -> None:
+    """List every tool's latest version, one row per operation."""
+    reply: dict[str, Any] = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.REGISTRY_LIST, {}))
+    import msgspec
+
+    console.print(tools_table(msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])))
+
+
+@approvals_app.command("list")
+def approvals_list(nats_url: NatsUrl = "") -> None:
+    """Show pending approvals and exactly what each would let run."""
+    console.print(approvals_table(_on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.APPROVALS_LIST, {}))))
+
+
+Approver = Annotated[str, typer.Option("--as", envvar="TOOLGATE_APPROVER", help="Approver identity (env TOOLGATE_APPROVER).")]
+
+
+def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str) -> None:
+    answer = _on_bus(url, lambda nc: rpc.decide(nc, approver, approval_id, approve, note))
+    colour = "green" if answer.get("ok") else "red"
+    console.print(f"[{colour}]{answer.get('reason_code')}[/{colour}]: {answer.get('reason')}")
+    if not answer.get("ok"):
+        raise typer.Exit(1)
+
+
+@approvals_app.command("approve")
+def approvals_approve(approval_id: str, approver: Approver, note: str = "", nats_url: NatsUrl = "") -> None:
+    """Grant one pending approval (single use, bound to the exact arguments)."""
+    _decide(approval_id, True, approver, note, nats_url)
+
+
+@approvals_app.command("reject")
+def approvals_reject(approval_id: str, approver: Approver, note: str = "", nats_url: NatsUrl = "") -> None:
+    """Reject one pending approval: the request ends denied."""
+    _decide(approval_id, False, approver, note, nats_url)
+
+
+@audit_app.command("trail")
+def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
+    """Print every audit record of one request, in chain order."""
+    reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
+    console.print(trail_table(request_id, reply.get("records", [])))
+
+
+@audit_app.command("verify")
+def audit_verify(nats_url: NatsUrl = "") -> None:
+    """Check the whole hash chain; name the first broken record."""
+    reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_VERIFY, {}, timeout_s=60))
+    result = reply["result"]
+    if reply["ok"]:
+        console.print(f"[green]audit chain intact[/green]: {result['checked']} of {reply['total']} records verified")
+        return
+    console.print(f"[red]audit chain broken at record {result['first_broken']}[/red]: {result['reason']}")
+    raise typer.Exit(1)
+
+
+@keys_app.command("generate")
+def keys_generate(directory: Path) -> None:
+    """Create policy and approvals Ed25519 key pairs in DIRECTORY (existing keys are kept)."""
+    for name in ("policy", "approvals"):
+        if not (directory / f"{name}.key").exists():
+            generate_keypair(directory, name)
+    console.print(f"keys in {directory}")
+
+
+@app.command()
+def up(state_dir: Path = STATE_DIR) -> None:
+    """Run NATS, Redis (unless NATS_URL/REDIS_URL are set) and the five services until Ctrl-C."""
+    from toolgate.cli.stack import running_stack
+
+    with console.status("starting…"), running_stack(state_dir.resolve()) as stack:
+        (state_dir / "nats_url").write_text(stack.nats_url)
+        console.print(f"[green]toolgate is up[/green]\n  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
+        console.print(f"  logs: {state_dir / 'logs'}  ·  Ctrl-C stops everything")
+        _wait_for_signal(stack)
+
+
+def _wait_for_signal(stack: Any) -> None:
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda sig, frame: stopping.append(sig))
+    try:
+        while not stopping and not stack.dead():
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    if dead := stack.dead():
+        console.print(f"[red]{', '.join(dead)} exited[/red]; see the logs")
+
+
+@app.command()
+def demo() -> None:
+    """Run the scripted demo on real files, a real git repository, NATS and Redis."""
+    from toolgate.cli.demo import run_demo
+
+    raise typer.Exit(run_demo(console))
+
+
+@app.command()
+def bench(calls: int = 300, concurrency: int = 8) -> None:
+    """Governed-call latency and throughput as ratios to a bare NATS request/reply."""
+    from toolgate.cli.bench import run_bench
+
+    raise typer.Exit(run_bench(console, calls, concurrency))
+
+
+def main() -> None:
+    """Entry point of the ``toolgate`` command."""
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app()

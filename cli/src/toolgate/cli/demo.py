@@ -1,0 +1,175 @@
+"""``toolgate demo``: a scripted agent makes real calls through the running system.
+
+A temporary workspace holds real files and a real git repository; nats-server and
+redis-server are started on free ports unless ``NATS_URL`` / ``REDIS_URL`` are set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from rich.console import Console
+from rich.panel import Panel
+
+from toolgate.cli import rpc
+from toolgate.cli.render import receipt_row, receipts_table, tools_table, trail_table
+from toolgate.cli.stack import Stack, running_stack
+from toolgate.sdk import ToolClient
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.events import ReceiptIssued
+
+__all__ = ["run_demo"]
+
+AGENT = "demo-agent"
+APPROVER = "alice"
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Dana Dev", "GIT_AUTHOR_EMAIL": "dana@example.org",
+           "GIT_COMMITTER_NAME": "Dana Dev", "GIT_COMMITTER_EMAIL": "dana@example.org"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def make_workspace(root: Path) -> tuple[Path, Path, Path]:
+    """Create ``sandbox/`` with files, ``repo/`` with three commits and ``mcp_servers.toml``."""
+    sandbox, repo = root / "sandbox", root / "repo"
+    (sandbox / "notes").mkdir(parents=True)
+    (sandbox / "README.md").write_text("# Team notes\nThe release train leaves on Thursdays.\n")
+    (sandbox / "notes" / "todo.txt").write_text("- rotate the staging certificates\n- review the on-call rota\n")
+    (root / "outside-secret.txt").write_text("this file is outside the sandbox\n")
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    for n, message in enumerate(("Initial import", "Add deployment notes", "Fix typo in README")):
+        (repo / f"file{n}.txt").write_text(f"revision {n}\n")
+        _git(repo, "add", ".")
+        _git(repo, "commit", "-q", "-m", message)
+    servers = root / "mcp_servers.toml"
+    servers.write_text(
+        '[servers.time]\ncommand = "mcp-server-time"\nargs = ["--local-timezone", "UTC"]\n\n'
+        f'[servers.git]\ncommand = "mcp-server-git"\nargs = ["--repository", "{repo}"]\n'
+        f'pinned_arguments = {{ repo_path = "{repo}" }}\n'
+    )
+    return sandbox, repo, servers
+
+
+def run_demo(console: Console) -> int:
+    """Run the whole demo; return the process exit code (0 when every step behaved)."""
+    root = Path(tempfile.mkdtemp(prefix="toolgate-demo-"))
+    sandbox, repo, servers = make_workspace(root)
+    console.print(Panel(f"workspace {root}\nsandbox   {sandbox}\ngit repo  {repo}", title="toolgate demo"))
+    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(sandbox), "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
+           "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers)}
+    with console.status("starting nats-server, redis-server and the five services…"):
+        stack_cm = running_stack(root / "state", env)
+        stack = stack_cm.__enter__()
+    try:
+        console.print(f"[dim]NATS {stack.nats_url} · Redis {stack.redis_url} · logs {root / 'state' / 'logs'}[/dim]")
+        failures = asyncio.run(_script(console, stack, sandbox, repo))
+    finally:
+        stack_cm.__exit__(None, None, None)
+    console.print("[bold green]demo finished[/bold green]" if not failures else f"[bold red]{failures}[/bold red]")
+    return 0 if not failures else 1
+
+
+class _Steps:
+    def __init__(self, console: Console) -> None:
+        self.console, self.table, self.failures = console, receipts_table("What the agent asked, and the receipts"), []
+
+    def show(self, step: str, call: str, receipt: ReceiptIssued, expected: str) -> None:
+        receipt_row(self.table, step, call, receipt)
+        if receipt.outcome.value != expected:
+            self.failures.append(f"{step}: expected {expected}, got {receipt.outcome.value}")
+
+
+async def _script(console: Console, stack: Stack, sandbox: Path, repo: Path) -> list[str]:
+    steps = _Steps(console)
+    async with await ToolClient.connect(stack.nats_url, AGENT) as agent:
+        console.print(tools_table(await agent.list_tools()))
+        write_id = await _files(steps, agent, stack, sandbox)
+        await _rate_limit(steps, agent)
+        await _mcp(steps, agent, repo)
+        console.print(steps.table)
+    await _audit(console, stack, write_id)
+    return steps.failures
+
+
+async def _files(steps: _Steps, agent: ToolClient, stack: Stack, sandbox: Path) -> str:
+    steps.show("1 read a file", "file_system.read README.md",
+               await agent.invoke("file_system", "read", {"path": "README.md"}), "succeeded")
+    steps.show("2 read outside", "file_system.read ../outside-secret.txt",
+               await agent.invoke("file_system", "read", {"path": "../outside-secret.txt"}), "refused")
+    key = f"report-{uuid.uuid4().hex[:8]}"
+    arguments = {"path": "reports/weekly.md", "content": "# Weekly report\nAll systems nominal.\n"}
+    request_id = await agent.submit("file_system", "write", arguments, idempotency_key=key)
+    approval_id = await _await_approval(stack, request_id)
+    steps.console.print(f"[bold]write needs approval[/bold] {approval_id}: $ toolgate approvals approve {approval_id} "
+                        f"--as {APPROVER}")
+    _cli(stack, "approvals", "approve", approval_id, "--as", APPROVER)
+    steps.show("3 write (approved)", "file_system.write reports/weekly.md", await agent.receipt(request_id), "succeeded")
+    before = (sandbox / "reports" / "weekly.md").stat().st_mtime_ns
+    steps.show("4 same key again", "file_system.write (same idempotency key)",
+               await agent.invoke("file_system", "write", arguments, idempotency_key=key), "replayed")
+    after = (sandbox / "reports" / "weekly.md").stat().st_mtime_ns
+    steps.console.print(f"file written once: mtime before replay {before}, after {after} → "
+                        f"{'[green]unchanged[/green]' if before == after else '[red]CHANGED[/red]'}")
+    if before != after:
+        steps.failures.append("the replay wrote the file again")
+    return request_id
+
+
+async def _await_approval(stack: Stack, request_id: str) -> str:
+    import nats
+
+    nc = await nats.connect(stack.nats_url)
+    try:
+        for _ in range(100):
+            for item in await rpc.request(nc, Rpc.APPROVALS_LIST, {}):
+                if item["request_id"] == request_id:
+                    return str(item["approval_id"])
+            await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
+    raise TimeoutError(f"no approval opened for {request_id}")
+
+
+def _cli(stack: Stack, *args: str) -> None:
+    env = {**os.environ, "NATS_URL": stack.nats_url}
+    subprocess.run([sys.executable, "-m", "toolgate.cli", *args], env=env, check=True)
+
+
+async def _rate_limit(steps: _Steps, agent: ToolClient) -> None:
+    for n in range(1, 11):
+        receipt = await agent.invoke("file_system", "list", {"path": "notes"})
+        if receipt.outcome.value == "denied":
+            steps.show(f"5 list #{n}", "file_system.list notes (rate limit 5/min)", receipt, "denied")
+            return
+    steps.failures.append("the rate limit never applied")
+
+
+async def _mcp(steps: _Steps, agent: ToolClient, repo: Path) -> None:
+    steps.show("6 ask the time", "mcp_time.get_current_time UTC",
+               await agent.invoke("mcp_time", "get_current_time", {"timezone": "UTC"}), "succeeded")
+    steps.show("7 read the git log", "mcp_git.git_log",
+               await agent.invoke("mcp_git", "git_log", {"repo_path": str(repo), "max_count": 3}), "succeeded")
+
+
+async def _audit(console: Console, stack: Stack, request_id: str) -> None:
+    import nats
+
+    nc = await nats.connect(stack.nats_url)
+    try:
+        for _ in range(50):
+            trail = await rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id})
+            if any(r["event_type"] == "receipt.issued" for r in trail["records"]):
+                break
+            await asyncio.sleep(0.1)
+        console.print(trail_table(request_id, trail["records"]))
+    finally:
+        await nc.close()
+    _cli(stack, "audit", "verify")

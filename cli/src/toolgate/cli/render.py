@@ -1,0 +1,85 @@
+"""Rich renderings of tools, receipts, approvals and audit records."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.events import ReceiptIssued
+
+__all__ = ["OUTCOME_STYLE", "approvals_table", "receipt_row", "receipts_table", "tools_table", "trail_table"]
+
+OUTCOME_STYLE = {
+    "succeeded": "green", "replayed": "cyan", "denied": "red", "refused": "yellow", "failed": "red",
+    "uncertain": "magenta",
+}
+
+
+def _short(value: Any, limit: int = 70) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tools_table(tools: list[ToolDescriptor]) -> Table:
+    """One row per operation: tool, version, operation, side-effect class, risk tier."""
+    table = Table(title="Registered tools", show_lines=False)
+    for column in ("tool", "version", "operation", "side-effect class", "risk", "rate limit"):
+        table.add_column(column)
+    for tool in tools:
+        rate = f"{tool.rate_limit.calls}/{tool.rate_limit.period_s:g}s"
+        for name, spec in sorted(tool.operations.items()):
+            table.add_row(tool.name, tool.version, name, spec.side_effect_class.value, spec.risk_tier.value, rate)
+    return table
+
+
+def receipts_table(title: str) -> Table:
+    """An empty table for :func:`receipt_row` rows."""
+    table = Table(title=title, show_lines=True)
+    for column in ("step", "call", "outcome", "reason", "result"):
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def receipt_row(table: Table, step: str, call: str, receipt: ReceiptIssued) -> None:
+    """Add one receipt: its outcome coloured, its reason and a short result."""
+    style = OUTCOME_STYLE.get(receipt.outcome.value, "white")
+    result = "" if receipt.result is None else _short(receipt.result)
+    table.add_row(step, call, Text(receipt.outcome.value, style=f"bold {style}"),
+                  f"{receipt.reason_code}: {_short(receipt.reason, 90)}", result)
+
+
+def approvals_table(pending: list[dict[str, Any]]) -> Table:
+    """Pending approvals with what exactly they would let run."""
+    table = Table(title="Pending approvals", show_lines=True)
+    for column in ("approval", "principal", "call", "arguments", "role", "expires", "request hash"):
+        table.add_column(column, overflow="fold")
+    for item in pending:
+        request = item["request"]
+        table.add_row(item["approval_id"], item["principal"], f"{request['tool']}.{request['operation']}",
+                      _short(request["arguments"], 60), item["approver_role"], item["expires_at"][:19],
+                      item["request_hash"][:19] + "…")
+    return table
+
+
+def trail_table(request_id: str, records: list[dict[str, Any]]) -> Table:
+    """The audit records of one request in chain order."""
+    table = Table(title=f"Audit trail of {request_id}", show_lines=True)
+    for column in ("#", "event", "subject", "detail", "record hash"):
+        table.add_column(column, overflow="fold")
+    for record in records:
+        table.add_row(str(record["sequence"]), record["event_type"], record["subject"],
+                      _detail(record["payload"]), record["hash"][:19] + "…")
+    return table
+
+
+def _detail(payload: str) -> str:
+    try:
+        event = json.loads(payload)
+    except ValueError:
+        return _short(payload)
+    keys = ("verdict", "outcome", "reason_code", "approver", "approver_role", "operation", "arguments")
+    return _short(", ".join(f"{k}={_short(event[k], 40)}" for k in keys if event.get(k) is not None), 120)
