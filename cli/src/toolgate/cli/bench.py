@@ -1,0 +1,144 @@
+"""``toolgate bench``: governed-call cost as ratios to a bare NATS request/reply.
+
+Both are measured in one run against the same nats-server: a bare nats-py
+request/reply echo, and a governed READ_ONLY ``file_system.read`` through policy and
+executor (with audit consuming every event). Absolute times on a shared machine are
+noise; the ratios are the figure. In-process costs of one policy decision and one
+argument validation are reported too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import nats
+from rich.console import Console
+from rich.table import Table
+
+from toolgate.cli.stack import DEPLOY_DIR, running_stack
+from toolgate.sdk import ToolClient
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.schemas import first_error
+
+__all__ = ["run_bench"]
+
+AGENT = "bench-agent"
+ECHO = "bench.echo"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """Latency percentiles (ms) of sequential calls and throughput (calls/s) of concurrent ones."""
+
+    p50_ms: float
+    p99_ms: float
+    calls_per_s: float
+
+
+def _bench_descriptor() -> ToolDescriptor:
+    base = msgspec.json.decode((DEPLOY_DIR / "tools" / "file_system.json").read_bytes(), type=ToolDescriptor)
+    read = {"read": base.operations["read"]}
+    return msgspec.structs.replace(base, name="bench_fs", version="1.0.0", operations=read,
+                                   rate_limit=msgspec.structs.replace(base.rate_limit, calls=1_000_000, period_s=1.0))
+
+
+async def _measure(call: Callable[[], Awaitable[None]], calls: int, concurrency: int) -> Figures:
+    for _ in range(min(20, calls)):
+        await call()
+    latencies = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await call()
+        latencies.append((time.perf_counter() - started) * 1000)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def gated() -> None:
+        async with gate:
+            await call()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(gated() for _ in range(calls)))
+    quantiles = statistics.quantiles(latencies, n=100)
+    return Figures(quantiles[49], quantiles[98], calls / (time.perf_counter() - started))
+
+
+async def _bare(url: str, calls: int, concurrency: int) -> Figures:
+    responder, client = await nats.connect(url), await nats.connect(url)
+
+    async def echo(msg: nats.aio.msg.Msg) -> None:
+        await msg.respond(msg.data)
+
+    await responder.subscribe(ECHO, cb=echo)
+    await responder.flush()
+    try:
+        return await _measure(lambda: client.request(ECHO, b'{"path":"data.txt"}', timeout=5), calls, concurrency)
+    finally:
+        await client.close()
+        await responder.close()
+
+
+async def _governed(url: str, calls: int, concurrency: int) -> Figures:
+    async with await ToolClient.connect(url, AGENT) as agent:
+        reply = await agent._nc.request(Rpc.REGISTRY_PUBLISH, msgspec.json.encode(_bench_descriptor()), timeout=5)
+        assert msgspec.json.decode(reply.data)["ok"], reply.data
+
+        async def call() -> None:
+            receipt = await agent.invoke("bench_fs", "read", {"path": "data.txt"}, idempotency_key=uuid.uuid4().hex)
+            if receipt.outcome.value != "succeeded":
+                raise RuntimeError(f"governed call ended {receipt.outcome}: {receipt.reason}")
+
+        return await _measure(call, calls, concurrency)
+
+
+def _in_process_us() -> tuple[float, float]:
+    from toolgate.policy.engine import load_policy
+
+    engine = load_policy(DEPLOY_DIR / "policy" / "policy.cedar", DEPLOY_DIR / "policy" / "principals.toml")
+    spec = _bench_descriptor().operations["read"]
+    arguments = {"path": "data.txt"}
+    rounds = 2000
+    started = time.perf_counter()
+    for _ in range(rounds):
+        engine.decide(AGENT, "bench_fs", "1.0.0", "read", spec)
+    decide_us = (time.perf_counter() - started) / rounds * 1e6
+    started = time.perf_counter()
+    for _ in range(rounds):
+        first_error(spec.input_schema, arguments)
+    return decide_us, (time.perf_counter() - started) / rounds * 1e6
+
+
+def _table(bare: Figures, governed: Figures, decide_us: float, validate_us: float) -> Table:
+    table = Table(title="toolgate bench (same nats-server, same run)")
+    for column in ("measure", "bare NATS request/reply", "governed READ_ONLY call", "ratio"):
+        table.add_column(column, justify="right")
+    table.add_row("p50 latency", f"{bare.p50_ms:.3f} ms", f"{governed.p50_ms:.3f} ms", f"{governed.p50_ms / bare.p50_ms:.1f}×")
+    table.add_row("p99 latency", f"{bare.p99_ms:.3f} ms", f"{governed.p99_ms:.3f} ms", f"{governed.p99_ms / bare.p99_ms:.1f}×")
+    table.add_row("throughput", f"{bare.calls_per_s:.0f} calls/s", f"{governed.calls_per_s:.0f} calls/s",
+                  f"1/{bare.calls_per_s / governed.calls_per_s:.1f}")
+    table.add_row("policy decision (in-process)", "", f"{decide_us:.1f} µs", "")
+    table.add_row("argument validation (in-process)", "", f"{validate_us:.2f} µs", "")
+    return table
+
+
+def run_bench(console: Console, calls: int, concurrency: int) -> int:
+    """Run the benchmark and print its table; return the exit code."""
+    root = Path(tempfile.mkdtemp(prefix="toolgate-bench-"))
+    (root / "sandbox").mkdir()
+    (root / "sandbox" / "data.txt").write_text("benchmark payload\n" * 8)
+    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(root / "sandbox")}
+    with console.status("starting the system…"), running_stack(root / "state", env) as stack:
+        url = stack.nats_url
+        console.print(f"{calls} sequential calls for latency, {calls} at concurrency {concurrency} for throughput")
+        bare = asyncio.run(_bare(url, calls, concurrency))
+        governed = asyncio.run(_governed(url, calls, concurrency))
+    console.print(_table(bare, governed, *_in_process_us()))
+    return 0
