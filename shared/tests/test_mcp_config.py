@@ -45,15 +45,9 @@ def test_loads_servers_with_pins_and_overrides(tmp_path: Path) -> None:
     assert git.pinned_arguments == {"repo_path": "/srv/repo", "max_count": 5}
     assert git.overrides == {
         "git_log": Override(side_effect_class=SideEffectClass.READ_ONLY),
-        "git_commit": Override(
-            side_effect_class=SideEffectClass.IRREVERSIBLE_WRITE, risk_tier=RiskTier.CRITICAL
-        ),
+        "git_commit": Override(side_effect_class=SideEffectClass.IRREVERSIBLE_WRITE, risk_tier=RiskTier.CRITICAL),
     }
-    assert (
-        servers["time"].env == {}
-        and servers["time"].pinned_arguments == {}
-        and servers["time"].overrides == {}
-    )
+    assert servers["time"].env == {} and servers["time"].pinned_arguments == {} and servers["time"].overrides == {}
 
 
 def test_bare_command_resolves_next_to_the_interpreter_first(tmp_path: Path) -> None:

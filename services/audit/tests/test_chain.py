@@ -6,6 +6,7 @@ import hashlib
 
 import msgspec
 import pytest
+
 from toolgate.audit.domain import (
     GENESIS,
     AuditRecord,
@@ -103,9 +104,7 @@ def test_edited_record_three_is_named(change: dict[str, object]) -> None:
 def test_edited_record_rehashed_breaks_the_next_link() -> None:
     chain = _chain(5)
     forged = msgspec.structs.replace(chain[2], payload='{"forged":true}')
-    chain[2] = msgspec.structs.replace(
-        forged, hash=chain_hash(forged.prev_hash, msgspec.structs.asdict(forged))
-    )
+    chain[2] = msgspec.structs.replace(forged, hash=chain_hash(forged.prev_hash, msgspec.structs.asdict(forged)))
     result = verify_chain(chain)
     assert result.first_broken == 4
     assert result.reason_code is ChainFault.PREV_LINK

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
 from toolgate.audit.domain import GENESIS, ChainFault
 from toolgate.audit.errors import StoreError
@@ -79,9 +80,7 @@ async def test_verify_ok(store: SqliteAuditStore) -> None:
     assert result.ok and result.checked == 5 and result.first_broken is None
 
 
-async def test_verify_names_a_record_whose_payload_was_edited(
-    store: SqliteAuditStore, tmp_path: Path
-) -> None:
+async def test_verify_names_a_record_whose_payload_was_edited(store: SqliteAuditStore, tmp_path: Path) -> None:
     await _fill(store, 5)
     _raw(tmp_path, "UPDATE audit_records SET payload = ? WHERE sequence = ?", '{"n":0}', 4)
     result = await store.verify()

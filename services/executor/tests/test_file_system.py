@@ -10,6 +10,7 @@ from typing import Any
 import jsonschema_rs
 import msgspec
 import pytest
+
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.errors import ExecutorError, ToolRefused
 from toolgate.shared.descriptors import ToolDescriptor
@@ -160,9 +161,7 @@ async def test_an_absolute_path_inside_the_root_is_refused(tool: FileSystemTool,
     assert "absolute" in error.reason
 
 
-async def test_a_sibling_whose_name_starts_with_the_root_name_is_outside(
-    tool: FileSystemTool, root: Path
-) -> None:
+async def test_a_sibling_whose_name_starts_with_the_root_name_is_outside(tool: FileSystemTool, root: Path) -> None:
     evil = root.parent / (root.name + "-evil")
     evil.mkdir()
     (evil / "f").write_text("evil", encoding="utf-8")
@@ -175,9 +174,7 @@ async def test_a_sibling_whose_name_starts_with_the_root_name_is_outside(
     assert sorted(os.listdir(evil)) == ["f"]
 
 
-async def test_a_file_symlink_leaving_the_root_is_refused(
-    tool: FileSystemTool, root: Path, outside: Path
-) -> None:
+async def test_a_file_symlink_leaving_the_root_is_refused(tool: FileSystemTool, root: Path, outside: Path) -> None:
     os.symlink(outside / "secret.txt", root / "innocent.txt")
     assert (await refused(tool, "read", {"path": "innocent.txt"})).reason_code == "path_outside_sandbox"
     error = await refused(tool, "write", {"path": "innocent.txt", "content": "overwritten"})

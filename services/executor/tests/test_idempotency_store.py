@@ -11,6 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore, record_key
 from toolgate.executor.errors import StoreUnavailable
 from toolgate.executor.ports import Claim, ClaimState, IdempotencyStore, InMemoryIdempotencyStore
@@ -49,17 +50,13 @@ async def test_second_claim_while_in_flight_names_the_owner(store: IdempotencySt
     assert second == Claim(ClaimState.INFLIGHT, "req-1", None, first.claimed_at_ms)
 
 
-async def test_a_redelivery_of_the_owner_is_in_flight_not_new(
-    store: IdempotencyStore, principal: str
-) -> None:
+async def test_a_redelivery_of_the_owner_is_in_flight_not_new(store: IdempotencyStore, principal: str) -> None:
     await store.claim(principal, "key-1", "fp-a", "req-1", TTL_S)
     again = await store.claim(principal, "key-1", "fp-a", "req-1", TTL_S)
     assert (again.state, again.owner_request_id) == (ClaimState.INFLIGHT, "req-1")
 
 
-async def test_same_key_with_another_fingerprint_is_a_mismatch(
-    store: IdempotencyStore, principal: str
-) -> None:
+async def test_same_key_with_another_fingerprint_is_a_mismatch(store: IdempotencyStore, principal: str) -> None:
     await store.claim(principal, "key-1", "fp-a", "req-1", TTL_S)
     claim = await store.claim(principal, "key-1", "fp-b", "req-2", TTL_S)
     assert claim.state is ClaimState.MISMATCH
@@ -100,9 +97,7 @@ async def test_keys_are_scoped_by_principal(store: IdempotencyStore, principal: 
 
 
 async def test_twenty_concurrent_claims_give_exactly_one_new(store: IdempotencyStore, principal: str) -> None:
-    claims = await asyncio.gather(
-        *(store.claim(principal, "race", "fp-a", f"req-{i}", TTL_S) for i in range(20))
-    )
+    claims = await asyncio.gather(*(store.claim(principal, "race", "fp-a", f"req-{i}", TTL_S) for i in range(20)))
     winners = [c for c in claims if c.state is ClaimState.NEW]
     assert len(winners) == 1
     losers = [c for c in claims if c.state is not ClaimState.NEW]
@@ -122,9 +117,7 @@ async def test_records_expire_after_their_ttl(store: IdempotencyStore, principal
     assert kept.state is ClaimState.DONE, "complete extends the record to the retention ttl"
 
 
-async def test_take_over_hands_an_inflight_record_to_a_new_owner(
-    store: IdempotencyStore, principal: str
-) -> None:
+async def test_take_over_hands_an_inflight_record_to_a_new_owner(store: IdempotencyStore, principal: str) -> None:
     first = await store.claim(principal, "key-1", "fp-a", "req-1", TTL_S)
     assert first.claimed_at_ms is not None
     await asyncio.sleep(0.01)
@@ -177,9 +170,7 @@ async def test_redis_key_hides_the_idempotency_key(redis_client: aioredis.Redis,
 
 
 @pytest.mark.connected
-async def test_redis_claimed_at_comes_from_the_server_clock(
-    redis_client: aioredis.Redis, principal: str
-) -> None:
+async def test_redis_claimed_at_comes_from_the_server_clock(redis_client: aioredis.Redis, principal: str) -> None:
     store = RedisIdempotencyStore(redis_client)
     seconds, micros = await redis_client.time()
     claim = await store.claim(principal, "clock", "fp", "req-1", TTL_S)

@@ -124,9 +124,7 @@ async def test_convert_time_matches_an_output_schema_with_refs(
     result = await host.call("time", "convert_time", arguments, timeout_s=30.0)
 
     validator.validate(result)
-    assert result["structured"]["target"]["datetime"].startswith(
-        result["structured"]["source"]["datetime"][:10]
-    )
+    assert result["structured"]["target"]["datetime"].startswith(result["structured"]["source"]["datetime"][:10])
     broken = {**result, "structured": {**result["structured"], "source": {"timezone": "UTC"}}}
     assert not validator.is_valid(broken)
 
@@ -140,9 +138,7 @@ async def test_git_log_returns_the_commit_messages(host: McpToolHost, repo: Path
     assert all(set(item) == {"type", "text"} for item in result["content"])
 
 
-async def test_pinned_repo_path_overrides_a_hostile_one(
-    host: McpToolHost, configs: dict[str, McpServerConfig]
-) -> None:
+async def test_pinned_repo_path_overrides_a_hostile_one(host: McpToolHost, configs: dict[str, McpServerConfig]) -> None:
     result = await host.call("git", "git_log", {"repo_path": "/etc", "max_count": 10}, timeout_s=30.0)
     assert "add beta file" in result["content"][0]["text"]
 

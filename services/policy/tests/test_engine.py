@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
+
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.shared.descriptors import OperationSpec
+from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "policy"
@@ -108,9 +109,7 @@ def test_financial_at_autonomy_3_has_no_permit_in_the_shipped_policy(default: Po
 
 
 @pytest.mark.parametrize("side_effect", [SE.READ_ONLY, SE.REVERSIBLE_WRITE, SE.PRODUCTION])
-def test_critical_risk_is_forbidden_below_autonomy_3(
-    default: PolicyEngine, side_effect: SideEffectClass
-) -> None:
+def test_critical_risk_is_forbidden_below_autonomy_3(default: PolicyEngine, side_effect: SideEffectClass) -> None:
     outcome = default.decide("a2", "fs", "1.0.0", "op", spec(side_effect, CRITICAL))
     assert (outcome.verdict, outcome.reason_code) == (D, "forbidden")
     assert outcome.policy_ids == ("forbid-critical-risk-below-autonomy-3",)

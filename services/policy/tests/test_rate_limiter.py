@@ -12,6 +12,7 @@ import pytest_asyncio
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.errors import LimiterUnavailable
 from toolgate.policy.ports import InMemoryRateLimiter, RateLimiter, limiter_key
@@ -93,9 +94,7 @@ async def test_in_memory_limited_calls_consume_nothing(clock: FakeClock) -> None
 # --- Redis ----------------------------------------------------------------------------------
 
 
-async def test_redis_key_is_hash_tagged_by_principal_and_expires(
-    redis_client: aioredis.Redis, ns: str
-) -> None:
+async def test_redis_key_is_hash_tagged_by_principal_and_expires(redis_client: aioredis.Redis, ns: str) -> None:
     await RedisRateLimiter(redis_client).acquire(ns, "fs", FIVE_PER_MINUTE)
     key = limiter_key(ns, "fs")
     assert key == f"tg:rl:{{{ns}}}:fs"

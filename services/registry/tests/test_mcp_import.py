@@ -22,9 +22,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def time_config() -> McpServerConfig:
-    return McpServerConfig(
-        name="time", command=resolve_command("mcp-server-time"), args=["--local-timezone", "UTC"]
-    )
+    return McpServerConfig(name="time", command=resolve_command("mcp-server-time"), args=["--local-timezone", "UTC"])
 
 
 def git_config(repo: Path, **kw: object) -> McpServerConfig:

@@ -80,9 +80,7 @@ def test_descriptor_identity_limits_and_operations() -> None:
 
 def test_stricter_override_is_applied() -> None:
     overrides = {
-        "git_log": Override(
-            side_effect_class=SideEffectClass.SECURITY_SENSITIVE, risk_tier=RiskTier.CRITICAL
-        ),
+        "git_log": Override(side_effect_class=SideEffectClass.SECURITY_SENSITIVE, risk_tier=RiskTier.CRITICAL),
         "git_status": Override(side_effect_class=RO),  # same rank: accepted
         "git_commit": Override(risk_tier=RiskTier.HIGH),
     }
@@ -130,11 +128,7 @@ def test_duplicate_tool_names_are_refused() -> None:
 def test_pins_become_const_and_stay_required() -> None:
     original = tool("git_log", {"readOnlyHint": True})
     pins = {"repo_path": "/srv/repo", "branch": "main"}
-    schema = (
-        descriptor_from_mcp(config(pinned_arguments=pins), "1.0.0", [original])
-        .operations["git_log"]
-        .input_schema
-    )
+    schema = descriptor_from_mcp(config(pinned_arguments=pins), "1.0.0", [original]).operations["git_log"].input_schema
 
     assert schema["properties"]["repo_path"] == {"const": "/srv/repo"}
     assert schema["properties"]["branch"] == {"const": "main"}

@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 
 import nats
 import typer
+from nats.aio.client import Client
 from rich.console import Console
 
 from toolgate.cli import rpc
@@ -43,7 +44,7 @@ def _url(url: str | None) -> str:
     return saved.read_text().strip() if saved.exists() else "nats://127.0.0.1:4222"
 
 
-def _on_bus(url: str | None, work: Callable[[nats.aio.client.Client], Awaitable[T]]) -> T:
+def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
     async def run() -> T:
         nc = await nats.connect(_url(url), connect_timeout=3, max_reconnect_attempts=0)
         try:
@@ -73,7 +74,9 @@ def approvals_list(nats_url: NatsUrl = "") -> None:
     console.print(approvals_table(_on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.APPROVALS_LIST, {}))))
 
 
-Approver = Annotated[str, typer.Option("--as", envvar="TOOLGATE_APPROVER", help="Approver identity (env TOOLGATE_APPROVER).")]
+Approver = Annotated[
+    str, typer.Option("--as", envvar="TOOLGATE_APPROVER", help="Approver identity (env TOOLGATE_APPROVER).")
+]
 
 
 def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import msgspec
 import nats
+from nats.aio.msg import Msg
 from rich.console import Console
 from rich.table import Table
 
@@ -47,8 +48,13 @@ class Figures:
 def _bench_descriptor() -> ToolDescriptor:
     base = msgspec.json.decode((DEPLOY_DIR / "tools" / "file_system.json").read_bytes(), type=ToolDescriptor)
     read = {"read": base.operations["read"]}
-    return msgspec.structs.replace(base, name="bench_fs", version="1.0.0", operations=read,
-                                   rate_limit=msgspec.structs.replace(base.rate_limit, calls=1_000_000, period_s=1.0))
+    return msgspec.structs.replace(
+        base,
+        name="bench_fs",
+        version="1.0.0",
+        operations=read,
+        rate_limit=msgspec.structs.replace(base.rate_limit, calls=1_000_000, period_s=1.0),
+    )
 
 
 async def _measure(call: Callable[[], Awaitable[None]], calls: int, concurrency: int) -> Figures:
@@ -74,13 +80,17 @@ async def _measure(call: Callable[[], Awaitable[None]], calls: int, concurrency:
 async def _bare(url: str, calls: int, concurrency: int) -> Figures:
     responder, client = await nats.connect(url), await nats.connect(url)
 
-    async def echo(msg: nats.aio.msg.Msg) -> None:
+    async def echo(msg: Msg) -> None:
         await msg.respond(msg.data)
 
     await responder.subscribe(ECHO, cb=echo)
     await responder.flush()
     try:
-        return await _measure(lambda: client.request(ECHO, b'{"path":"data.txt"}', timeout=5), calls, concurrency)
+
+        async def call() -> None:
+            await client.request(ECHO, b'{"path":"data.txt"}', timeout=5)
+
+        return await _measure(call, calls, concurrency)
     finally:
         await client.close()
         await responder.close()
@@ -120,10 +130,18 @@ def _table(bare: Figures, governed: Figures, decide_us: float, validate_us: floa
     table = Table(title="toolgate bench (same nats-server, same run)")
     for column in ("measure", "bare NATS request/reply", "governed READ_ONLY call", "ratio"):
         table.add_column(column, justify="right")
-    table.add_row("p50 latency", f"{bare.p50_ms:.3f} ms", f"{governed.p50_ms:.3f} ms", f"{governed.p50_ms / bare.p50_ms:.1f}×")
-    table.add_row("p99 latency", f"{bare.p99_ms:.3f} ms", f"{governed.p99_ms:.3f} ms", f"{governed.p99_ms / bare.p99_ms:.1f}×")
-    table.add_row("throughput", f"{bare.calls_per_s:.0f} calls/s", f"{governed.calls_per_s:.0f} calls/s",
-                  f"1/{bare.calls_per_s / governed.calls_per_s:.1f}")
+    table.add_row(
+        "p50 latency", f"{bare.p50_ms:.3f} ms", f"{governed.p50_ms:.3f} ms", f"{governed.p50_ms / bare.p50_ms:.1f}×"
+    )
+    table.add_row(
+        "p99 latency", f"{bare.p99_ms:.3f} ms", f"{governed.p99_ms:.3f} ms", f"{governed.p99_ms / bare.p99_ms:.1f}×"
+    )
+    table.add_row(
+        "throughput",
+        f"{bare.calls_per_s:.0f} calls/s",
+        f"{governed.calls_per_s:.0f} calls/s",
+        f"1/{bare.calls_per_s / governed.calls_per_s:.1f}",
+    )
     table.add_row("policy decision (in-process)", "", f"{decide_us:.1f} µs", "")
     table.add_row("argument validation (in-process)", "", f"{validate_us:.2f} µs", "")
     return table

@@ -31,8 +31,13 @@ APPROVER = "alice"
 
 
 def _git(repo: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Dana Dev", "GIT_AUTHOR_EMAIL": "dana@example.org",
-           "GIT_COMMITTER_NAME": "Dana Dev", "GIT_COMMITTER_EMAIL": "dana@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Dana Dev",
+        "GIT_AUTHOR_EMAIL": "dana@example.org",
+        "GIT_COMMITTER_NAME": "Dana Dev",
+        "GIT_COMMITTER_EMAIL": "dana@example.org",
+    }
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
 
 
@@ -63,8 +68,11 @@ def run_demo(console: Console) -> int:
     root = Path(tempfile.mkdtemp(prefix="toolgate-demo-"))
     sandbox, repo, servers = make_workspace(root)
     console.print(Panel(f"workspace {root}\nsandbox   {sandbox}\ngit repo  {repo}", title="toolgate demo"))
-    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(sandbox), "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
-           "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers)}
+    env = {
+        "TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(sandbox),
+        "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
+        "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
+    }
     with console.status("starting nats-server, redis-server and the five services…"):
         stack_cm = running_stack(root / "state", env)
         stack = stack_cm.__enter__()
@@ -79,7 +87,8 @@ def run_demo(console: Console) -> int:
 
 class _Steps:
     def __init__(self, console: Console) -> None:
-        self.console, self.table, self.failures = console, receipts_table("What the agent asked, and the receipts"), []
+        self.console, self.table = console, receipts_table("What the agent asked, and the receipts")
+        self.failures: list[str] = []
 
     def show(self, step: str, call: str, receipt: ReceiptIssued, expected: str) -> None:
         receipt_row(self.table, step, call, receipt)
@@ -100,24 +109,41 @@ async def _script(console: Console, stack: Stack, sandbox: Path, repo: Path) -> 
 
 
 async def _files(steps: _Steps, agent: ToolClient, stack: Stack, sandbox: Path) -> str:
-    steps.show("1 read a file", "file_system.read README.md",
-               await agent.invoke("file_system", "read", {"path": "README.md"}), "succeeded")
-    steps.show("2 read outside", "file_system.read ../outside-secret.txt",
-               await agent.invoke("file_system", "read", {"path": "../outside-secret.txt"}), "refused")
+    steps.show(
+        "1 read a file",
+        "file_system.read README.md",
+        await agent.invoke("file_system", "read", {"path": "README.md"}),
+        "succeeded",
+    )
+    steps.show(
+        "2 read outside",
+        "file_system.read ../outside-secret.txt",
+        await agent.invoke("file_system", "read", {"path": "../outside-secret.txt"}),
+        "refused",
+    )
     key = f"report-{uuid.uuid4().hex[:8]}"
     arguments = {"path": "reports/weekly.md", "content": "# Weekly report\nAll systems nominal.\n"}
     request_id = await agent.submit("file_system", "write", arguments, idempotency_key=key)
     approval_id = await _await_approval(stack, request_id)
-    steps.console.print(f"[bold]write needs approval[/bold] {approval_id}: $ toolgate approvals approve {approval_id} "
-                        f"--as {APPROVER}")
+    steps.console.print(
+        f"[bold]write needs approval[/bold] {approval_id}: $ toolgate approvals approve {approval_id} --as {APPROVER}"
+    )
     _cli(stack, "approvals", "approve", approval_id, "--as", APPROVER)
-    steps.show("3 write (approved)", "file_system.write reports/weekly.md", await agent.receipt(request_id), "succeeded")
+    steps.show(
+        "3 write (approved)", "file_system.write reports/weekly.md", await agent.receipt(request_id), "succeeded"
+    )
     before = (sandbox / "reports" / "weekly.md").stat().st_mtime_ns
-    steps.show("4 same key again", "file_system.write (same idempotency key)",
-               await agent.invoke("file_system", "write", arguments, idempotency_key=key), "replayed")
+    steps.show(
+        "4 same key again",
+        "file_system.write (same idempotency key)",
+        await agent.invoke("file_system", "write", arguments, idempotency_key=key),
+        "replayed",
+    )
     after = (sandbox / "reports" / "weekly.md").stat().st_mtime_ns
-    steps.console.print(f"file written once: mtime before replay {before}, after {after} → "
-                        f"{'[green]unchanged[/green]' if before == after else '[red]CHANGED[/red]'}")
+    steps.console.print(
+        f"file written once: mtime before replay {before}, after {after} → "
+        f"{'[green]unchanged[/green]' if before == after else '[red]CHANGED[/red]'}"
+    )
     if before != after:
         steps.failures.append("the replay wrote the file again")
     return request_id
@@ -153,10 +179,18 @@ async def _rate_limit(steps: _Steps, agent: ToolClient) -> None:
 
 
 async def _mcp(steps: _Steps, agent: ToolClient, repo: Path) -> None:
-    steps.show("6 ask the time", "mcp_time.get_current_time UTC",
-               await agent.invoke("mcp_time", "get_current_time", {"timezone": "UTC"}), "succeeded")
-    steps.show("7 read the git log", "mcp_git.git_log",
-               await agent.invoke("mcp_git", "git_log", {"repo_path": str(repo), "max_count": 3}), "succeeded")
+    steps.show(
+        "6 ask the time",
+        "mcp_time.get_current_time UTC",
+        await agent.invoke("mcp_time", "get_current_time", {"timezone": "UTC"}),
+        "succeeded",
+    )
+    steps.show(
+        "7 read the git log",
+        "mcp_git.git_log",
+        await agent.invoke("mcp_git", "git_log", {"repo_path": str(repo), "max_count": 3}),
+        "succeeded",
+    )
 
 
 async def _audit(console: Console, stack: Stack, request_id: str) -> None:

@@ -14,7 +14,11 @@ from toolgate.shared.events import ReceiptIssued
 __all__ = ["OUTCOME_STYLE", "approvals_table", "receipt_row", "receipts_table", "tools_table", "trail_table"]
 
 OUTCOME_STYLE = {
-    "succeeded": "green", "replayed": "cyan", "denied": "red", "refused": "yellow", "failed": "red",
+    "succeeded": "green",
+    "replayed": "cyan",
+    "denied": "red",
+    "refused": "yellow",
+    "failed": "red",
     "uncertain": "magenta",
 }
 
@@ -48,8 +52,13 @@ def receipt_row(table: Table, step: str, call: str, receipt: ReceiptIssued) -> N
     """Add one receipt: its outcome coloured, its reason and a short result."""
     style = OUTCOME_STYLE.get(receipt.outcome.value, "white")
     result = "" if receipt.result is None else _short(receipt.result)
-    table.add_row(step, call, Text(receipt.outcome.value, style=f"bold {style}"),
-                  f"{receipt.reason_code}: {_short(receipt.reason, 90)}", result)
+    table.add_row(
+        step,
+        call,
+        Text(receipt.outcome.value, style=f"bold {style}"),
+        f"{receipt.reason_code}: {_short(receipt.reason, 90)}",
+        result,
+    )
 
 
 def approvals_table(pending: list[dict[str, Any]]) -> Table:
@@ -59,9 +68,15 @@ def approvals_table(pending: list[dict[str, Any]]) -> Table:
         table.add_column(column, overflow="fold")
     for item in pending:
         request = item["request"]
-        table.add_row(item["approval_id"], item["principal"], f"{request['tool']}.{request['operation']}",
-                      _short(request["arguments"], 60), item["approver_role"], item["expires_at"][:19],
-                      item["request_hash"][:19] + "…")
+        table.add_row(
+            item["approval_id"],
+            item["principal"],
+            f"{request['tool']}.{request['operation']}",
+            _short(request["arguments"], 60),
+            item["approver_role"],
+            item["expires_at"][:19],
+            item["request_hash"][:19] + "…",
+        )
     return table
 
 
@@ -71,8 +86,13 @@ def trail_table(request_id: str, records: list[dict[str, Any]]) -> Table:
     for column in ("#", "event", "subject", "detail", "record hash"):
         table.add_column(column, overflow="fold")
     for record in records:
-        table.add_row(str(record["sequence"]), record["event_type"], record["subject"],
-                      _detail(record["payload"]), record["hash"][:19] + "…")
+        table.add_row(
+            str(record["sequence"]),
+            record["event_type"],
+            record["subject"],
+            _detail(record["payload"]),
+            record["hash"][:19] + "…",
+        )
     return table
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
+from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
 from toolgate.shared import catalog
@@ -32,8 +33,12 @@ DEPLOY_DIR = Path(os.environ.get("TOOLGATE_DEPLOY_DIR") or Path(__file__).resolv
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 """Start order: the registry provisions the bus the others bind to."""
 
-_CONSUMERS = {"policy": catalog.POLICY_CONSUMER, "executor": catalog.EXECUTOR_DECISIONS,
-              "approvals": catalog.APPROVALS_CONSUMER, "audit": catalog.AUDIT_CONSUMER}
+_CONSUMERS = {
+    "policy": catalog.POLICY_CONSUMER,
+    "executor": catalog.EXECUTOR_DECISIONS,
+    "approvals": catalog.APPROVALS_CONSUMER,
+    "audit": catalog.AUDIT_CONSUMER,
+}
 
 
 @dataclass
@@ -52,8 +57,11 @@ class Stack:
         logs.mkdir(parents=True, exist_ok=True)
         with (logs / f"{service}.log").open("ab") as sink:
             self.processes[service] = subprocess.Popen(
-                [sys.executable, "-m", f"toolgate.{service}"], env=self.env, stdout=sink,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                [sys.executable, "-m", f"toolgate.{service}"],
+                env=self.env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
 
     def stop(self, service: str, kill: bool = False) -> None:
@@ -82,8 +90,14 @@ def base_env(state_dir: Path, nats_url: str, redis_url: str, extra: dict[str, st
     """The environment every service process gets."""
     env = dict(os.environ)
     env.update(config_env())
-    env.update({"NATS_URL": nats_url, "REDIS_URL": redis_url, "TOOLGATE_KEYS_DIR": str(state_dir / "keys"),
-                "TOOLGATE_AUDIT_DATABASE": str(state_dir / "audit.sqlite3")})
+    env.update(
+        {
+            "NATS_URL": nats_url,
+            "REDIS_URL": redis_url,
+            "TOOLGATE_KEYS_DIR": str(state_dir / "keys"),
+            "TOOLGATE_AUDIT_DATABASE": str(state_dir / "audit.sqlite3"),
+        }
+    )
     env.update(extra)
     return env
 
@@ -126,7 +140,7 @@ async def wait_ready(stack: Stack, services: tuple[str, ...], timeout_s: float =
         await nc.close()
 
 
-async def _ready(nc: nats.aio.client.Client, service: str) -> bool:
+async def _ready(nc: Client, service: str) -> bool:
     if service == "registry":
         try:
             await nc.request(Rpc.REGISTRY_LIST, b"{}", timeout=1)

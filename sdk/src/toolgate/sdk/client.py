@@ -117,8 +117,14 @@ class ToolClient:
         return listing
 
     async def submit(
-        self, tool: str, operation: str, arguments: dict[str, Any], *, idempotency_key: str | None = None,
-        version: str | None = None, request_id: str | None = None,
+        self,
+        tool: str,
+        operation: str,
+        arguments: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        version: str | None = None,
+        request_id: str | None = None,
     ) -> str:
         """Publish one tool request and return its request id (the receipt comes later).
 
@@ -127,8 +133,13 @@ class ToolClient:
         """
         request_id = request_id or uuid.uuid4().hex
         request = ToolRequested(
-            event_id=request_id, occurred_at=datetime.now(UTC), request_id=request_id, tool=tool,
-            operation=operation, arguments=arguments, idempotency_key=idempotency_key or uuid.uuid4().hex,
+            event_id=request_id,
+            occurred_at=datetime.now(UTC),
+            request_id=request_id,
+            tool=tool,
+            operation=operation,
+            arguments=arguments,
+            idempotency_key=idempotency_key or uuid.uuid4().hex,
             version=version,
         )
         self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
@@ -157,8 +168,14 @@ class ToolClient:
         return found if isinstance(found, ReceiptIssued) else None
 
     async def invoke(
-        self, tool: str, operation: str, arguments: dict[str, Any], *, idempotency_key: str | None = None,
-        version: str | None = None, timeout_s: float = 60.0,
+        self,
+        tool: str,
+        operation: str,
+        arguments: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+        version: str | None = None,
+        timeout_s: float = 60.0,
     ) -> ReceiptIssued:
         """Submit one call and wait for its receipt.
 

@@ -1,0 +1,1 @@
+"""Library shared by every toolgate service: contracts, catalog, settings, telemetry, fixtures."""

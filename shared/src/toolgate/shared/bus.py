@@ -23,7 +23,7 @@ WRONG_LAST_SEQUENCE = 10071
 """JetStream API error code of a failed ``Nats-Expected-Last-Subject-Sequence`` check."""
 
 
-class AlreadyPublished(Exception):  # noqa: N818 - an outcome, not a failure
+class AlreadyPublished(Exception):
     """The subject already holds a message: the event was published before."""
 
 

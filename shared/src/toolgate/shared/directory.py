@@ -17,11 +17,10 @@ person answering from chat-ops or the CLI. Unknown keys are refused, so that a t
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
-
 
 __all__ = ["MAX_AUTONOMY", "DirectoryInvalid", "Principal", "PrincipalDirectory", "load_directory"]
 
@@ -36,6 +35,7 @@ class DirectoryInvalid(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
 
 MAX_AUTONOMY = 3
 """Autonomy levels run from 0 (may do nothing on its own) to 3."""
@@ -104,9 +104,7 @@ def _table(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def _only_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
-        raise DirectoryInvalid(
-            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
-        )
+        raise DirectoryInvalid(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
 
 
 def _principal(name: str, table: Any) -> Principal:

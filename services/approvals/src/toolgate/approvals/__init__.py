@@ -1,0 +1,1 @@
+"""The approvals service."""

@@ -56,8 +56,13 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
             return await publish_event(js, subject, event)
 
         approvals = Approvals(
-            store=RedisApprovalStore(redis_client(settings)), approvers=approvers, key=key, policy_key=policy_key,
-            publish=publish, clock=lambda: datetime.now(UTC), ttl=timedelta(seconds=settings.ttl_s),
+            store=RedisApprovalStore(redis_client(settings)),
+            approvers=approvers,
+            key=key,
+            policy_key=policy_key,
+            publish=publish,
+            clock=lambda: datetime.now(UTC),
+            ttl=timedelta(seconds=settings.ttl_s),
         )
         cell.set(approvals)
         tasks.append(asyncio.create_task(_sweep(approvals, settings.sweep_interval_s)))

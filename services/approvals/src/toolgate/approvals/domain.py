@@ -20,7 +20,15 @@ from toolgate.shared.catalog import TOKEN
 from toolgate.shared.events import BoundRequest, DecisionMade
 from toolgate.shared.vocabulary import Verdict
 
-__all__ = ["ApprovalState", "DecideCommand", "DecideReply", "PendingApproval", "approval_id_for", "check_answer", "open_pending"]
+__all__ = [
+    "ApprovalState",
+    "DecideCommand",
+    "DecideReply",
+    "PendingApproval",
+    "approval_id_for",
+    "check_answer",
+    "open_pending",
+]
 
 
 class ApprovalState(StrEnum):
@@ -73,12 +81,18 @@ def open_pending(decision: DecisionMade, now: datetime, ttl: timedelta) -> Pendi
         return None
     return PendingApproval(
         approval_id=approval_id_for(decision.principal, decision.request_id),
-        request_id=decision.request_id, principal=decision.principal, request_hash=decision.request_hash,
-        approver_role=decision.approver_role or "", expires_at=now + ttl, request=decision.request,
+        request_id=decision.request_id,
+        principal=decision.principal,
+        request_hash=decision.request_hash,
+        approver_role=decision.approver_role or "",
+        expires_at=now + ttl,
+        request=decision.request,
     )
 
 
-def check_answer(pending: PendingApproval, approver: str, approvers: Mapping[str, frozenset[str]], now: datetime) -> None:
+def check_answer(
+    pending: PendingApproval, approver: str, approvers: Mapping[str, frozenset[str]], now: datetime
+) -> None:
     """Check that ``approver`` may answer ``pending`` now.
 
     Raises:

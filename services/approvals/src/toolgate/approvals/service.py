@@ -64,7 +64,9 @@ class Approvals:
             return True
         if not await self.store.open(pending):
             pending = await self.store.get(pending.approval_id) or pending
-        await self.publish(Subjects.approval("requested", pending.principal, pending.request_id), _requested(pending, self.clock()))
+        await self.publish(
+            Subjects.approval("requested", pending.principal, pending.request_id), _requested(pending, self.clock())
+        )
         return True
 
     async def answer(self, approver: str, command: DecideCommand) -> DecideReply:
@@ -75,10 +77,16 @@ class Approvals:
             return DecideReply(ok=False, reason_code=refused.reason_code, reason=refused.reason)
         state = ApprovalState.GRANTED if command.approve else ApprovalState.REJECTED
         if not await self.store.resolve(pending.approval_id, state):
-            return DecideReply(ok=False, reason_code="not_pending", reason=f"{pending.approval_id} was answered already")
+            return DecideReply(
+                ok=False, reason_code="not_pending", reason=f"{pending.approval_id} was answered already"
+            )
         await self._announce(pending, state, approver, command.note)
-        return DecideReply(ok=True, reason_code=state.value, reason=f"{pending.approval_id} {state.value} by {approver}",
-                           approval_id=pending.approval_id)
+        return DecideReply(
+            ok=True,
+            reason_code=state.value,
+            reason=f"{pending.approval_id} {state.value} by {approver}",
+            approval_id=pending.approval_id,
+        )
 
     async def _answerable(self, approver: str, approval_id: str) -> PendingApproval:
         pending = await self.store.get(approval_id)
@@ -99,11 +107,17 @@ class Approvals:
 
     async def _announce(self, pending: PendingApproval, state: ApprovalState, approver: str | None, note: str) -> None:
         now, event_id = self.clock(), f"{state.value}:{pending.approval_id}"
-        common = {"event_id": event_id, "occurred_at": now, "request_id": pending.request_id,
-                  "principal": pending.principal, "approval_id": pending.approval_id}
+        common: dict[str, Any] = {
+            "event_id": event_id,
+            "occurred_at": now,
+            "request_id": pending.request_id,
+            "principal": pending.principal,
+            "approval_id": pending.approval_id,
+        }
         if state is ApprovalState.GRANTED and approver:
-            event: Any = ApprovalGranted(**common, request_hash=pending.request_hash, approver=approver,
-                                         expires_at=pending.expires_at)
+            event: Any = ApprovalGranted(
+                **common, request_hash=pending.request_hash, approver=approver, expires_at=pending.expires_at
+            )
         else:
             code = "approval_expired" if state is ApprovalState.EXPIRED else "approval_rejected"
             reason = f"approval {state.value}" + (f" by {approver}" if approver else "") + (f": {note}" if note else "")
@@ -114,8 +128,13 @@ class Approvals:
 
 def _requested(pending: PendingApproval, now: datetime) -> ApprovalRequested:
     return ApprovalRequested(
-        event_id=f"requested:{pending.approval_id}", occurred_at=now, request_id=pending.request_id,
-        principal=pending.principal, approval_id=pending.approval_id, request_hash=pending.request_hash,
-        approver_role=pending.approver_role, expires_at=pending.expires_at, request=pending.request,
+        event_id=f"requested:{pending.approval_id}",
+        occurred_at=now,
+        request_id=pending.request_id,
+        principal=pending.principal,
+        approval_id=pending.approval_id,
+        request_hash=pending.request_hash,
+        approver_role=pending.approver_role,
+        expires_at=pending.expires_at,
+        request=pending.request,
     )
-

@@ -17,6 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 import msgspec
+
 from toolgate.audit.errors import ChainBroken
 from toolgate.shared.canonical import sha256_hex
 

@@ -46,6 +46,10 @@ def record_fields(subject: str, data: bytes, msg_id: str | None, received_at: st
         head = _Head(request_id=msg_id)
     principal = _principal_of(subject) or head.principal
     return {
-        "subject": subject, "event_type": head.type, "request_id": head.request_id, "principal": principal,
-        "occurred_at": head.occurred_at or received_at, "payload": data.decode("utf-8", errors="backslashreplace"),
+        "subject": subject,
+        "event_type": head.type,
+        "request_id": head.request_id,
+        "principal": principal,
+        "occurred_at": head.occurred_at or received_at,
+        "payload": data.decode("utf-8", errors="backslashreplace"),
     }

@@ -59,12 +59,21 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
             found = await fetch_last(js, Subjects.decision(principal, request_id))
             return found if isinstance(found, DecisionMade) else None
 
-        cell.set(Executor(
-            store=RedisIdempotencyStore(redis_client(settings)), descriptors=await ToolsBucket.open(js), tools=tools,
-            policy_key=policy_key, approvals_key=approvals_key, publish=publish, fetch_decision=fetch_decision,
-            clock=lambda: datetime.now(UTC), idempotency_ttl_s=settings.idempotency_ttl_s,
-            stale_grace_s=settings.stale_grace_s, last_delivery=MAX_DELIVER - 1,
-        ))
+        cell.set(
+            Executor(
+                store=RedisIdempotencyStore(redis_client(settings)),
+                descriptors=await ToolsBucket.open(js),
+                tools=tools,
+                policy_key=policy_key,
+                approvals_key=approvals_key,
+                publish=publish,
+                fetch_decision=fetch_decision,
+                clock=lambda: datetime.now(UTC),
+                idempotency_ttl_s=settings.idempotency_ttl_s,
+                stale_grace_s=settings.stale_grace_s,
+                last_delivery=MAX_DELIVER - 1,
+            )
+        )
 
     app = new_app(broker, build)
     if mcp is not None:

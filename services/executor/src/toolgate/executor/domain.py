@@ -1,5 +1,6 @@
-"""Pure rules of the executor: what to do with an idempotency claim, how receipts read,
-and scrubbing secrets out of results.
+"""Pure rules of the executor.
+
+What to do with an idempotency claim, how receipts read, and scrubbing secrets out of results.
 
 No I/O here; time is passed in as ``now_ms`` (Unix epoch milliseconds).
 """
@@ -61,24 +62,41 @@ def effect_id(principal: str, idempotency_key: str) -> str:
     return f"effect:{principal}:{hashlib.sha256(idempotency_key.encode()).hexdigest()[:16]}"
 
 
-def receipt(decision: DecisionMade, now: datetime, outcome: Outcome, reason_code: str, reason: str,
-            **fields: Any) -> ReceiptIssued:
+def receipt(
+    decision: DecisionMade, now: datetime, outcome: Outcome, reason_code: str, reason: str, **fields: Any
+) -> ReceiptIssued:
     """The receipt ending ``decision``'s request."""
     bound = decision.request
     return ReceiptIssued(
-        event_id=f"receipt:{decision.principal}:{decision.request_id}", occurred_at=now,
-        request_id=decision.request_id, principal=decision.principal, outcome=outcome, reason_code=reason_code,
-        reason=reason, tool=bound.tool if bound else None, version=bound.version if bound else None,
-        operation=bound.operation if bound else None, idempotency_key=decision.idempotency_key,
-        request_hash=decision.request_hash, **fields,
+        event_id=f"receipt:{decision.principal}:{decision.request_id}",
+        occurred_at=now,
+        request_id=decision.request_id,
+        principal=decision.principal,
+        outcome=outcome,
+        reason_code=reason_code,
+        reason=reason,
+        tool=bound.tool if bound else None,
+        version=bound.version if bound else None,
+        operation=bound.operation if bound else None,
+        idempotency_key=decision.idempotency_key,
+        request_hash=decision.request_hash,
+        **fields,
     )
 
 
 def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued) -> ReceiptIssued:
     """A ``replayed`` receipt carrying the stored receipt's result."""
     reason = f"replay of request {stored.request_id} ({stored.outcome}): the tool did not run again"
-    return receipt(decision, now, Outcome.REPLAYED, stored.reason_code, reason, result=stored.result,
-                   effect_id=stored.effect_id, replay_of=stored.request_id)
+    return receipt(
+        decision,
+        now,
+        Outcome.REPLAYED,
+        stored.reason_code,
+        reason,
+        result=stored.result,
+        effect_id=stored.effect_id,
+        replay_of=stored.request_id,
+    )
 
 
 _SECRET_PATTERNS = (

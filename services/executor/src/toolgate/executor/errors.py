@@ -56,9 +56,7 @@ class ToolRefused(ExecutorError):
 
     default_code = "refused"
 
-    def __init__(
-        self, reason_code: str | None = None, reason: str = "", *, argument: str | None = None
-    ) -> None:
+    def __init__(self, reason_code: str | None = None, reason: str = "", *, argument: str | None = None) -> None:
         super().__init__(reason_code, reason)
         self.argument = argument
 

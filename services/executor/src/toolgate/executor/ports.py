@@ -81,9 +81,7 @@ class IdempotencyStore(Protocol):
         """
         ...
 
-    async def take_over(
-        self, principal: str, idempotency_key: str, old_request_id: str, new_request_id: str
-    ) -> bool:
+    async def take_over(self, principal: str, idempotency_key: str, old_request_id: str, new_request_id: str) -> bool:
         """Hand an ``inflight`` record owned by ``old_request_id`` to ``new_request_id``.
 
         ``claimed_at_ms`` becomes now; the remaining lease is kept. False when the record
@@ -156,15 +154,11 @@ class InMemoryIdempotencyStore:
             return False
         if record.state is ClaimState.DONE:
             return record.receipt == receipt
-        done = replace(
-            record, state=ClaimState.DONE, receipt=bytes(receipt), expires_at_ms=now + retention_ms
-        )
+        done = replace(record, state=ClaimState.DONE, receipt=bytes(receipt), expires_at_ms=now + retention_ms)
         self._records[(principal, idempotency_key)] = done
         return True
 
-    async def take_over(
-        self, principal: str, idempotency_key: str, old_request_id: str, new_request_id: str
-    ) -> bool:
+    async def take_over(self, principal: str, idempotency_key: str, old_request_id: str, new_request_id: str) -> bool:
         """See :meth:`IdempotencyStore.take_over`."""
         now = self._clock_ms()
         record = self._live((principal, idempotency_key), now)

@@ -125,7 +125,9 @@ class Executor:
     async def _claimed(self, decision: DecisionMade) -> Settle:
         assert decision.request is not None and decision.idempotency_key and decision.request_hash
         principal, key = decision.principal, decision.idempotency_key
-        claim = await self.store.claim(principal, key, decision.request_hash, decision.request_id, self.idempotency_ttl_s)
+        claim = await self.store.claim(
+            principal, key, decision.request_hash, decision.request_id, self.idempotency_ttl_s
+        )
         side_effect = decision.side_effect_class or SideEffectClass.SECURITY_SENSITIVE
         stale_ms = int(((decision.timeout_s or 30.0) + self.stale_grace_s) * 1000)
         step = next_step(claim, decision.request_id, side_effect, int(time.time() * 1000), stale_ms)
@@ -139,19 +141,32 @@ class Executor:
             stored = _receipt_decoder.decode(claim.receipt or b"")
             return await self._send(stored if step is Step.REPUBLISH else replay_receipt(decision, now, stored))
         if step is Step.REFUSE_REUSED:
-            return await self._issue(decision, Outcome.REFUSED, "idempotency_key_reused",
-                                     "idempotency key was used with other arguments")
+            return await self._issue(
+                decision, Outcome.REFUSED, "idempotency_key_reused", "idempotency key was used with other arguments"
+            )
         if step is Step.REFUSE_IN_USE:
-            return await self._issue(decision, Outcome.REFUSED, "idempotency_key_in_use",
-                                     f"request {claim.owner_request_id} holds this key and its outcome is unknown")
+            return await self._issue(
+                decision,
+                Outcome.REFUSED,
+                "idempotency_key_in_use",
+                f"request {claim.owner_request_id} holds this key and its outcome is unknown",
+            )
         if step is Step.TAKE_OVER:
-            await self.store.take_over(decision.principal, decision.idempotency_key or "",
-                                       claim.owner_request_id or "", decision.request_id)
+            await self.store.take_over(
+                decision.principal, decision.idempotency_key or "", claim.owner_request_id or "", decision.request_id
+            )
         if step is Step.UNCERTAIN:
-            return await self._complete(decision, receipt(
-                decision, now, Outcome.UNCERTAIN, "execution_interrupted",
-                "the executor stopped during this write; whether its effect happened is unknown — reconcile it",
-                effect_id=effect_id(decision.principal, decision.idempotency_key or "")))
+            return await self._complete(
+                decision,
+                receipt(
+                    decision,
+                    now,
+                    Outcome.UNCERTAIN,
+                    "execution_interrupted",
+                    "the executor stopped during this write; whether its effect happened is unknown — reconcile it",
+                    effect_id=effect_id(decision.principal, decision.idempotency_key or ""),
+                ),
+            )
         return await self._complete(decision, await self._run(decision))
 
     async def _run(self, decision: DecisionMade) -> ReceiptIssued:
@@ -162,8 +177,9 @@ class Executor:
         effect = effect_id(decision.principal, decision.idempotency_key or "")
         spec = descriptor.operations[bound.operation]
         try:
-            result = await asyncio.wait_for(self.tools.call(descriptor, bound.operation, bound.arguments),
-                                            descriptor.timeout_s)
+            result = await asyncio.wait_for(
+                self.tools.call(descriptor, bound.operation, bound.arguments), descriptor.timeout_s
+            )
         except (TimeoutError, ToolTimeout):
             return self._unknown(decision, spec.side_effect_class, "timeout", f"no answer in {descriptor.timeout_s}s")
         except ExecutorError as error:
@@ -172,15 +188,29 @@ class Executor:
         elapsed_ms = (time.perf_counter() - started) * 1000
         if problem := first_error(spec.output_schema, result):
             return self._unknown(decision, spec.side_effect_class, "output_invalid", f"output invalid at {problem}")
-        return receipt(decision, self.clock(), Outcome.SUCCEEDED, "ok", "the tool ran", result=scrub(result),
-                       effect_id=effect, duration_ms=round(elapsed_ms, 3))
+        return receipt(
+            decision,
+            self.clock(),
+            Outcome.SUCCEEDED,
+            "ok",
+            "the tool ran",
+            result=scrub(result),
+            effect_id=effect,
+            duration_ms=round(elapsed_ms, 3),
+        )
 
     def _unknown(self, decision: DecisionMade, side_effect: SideEffectClass, code: str, reason: str) -> ReceiptIssued:
         read_only = side_effect is SideEffectClass.READ_ONLY
         outcome = Outcome.FAILED if read_only else Outcome.UNCERTAIN
         suffix = "" if read_only else "; whether the write happened is unknown — reconcile it"
-        return receipt(decision, self.clock(), outcome, code, reason + suffix,
-                       effect_id=effect_id(decision.principal, decision.idempotency_key or ""))
+        return receipt(
+            decision,
+            self.clock(),
+            outcome,
+            code,
+            reason + suffix,
+            effect_id=effect_id(decision.principal, decision.idempotency_key or ""),
+        )
 
     async def _complete(self, decision: DecisionMade, issued: ReceiptIssued) -> Settle:
         key = decision.idempotency_key or ""

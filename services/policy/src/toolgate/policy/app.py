@@ -10,10 +10,10 @@ from nats.js import JetStreamContext
 
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.adapters.redis_replays import RedisReplayIndex
+from toolgate.policy.domain import PolicyPorts
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.handlers import PolicyRuntime, build_router
-from toolgate.policy.domain import PolicyPorts
 from toolgate.policy.settings import PolicySettings
 from toolgate.shared.connections import redis_client
 from toolgate.shared.service import RuntimeCell, new_app, new_broker
@@ -48,8 +48,11 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
     async def build(js: JetStreamContext) -> None:
         redis = redis_client(settings)
         ports = PolicyPorts(
-            engine=_engine(settings), descriptors=await ToolsBucket.open(js), limiter=RedisRateLimiter(redis),
-            replays=RedisReplayIndex(redis), clock=lambda: datetime.now(UTC),
+            engine=_engine(settings),
+            descriptors=await ToolsBucket.open(js),
+            limiter=RedisRateLimiter(redis),
+            replays=RedisReplayIndex(redis),
+            clock=lambda: datetime.now(UTC),
             max_request_bytes=settings.max_request_bytes,
         )
         cell.set(PolicyRuntime(ports=ports, key=key, js=js))

@@ -67,7 +67,7 @@ class PolicyPorts:
     max_request_bytes: int
 
 
-class _Ended(Exception):  # noqa: N818 - control flow: the request ended with this decision
+class _Ended(Exception):
     def __init__(self, verdict: Verdict, reason_code: str, reason: str) -> None:
         super().__init__(reason)
         self.verdict, self.reason_code, self.reason = verdict, reason_code, reason
@@ -95,7 +95,7 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
 async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor:
     try:
         descriptor = await ports.descriptors.get(request.tool, request.version)
-    except Exception as error:  # noqa: BLE001 - any registry fault denies (fail closed)
+    except Exception as error:
         raise _Ended(Verdict.DENY, "registry_unavailable", f"cannot read the registry: {error}") from None
     if descriptor is None:
         raise _Ended(Verdict.DENY, "unknown_tool", f"no tool {request.tool!r} at version {request.version or 'latest'}")
@@ -110,7 +110,7 @@ async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor
 async def _replay(principal: str, request: ToolRequested, digest: str, ports: PolicyPorts) -> bool:
     try:
         state = await ports.replays.lookup(principal, request.idempotency_key)
-    except Exception as error:  # noqa: BLE001 - an unreadable store denies (fail closed)
+    except Exception as error:
         raise _Ended(Verdict.DENY, "idempotency_store_unavailable", f"cannot check the key: {error}") from None
     if state is None:
         return False
@@ -158,7 +158,12 @@ async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
 
 def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: str | None) -> DecisionMade:
     return _decision(
-        env, request_id, now, verdict=ended.verdict, reason_code=ended.reason_code, reason=ended.reason,
+        env,
+        request_id,
+        now,
+        verdict=ended.verdict,
+        reason_code=ended.reason_code,
+        reason=ended.reason,
         idempotency_key=key,
     )
 
@@ -168,19 +173,41 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
         raise _Ended(Verdict.REFUSE, "invalid_principal", "principal must match [A-Za-z0-9_-]{1,64}")
     descriptor = await _resolve(request, ports)
     bound = BoundRequest(
-        principal=env.principal, tool=descriptor.name, version=descriptor.version,
-        descriptor_digest=descriptor_digest(descriptor), operation=request.operation, arguments=request.arguments,
+        principal=env.principal,
+        tool=descriptor.name,
+        version=descriptor.version,
+        descriptor_digest=descriptor_digest(descriptor),
+        operation=request.operation,
+        arguments=request.arguments,
     )
     digest = request_hash(bound)
     spec = descriptor.operations[request.operation]
     common: dict[str, Any] = {
-        "idempotency_key": request.idempotency_key, "request": bound, "request_hash": digest,
-        "side_effect_class": spec.side_effect_class, "timeout_s": descriptor.timeout_s,
+        "idempotency_key": request.idempotency_key,
+        "request": bound,
+        "request_hash": digest,
+        "side_effect_class": spec.side_effect_class,
+        "timeout_s": descriptor.timeout_s,
     }
     if await _replay(env.principal, request, digest, ports):
-        return _decision(env, request.request_id, now, verdict=Verdict.EXECUTE, reason_code="idempotent_replay",
-                         reason="the idempotency key completed before: its receipt is replayed", **common)
+        return _decision(
+            env,
+            request.request_id,
+            now,
+            verdict=Verdict.EXECUTE,
+            reason_code="idempotent_replay",
+            reason="the idempotency key completed before: its receipt is replayed",
+            **common,
+        )
     outcome = _govern(env.principal, descriptor, request, ports)
     await _limit(env.principal, descriptor, ports)
-    return _decision(env, request.request_id, now, verdict=outcome.verdict, reason_code=outcome.reason_code,
-                     reason=outcome.reason, approver_role=outcome.approver_role, **common)
+    return _decision(
+        env,
+        request.request_id,
+        now,
+        verdict=outcome.verdict,
+        reason_code=outcome.reason_code,
+        reason=outcome.reason,
+        approver_role=outcome.approver_role,
+        **common,
+    )

@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import cedarpy
-from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
+
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.shared.descriptors import OperationSpec
+from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["ACTION_APPROVAL", "ACTION_EXECUTE", "SCHEMA_TEXT", "PolicyEngine", "PolicyOutcome", "load_policy"]
@@ -144,9 +145,7 @@ class PolicyEngine:
         """``@id`` of every policy, in file order."""
         return _ids(self._known(self._infos))
 
-    def decide(
-        self, principal: str, tool: str, version: str, operation: str, spec: OperationSpec
-    ) -> PolicyOutcome:
+    def decide(self, principal: str, tool: str, version: str, operation: str, spec: OperationSpec) -> PolicyOutcome:
         """Decide whether ``principal`` may call ``tool@version`` ``operation``.
 
         Args:
@@ -170,12 +169,8 @@ class PolicyEngine:
         call += f" ({spec.side_effect_class}, risk {spec.risk_tier})"
         return self._denied(execute, approval, call)
 
-    def _evaluate(
-        self, principal: str, tool: str, context: dict[str, Any]
-    ) -> tuple[_Evaluation, _Evaluation]:
-        requests = [
-            _request(principal, action, tool, context) for action in (ACTION_EXECUTE, ACTION_APPROVAL)
-        ]
+    def _evaluate(self, principal: str, tool: str, context: dict[str, Any]) -> tuple[_Evaluation, _Evaluation]:
+        requests = [_request(principal, action, tool, context) for action in (ACTION_EXECUTE, ACTION_APPROVAL)]
         try:
             results = cedarpy.is_authorized_batch(requests, self._policy_set, self._entities, _SCHEMA)
             execute, approval = (_evaluation(result) for result in results)
@@ -285,9 +280,7 @@ def _request(principal: str, action: str, tool: str, context: dict[str, Any]) ->
 def _evaluation(result: cedarpy.AuthzResult) -> _Evaluation:
     diagnostics = result.diagnostics
     allowed = result.decision is cedarpy.Decision.Allow
-    return _Evaluation(
-        allowed=allowed, determining=tuple(diagnostics.reasons), errors=tuple(diagnostics.errors)
-    )
+    return _Evaluation(allowed=allowed, determining=tuple(diagnostics.reasons), errors=tuple(diagnostics.errors))
 
 
 def _parse(policy_text: str) -> cedarpy.PolicySet:

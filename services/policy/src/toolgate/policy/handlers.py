@@ -48,5 +48,3 @@ def build_router(runtime: Callable[[], PolicyRuntime]) -> NatsRouter:
 
     durable_subscriber(router, catalog.POLICY_CONSUMER, on_request)
     return router
-
-

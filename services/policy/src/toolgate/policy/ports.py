@@ -163,9 +163,7 @@ class InMemoryRateLimiter:
         tolerance_us = emission_us * burst
         new_tat_us = max(self._tat_us.get(key, now_us), now_us) + emission_us
         if new_tat_us - tolerance_us > now_us:
-            return LimitDecision(
-                allowed=False, remaining=0, retry_after_s=(new_tat_us - tolerance_us - now_us) / 1e6
-            )
+            return LimitDecision(allowed=False, remaining=0, retry_after_s=(new_tat_us - tolerance_us - now_us) / 1e6)
         self._tat_us[key] = new_tat_us
         return LimitDecision(
             allowed=True, remaining=(tolerance_us - (new_tat_us - now_us)) // emission_us, retry_after_s=0.0

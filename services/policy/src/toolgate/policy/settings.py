@@ -23,9 +23,11 @@ class PolicySettings(ServiceSettings):
     )
     principals_file: Path = Field(
         default=Path("deploy/policy/principals.toml"),
-        description="Principal directory (agents' autonomy and roles, approvers). Env: TOOLGATE_POLICY_PRINCIPALS_FILE.",
+        description="Principal directory (agents' autonomy and roles, approvers). "
+        "Env: TOOLGATE_POLICY_PRINCIPALS_FILE.",
     )
     max_request_bytes: int = Field(
         default=65_536,
-        description="Largest accepted tool request body, bytes; larger is refused. Env: TOOLGATE_POLICY_MAX_REQUEST_BYTES.",
+        description="Largest accepted tool request body, bytes; larger is refused. "
+        "Env: TOOLGATE_POLICY_MAX_REQUEST_BYTES.",
     )

@@ -69,9 +69,7 @@ class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True):
     annotations: dict[str, bool | None] | None = None
 
 
-def descriptor_from_mcp(
-    config: McpServerConfig, server_version: str, tools: list[McpToolInfo]
-) -> ToolDescriptor:
+def descriptor_from_mcp(config: McpServerConfig, server_version: str, tools: list[McpToolInfo]) -> ToolDescriptor:
     """Build the tool descriptor ``mcp_<server>`` from a server's tool listing.
 
     Args:
@@ -137,14 +135,10 @@ def _hint(hints: dict[str, bool | None], key: str, default: bool) -> bool:
     return default if value is None else bool(value)
 
 
-def _apply(
-    override: Override, effect: SideEffectClass, tier: RiskTier, where: str
-) -> tuple[SideEffectClass, RiskTier]:
+def _apply(override: Override, effect: SideEffectClass, tier: RiskTier, where: str) -> tuple[SideEffectClass, RiskTier]:
     if override.side_effect_class is not None:
         if override.side_effect_class.rank < effect.rank:
-            raise ValueError(
-                f"{where}.side_effect_class: {override.side_effect_class} is looser than {effect}"
-            )
+            raise ValueError(f"{where}.side_effect_class: {override.side_effect_class} is looser than {effect}")
         effect = override.side_effect_class
     if override.risk_tier is not None:
         if override.risk_tier.rank < tier.rank:

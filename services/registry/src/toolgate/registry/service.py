@@ -41,21 +41,31 @@ class Registry:
                 "version_immutable", f"{descriptor.name}@{descriptor.version} exists with other content"
             ) from None
         if created:
-            event = ToolPublished(event_id=f"published:{descriptor.name}:{descriptor.version}:{uuid.uuid4().hex[:8]}",
-                                  occurred_at=self.clock(), tool=descriptor.name, version=descriptor.version,
-                                  digest=digest)
+            event = ToolPublished(
+                event_id=f"published:{descriptor.name}:{descriptor.version}:{uuid.uuid4().hex[:8]}",
+                occurred_at=self.clock(),
+                tool=descriptor.name,
+                version=descriptor.version,
+                digest=digest,
+            )
             await self.publish_event(Subjects.tool_published(descriptor.name), event)
         state = "published" if created else "unchanged"
-        return RegistryReply(ok=True, reason_code=state, reason=f"{descriptor.name}@{descriptor.version} {state}",
-                             descriptor=descriptor, digest=digest)
+        return RegistryReply(
+            ok=True,
+            reason_code=state,
+            reason=f"{descriptor.name}@{descriptor.version} {state}",
+            descriptor=descriptor,
+            digest=digest,
+        )
 
     async def get(self, tool: str, version: str | None) -> RegistryReply:
         """Look up one descriptor (exact version, or the latest)."""
         found = await self.bucket.get(tool, version)
         if found is None:
             return RegistryReply(ok=False, reason_code="unknown_tool", reason=f"no {tool}@{version or 'latest'}")
-        return RegistryReply(ok=True, reason_code="found", reason="found", descriptor=found,
-                             digest=descriptor_digest(found))
+        return RegistryReply(
+            ok=True, reason_code="found", reason="found", descriptor=found, digest=descriptor_digest(found)
+        )
 
     async def list(self) -> RegistryReply:
         """The latest version of every tool."""

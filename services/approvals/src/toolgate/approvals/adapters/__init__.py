@@ -1,0 +1,1 @@
+"""Adapters of the approvals service: the I/O edges behind its ports."""

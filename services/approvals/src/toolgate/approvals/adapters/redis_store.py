@@ -2,13 +2,15 @@
 
 Keys: ``tg:approval:<id>`` (the approval JSON as opened, never rewritten),
 ``tg:approval:<id>:state`` (``pending`` → ``granted``/``rejected``/``expired``), both kept
-7 days, and ``tg:approvals:pending`` (score: expiry, epoch seconds). The pending→resolved transition is one Lua script, so
-two approvers (or an approver and the expiry sweep) cannot both win.
+7 days, and ``tg:approvals:pending`` (score: expiry, epoch seconds). The pending→resolved
+transition is one Lua script, so two approvers (or an approver and the expiry sweep) cannot both win.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import datetime
+from typing import TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
@@ -19,6 +21,7 @@ from toolgate.approvals.errors import StoreUnavailable
 
 __all__ = ["RedisApprovalStore"]
 
+T = TypeVar("T")
 PENDING = "tg:approvals:pending"
 KEEP_S = 7 * 24 * 3600
 
@@ -38,6 +41,17 @@ def _state_key(approval_id: str) -> str:
     return f"tg:approval:{approval_id}:state"
 
 
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def _safe(work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except (RedisError, OSError) as error:
+        raise StoreUnavailable("approval_store_unavailable", f"Redis: {error}") from error
+
+
 class RedisApprovalStore:
     """:class:`~toolgate.approvals.ports.ApprovalStore` on Redis."""
 
@@ -46,42 +60,29 @@ class RedisApprovalStore:
         self._resolve = redis.register_script(_RESOLVE)
 
     async def open(self, pending: PendingApproval) -> bool:  # noqa: D102
-        async with _guard():
-            created = await self._redis.set(_key(pending.approval_id), msgspec.json.encode(pending), nx=True, ex=KEEP_S)
-            if created:
-                await self._redis.set(_state_key(pending.approval_id), pending.state.value, ex=KEEP_S)
-                await self._redis.zadd(PENDING, {pending.approval_id: pending.expires_at.timestamp()})
-            return bool(created)
+        data = msgspec.json.encode(pending)
+        created = await _safe(self._redis.set(_key(pending.approval_id), data, nx=True, ex=KEEP_S))
+        if created:
+            await _safe(self._redis.set(_state_key(pending.approval_id), pending.state.value, ex=KEEP_S))
+            await _safe(self._redis.zadd(PENDING, {pending.approval_id: pending.expires_at.timestamp()}))
+        return bool(created)
 
     async def get(self, approval_id: str) -> PendingApproval | None:  # noqa: D102
-        async with _guard():
-            raw, state = await self._redis.mget([_key(approval_id), _state_key(approval_id)])
+        raw, state = await _safe(self._redis.mget([_key(approval_id), _state_key(approval_id)]))
         if raw is None or state is None:
             return None
         pending = msgspec.json.decode(raw, type=PendingApproval)
-        return msgspec.structs.replace(pending, state=ApprovalState(state.decode()))
+        return msgspec.structs.replace(pending, state=ApprovalState(_text(state)))
 
     async def list_pending(self) -> list[PendingApproval]:  # noqa: D102
-        async with _guard():
-            ids = await self._redis.zrange(PENDING, 0, -1)
-        found = [await self.get(i.decode()) for i in ids]
+        ids = await _safe(self._redis.zrange(PENDING, 0, -1))
+        found = [await self.get(_text(i)) for i in ids]
         return [p for p in found if p is not None and p.state is ApprovalState.PENDING]
 
     async def resolve(self, approval_id: str, state: ApprovalState) -> bool:  # noqa: D102
-        async with _guard():
-            return bool(await self._resolve(keys=[_state_key(approval_id), PENDING], args=[state.value, approval_id]))
+        keys = [_state_key(approval_id), PENDING]
+        return bool(await _safe(self._resolve(keys=keys, args=[state.value, approval_id])))
 
     async def due(self, now: datetime) -> list[str]:  # noqa: D102
-        async with _guard():
-            ids = await self._redis.zrangebyscore(PENDING, "-inf", now.timestamp())
-        return [i.decode() for i in ids]
-
-
-class _guard:  # noqa: N801 - used as a context manager
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> bool:
-        if isinstance(error, RedisError | OSError):
-            raise StoreUnavailable("approval_store_unavailable", f"Redis: {error}") from error
-        return False
+        ids = await _safe(self._redis.zrangebyscore(PENDING, "-inf", now.timestamp()))
+        return [_text(i) for i in ids]

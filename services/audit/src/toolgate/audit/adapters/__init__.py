@@ -1,0 +1,1 @@
+"""Adapters of the audit service: the I/O edges behind its ports."""

@@ -78,9 +78,7 @@ class SqliteAuditStore:
         self._lock = threading.Lock()
         self._closed = False
         try:
-            self._conn = sqlite3.connect(
-                self._path, timeout=timeout_s, isolation_level=None, check_same_thread=False
-            )
+            self._conn = sqlite3.connect(self._path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(self._path, "unavailable", str(exc)) from exc
         try:
@@ -156,9 +154,7 @@ class SqliteAuditStore:
         Raises:
             StoreError: the store is closed or the read failed.
         """
-        return await self._run(
-            lambda: int(self._conn.execute("SELECT COUNT(*) FROM audit_records").fetchone()[0])
-        )
+        return await self._run(lambda: int(self._conn.execute("SELECT COUNT(*) FROM audit_records").fetchone()[0]))
 
     async def close(self) -> None:
         """Close the connection; later calls raise :class:`StoreError`. Idempotent."""

@@ -151,9 +151,7 @@ class FileSystemTool:
 
     def _check_size(self, size_bytes: int, rel: PurePosixPath) -> None:
         if size_bytes > self._max_bytes:
-            raise ToolRefused(
-                "too_large", f"{rel.as_posix()!r} is over {self._max_bytes} bytes", argument="path"
-            )
+            raise ToolRefused("too_large", f"{rel.as_posix()!r} is over {self._max_bytes} bytes", argument="path")
 
     def _content_bytes(self, arguments: dict[str, Any]) -> bytes:
         content = arguments.get("content")
@@ -162,9 +160,7 @@ class FileSystemTool:
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError:
-            raise ToolRefused(
-                "invalid_argument", "'content' is not valid Unicode", argument="content"
-            ) from None
+            raise ToolRefused("invalid_argument", "'content' is not valid Unicode", argument="content") from None
         if len(data) > self._max_bytes:
             raise ToolRefused("too_large", f"'content' is over {self._max_bytes} bytes", argument="content")
         return data

@@ -71,9 +71,7 @@ class McpToolHost:
         """Stop every session and wait for its server process to end."""
         await asyncio.gather(*(session.stop() for session in self._sessions.values()))
 
-    async def call(
-        self, server: str, tool: str, arguments: dict[str, Any], timeout_s: float
-    ) -> dict[str, Any]:
+    async def call(self, server: str, tool: str, arguments: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         """Call ``tool`` of ``server`` with the configured pinned arguments forced in.
 
         Args:

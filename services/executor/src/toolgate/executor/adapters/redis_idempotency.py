@@ -14,20 +14,18 @@ verified pattern. Any Redis or socket error, or a call slower than ``timeout_s``
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
-from toolgate.shared.idempotency import record_key
+
 from toolgate.executor.errors import StoreUnavailable
 from toolgate.executor.ports import Claim, ClaimState, ttl_ms
+from toolgate.shared.idempotency import record_key
 
 __all__ = ["RedisIdempotencyStore", "record_key"]
 
-_NOW_MS = (
-    "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-)
+_NOW_MS = "local t = redis.call('TIME')\nlocal now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
 _CLAIM = (
     """
@@ -114,9 +112,7 @@ class RedisIdempotencyStore:
         args = [request_id, bytes(receipt), ttl_ms(ttl_s)]
         return int(await self._run(self._complete, record_key(principal, idempotency_key), args)) == 1
 
-    async def take_over(
-        self, principal: str, idempotency_key: str, old_request_id: str, new_request_id: str
-    ) -> bool:
+    async def take_over(self, principal: str, idempotency_key: str, old_request_id: str, new_request_id: str) -> bool:
         """See :meth:`~toolgate.executor.ports.IdempotencyStore.take_over`.
 
         Raises:

@@ -21,6 +21,7 @@ import asyncio
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
+
 from toolgate.policy.errors import LimiterUnavailable
 from toolgate.policy.ports import LimitDecision, gcra_parameters, limiter_key, no_calls
 from toolgate.shared.descriptors import RateLimit

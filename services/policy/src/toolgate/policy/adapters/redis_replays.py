@@ -30,4 +30,5 @@ class RedisReplayIndex:
             raise PolicyError("idempotency_store_unavailable", f"Redis: {error}") from None
         if fingerprint is None:
             return None
-        return ReplayState(done=state == b"done", fingerprint=fingerprint.decode())
+        text = fingerprint.decode() if isinstance(fingerprint, bytes) else str(fingerprint)
+        return ReplayState(done=state in (b"done", "done"), fingerprint=text)
