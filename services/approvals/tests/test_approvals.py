@@ -1,0 +1,153 @@
+"""The approvals workflow: opening, answering (single use, entitled, not self), expiry; in memory and on Redis."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from toolgate.approvals.adapters.redis_store import RedisApprovalStore
+from toolgate.approvals.domain import ApprovalState, DecideCommand, approval_id_for
+from toolgate.approvals.errors import StoreUnavailable
+from toolgate.approvals.ports import ApprovalStore, InMemoryApprovalStore
+from toolgate.approvals.service import Approvals
+from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, BoundRequest, DecisionMade
+from toolgate.shared.signing import sign_event, verify_event
+from toolgate.shared.vocabulary import Verdict
+
+POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+APPROVERS = {"alice": frozenset({"operator"}), "demo-agent": frozenset({"operator"}), "carol": frozenset({"sre"})}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _decision(rid: str, verdict: Verdict = Verdict.NEEDS_APPROVAL) -> DecisionMade:
+    bound = BoundRequest(
+        principal="demo-agent",
+        tool="file_system",
+        version="1.0.0",
+        descriptor_digest="sha256:d",
+        operation="write",
+        arguments={"path": "a", "content": "x"},
+    )
+    decision = DecisionMade(
+        event_id=f"d-{rid}",
+        occurred_at=datetime.now(UTC),
+        request_id=rid,
+        principal="demo-agent",
+        verdict=verdict,
+        reason_code="approval_required",
+        reason="r",
+        request=bound,
+        request_hash="sha256:h-" + rid,
+        approver_role="operator",
+    )
+    return sign_event(decision, POLICY)
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest, redis_client: aioredis.Redis) -> ApprovalStore:
+    if request.param == "memory":
+        return InMemoryApprovalStore()
+    await redis_client.delete("tg:approvals:pending")
+    return RedisApprovalStore(redis_client)
+
+
+def _approvals(store: ApprovalStore, clock: Clock, published: list[tuple[str, Any]]) -> Approvals:
+    async def publish(subject: str, event: Any) -> object:
+        published.append((subject, event))
+        return None
+
+    return Approvals(
+        store=store,
+        approvers=APPROVERS,
+        key=APPROVALS,
+        policy_key=POLICY.public_key(),
+        publish=publish,
+        clock=clock,
+        ttl=timedelta(seconds=60),
+    )
+
+
+async def test_needs_approval_opens_one_pending_approval(store: ApprovalStore, ns: str) -> None:
+    published: list[tuple[str, Any]] = []
+    approvals = _approvals(store, Clock(), published)
+    assert await approvals.on_decision(_decision(ns))
+    assert await approvals.on_decision(_decision(ns))
+    assert await approvals.on_decision(_decision(ns + "x", Verdict.EXECUTE))
+    pending = [p for p in await store.list_pending() if p.request_id.startswith(ns)]
+    assert [p.approval_id for p in pending] == [approval_id_for("demo-agent", ns)]
+    assert all(isinstance(event, ApprovalRequested) for _, event in published)
+
+
+async def test_forged_decision_opens_nothing(store: ApprovalStore, ns: str) -> None:
+    approvals = _approvals(store, Clock(), [])
+    assert not await approvals.on_decision(sign_event(_decision(ns), Ed25519PrivateKey.generate()))
+    assert await store.get(approval_id_for("demo-agent", ns)) is None
+
+
+@pytest.mark.parametrize(
+    ("approver", "code"),
+    [
+        ("mallory", "unknown_approver"),
+        ("demo-agent", "self_approval"),
+        ("carol", "not_entitled"),
+        ("a.b", "unknown_approver"),
+    ],
+)
+async def test_refused_answers_change_nothing(store: ApprovalStore, ns: str, approver: str, code: str) -> None:
+    approvals = _approvals(store, Clock(), published := [])
+    await approvals.on_decision(_decision(ns))
+    approval_id = approval_id_for("demo-agent", ns)
+    reply = await approvals.answer(approver, DecideCommand(approval_id=approval_id, approve=True))
+    assert (reply.ok, reply.reason_code) == (False, code)
+    assert (await store.get(approval_id)).state is ApprovalState.PENDING  # type: ignore[union-attr]
+    assert not any(isinstance(e, ApprovalGranted) for _, e in published)
+
+
+async def test_grant_is_signed_and_single_use(store: ApprovalStore, ns: str) -> None:
+    approvals = _approvals(store, Clock(), published := [])
+    await approvals.on_decision(_decision(ns))
+    command = DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True)
+    first, second = await approvals.answer("alice", command), await approvals.answer("alice", command)
+    assert first.ok and (second.ok, second.reason_code) == (False, "not_pending")
+    grants = [e for _, e in published if isinstance(e, ApprovalGranted)]
+    assert len(grants) == 1 and verify_event(grants[0], APPROVALS.public_key())
+    assert grants[0].request_hash == "sha256:h-" + ns and grants[0].approver == "alice"
+
+
+async def test_expiry_rejects_once_and_late_answers_are_refused(store: ApprovalStore, ns: str) -> None:
+    clock = Clock()
+    approvals = _approvals(store, clock, published := [])
+    await approvals.on_decision(_decision(ns))
+    clock.now += timedelta(seconds=61)
+    assert await approvals.expire_due() >= 1
+    assert await approvals.expire_due() == 0
+    rejected = [e for _, e in published if isinstance(e, ApprovalRejected) and e.request_id == ns]
+    assert [e.reason_code for e in rejected] == ["approval_expired"]
+    reply = await approvals.answer("alice", DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True))
+    assert (reply.ok, reply.reason_code) == (False, "not_pending")
+
+
+async def test_unknown_approval_is_refused(store: ApprovalStore) -> None:
+    reply = await _approvals(store, Clock(), []).answer("alice", DecideCommand(approval_id="ap-nope", approve=True))
+    assert (reply.ok, reply.reason_code) == (False, "unknown_approval")
+
+
+async def test_redis_down_is_reported_not_swallowed() -> None:
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    with pytest.raises(StoreUnavailable):
+        await RedisApprovalStore(client).list_pending()
+    await client.aclose()

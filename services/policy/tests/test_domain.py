@@ -1,0 +1,155 @@
+"""The policy pipeline over in-memory ports: order of checks, refusals, fail-closed paths."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from toolgate.policy.domain import Envelope, PolicyPorts, decide
+from toolgate.policy.engine import load_policy
+from toolgate.policy.errors import LimiterUnavailable
+from toolgate.policy.ports import (
+    InMemoryDescriptorSource,
+    InMemoryRateLimiter,
+    InMemoryReplayIndex,
+    LimitDecision,
+    ReplayState,
+)
+from toolgate.shared.descriptors import RateLimit, ToolDescriptor
+from toolgate.shared.events import ToolRequested, encode, request_hash
+from toolgate.shared.vocabulary import Verdict
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def file_system(repo_root: Path) -> ToolDescriptor:
+    data = (repo_root / "deploy" / "tools" / "file_system.json").read_bytes()
+    return msgspec.json.decode(data, type=ToolDescriptor)
+
+
+@pytest.fixture
+def ports(repo_root: Path, file_system: ToolDescriptor) -> PolicyPorts:
+    engine = load_policy(repo_root / "deploy/policy/policy.cedar", repo_root / "deploy/policy/principals.toml")
+    return PolicyPorts(
+        engine=engine,
+        descriptors=InMemoryDescriptorSource([file_system]),
+        limiter=InMemoryRateLimiter(),
+        replays=InMemoryReplayIndex(),
+        clock=lambda: NOW,
+        max_request_bytes=4096,
+    )
+
+
+def _request(operation: str = "read", arguments: dict[str, object] | None = None, **fields: object) -> bytes:
+    request = ToolRequested(
+        event_id="r1",
+        occurred_at=NOW,
+        request_id=str(fields.pop("request_id", "r1")),
+        tool=str(fields.pop("tool", "file_system")),
+        operation=operation,
+        arguments={"path": "a.txt"} if arguments is None else arguments,
+        idempotency_key=str(fields.pop("idempotency_key", "k1")),
+    )
+    return encode(request)
+
+
+def _env(data: bytes, principal: str = "demo-agent") -> Envelope:
+    return Envelope(principal=principal, data=data, fallback_request_id="msg-1")
+
+
+async def test_read_executes_with_bound_request(ports: PolicyPorts) -> None:
+    decision = await decide(_env(_request()), ports)
+    assert decision.verdict is Verdict.EXECUTE
+    assert decision.request is not None and decision.request.principal == "demo-agent"
+    assert decision.request_hash == request_hash(decision.request)
+    assert decision.event_id == "decision:demo-agent:r1"
+
+
+async def test_write_needs_operator_approval(ports: PolicyPorts) -> None:
+    decision = await decide(_env(_request("write", {"path": "a", "content": "x"})), ports)
+    assert (decision.verdict, decision.approver_role) == (Verdict.NEEDS_APPROVAL, "operator")
+
+
+@pytest.mark.parametrize(
+    ("data", "code"),
+    [
+        (b"\xff\xfe not json", "malformed"),
+        (b'{"type": "tool.requested"}', "malformed"),
+        (b"[1, 2, 3]", "malformed"),
+        (b"x" * 5000, "oversized"),
+    ],
+)
+async def test_malformed_and_oversized_are_refused_under_the_fallback_id(
+    ports: PolicyPorts, data: bytes, code: str
+) -> None:
+    decision = await decide(_env(data), ports)
+    assert (decision.verdict, decision.reason_code, decision.request_id) == (Verdict.REFUSE, code, "msg-1")
+
+
+async def test_a_principal_field_in_the_body_is_refused(ports: PolicyPorts) -> None:
+    body = msgspec.json.decode(_request())
+    body["principal"] = "admin"
+    decision = await decide(_env(msgspec.json.encode(body)), ports)
+    assert decision.reason_code == "malformed" and "principal" in decision.reason
+
+
+async def test_schema_invalid_names_the_path(ports: PolicyPorts) -> None:
+    decision = await decide(_env(_request(arguments={"path": 7})), ports)
+    assert (decision.verdict, decision.reason_code) == (Verdict.REFUSE, "schema_invalid")
+    assert "/path" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"tool": "nope"}, "unknown_tool"),
+        ({"request_id": "a.b"}, "invalid_request_id"),
+        ({"idempotency_key": "k" * 256}, "invalid_idempotency_key"),
+    ],
+)
+async def test_unknown_or_invalid_identifiers(ports: PolicyPorts, fields: dict[str, object], code: str) -> None:
+    decision = await decide(_env(_request(**fields)), ports)
+    assert decision.reason_code == code and decision.verdict in (Verdict.DENY, Verdict.REFUSE)
+
+
+async def test_unknown_operation_and_unknown_principal_are_denied(ports: PolicyPorts) -> None:
+    assert (await decide(_env(_request("delete")), ports)).reason_code == "unknown_operation"
+    assert (await decide(_env(_request(), "nobody"), ports)).reason_code == "unknown_principal"
+
+
+async def test_no_policy_denies(ports: PolicyPorts) -> None:
+    ports = PolicyPorts(**{**ports.__dict__, "engine": None})
+    decision = await decide(_env(_request()), ports)
+    assert (decision.verdict, decision.reason_code) == (Verdict.DENY, "no_policy")
+
+
+async def test_denied_calls_do_not_consume_the_rate_limit(ports: PolicyPorts, file_system: ToolDescriptor) -> None:
+    for _ in range(20):
+        assert (await decide(_env(_request(), "nobody"), ports)).verdict is Verdict.DENY
+        assert (await decide(_env(_request(arguments={})), ports)).verdict is Verdict.REFUSE
+    verdicts = [(await decide(_env(_request(request_id=f"r{n}")), ports)).verdict for n in range(6)]
+    assert verdicts == [Verdict.EXECUTE] * file_system.rate_limit.calls + [Verdict.DENY]
+
+
+async def test_limiter_unavailable_denies(ports: PolicyPorts) -> None:
+    class Down:
+        async def acquire(self, principal: str, tool: str, rate: RateLimit) -> LimitDecision:
+            raise LimiterUnavailable("redis down")
+
+    decision = await decide(_env(_request()), PolicyPorts(**{**ports.__dict__, "limiter": Down()}))
+    assert (decision.verdict, decision.reason_code) == (Verdict.DENY, "rate_limiter_unavailable")
+
+
+async def test_completed_key_replays_without_policy_and_other_arguments_are_refused(ports: PolicyPorts) -> None:
+    first = await decide(_env(_request("write", {"path": "a", "content": "x"})), ports)
+    assert first.request_hash is not None
+    replays = InMemoryReplayIndex({("demo-agent", "k1"): ReplayState(done=True, fingerprint=first.request_hash)})
+    ports = PolicyPorts(**{**ports.__dict__, "replays": replays})
+    again = await decide(_env(_request("write", {"path": "a", "content": "x"}, request_id="r2")), ports)
+    assert (again.verdict, again.reason_code) == (Verdict.EXECUTE, "idempotent_replay")
+    other = await decide(_env(_request("write", {"path": "a", "content": "y"}, request_id="r3")), ports)
+    assert (other.verdict, other.reason_code) == (Verdict.REFUSE, "idempotency_key_reused")

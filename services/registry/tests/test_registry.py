@@ -1,0 +1,76 @@
+"""Publishing descriptors: validation of the descriptor and its schemas, immutable versions on real NATS KV."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import pytest
+from nats.js import JetStreamContext
+
+from toolgate.registry.domain import parse_descriptor
+from toolgate.registry.errors import PublishRefused
+from toolgate.registry.service import Registry
+from toolgate.shared.descriptors import OperationSpec, ToolDescriptor, descriptor_digest
+from toolgate.shared.tools_kv import ToolsBucket
+from toolgate.shared.vocabulary import RiskTier, SideEffectClass
+
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": False}
+
+
+def _descriptor(name: str, version: str = "1.0.0", schema: dict[str, Any] | None = None) -> ToolDescriptor:
+    spec = OperationSpec(
+        input_schema=schema or SCHEMA,
+        output_schema={"type": "object"},
+        side_effect_class=SideEffectClass.READ_ONLY,
+        risk_tier=RiskTier.LOW,
+    )
+    return ToolDescriptor(name=name, version=version, adapter="file_system", operations={"get": spec})
+
+
+@pytest.mark.parametrize(
+    ("descriptor", "code"),
+    [
+        (_descriptor("Bad Name"), "invalid_name"),
+        (_descriptor("ok", "1.0"), "invalid_version"),
+        (_descriptor("ok", schema={"type": "nonsense"}), "schema_invalid"),
+        (_descriptor("ok", schema={"minLength": -1}), "schema_invalid"),
+    ],
+)
+def test_invalid_descriptors_are_refused(descriptor: ToolDescriptor, code: str) -> None:
+    with pytest.raises(PublishRefused) as refused:
+        parse_descriptor(msgspec.json.encode(descriptor))
+    assert refused.value.reason_code == code
+
+
+def test_malformed_and_oversized_bodies_are_refused() -> None:
+    for body, code in ((b"{", "malformed"), (b'{"name": 1}', "malformed"), (b" " * 300_000, "oversized")):
+        with pytest.raises(PublishRefused) as refused:
+            parse_descriptor(body)
+        assert refused.value.reason_code == code
+
+
+async def test_published_versions_are_immutable_and_latest_follows_semver(js: JetStreamContext, ns: str) -> None:
+    announced: list[Any] = []
+
+    async def announce(subject: str, event: Any) -> object:
+        announced.append(event)
+        return None
+
+    registry = Registry(bucket=await ToolsBucket.open(js), publish_event=announce, clock=lambda: datetime.now(UTC))
+    first = _descriptor(ns, "1.2.0")
+    assert (await registry.publish(first)).reason_code == "published"
+    assert (await registry.publish(first)).reason_code == "unchanged"
+    with pytest.raises(PublishRefused) as refused:
+        await registry.publish(msgspec.structs.replace(first, description="changed"))
+    assert refused.value.reason_code == "version_immutable"
+    await registry.publish(_descriptor(ns, "1.10.0"))
+    await registry.publish(_descriptor(ns, "1.10.0-rc.1"))
+    latest = await registry.get(ns, None)
+    assert latest.descriptor is not None and latest.descriptor.version == "1.10.0"
+    exact = await registry.get(ns, "1.2.0")
+    assert exact.digest == descriptor_digest(first)
+    assert (await registry.get(ns, "9.9.9")).reason_code == "unknown_tool"
+    assert [e.version for e in announced] == ["1.2.0", "1.10.0", "1.10.0-rc.1"]
+    assert ns in [d.name for d in (await registry.list()).descriptors or []]

@@ -1,0 +1,116 @@
+"""Pins the bus contract: subjects, stream, consumers, and the event types on the wire."""
+
+from __future__ import annotations
+
+import msgspec
+
+from toolgate.shared import catalog, events
+from toolgate.shared.catalog import Rpc, Subjects
+
+
+def test_subject_builders_are_pinned() -> None:
+    assert Subjects.request("a") == "tg.req.a"
+    assert Subjects.decision("a", "r") == "tg.decision.a.r"
+    assert Subjects.approval("granted", "a", "r") == "tg.approval.granted.a.r"
+    assert Subjects.receipt("a", "r") == "tg.receipt.a.r"
+    assert Subjects.receipts_of("a") == "tg.receipt.a.*"
+    assert Subjects.tool_published("t") == "tg.tool.published.t"
+    assert Rpc.approvals_decide("alice") == "tg.approvals.decide.alice"
+
+
+def test_stream_and_consumers_are_pinned() -> None:
+    assert catalog.STREAM == "TOOLGATE" and catalog.TOOLS_BUCKET == "TOOLGATE_TOOLS"
+    assert catalog.STREAM_SUBJECTS == (
+        "tg.req.*",
+        "tg.decision.*.*",
+        "tg.approval.*.*.*",
+        "tg.receipt.*.*",
+        "tg.tool.published.*",
+    )
+    assert {(c.durable, c.filter_subject) for c in catalog.CONSUMERS} == {
+        ("policy-requests", "tg.req.*"),
+        ("approvals-decisions", "tg.decision.*.*"),
+        ("executor-decisions", "tg.decision.*.*"),
+        ("executor-approvals", "tg.approval.*.*.*"),
+        ("audit-all", None),
+    }
+
+
+def _matches(pattern: str, subject: str) -> bool:
+    p, s = pattern.split("."), subject.split(".")
+    return len(p) == len(s) and all(a in ("*", b) for a, b in zip(p, s, strict=True))
+
+
+def test_every_event_subject_is_in_the_stream_and_rpc_subjects_are_not() -> None:
+    event_subjects = [
+        Subjects.request("a"),
+        Subjects.decision("a", "r"),
+        Subjects.receipt("a", "r"),
+        Subjects.tool_published("t"),
+    ] + [Subjects.approval(k, "a", "r") for k in ("requested", "granted", "rejected")]
+    for subject in event_subjects:
+        assert sum(_matches(p, subject) for p in catalog.STREAM_SUBJECTS) == 1, subject
+    rpc = [v for k, v in vars(Rpc).items() if k.isupper()]
+    assert rpc and not any(_matches(p, s.replace("*", "x")) for p in catalog.STREAM_SUBJECTS for s in rpc)
+
+
+def test_event_tags_are_pinned_and_unique() -> None:
+    tags = {cls.__name__: cls.__struct_config__.tag for cls in events.AnyEvent.__args__}  # type: ignore[attr-defined]
+    assert tags == {
+        "ToolRequested": "tool.requested",
+        "DecisionMade": "decision.made",
+        "ApprovalRequested": "approval.requested",
+        "ApprovalGranted": "approval.granted",
+        "ApprovalRejected": "approval.rejected",
+        "ReceiptIssued": "receipt.issued",
+        "ToolPublished": "tool.published",
+    }
+
+
+def test_events_are_frozen_and_required_fields_are_pinned() -> None:
+    """Evolution adds only defaulted fields: the required set of each event may not change."""
+    required = {}
+    for cls in events.AnyEvent.__args__:  # type: ignore[attr-defined]
+        assert cls.__struct_config__.frozen
+        info = msgspec.inspect.type_info(cls)
+        required[cls.__name__] = sorted(f.name for f in info.fields if f.required)
+    assert required == {
+        "ToolRequested": ["arguments", "event_id", "idempotency_key", "occurred_at", "operation", "request_id", "tool"],
+        "DecisionMade": ["event_id", "occurred_at", "principal", "reason", "reason_code", "request_id", "verdict"],
+        "ApprovalRequested": [
+            "approval_id",
+            "approver_role",
+            "event_id",
+            "expires_at",
+            "occurred_at",
+            "principal",
+            "request",
+            "request_hash",
+            "request_id",
+        ],
+        "ApprovalGranted": [
+            "approval_id",
+            "approver",
+            "event_id",
+            "expires_at",
+            "occurred_at",
+            "principal",
+            "request_hash",
+            "request_id",
+        ],
+        "ApprovalRejected": [
+            "approval_id",
+            "event_id",
+            "occurred_at",
+            "principal",
+            "reason",
+            "reason_code",
+            "request_id",
+        ],
+        "ReceiptIssued": ["event_id", "occurred_at", "outcome", "principal", "reason", "reason_code", "request_id"],
+        "ToolPublished": ["digest", "event_id", "occurred_at", "tool", "version"],
+    }
+
+
+def test_tool_request_has_no_principal_field() -> None:
+    assert "principal" not in events.ToolRequested.__struct_fields__

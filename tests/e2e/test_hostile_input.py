@@ -1,0 +1,99 @@
+"""Hostile paths and malformed or oversized messages get a clear refusal and lose nothing (DESIGN §2.8)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolgate.shared.catalog import Subjects
+
+pytestmark = pytest.mark.e2e
+
+
+def _snapshot(*directories: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for d in directories for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def _hostile_paths(paths: Any) -> list[str]:
+    return [
+        "../outside/secret.txt",
+        "notes/../../outside/secret.txt",
+        str(paths.outside / "secret.txt"),
+        f"../{paths.sibling.name}/secret.txt",
+        "escape/secret.txt",
+        "escape.txt",
+    ]
+
+
+async def test_hostile_paths_are_refused_and_nothing_outside_is_touched(gate: Any, watch: Any) -> None:
+    paths = gate.paths
+    assert paths.sibling.name.startswith(paths.sandbox.name)
+    before = _snapshot(paths.outside, paths.sibling)
+    for directory in (paths.outside, paths.sibling):
+        watch.watch(directory)
+
+    receipts = []
+    for hostile in _hostile_paths(paths):
+        reader, writer = gate.agent(2), gate.agent(2)
+        receipts.append((hostile, await gate.call(reader, "read", {"path": hostile})))
+        receipts.append((hostile, await gate.call(writer, "write", {"path": hostile, "content": "pwned"})))
+        new_file = hostile.replace("secret.txt", "created.txt")
+        receipts.append((new_file, await gate.call(writer, "write", {"path": new_file, "content": "pwned"})))
+    await gate.settle()
+
+    for hostile, issued in receipts:
+        assert issued.outcome == "refused", (hostile, issued.outcome, issued.reason)
+        assert issued.reason_code == "path_outside_sandbox", (hostile, issued.reason_code)
+        assert "path" in issued.reason and issued.result is None
+    assert watch.poll() == [], "something outside the sandbox was opened, read or created"
+    assert _snapshot(paths.outside, paths.sibling) == before
+
+
+async def test_listing_through_an_escaping_symlink_is_refused(gate: Any) -> None:
+    issued = await gate.call(gate.agent(), "list", {"path": "escape"})
+
+    assert (issued.outcome, issued.reason_code) == ("refused", "path_outside_sandbox")
+
+
+def _tool_request(request_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "tool.requested", "event_id": request_id, "occurred_at": datetime.now(UTC).isoformat(),
+        "request_id": request_id, "tool": "file_system", "operation": "read", "arguments": {"path": "hello.txt"},
+        "idempotency_key": request_id, **extra,
+    }
+
+
+def _malformed_bodies(request_id: str) -> dict[str, tuple[bytes, str, str]]:
+    """name -> (body, expected reason_code, a word the reason must contain)."""
+    oversized = _tool_request(request_id, arguments={"path": "hello.txt", "pad": "x" * 100_000})
+    return {
+        "garbage": (b"\xff\xfe\x00not json at all{{", "malformed", "JSON"),
+        "wrong_shape": (b'{"hello": "world"}', "malformed", "hello"),
+        "wrong_shape_with_id": (json.dumps({"request_id": "r-" + request_id, "tool": 42}).encode(), "malformed", "tool"),
+        "claims_admin": (json.dumps(_tool_request(request_id, principal="admin")).encode(), "malformed", "principal"),
+        "oversized": (json.dumps(oversized).encode(), "oversized", "bytes"),
+    }
+
+
+@pytest.mark.parametrize("case", ["garbage", "wrong_shape", "wrong_shape_with_id", "claims_admin", "oversized"])
+async def test_malformed_request_gets_a_refusal_receipt_and_is_audited(gate: Any, new_id: Any, case: str) -> None:
+    agent, msg_id = gate.agent(), new_id("m")
+    body, code, word = _malformed_bodies(msg_id)[case]
+    await gate.publish_raw(Subjects.request(agent), body, msg_id)
+
+    issued = await gate.receipt(agent, msg_id)
+    assert (issued.outcome, issued.reason_code) == ("refused", code), issued.reason
+    assert word in issued.reason, issued.reason
+    assert issued.principal == agent and issued.result is None
+    await gate.settle()
+    assert await gate.count(Subjects.receipts_of("admin")) == 0
+
+    trail = await gate.trail(msg_id)
+    subjects = [record["subject"] for record in trail]
+    assert Subjects.request(agent) in subjects, f"the raw request is missing from the audit trail: {subjects}"
+    assert Subjects.receipt(agent, msg_id) in subjects
+    assert [r["event_type"] for r in trail if r["subject"] == Subjects.receipt(agent, msg_id)] == ["receipt.issued"]
