@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -132,7 +133,9 @@ def up(state_dir: Path = STATE_DIR) -> None:
     """Run NATS, Redis (unless NATS_URL/REDIS_URL are set) and the five services until Ctrl-C."""
     from toolgate.cli.stack import running_stack
 
-    with console.status("starting…"), running_stack(state_dir.resolve()) as stack:
+    with contextlib.ExitStack() as resources:
+        with console.status("starting nats-server, redis-server and the five services…"):
+            stack = resources.enter_context(running_stack(state_dir.resolve()))
         (state_dir / "nats_url").write_text(stack.nats_url)
         console.print(f"[green]toolgate is up[/green]\n  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
         console.print(f"  logs: {state_dir / 'logs'}  ·  Ctrl-C stops everything")

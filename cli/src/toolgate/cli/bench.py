@@ -10,6 +10,7 @@ argument validation are reported too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import statistics
 import tempfile
 import time
@@ -153,7 +154,9 @@ def run_bench(console: Console, calls: int, concurrency: int) -> int:
     (root / "sandbox").mkdir()
     (root / "sandbox" / "data.txt").write_text("benchmark payload\n" * 8)
     env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(root / "sandbox")}
-    with console.status("starting the system…"), running_stack(root / "state", env) as stack:
+    with contextlib.ExitStack() as resources:
+        with console.status("starting the system…"):
+            stack = resources.enter_context(running_stack(root / "state", env))
         url = stack.nats_url
         console.print(f"{calls} sequential calls for latency, {calls} at concurrency {concurrency} for throughput")
         bare = asyncio.run(_bare(url, calls, concurrency))

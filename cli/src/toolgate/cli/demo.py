@@ -7,6 +7,7 @@ redis-server are started on free ports unless ``NATS_URL`` / ``REDIS_URL`` are s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -73,14 +74,11 @@ def run_demo(console: Console) -> int:
         "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
         "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
     }
-    with console.status("starting nats-server, redis-server and the five services…"):
-        stack_cm = running_stack(root / "state", env)
-        stack = stack_cm.__enter__()
-    try:
+    with contextlib.ExitStack() as resources:
+        with console.status("starting nats-server, redis-server and the five services…"):
+            stack = resources.enter_context(running_stack(root / "state", env))
         console.print(f"[dim]NATS {stack.nats_url} · Redis {stack.redis_url} · logs {root / 'state' / 'logs'}[/dim]")
         failures = asyncio.run(_script(console, stack, sandbox, repo))
-    finally:
-        stack_cm.__exit__(None, None, None)
     console.print("[bold green]demo finished[/bold green]" if not failures else f"[bold red]{failures}[/bold red]")
     return 0 if not failures else 1
 

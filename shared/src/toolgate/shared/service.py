@@ -43,7 +43,13 @@ class RuntimeCell(Generic[R]):
 def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
     """A NATS broker with telemetry and a bounded graceful shutdown (10 s)."""
     telemetry = NatsTelemetryMiddleware(tracer_provider=tracer_provider(service, settings.otlp_endpoint))
-    return NatsBroker(settings.nats_url, graceful_timeout=10.0, middlewares=[telemetry], max_reconnect_attempts=-1)
+    return NatsBroker(
+        settings.nats_url,
+        graceful_timeout=10.0,
+        middlewares=[telemetry],
+        max_reconnect_attempts=-1,
+        log_level=logging.DEBUG,  # per-message "Received/Processed" lines; service events log at INFO
+    )
 
 
 def new_app(broker: NatsBroker, build: Callable[[JetStreamContext], Awaitable[None]]) -> FastStream:
