@@ -109,9 +109,7 @@ def stack_redis_url() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def stack(
-    e2e_paths: Paths, stack_env: dict[str, str], stack_redis_url: str | None, repo_root: Path
-) -> Iterator[Stack]:
+def stack(e2e_paths: Paths, stack_env: dict[str, str], stack_redis_url: str | None, repo_root: Path) -> Iterator[Stack]:
     """The running system: nats-server, redis-server and the five services."""
     env = {
         "TOOLGATE_POLICY_POLICY_FILE": str(repo_root / "deploy/policy/policy.cedar"),
@@ -153,8 +151,14 @@ class Gate:
         return self._clients[principal]
 
     async def call(
-        self, principal: str, operation: str, arguments: dict[str, Any], *, tool: str = "file_system",
-        key: str | None = None, timeout_s: float = 20.0,
+        self,
+        principal: str,
+        operation: str,
+        arguments: dict[str, Any],
+        *,
+        tool: str = "file_system",
+        key: str | None = None,
+        timeout_s: float = 20.0,
     ) -> ReceiptIssued:
         """Invoke one tool call as ``principal`` and return its receipt."""
         client = await self.client(principal)
@@ -303,7 +307,7 @@ class DirWatch:
         while offset < len(buffer):
             wd, mask, _cookie, length = _EVENT_HEAD.unpack_from(buffer, offset)
             start = offset + _EVENT_HEAD.size
-            name = buffer[start:start + length].rstrip(b"\0").decode(errors="replace")
+            name = buffer[start : start + length].rstrip(b"\0").decode(errors="replace")
             if wd in self._dirs:
                 self.events.append((self._dirs[wd], name, mask))
             offset = start + length

@@ -37,4 +37,3 @@ async def test_unanswered_approval_expires_and_the_request_is_denied(gate: Any, 
     assert not (gate.paths.sandbox / name).exists()
     assert [event for event in watch.poll() if event[1] == name] == []
     assert await gate.count(Subjects.receipt(agent, request_id)) == 1
-

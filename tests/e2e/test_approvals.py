@@ -21,8 +21,13 @@ IN_MOVED_TO = 0x80
 
 def _grant(pending: dict[str, Any], event_id: str, hash_: str, key: Ed25519PrivateKey) -> ApprovalGranted:
     grant = ApprovalGranted(
-        event_id=event_id, occurred_at=datetime.now(UTC), request_id=pending["request_id"],
-        principal=pending["principal"], approval_id=pending["approval_id"], request_hash=hash_, approver="alice",
+        event_id=event_id,
+        occurred_at=datetime.now(UTC),
+        request_id=pending["request_id"],
+        principal=pending["principal"],
+        approval_id=pending["approval_id"],
+        request_hash=hash_,
+        approver="alice",
         expires_at=datetime.fromisoformat(pending["expires_at"]),
     )
     return sign_event(grant, key)
@@ -88,7 +93,9 @@ async def test_only_an_entitled_other_approver_can_approve(gate: Any, watch: Any
     approval_id = (await gate.pending(request_id))["approval_id"]
 
     refusals = {
-        "selfie": "self_approval", "mallory": "unknown_approver", "carol": "not_entitled",
+        "selfie": "self_approval",
+        "mallory": "unknown_approver",
+        "carol": "not_entitled",
     }
     for approver, code in refusals.items():
         reply = await gate.decide(approver, approval_id)

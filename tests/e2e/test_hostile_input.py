@@ -61,9 +61,15 @@ async def test_listing_through_an_escaping_symlink_is_refused(gate: Any) -> None
 
 def _tool_request(request_id: str, **extra: Any) -> dict[str, Any]:
     return {
-        "type": "tool.requested", "event_id": request_id, "occurred_at": datetime.now(UTC).isoformat(),
-        "request_id": request_id, "tool": "file_system", "operation": "read", "arguments": {"path": "hello.txt"},
-        "idempotency_key": request_id, **extra,
+        "type": "tool.requested",
+        "event_id": request_id,
+        "occurred_at": datetime.now(UTC).isoformat(),
+        "request_id": request_id,
+        "tool": "file_system",
+        "operation": "read",
+        "arguments": {"path": "hello.txt"},
+        "idempotency_key": request_id,
+        **extra,
     }
 
 
@@ -73,7 +79,11 @@ def _malformed_bodies(request_id: str) -> dict[str, tuple[bytes, str, str]]:
     return {
         "garbage": (b"\xff\xfe\x00not json at all{{", "malformed", "JSON"),
         "wrong_shape": (b'{"hello": "world"}', "malformed", "hello"),
-        "wrong_shape_with_id": (json.dumps({"request_id": "r-" + request_id, "tool": 42}).encode(), "malformed", "tool"),
+        "wrong_shape_with_id": (
+            json.dumps({"request_id": "r-" + request_id, "tool": 42}).encode(),
+            "malformed",
+            "tool",
+        ),
         "claims_admin": (json.dumps(_tool_request(request_id, principal="admin")).encode(), "malformed", "principal"),
         "oversized": (json.dumps(oversized).encode(), "oversized", "bytes"),
     }

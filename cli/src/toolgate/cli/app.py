@@ -47,7 +47,8 @@ def _url(url: str | None) -> str:
 
 def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
     async def run() -> T:
-        nc = await nats.connect(_url(url), connect_timeout=3, max_reconnect_attempts=0)
+        prefix = os.environ.get("TOOLGATE_INBOX_PREFIX", "_INBOX")
+        nc = await nats.connect(_url(url), connect_timeout=3, max_reconnect_attempts=0, inbox_prefix=prefix.encode())
         try:
             return await work(nc)
         finally:

@@ -57,11 +57,14 @@ async def publish_event(
 async def fetch_last(js: JetStreamContext, subject: str) -> AnyEvent | None:
     """Return the last event stored on ``subject``, or ``None`` when there is none.
 
+    Uses JetStream direct get (``$JS.API.DIRECT.GET.<stream>.<subject>``), whose
+    subject-in-the-API-subject form lets NATS permissions limit a client to its own subjects.
+
     Raises:
         msgspec.ValidationError / msgspec.DecodeError: the stored message is not an event.
     """
     try:
-        message = await js.get_last_msg(catalog.STREAM, subject)
+        message = await js.get_last_msg(catalog.STREAM, subject, direct=True)
     except NotFoundError:
         return None
     return decode_event(message.data or b"")

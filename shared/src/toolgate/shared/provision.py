@@ -33,6 +33,7 @@ def stream_config(max_age_s: float = STREAM_MAX_AGE_S) -> StreamConfig:
         storage=StorageType.FILE,
         max_age=max_age_s,
         duplicate_window=120.0,
+        allow_direct=True,  # direct get by subject: lets NATS permissions scope reads per principal
     )
 
 
@@ -56,9 +57,12 @@ async def ensure_bus(js: JetStreamContext, max_age_s: float = STREAM_MAX_AGE_S) 
         nats.js.errors.APIError: the server refused a creation.
     """
     try:
-        await js.stream_info(catalog.STREAM)
+        info = await js.stream_info(catalog.STREAM)
     except NotFoundError:
         await js.add_stream(stream_config(max_age_s))
+    else:
+        if not info.config.allow_direct or list(info.config.subjects or []) != list(catalog.STREAM_SUBJECTS):
+            await js.update_stream(stream_config(max_age_s))
     for spec in catalog.CONSUMERS:
         try:
             await js.consumer_info(catalog.STREAM, spec.durable)

@@ -1,0 +1,35 @@
+# syntax=docker/dockerfile:1
+# One image for every toolgate service and the `toolgate` CLI.
+#
+#   docker build -t toolgate:0.1 .
+#   docker run -e SERVICE=policy -e NATS_URL=... toolgate:0.1      # python -m toolgate.policy
+#
+# docker-compose.yml builds it once per service and picks the service with `command`.
+# Dependencies come from uv.lock exactly (`--frozen`); dev tools are not installed.
+FROM python:3.11-slim
+
+ARG UV_VERSION=0.13.8
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    UV_COMPILE_BYTECODE=1 \
+    UV_LINK_MODE=copy \
+    UV_PYTHON_DOWNLOADS=never \
+    UV_PROJECT_ENVIRONMENT=/app/.venv \
+    PATH=/app/.venv/bin:$PATH \
+    SERVICE=registry
+
+RUN pip install --no-cache-dir "uv==${UV_VERSION}"
+
+# An unprivileged user; the mount points of the keys, sandbox and data volumes are
+# created here so that named volumes start out owned by it.
+RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin toolgate \
+    && mkdir -p /app /keys /sandbox /data \
+    && chown toolgate:toolgate /keys /sandbox /data
+
+WORKDIR /app
+COPY . .
+RUN --mount=type=cache,target=/root/.cache/uv uv sync --frozen --no-dev
+
+USER toolgate
+CMD ["sh", "-c", "exec python -m toolgate.${SERVICE}"]

@@ -1,0 +1,165 @@
+"""docker-compose.yml and the Dockerfile agree with the workspace they deploy.
+
+Adding a service without a compose entry, naming an environment variable no
+settings class reads, or a NATS user the config does not know fails here, before
+anyone runs ``docker compose up``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import AliasChoices, AliasPath
+from pydantic_settings import BaseSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+NATS_CONF = ROOT / "deploy" / "nats" / "nats.conf"
+PINNED_TAG = re.compile(r"^\d+(\.\d+)*(-[A-Za-z0-9.]+)?$")  # 7, 2.10, 3.11-slim; never latest
+
+
+def command_of(service: dict[str, Any]) -> list[str]:
+    command = service.get("command") or []
+    return shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+
+
+def module_run(service: dict[str, Any]) -> str | None:
+    """``X`` when the service runs ``python -m toolgate.X``."""
+    command = command_of(service)
+    if command[:2] == ["python", "-m"] and len(command) > 2 and command[2].startswith("toolgate."):
+        return command[2].removeprefix("toolgate.")
+    return None
+
+
+def environment_of(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        return dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {str(key): str(value) for key, value in env.items()}
+
+
+def alias_names(alias: str | AliasPath | AliasChoices | None) -> list[str]:
+    """The environment names a ``validation_alias`` stands for."""
+    if alias is None:
+        return []
+    if isinstance(alias, str):
+        return [alias]
+    if isinstance(alias, AliasPath):
+        return [str(alias.path[0])]
+    return [name for choice in alias.choices for name in alias_names(choice)]
+
+
+def settings_env_names(settings: type[BaseSettings]) -> set[str]:
+    """Every variable a settings class reads: its aliases, else ``env_prefix + NAME``."""
+    prefix = str(settings.model_config.get("env_prefix", ""))
+    names: set[str] = set()
+    for name, info in settings.model_fields.items():
+        names.update(alias_names(info.validation_alias) or [f"{prefix}{name}".upper()])
+    return names
+
+
+def settings_class(service: str) -> type[BaseSettings]:
+    module = importlib.import_module(f"toolgate.{service}.settings")
+    found: type[BaseSettings] = getattr(module, f"{service.capitalize()}Settings")
+    return found
+
+
+RUNS = {name: module for name, service in SERVICES.items() if (module := module_run(service))}
+WORKSPACE_SERVICES = sorted(path.name for path in (ROOT / "services").iterdir() if (path / "pyproject.toml").exists())
+
+
+def test_compose_runs_exactly_the_workspace_services() -> None:
+    assert sorted(RUNS.values()) == WORKSPACE_SERVICES
+    assert all(name == module for name, module in RUNS.items()), RUNS
+
+
+@pytest.mark.parametrize("service", WORKSPACE_SERVICES)
+def test_each_service_has_a_module_entry_point(service: str) -> None:
+    assert (ROOT / "services" / service / "src" / "toolgate" / service / "__main__.py").is_file()
+
+
+@pytest.mark.parametrize("service", WORKSPACE_SERVICES)
+def test_every_environment_variable_is_a_setting_of_its_service(service: str) -> None:
+    named = set(environment_of(SERVICES[service]))
+    assert named, f"{service} gets no environment"
+    assert named <= settings_env_names(settings_class(service)), named - settings_env_names(settings_class(service))
+
+
+def test_settings_env_names_follow_aliases_and_prefixes() -> None:
+    names = settings_env_names(settings_class("policy"))
+    assert {"NATS_URL", "REDIS_URL", "TOOLGATE_KEYS_DIR", "TOOLGATE_POLICY_POLICY_FILE"} <= names
+    assert "TOOLGATE_POLICY_NATS_URL" not in names and "TOOLGATE_NATS_URL" not in names
+
+
+@pytest.mark.parametrize("service", WORKSPACE_SERVICES)
+def test_each_service_is_built_from_the_repository_dockerfile(service: str) -> None:
+    build = SERVICES[service]["build"]
+    context = build if isinstance(build, str) else build.get("context", ".")
+    dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
+    assert (ROOT / context / dockerfile).resolve() == ROOT / "Dockerfile"
+
+
+@pytest.mark.parametrize("service", WORKSPACE_SERVICES)
+def test_each_service_connects_to_nats_as_its_own_user(service: str) -> None:
+    url = environment_of(SERVICES[service])["NATS_URL"]
+    assert re.match(rf"^nats://{service}:\$\{{[A-Z_]+[^}}]*\}}@nats:4222$", url), url
+    assert re.search(rf"\{{\s*user:\s*{service},", NATS_CONF.read_text()), f"no NATS user {service}"
+
+
+def test_nats_runs_jetstream_with_the_deploy_config() -> None:
+    nats = SERVICES["nats"]
+    command = command_of(nats)
+    assert "-js" in command or "--jetstream" in command
+    flag = next(i for i, arg in enumerate(command) if arg in ("-c", "--config"))
+    sources = {target: source for source, target in (volume.split(":")[:2] for volume in nats["volumes"])}
+    assert (ROOT / sources[command[flag + 1]]).resolve() == NATS_CONF
+
+
+def test_nats_gets_every_password_its_config_reads() -> None:
+    config_vars = set(re.findall(r"password:\s*\$([A-Z_][A-Z0-9_]*)", NATS_CONF.read_text()))
+    assert config_vars, "no passwords in nats.conf"
+    assert config_vars == set(environment_of(SERVICES["nats"]))
+
+
+def test_keys_are_generated_once_before_the_services_that_sign() -> None:
+    assert command_of(SERVICES["keys"]) == ["toolgate", "keys", "generate", "/keys"]
+    for service in ("policy", "approvals", "executor"):
+        condition = SERVICES[service]["depends_on"]["keys"]["condition"]
+        assert condition == "service_completed_successfully"
+        assert environment_of(SERVICES[service])["TOOLGATE_KEYS_DIR"] == "/keys"
+
+
+def test_executor_sandbox_is_a_volume() -> None:
+    root = environment_of(SERVICES["executor"])["TOOLGATE_EXECUTOR_SANDBOX_ROOT"]
+    assert any(volume.split(":")[1] == root for volume in SERVICES["executor"]["volumes"])
+
+
+def test_bind_mounts_exist_in_the_repository() -> None:
+    for name, service in SERVICES.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (ROOT / source).exists(), f"{name}: {source}"
+
+
+def images() -> list[str]:
+    pulled = [str(service["image"]) for service in SERVICES.values() if "image" in service]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    return pulled + re.findall(r"^FROM\s+(\S+)", dockerfile, re.M)
+
+
+@pytest.mark.parametrize("image", images())
+def test_images_are_pinned_to_a_major_version(image: str) -> None:
+    name, _, tag = image.partition(":")
+    assert name and PINNED_TAG.match(tag), f"{image}: pin a major version, not latest"
+
+
+def test_nats_and_redis_images() -> None:
+    assert SERVICES["nats"]["image"].startswith("nats:") and SERVICES["redis"]["image"].startswith("redis:")
