@@ -14,8 +14,15 @@ from toolgate.shared.vocabulary import Outcome
 
 
 def _receipt(rid: str, event_id: str, outcome: Outcome = Outcome.SUCCEEDED) -> ReceiptIssued:
-    return ReceiptIssued(event_id=event_id, occurred_at=datetime.now(UTC), request_id=rid, principal="p",
-                         outcome=outcome, reason_code="ok", reason="ok")
+    return ReceiptIssued(
+        event_id=event_id,
+        occurred_at=datetime.now(UTC),
+        request_id=rid,
+        principal="p",
+        outcome=outcome,
+        reason_code="ok",
+        reason="ok",
+    )
 
 
 async def test_a_subject_takes_only_its_first_receipt(js: JetStreamContext, ns: str) -> None:

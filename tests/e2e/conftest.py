@@ -253,20 +253,14 @@ async def gate(stack: Stack, e2e_paths: Paths) -> AsyncIterator[Gate]:
     await nc.close()
 
 
-def token(prefix: str = "t") -> str:
-    """A fresh subject-safe id."""
-    return f"{prefix}{uuid.uuid4().hex[:16]}"
-
-
 @pytest.fixture
 def new_id() -> Any:
     """``new_id(prefix)``: a fresh subject-safe id (request ids, idempotency keys, file names)."""
-    return token
+    return lambda prefix="t": f"{prefix}{uuid.uuid4().hex[:16]}"
 
 
-IN_ACCESS, IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_CLOSE_NOWRITE = 0x1, 0x2, 0x4, 0x8, 0x10
-IN_OPEN, IN_MOVED_FROM, IN_MOVED_TO, IN_CREATE, IN_DELETE = 0x20, 0x40, 0x80, 0x100, 0x200
 IN_ALL_EVENTS = 0xFFF
+"""Every inotify event (open, access, modify, create, delete, moves, ...); ``IN_MOVED_TO`` is 0x80."""
 _EVENT_HEAD = struct.Struct("iIII")
 
 

@@ -19,7 +19,7 @@ from toolgate.policy.ports import (
     ReplayState,
 )
 from toolgate.shared.descriptors import RateLimit, ToolDescriptor
-from toolgate.shared.events import ToolRequested, encode, request_hash
+from toolgate.shared.events import ToolRequested, encode, request_hash, request_identity
 from toolgate.shared.vocabulary import Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -57,8 +57,8 @@ def _request(operation: str = "read", arguments: dict[str, object] | None = None
     return encode(request)
 
 
-def _env(data: bytes, principal: str = "demo-agent") -> Envelope:
-    return Envelope(principal=principal, data=data, fallback_request_id="msg-1")
+def _env(data: bytes, principal: str = "demo-agent", msg_id: str | None = None) -> Envelope:
+    return Envelope(principal=principal, data=data, request_id=request_identity(data, msg_id, 7))
 
 
 async def test_read_executes_with_bound_request(ports: PolicyPorts) -> None:
@@ -86,8 +86,22 @@ async def test_write_needs_operator_approval(ports: PolicyPorts) -> None:
 async def test_malformed_and_oversized_are_refused_under_the_fallback_id(
     ports: PolicyPorts, data: bytes, code: str
 ) -> None:
-    decision = await decide(_env(data), ports)
+    decision = await decide(_env(data, msg_id="msg-1"), ports)
     assert (decision.verdict, decision.reason_code, decision.request_id) == (Verdict.REFUSE, code, "msg-1")
+
+
+async def test_without_a_header_an_unreadable_body_is_known_by_its_sequence(ports: PolicyPorts) -> None:
+    decision = await decide(_env(b"garbage"), ports)
+    assert (decision.reason_code, decision.request_id) == ("malformed", "seq7")
+
+
+async def test_a_body_naming_another_request_id_than_the_header_is_refused(ports: PolicyPorts) -> None:
+    decision = await decide(_env(_request(), msg_id="other"), ports)
+    assert (decision.verdict, decision.reason_code, decision.request_id) == (
+        Verdict.REFUSE,
+        "request_id_mismatch",
+        "other",
+    )
 
 
 async def test_a_principal_field_in_the_body_is_refused(ports: PolicyPorts) -> None:
@@ -108,6 +122,7 @@ async def test_schema_invalid_names_the_path(ports: PolicyPorts) -> None:
     [
         ({"tool": "nope"}, "unknown_tool"),
         ({"request_id": "a.b"}, "invalid_request_id"),
+        ({"request_id": ""}, "invalid_request_id"),
         ({"idempotency_key": "k" * 256}, "invalid_idempotency_key"),
     ],
 )

@@ -30,6 +30,7 @@ __all__ = [
     "decode_event",
     "encode",
     "request_hash",
+    "request_identity",
 ]
 
 
@@ -195,6 +196,35 @@ AnyEvent = (
     | ReceiptIssued
     | ToolPublished
 )
+
+
+class _Identity(msgspec.Struct):
+    request_id: Any = None
+
+
+_identity = msgspec.json.Decoder(_Identity)
+
+
+def request_identity(data: bytes, msg_id: str | None, stream_seq: int) -> str:
+    """The request id a message on ``tg.req.<principal>`` is known by, whatever its body.
+
+    The ``Nats-Msg-Id`` header when it is a valid token (the SDK sets it to the request
+    id); else the body's ``request_id`` when it is a valid token; else ``seq<stream_seq>``.
+    Policy and audit both use this rule, so a refused request's decision, receipt and raw
+    message share one trail.
+    """
+    from toolgate.shared.catalog import TOKEN
+
+    if msg_id and TOKEN.match(msg_id):
+        return msg_id
+    try:
+        candidate = _identity.decode(data).request_id
+    except msgspec.DecodeError:
+        candidate = None
+    if isinstance(candidate, str) and TOKEN.match(candidate):
+        return candidate
+    return f"seq{stream_seq}"
+
 
 _encoder = msgspec.json.Encoder()
 _decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)

@@ -26,7 +26,8 @@ def build_router(cell: RuntimeCell[SqliteAuditStore]) -> NatsRouter:
 
     async def on_event(delivery: Delivery) -> Settle:
         now = datetime.now(UTC).isoformat()
-        fields = record_fields(delivery.subject, delivery.data, delivery.headers.get("Nats-Msg-Id"), now)
+        msg_id = delivery.headers.get("Nats-Msg-Id")
+        fields = record_fields(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now)
         await cell().append(stream_seq=delivery.stream_seq, **fields)
         return Settle.ACK
 

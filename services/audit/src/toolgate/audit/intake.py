@@ -11,14 +11,20 @@ from typing import Any
 
 import msgspec
 
+from toolgate.shared.events import request_identity
+
 __all__ = ["record_fields"]
 
 
 class _Head(msgspec.Struct):
-    type: str = "unparseable"
-    request_id: str | None = None
-    principal: str | None = None
-    occurred_at: str | None = None
+    type: Any = None
+    request_id: Any = None
+    principal: Any = None
+    occurred_at: Any = None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 _head = msgspec.json.Decoder(_Head)
@@ -31,25 +37,27 @@ def _principal_of(subject: str) -> str | None:
     return None
 
 
-def record_fields(subject: str, data: bytes, msg_id: str | None, received_at: str) -> dict[str, Any]:
+def record_fields(subject: str, data: bytes, msg_id: str | None, stream_seq: int, received_at: str) -> dict[str, Any]:
     """Return ``subject``, ``event_type``, ``request_id``, ``principal``, ``occurred_at``, ``payload``.
 
     Args:
         subject: the message subject.
         data: the raw body.
-        msg_id: the ``Nats-Msg-Id`` header, the request id of an unparseable request.
+        msg_id: the ``Nats-Msg-Id`` header.
+        stream_seq: the message's stream sequence.
         received_at: ISO 8601 UTC time to use when the body carries none.
     """
     try:
         head = _head.decode(data)
     except msgspec.DecodeError:
-        head = _Head(request_id=msg_id)
-    principal = _principal_of(subject) or head.principal
+        head = _Head()
+    requester = _principal_of(subject)
+    request_id = request_identity(data, msg_id, stream_seq) if requester else _text(head.request_id)
     return {
         "subject": subject,
-        "event_type": head.type,
-        "request_id": head.request_id,
-        "principal": principal,
-        "occurred_at": head.occurred_at or received_at,
+        "event_type": _text(head.type) or "unparseable",
+        "request_id": request_id,
+        "principal": requester or _text(head.principal),
+        "occurred_at": _text(head.occurred_at) or received_at,
         "payload": data.decode("utf-8", errors="backslashreplace"),
     }

@@ -47,12 +47,13 @@ class Envelope:
     Attributes:
         principal: the subject token (the transport-authenticated principal).
         data: the raw body.
-        fallback_request_id: id used when the body has none (``Nats-Msg-Id`` or ``seq<n>``).
+        request_id: the id the transport knows the message by (``request_identity``); a body
+            naming another id is refused.
     """
 
     principal: str
     data: bytes
-    fallback_request_id: str
+    request_id: str
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
         raise _Ended(Verdict.REFUSE, "malformed", f"request is not a tool request: {error}") from None
     if not TOKEN.match(request.request_id):
         raise _Ended(Verdict.REFUSE, "invalid_request_id", "request_id must match [A-Za-z0-9_-]{1,64}")
+    if request.request_id != env.request_id:
+        raise _Ended(Verdict.REFUSE, "request_id_mismatch", "request_id differs from the Nats-Msg-Id header")
     if not 0 < len(request.idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS:
         raise _Ended(Verdict.REFUSE, "invalid_idempotency_key", "idempotency_key must have 1 to 255 characters")
     return request
@@ -149,7 +152,7 @@ async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
     try:
         request = _parse(env, ports.max_request_bytes)
     except _Ended as ended:
-        return _ended(env, env.fallback_request_id, now, ended, None)
+        return _ended(env, env.request_id, now, ended, None)
     try:
         return await _decide_parsed(env, request, ports, now)
     except _Ended as ended:

@@ -12,7 +12,8 @@ from nats.js import JetStreamContext
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.shared import catalog
 from toolgate.shared.bus import publish_event
-from toolgate.shared.catalog import TOKEN, Subjects
+from toolgate.shared.catalog import Subjects
+from toolgate.shared.events import request_identity
 from toolgate.shared.handling import Delivery, Settle, durable_subscriber
 from toolgate.shared.signing import sign_event
 
@@ -29,11 +30,10 @@ class PolicyRuntime:
 
 
 def envelope_of(delivery: Delivery) -> Envelope:
-    """Principal from the subject token; fallback request id from ``Nats-Msg-Id`` or the sequence."""
+    """Principal from the subject token; request id by :func:`request_identity`."""
     principal = delivery.subject.split(".", 2)[2]
-    msg_id = delivery.headers.get("Nats-Msg-Id", "")
-    fallback = msg_id if TOKEN.match(msg_id) else f"seq{delivery.stream_seq}"
-    return Envelope(principal=principal, data=delivery.data, fallback_request_id=fallback)
+    request_id = request_identity(delivery.data, delivery.headers.get("Nats-Msg-Id"), delivery.stream_seq)
+    return Envelope(principal=principal, data=delivery.data, request_id=request_id)
 
 
 def build_router(runtime: Callable[[], PolicyRuntime]) -> NatsRouter:
