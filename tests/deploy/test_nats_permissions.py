@@ -134,7 +134,8 @@ async def stored(conns: dict[str, Conn], subject: str) -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     """``(url, {user: password})``; passwords reach the config through ``$VAR`` at start only."""
-    passwords = {user: secrets.token_urlsafe(18) for user in USERS}
+    # nats-server parses $VAR values like config values: "5M…" would read as a size, so start with a letter
+    passwords = {user: "pw" + secrets.token_hex(16) for user in USERS}
     with contextlib.ExitStack() as stack:
         with pytest.MonkeyPatch.context() as env:
             for user, password in passwords.items():

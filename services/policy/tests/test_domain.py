@@ -95,13 +95,9 @@ async def test_without_a_header_an_unreadable_body_is_known_by_its_sequence(port
     assert (decision.reason_code, decision.request_id) == ("malformed", "seq7")
 
 
-async def test_a_body_naming_another_request_id_than_the_header_is_refused(ports: PolicyPorts) -> None:
+async def test_the_body_request_id_wins_over_the_header(ports: PolicyPorts) -> None:
     decision = await decide(_env(_request(), msg_id="other"), ports)
-    assert (decision.verdict, decision.reason_code, decision.request_id) == (
-        Verdict.REFUSE,
-        "request_id_mismatch",
-        "other",
-    )
+    assert (decision.verdict, decision.request_id) == (Verdict.EXECUTE, "r1")
 
 
 async def test_a_principal_field_in_the_body_is_refused(ports: PolicyPorts) -> None:

@@ -22,11 +22,15 @@ from nats.aio.msg import Msg
 from toolgate.shared.bus import fetch_last, publish_event
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
 from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.events import ReceiptIssued, ToolRequested
+from toolgate.shared.events import ReceiptIssued, ToolRequested, decode_untrusted
 
-__all__ = ["RegistryUnavailable", "ToolClient"]
+__all__ = ["DuplicateRequest", "RegistryUnavailable", "ToolClient"]
 
 _receipt = msgspec.json.Decoder(ReceiptIssued)
+
+
+class DuplicateRequest(Exception):
+    """The stream already held a message with this request id: nothing new was submitted."""
 
 
 class RegistryUnavailable(Exception):
@@ -68,7 +72,7 @@ class ToolClient:
 
     async def _on_receipt(self, msg: Msg) -> None:
         try:
-            issued = _receipt.decode(msg.data)
+            issued = decode_untrusted(_receipt, msg.data)
         except msgspec.DecodeError:
             return
         future = self._waiting.pop(issued.request_id, None)
@@ -130,6 +134,7 @@ class ToolClient:
 
         Raises:
             nats.errors.TimeoutError: the stream did not confirm the request.
+            DuplicateRequest: ``request_id`` was submitted before (inside the duplicate window).
         """
         request_id = request_id or uuid.uuid4().hex
         request = ToolRequested(
@@ -143,7 +148,10 @@ class ToolClient:
             version=version,
         )
         self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
-        await publish_event(self._js, Subjects.request(self.principal), request)
+        ack = await publish_event(self._js, Subjects.request(self.principal), request)
+        if ack.duplicate:
+            self._waiting.pop(request_id, None)
+            raise DuplicateRequest(f"the stream already holds a request with id {request_id!r}")
         return request_id
 
     async def receipt(self, request_id: str, timeout_s: float = 60.0) -> ReceiptIssued:

@@ -1,9 +1,12 @@
 """Publishing events on JetStream with deduplication, and reading them back.
 
-Every event is published with ``Nats-Msg-Id`` (JetStream drops a repeat inside the
-stream's duplicate window); receipts additionally use
-``Nats-Expected-Last-Subject-Sequence: 0`` so a request can never get a second
-receipt, however late the duplicate (NATS ADR-31, "Infinite dedupe" pattern).
+Events on a per-request subject (decisions, approvals, receipts) are published with
+``Nats-Expected-Last-Subject-Sequence: 0``: the subject takes its first message only,
+forever, so a redelivered handler's re-publish is refused and a request can never get
+a second decision or receipt ("infinite deduplication", NATS docs on JetStream
+headers). They carry no ``Nats-Msg-Id``: the duplicate window is stream-wide and an
+agent chooses the ``Nats-Msg-Id`` of its own requests freely, so a predictable id would
+let it suppress someone else's event. Other events are deduplicated by ``Nats-Msg-Id``.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from nats.js.errors import APIError, NotFoundError
 from toolgate.shared import catalog
 from toolgate.shared.events import AnyEvent, decode_event, encode
 
-__all__ = ["AlreadyPublished", "fetch_last", "publish_event"]
+__all__ = ["AlreadyPublished", "fetch_last", "publish_event", "publish_once"]
 
 WRONG_LAST_SEQUENCE = 10071
 """JetStream API error code of a failed ``Nats-Expected-Last-Subject-Sequence`` check."""
@@ -36,22 +39,39 @@ async def publish_event(
         js: JetStream context.
         subject: a subject of :data:`catalog.STREAM`.
         event: a msgspec event with an ``event_id``.
-        first_on_subject: require that nothing was ever published on ``subject``.
+        first_on_subject: require that nothing was ever published on ``subject``
+            (and skip ``Nats-Msg-Id``).
         timeout_s: PubAck wait, seconds.
 
     Raises:
         AlreadyPublished: ``first_on_subject`` and the subject already has a message.
         nats.errors.TimeoutError / nats.js.errors.APIError: the stream did not store it.
     """
-    headers = {"Nats-Msg-Id": event.event_id}
-    if first_on_subject:
-        headers["Nats-Expected-Last-Subject-Sequence"] = "0"
+    once = {"Nats-Expected-Last-Subject-Sequence": "0"}
+    headers = once if first_on_subject else {"Nats-Msg-Id": event.event_id}
     try:
         return await js.publish(subject, encode(event), timeout=timeout_s, stream=catalog.STREAM, headers=headers)
     except APIError as error:
         if error.err_code == WRONG_LAST_SEQUENCE:
             raise AlreadyPublished(subject) from error
         raise
+
+
+async def publish_once(js: JetStreamContext, subject: str, event: Any) -> bool:
+    """Publish ``event`` as the only message ``subject`` will ever hold.
+
+    Returns:
+        ``True`` when stored now, ``False`` when the subject already held a message
+        (a redelivered handler publishing again).
+
+    Raises:
+        nats.errors.TimeoutError / nats.js.errors.APIError: the stream did not answer.
+    """
+    try:
+        await publish_event(js, subject, event, first_on_subject=True)
+    except AlreadyPublished:
+        return False
+    return True
 
 
 async def fetch_last(js: JetStreamContext, subject: str) -> AnyEvent | None:

@@ -9,7 +9,7 @@ in its body: it is the subject token the transport authorised.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -28,6 +28,7 @@ __all__ = [
     "ToolPublished",
     "ToolRequested",
     "decode_event",
+    "decode_untrusted",
     "encode",
     "request_hash",
     "request_identity",
@@ -203,26 +204,42 @@ class _Identity(msgspec.Struct):
 
 
 _identity = msgspec.json.Decoder(_Identity)
+T = TypeVar("T")
+
+
+def decode_untrusted(decoder: msgspec.json.Decoder[T], data: bytes) -> T:
+    """Decode bytes from outside: too deep a nesting is a :class:`msgspec.DecodeError` too.
+
+    msgspec raises ``RecursionError`` for JSON nested about a thousand levels deep; a
+    hostile body must end in a refusal, not in a fault.
+
+    Raises:
+        msgspec.DecodeError: not JSON, not the expected shape, or nested too deeply.
+    """
+    try:
+        return decoder.decode(data)
+    except RecursionError:
+        raise msgspec.DecodeError("JSON is nested too deeply") from None
 
 
 def request_identity(data: bytes, msg_id: str | None, stream_seq: int) -> str:
     """The request id a message on ``tg.req.<principal>`` is known by, whatever its body.
 
-    The ``Nats-Msg-Id`` header when it is a valid token (the SDK sets it to the request
-    id); else the body's ``request_id`` when it is a valid token; else ``seq<stream_seq>``.
-    Policy and audit both use this rule, so a refused request's decision, receipt and raw
-    message share one trail.
+    The body's ``request_id`` when the body is a JSON object holding a valid token there;
+    else the ``Nats-Msg-Id`` header when it is a valid token (the SDK sets it to the
+    request id); else ``seq<stream_seq>``. Policy and audit both use this rule, so a
+    refused request's decision, receipt and raw message share one trail.
     """
     from toolgate.shared.catalog import TOKEN
 
-    if msg_id and TOKEN.match(msg_id):
-        return msg_id
     try:
-        candidate = _identity.decode(data).request_id
+        candidate = decode_untrusted(_identity, data).request_id
     except msgspec.DecodeError:
         candidate = None
     if isinstance(candidate, str) and TOKEN.match(candidate):
         return candidate
+    if msg_id and TOKEN.match(msg_id):
+        return msg_id
     return f"seq{stream_seq}"
 
 
@@ -242,4 +259,4 @@ def decode_event(data: bytes) -> AnyEvent:
         msgspec.ValidationError: the JSON does not match the tagged type.
         msgspec.DecodeError: the bytes are not JSON.
     """
-    return _decoder.decode(data)
+    return decode_untrusted(_decoder, data)

@@ -17,7 +17,7 @@ from faststream.nats import JStream, NatsMessage, NatsRouter, PullSub
 
 from toolgate.shared import catalog
 
-__all__ = ["Delivery", "Settle", "durable_subscriber"]
+__all__ = ["Delivery", "Settle", "durable_subscriber", "raw_body"]
 
 log = logging.getLogger("toolgate")
 
@@ -50,6 +50,16 @@ class Delivery:
     headers: dict[str, str]
     stream_seq: int
     num_delivered: int
+
+
+async def raw_body(msg: NatsMessage) -> bytes:
+    """FastStream decoder that keeps the body as bytes.
+
+    The services decode bodies themselves (``decode_untrusted``), so a hostile body (not
+    JSON, nested too deeply) reaches the handler and ends in a refusal instead of failing
+    inside the framework before any acknowledgement.
+    """
+    return bytes(msg.body)
 
 
 def _delivery(msg: NatsMessage) -> Delivery:
@@ -94,6 +104,7 @@ def durable_subscriber(
         pull_sub=PullSub(batch_size=16, timeout=1.0),
         ack_policy=AckPolicy.MANUAL,
         max_workers=max_workers,
+        decoder=raw_body,
         include_in_schema=False,
     )
     subscriber(on_message)

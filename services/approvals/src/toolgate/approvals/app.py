@@ -16,7 +16,7 @@ from toolgate.approvals.errors import ApprovalsError
 from toolgate.approvals.handlers import build_router
 from toolgate.approvals.service import Approvals
 from toolgate.approvals.settings import ApprovalsSettings
-from toolgate.shared.bus import publish_event
+from toolgate.shared.bus import publish_once
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import load_directory
 from toolgate.shared.service import RuntimeCell, new_app, new_broker
@@ -53,7 +53,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
 
     async def build(js: JetStreamContext) -> None:
         async def publish(subject: str, event: Any) -> object:
-            return await publish_event(js, subject, event)
+            return await publish_once(js, subject, event)
 
         approvals = Approvals(
             store=RedisApprovalStore(redis_client(settings)),

@@ -12,7 +12,8 @@ from toolgate.audit.intake import record_fields
 from toolgate.audit.queries import TrailQuery, TrailReply, VerifyReply
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
-from toolgate.shared.handling import Delivery, Settle, durable_subscriber
+from toolgate.shared.events import decode_untrusted
+from toolgate.shared.handling import Delivery, Settle, durable_subscriber, raw_body
 from toolgate.shared.service import RuntimeCell
 
 __all__ = ["build_router"]
@@ -33,16 +34,16 @@ def build_router(cell: RuntimeCell[SqliteAuditStore]) -> NatsRouter:
 
     durable_subscriber(router, catalog.AUDIT_CONSUMER, on_event, max_workers=1)
 
-    @router.subscriber(Rpc.AUDIT_TRAIL, queue="audit", include_in_schema=False)
+    @router.subscriber(Rpc.AUDIT_TRAIL, queue="audit", decoder=raw_body, include_in_schema=False)
     async def on_trail(msg: NatsMessage) -> bytes:
         try:
-            query = _trail.decode(msg.raw_message.data or b"")
+            query = decode_untrusted(_trail, msg.raw_message.data or b"")
         except msgspec.DecodeError as error:
             return msgspec.json.encode(TrailReply(ok=False, reason=f"not a trail query: {error}"))
         records = await cell().trail(query.request_id)
         return msgspec.json.encode(TrailReply(ok=True, reason=f"{len(records)} records", records=records))
 
-    @router.subscriber(Rpc.AUDIT_VERIFY, queue="audit", include_in_schema=False)
+    @router.subscriber(Rpc.AUDIT_VERIFY, queue="audit", decoder=raw_body, include_in_schema=False)
     async def on_verify(msg: NatsMessage) -> bytes:
         store = cell()
         result = await store.verify()

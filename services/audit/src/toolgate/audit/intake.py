@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from toolgate.shared.events import request_identity
+from toolgate.shared.events import decode_untrusted, request_identity
 
 __all__ = ["record_fields"]
 
@@ -48,7 +48,7 @@ def record_fields(subject: str, data: bytes, msg_id: str | None, stream_seq: int
         received_at: ISO 8601 UTC time to use when the body carries none.
     """
     try:
-        head = _head.decode(data)
+        head = decode_untrusted(_head, data)
     except msgspec.DecodeError:
         head = _Head()
     requester = _principal_of(subject)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from datetime import UTC, datetime
 
 from faststream import FastStream
@@ -15,7 +14,7 @@ from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.handlers import build_router
 from toolgate.executor.service import Executor
 from toolgate.executor.settings import ExecutorSettings
-from toolgate.shared.bus import AlreadyPublished, fetch_last, publish_event
+from toolgate.shared.bus import fetch_last, publish_once
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.connections import redis_client
 from toolgate.shared.events import DecisionMade, ReceiptIssued
@@ -51,9 +50,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
 
     async def build(js: JetStreamContext) -> None:
         async def publish(subject: str, issued: ReceiptIssued) -> object:
-            with contextlib.suppress(AlreadyPublished):
-                return await publish_event(js, subject, issued, first_on_subject=True)
-            return None
+            return await publish_once(js, subject, issued)
 
         async def fetch_decision(principal: str, request_id: str) -> DecisionMade | None:
             found = await fetch_last(js, Subjects.decision(principal, request_id))

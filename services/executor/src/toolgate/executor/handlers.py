@@ -7,7 +7,7 @@ from faststream.nats import NatsRouter
 
 from toolgate.executor.service import Executor
 from toolgate.shared import catalog
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, DecisionMade
+from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, DecisionMade, decode_untrusted
 from toolgate.shared.handling import Delivery, Settle, durable_subscriber
 from toolgate.shared.service import RuntimeCell
 
@@ -23,14 +23,14 @@ def build_router(cell: RuntimeCell[Executor]) -> NatsRouter:
 
     async def on_decision(delivery: Delivery) -> Settle:
         try:
-            decision = _decision.decode(delivery.data)
+            decision = decode_untrusted(_decision, delivery.data)
         except msgspec.DecodeError:
             return Settle.TERM
         return await cell().on_decision(decision, delivery.num_delivered)
 
     async def on_approval(delivery: Delivery) -> Settle:
         try:
-            event = _approval.decode(delivery.data)
+            event = decode_untrusted(_approval, delivery.data)
         except msgspec.DecodeError:
             return Settle.TERM
         if isinstance(event, ApprovalGranted):

@@ -28,7 +28,7 @@ from toolgate.policy.errors import PolicyError
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
 from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, request_hash
+from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, decode_untrusted, request_hash
 from toolgate.shared.schemas import first_error
 from toolgate.shared.vocabulary import Verdict
 
@@ -47,8 +47,8 @@ class Envelope:
     Attributes:
         principal: the subject token (the transport-authenticated principal).
         data: the raw body.
-        request_id: the id the transport knows the message by (``request_identity``); a body
-            naming another id is refused.
+        request_id: the id the message is known by (``request_identity``), used for
+            requests whose body cannot be read.
     """
 
     principal: str
@@ -83,13 +83,11 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
     if len(env.data) > max_bytes:
         raise _Ended(Verdict.REFUSE, "oversized", f"request is {len(env.data)} bytes; the limit is {max_bytes}")
     try:
-        request = _request_decoder.decode(env.data)
+        request = decode_untrusted(_request_decoder, env.data)
     except msgspec.DecodeError as error:
         raise _Ended(Verdict.REFUSE, "malformed", f"request is not a tool request: {error}") from None
     if not TOKEN.match(request.request_id):
         raise _Ended(Verdict.REFUSE, "invalid_request_id", "request_id must match [A-Za-z0-9_-]{1,64}")
-    if request.request_id != env.request_id:
-        raise _Ended(Verdict.REFUSE, "request_id_mismatch", "request_id differs from the Nats-Msg-Id header")
     if not 0 < len(request.idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS:
         raise _Ended(Verdict.REFUSE, "invalid_idempotency_key", "idempotency_key must have 1 to 255 characters")
     return request

@@ -11,7 +11,7 @@ from nats.js import JetStreamContext
 
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.shared import catalog
-from toolgate.shared.bus import publish_event
+from toolgate.shared.bus import publish_once
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import request_identity
 from toolgate.shared.handling import Delivery, Settle, durable_subscriber
@@ -43,7 +43,7 @@ def build_router(runtime: Callable[[], PolicyRuntime]) -> NatsRouter:
     async def on_request(delivery: Delivery) -> Settle:
         rt = runtime()
         decision = sign_event(await decide(envelope_of(delivery), rt.ports), rt.key)
-        await publish_event(rt.js, Subjects.decision(decision.principal, decision.request_id), decision)
+        await publish_once(rt.js, Subjects.decision(decision.principal, decision.request_id), decision)
         return Settle.ACK
 
     durable_subscriber(router, catalog.POLICY_CONSUMER, on_request)

@@ -10,10 +10,12 @@ import msgspec
 
 from toolgate.registry.errors import PublishRefused
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
+from toolgate.shared.events import decode_untrusted
 from toolgate.shared.schemas import SchemaError, check_schema
 
 __all__ = ["MAX_DESCRIPTOR_BYTES", "GetQuery", "RegistryReply", "parse_descriptor", "validate_descriptor"]
 
+_descriptor = msgspec.json.Decoder(ToolDescriptor)
 MAX_DESCRIPTOR_BYTES = 262_144
 """Largest accepted descriptor, bytes."""
 
@@ -45,7 +47,7 @@ def parse_descriptor(data: bytes) -> ToolDescriptor:
     if len(data) > MAX_DESCRIPTOR_BYTES:
         raise PublishRefused("oversized", f"descriptor is {len(data)} bytes; the limit is {MAX_DESCRIPTOR_BYTES}")
     try:
-        descriptor = msgspec.json.decode(data, type=ToolDescriptor)
+        descriptor = decode_untrusted(_descriptor, data)
     except msgspec.DecodeError as error:
         raise PublishRefused("malformed", f"not a tool descriptor: {error}") from None
     validate_descriptor(descriptor)
