@@ -151,3 +151,12 @@ async def test_redis_down_is_reported_not_swallowed() -> None:
     with pytest.raises(StoreUnavailable):
         await RedisApprovalStore(client).list_pending()
     await client.aclose()
+
+
+async def test_give_up_ends_the_request_with_a_signed_rejection(store: ApprovalStore, ns: str) -> None:
+    approvals = _approvals(store, Clock(), published := [])
+    await approvals.give_up(_decision(ns))
+    [(subject, event)] = published
+    assert subject == f"tg.approval.rejected.demo-agent.{ns}"
+    assert isinstance(event, ApprovalRejected) and event.reason_code == "approval_store_unavailable"
+    assert verify_event(event, APPROVALS.public_key())

@@ -205,3 +205,32 @@ def test_scrub_replaces_credentials_with_hash_references() -> None:
     cleaned = scrub({"out": [text], "n": 3})
     assert "AKIA" not in str(cleaned) and "s3cr3tvalue" not in str(cleaned) and "ghp_" not in str(cleaned)
     assert cleaned["n"] == 3 and str(cleaned).count("[redacted sha256:") == 3
+
+
+async def test_expired_grant_after_a_crash_mid_write_is_uncertain_not_denied(harness: Harness, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "f.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
+    store = harness.executor.store
+    assert decision.request_hash is not None
+    await store.claim("demo-agent", "k1", decision.request_hash, decision.request_id, 60)  # the crashed run
+    harness.executor.stale_grace_s = -10  # the crashed run is long past its timeout
+    assert await harness.executor.on_granted(_grant(decision, decision.request_hash, ttl_s=-1)) is Settle.ACK
+    assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (
+        Outcome.UNCERTAIN,
+        "execution_interrupted",
+    )
+
+
+async def test_a_replay_decision_whose_record_is_gone_runs_nothing(harness: Harness, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "g.txt", "content": "x"})
+    replay = sign_event(msgspec.structs.replace(decision, reason_code="idempotent_replay", signature=""), POLICY)
+    assert await harness.executor.on_decision(replay) is Settle.ACK
+    assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (Outcome.REFUSED, "replay_record_missing")
+    assert not (sandbox / "g.txt").exists()
+
+
+async def test_a_stale_decision_runs_nothing(harness: Harness, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "h.txt", "content": "x"})
+    old = sign_event(msgspec.structs.replace(decision, occurred_at=NOW - timedelta(hours=2), signature=""), POLICY)
+    assert await harness.executor.on_decision(old) is Settle.ACK
+    assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (Outcome.DENIED, "decision_expired")
+    assert not (sandbox / "h.txt").exists()

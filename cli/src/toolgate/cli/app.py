@@ -33,6 +33,7 @@ keys_app = typer.Typer(help="Signing keys of the policy and approvals services."
 for sub, name in ((tools_app, "tools"), (approvals_app, "approvals"), (audit_app, "audit"), (keys_app, "keys")):
     app.add_typer(sub, name=name)
 console = Console()
+err_console = Console(stderr=True)
 STATE_DIR = Path(".toolgate")
 
 NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `toolgate up` writes .toolgate/nats_url.")]
@@ -45,10 +46,23 @@ def _url(url: str | None) -> str:
     return saved.read_text().strip() if saved.exists() else "nats://127.0.0.1:4222"
 
 
+async def _quiet(error: Exception) -> None:
+    """nats-py reports connection errors here too; the caller reports them once."""
+
+
+async def _connect(url: str) -> Client:
+    prefix = os.environ.get("TOOLGATE_INBOX_PREFIX", "_INBOX").encode()
+    try:
+        options = {"allow_reconnect": False, "max_reconnect_attempts": 1, "reconnect_time_wait": 0.2}
+        return await nats.connect(url, connect_timeout=3, error_cb=_quiet, inbox_prefix=prefix, **options)
+    except (OSError, nats.errors.Error) as error:
+        hint = " (is `toolgate up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
+        raise rpc.BusError(f"cannot reach NATS at {url}{hint}: {error or type(error).__name__}") from None
+
+
 def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
     async def run() -> T:
-        prefix = os.environ.get("TOOLGATE_INBOX_PREFIX", "_INBOX")
-        nc = await nats.connect(_url(url), connect_timeout=3, max_reconnect_attempts=0, inbox_prefix=prefix.encode())
+        nc = await _connect(_url(url))
         try:
             return await work(nc)
         finally:
@@ -57,7 +71,7 @@ def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
     try:
         return asyncio.run(run())
     except (rpc.BusError, ValueError, OSError, nats.errors.Error) as error:
-        console.print(f"[red]error:[/red] {error}")
+        err_console.print(f"[red]error:[/red] {error}")
         raise typer.Exit(2) from None
 
 
@@ -73,7 +87,11 @@ def tools_list(nats_url: NatsUrl = "") -> None:
 @approvals_app.command("list")
 def approvals_list(nats_url: NatsUrl = "") -> None:
     """Show pending approvals and exactly what each would let run."""
-    console.print(approvals_table(_on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.APPROVALS_LIST, {}))))
+    pending = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.APPROVALS_LIST, {}))
+    if isinstance(pending, dict):
+        err_console.print(f"[red]{pending.get('reason_code')}[/red]: {pending.get('reason')}")
+        raise typer.Exit(1)
+    console.print(approvals_table(pending) if pending else "no pending approvals")
 
 
 Approver = Annotated[
@@ -83,20 +101,23 @@ Approver = Annotated[
 
 def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str) -> None:
     answer = _on_bus(url, lambda nc: rpc.decide(nc, approver, approval_id, approve, note))
-    colour = "green" if answer.get("ok") else "red"
-    console.print(f"[{colour}]{answer.get('reason_code')}[/{colour}]: {answer.get('reason')}")
     if not answer.get("ok"):
+        err_console.print(f"[red]{answer.get('reason_code')}[/red]: {answer.get('reason')}")
         raise typer.Exit(1)
+    console.print(f"[green]{answer.get('reason_code')}[/green]: {answer.get('reason')}")
+
+
+Note = Annotated[str, typer.Option(help="A remark recorded with the answer (audit trail, receipt reason).")]
 
 
 @approvals_app.command("approve")
-def approvals_approve(approval_id: str, approver: Approver, note: str = "", nats_url: NatsUrl = "") -> None:
+def approvals_approve(approval_id: str, approver: Approver, note: Note = "", nats_url: NatsUrl = "") -> None:
     """Grant one pending approval (single use, bound to the exact arguments)."""
     _decide(approval_id, True, approver, note, nats_url)
 
 
 @approvals_app.command("reject")
-def approvals_reject(approval_id: str, approver: Approver, note: str = "", nats_url: NatsUrl = "") -> None:
+def approvals_reject(approval_id: str, approver: Approver, note: Note = "", nats_url: NatsUrl = "") -> None:
     """Reject one pending approval: the request ends denied."""
     _decide(approval_id, False, approver, note, nats_url)
 
@@ -105,7 +126,10 @@ def approvals_reject(approval_id: str, approver: Approver, note: str = "", nats_
 def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
     """Print every audit record of one request, in chain order."""
     reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
-    console.print(trail_table(request_id, reply.get("records", [])))
+    if not reply.get("records"):
+        err_console.print(f"no audit records for request {request_id!r} ({reply.get('reason')})")
+        raise typer.Exit(1)
+    console.print(trail_table(request_id, reply["records"]))
 
 
 @audit_app.command("verify")
@@ -116,7 +140,7 @@ def audit_verify(nats_url: NatsUrl = "") -> None:
     if reply["ok"]:
         console.print(f"[green]audit chain intact[/green]: {result['checked']} of {reply['total']} records verified")
         return
-    console.print(f"[red]audit chain broken at record {result['first_broken']}[/red]: {result['reason']}")
+    err_console.print(f"[red]audit chain broken at record {result['first_broken']}[/red]: {result['reason']}")
     raise typer.Exit(1)
 
 
@@ -134,18 +158,27 @@ def up(state_dir: Path = STATE_DIR) -> None:
     """Run NATS, Redis (unless NATS_URL/REDIS_URL are set) and the five services until Ctrl-C."""
     from toolgate.cli.stack import running_stack
 
+    state = state_dir.resolve()
+    sandbox = state / "sandbox"
+    sandbox.mkdir(parents=True, exist_ok=True)
+    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": os.environ.get("TOOLGATE_EXECUTOR_SANDBOX_ROOT", str(sandbox))}
     with contextlib.ExitStack() as resources:
         with console.status("starting nats-server, redis-server and the five services…"):
-            stack = resources.enter_context(running_stack(state_dir.resolve()))
-        (state_dir / "nats_url").write_text(stack.nats_url)
+            stack = resources.enter_context(running_stack(state, env))
+        url_file = state / "nats_url"
+        url_file.write_text(stack.nats_url)
+        resources.callback(url_file.unlink, missing_ok=True)
         console.print(f"[green]toolgate is up[/green]\n  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
-        console.print(f"  logs: {state_dir / 'logs'}  ·  Ctrl-C stops everything")
+        console.print(f"  file_system sandbox: {env['TOOLGATE_EXECUTOR_SANDBOX_ROOT']}")
+        console.print(f"  logs: {state / 'logs'}  ·  Ctrl-C stops everything")
         _wait_for_signal(stack)
+    console.print("toolgate stopped")
 
 
 def _wait_for_signal(stack: Any) -> None:
     stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda sig, frame: stopping.append(sig))
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # a background job starts with SIGINT ignored
+        signal.signal(sig, lambda number, frame: stopping.append(number))
     try:
         while not stopping and not stack.dead():
             time.sleep(0.5)

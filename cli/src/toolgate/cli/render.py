@@ -64,12 +64,13 @@ def receipt_row(table: Table, step: str, call: str, receipt: ReceiptIssued) -> N
 def approvals_table(pending: list[dict[str, Any]]) -> Table:
     """Pending approvals with what exactly they would let run."""
     table = Table(title="Pending approvals", show_lines=True)
-    for column in ("approval", "principal", "call", "arguments", "role", "expires", "request hash"):
+    for column in ("approval", "request", "principal", "call", "arguments", "role", "expires (UTC)", "request hash"):
         table.add_column(column, overflow="fold")
     for item in pending:
         request = item["request"]
         table.add_row(
             item["approval_id"],
+            item["request_id"],
             item["principal"],
             f"{request['tool']}.{request['operation']}",
             _short(request["arguments"], 60),

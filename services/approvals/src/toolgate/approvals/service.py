@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from toolgate.approvals.domain import (
@@ -22,15 +23,20 @@ from toolgate.approvals.domain import (
     check_answer,
     open_pending,
 )
-from toolgate.approvals.errors import DecideRefused
+from toolgate.approvals.errors import ApprovalsError, DecideRefused
 from toolgate.approvals.ports import ApprovalStore
 from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, DecisionMade
+from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, DecisionMade, decode_untrusted
+from toolgate.shared.handling import Settle
 from toolgate.shared.signing import sign_event, verify_event
 
 __all__ = ["Approvals"]
 
 Publish = Callable[[str, Any], Awaitable[object]]
+MAX_COMMAND_BYTES = 4096
+"""Largest accepted approve/reject command, bytes."""
+_decision = msgspec.json.Decoder(DecisionMade)
+_command = msgspec.json.Decoder(DecideCommand)
 
 
 @dataclass
@@ -69,6 +75,53 @@ class Approvals:
         )
         return True
 
+    async def on_decision_bytes(self, data: bytes, last_try: bool) -> Settle:
+        """Handle one delivered decision: open its approval, or on the last try give up.
+
+        Returns:
+            ``ACK`` when handled, ``TERM`` for an undecodable or forged decision, ``RETRY``
+            when the store is down and tries remain.
+        """
+        try:
+            decision = decode_untrusted(_decision, data)
+        except msgspec.DecodeError:
+            return Settle.TERM
+        try:
+            return Settle.ACK if await self.on_decision(decision) else Settle.TERM
+        except ApprovalsError:
+            if not last_try:
+                return Settle.RETRY
+            await self.give_up(decision)
+            return Settle.ACK
+
+    async def list_pending(self) -> list[PendingApproval] | DecideReply:
+        """Pending approvals, or a refusal when the store cannot be read."""
+        try:
+            return await self.store.list_pending()
+        except ApprovalsError as error:
+            return DecideReply(ok=False, reason_code=error.reason_code, reason=error.reason)
+
+    async def answer_bytes(self, approver: str, data: bytes) -> DecideReply:
+        """Decode and carry out one approve/reject command; never raises for its content."""
+        if len(data) > MAX_COMMAND_BYTES:
+            return _refused("oversized", f"command is {len(data)} bytes; the limit is {MAX_COMMAND_BYTES}")
+        try:
+            return await self.answer(approver, decode_untrusted(_command, data))
+        except msgspec.DecodeError as error:
+            return _refused("malformed", f"not an approve/reject command: {error}")
+        except ApprovalsError as error:
+            return _refused(error.reason_code, error.reason)
+
+    async def give_up(self, decision: DecisionMade) -> None:
+        """End a ``needs_approval`` request whose approval cannot be opened (store down for good).
+
+        Publishes a signed rejection, so the executor issues a ``denied`` receipt: the
+        request ends instead of being lost.
+        """
+        pending = open_pending(decision, self.clock(), self.ttl)
+        if pending is not None:
+            await self._announce(pending, ApprovalState.REJECTED, None, "", code="approval_store_unavailable")
+
     async def answer(self, approver: str, command: DecideCommand) -> DecideReply:
         """Grant or reject one approval as ``approver`` (the transport's subject token)."""
         try:
@@ -105,11 +158,12 @@ class Approvals:
                 expired += 1
         return expired
 
-    async def _announce(self, pending: PendingApproval, state: ApprovalState, approver: str | None, note: str) -> None:
-        now, event_id = self.clock(), f"{state.value}:{pending.approval_id}"
+    async def _announce(
+        self, pending: PendingApproval, state: ApprovalState, approver: str | None, note: str, code: str = ""
+    ) -> None:
         common: dict[str, Any] = {
-            "event_id": event_id,
-            "occurred_at": now,
+            "event_id": f"{state.value}:{pending.approval_id}",
+            "occurred_at": self.clock(),
             "request_id": pending.request_id,
             "principal": pending.principal,
             "approval_id": pending.approval_id,
@@ -119,11 +173,25 @@ class Approvals:
                 **common, request_hash=pending.request_hash, approver=approver, expires_at=pending.expires_at
             )
         else:
-            code = "approval_expired" if state is ApprovalState.EXPIRED else "approval_rejected"
-            reason = f"approval {state.value}" + (f" by {approver}" if approver else "") + (f": {note}" if note else "")
-            event = ApprovalRejected(**common, reason_code=code, reason=reason, approver=approver)
+            code = code or ("approval_expired" if state is ApprovalState.EXPIRED else "approval_rejected")
+            event = ApprovalRejected(
+                **common, reason_code=code, reason=_reason(code, approver, note), approver=approver
+            )
         kind = "granted" if isinstance(event, ApprovalGranted) else "rejected"
         await self.publish(Subjects.approval(kind, pending.principal, pending.request_id), sign_event(event, self.key))
+
+
+def _refused(code: str, reason: str) -> DecideReply:
+    return DecideReply(ok=False, reason_code=code, reason=reason)
+
+
+def _reason(code: str, approver: str | None, note: str) -> str:
+    text = {
+        "approval_expired": "the approval expired unanswered",
+        "approval_rejected": f"rejected by {approver}",
+        "approval_store_unavailable": "the approval could not be opened (approval store unreachable)",
+    }[code]
+    return f"{text}: {note}" if note else text
 
 
 def _requested(pending: PendingApproval, now: datetime) -> ApprovalRequested:

@@ -68,6 +68,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
                 clock=lambda: datetime.now(UTC),
                 idempotency_ttl_s=settings.idempotency_ttl_s,
                 stale_grace_s=settings.stale_grace_s,
+                decision_max_age_s=settings.decision_max_age_s,
                 last_delivery=MAX_DELIVER - 1,
             )
         )

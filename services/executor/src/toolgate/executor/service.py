@@ -65,6 +65,7 @@ class Executor:
     clock: Callable[[], datetime]
     idempotency_ttl_s: float = 86_400.0
     stale_grace_s: float = 30.0
+    decision_max_age_s: float = 3_600.0
     last_delivery: int = 19
 
     async def on_decision(self, decision: DecisionMade, delivery: int = 1) -> Settle:
@@ -90,9 +91,7 @@ class Executor:
         decision = await self._approved_decision(event)
         if decision is None or decision.request is None or event.request_hash != request_hash(decision.request):
             return Settle.TERM
-        if event.expires_at <= self.clock():
-            return await self._issue(decision, Outcome.DENIED, "approval_expired", "the approval expired before use")
-        return await self.execute(decision, delivery)
+        return await self.execute(decision, delivery, approval_expires_at=event.expires_at)
 
     async def _approved_decision(self, event: ApprovalGranted | ApprovalRejected) -> DecisionMade | None:
         if not verify_event(event, self.approvals_key):
@@ -101,13 +100,19 @@ class Executor:
         ok = decision is not None and verify_event(decision, self.policy_key)
         return decision if ok and decision and decision.verdict is Verdict.NEEDS_APPROVAL else None
 
-    async def execute(self, decision: DecisionMade, delivery: int = 1) -> Settle:
-        """Run the decided call at most once per (principal, idempotency key)."""
+    async def execute(
+        self, decision: DecisionMade, delivery: int = 1, approval_expires_at: datetime | None = None
+    ) -> Settle:
+        """Run the decided call at most once per (principal, idempotency key).
+
+        Expiry (of the approval, or of the decision itself) is checked only when the key
+        is new: a redelivery after a crash mid-run must end ``uncertain``, not ``denied``.
+        """
         problem = await self._unrunnable(decision)
         if problem:
             return await self._issue(decision, Outcome.REFUSED, problem[0], problem[1])
         try:
-            return await self._claimed(decision)
+            return await self._claimed(decision, approval_expires_at)
         except StoreUnavailable as error:
             if delivery < self.last_delivery:
                 return Settle.RETRY
@@ -122,7 +127,7 @@ class Executor:
             return ("descriptor_mismatch", f"{bound.tool}@{bound.version} is not the descriptor that was decided")
         return None
 
-    async def _claimed(self, decision: DecisionMade) -> Settle:
+    async def _claimed(self, decision: DecisionMade, approval_expires_at: datetime | None) -> Settle:
         assert decision.request is not None and decision.idempotency_key and decision.request_hash
         principal, key = decision.principal, decision.idempotency_key
         claim = await self.store.claim(
@@ -131,43 +136,47 @@ class Executor:
         side_effect = decision.side_effect_class or SideEffectClass.SECURITY_SENSITIVE
         stale_ms = int(((decision.timeout_s or 30.0) + self.stale_grace_s) * 1000)
         step = next_step(claim, decision.request_id, side_effect, int(time.time() * 1000), stale_ms)
+        if step in (Step.RUN, Step.TAKE_OVER) and (barred := self._barred(decision, approval_expires_at)):
+            return await self._complete(decision, barred)
         return await self._follow(step, claim, decision)
 
-    async def _follow(self, step: Step, claim: Claim, decision: DecisionMade) -> Settle:
+    def _barred(self, decision: DecisionMade, approval_expires_at: datetime | None) -> ReceiptIssued | None:
         now = self.clock()
+        if decision.reason_code == "idempotent_replay":
+            reason = "the key's stored receipt is gone (expired): nothing ran; retry with a new idempotency key"
+            return receipt(decision, now, Outcome.REFUSED, "replay_record_missing", reason)
+        if approval_expires_at is not None and approval_expires_at <= now:
+            return receipt(decision, now, Outcome.DENIED, "approval_expired", "the approval expired before use")
+        if (now - decision.occurred_at).total_seconds() > self.decision_max_age_s:
+            reason = f"the decision is older than {self.decision_max_age_s:g}s: nothing ran"
+            return receipt(decision, now, Outcome.DENIED, "decision_expired", reason)
+        return None
+
+    async def _follow(self, step: Step, claim: Claim, decision: DecisionMade) -> Settle:
         if step is Step.WAIT:
             return Settle.RETRY
         if step in (Step.REPUBLISH, Step.REPLAY):
             stored = _receipt_decoder.decode(claim.receipt or b"")
-            return await self._send(stored if step is Step.REPUBLISH else replay_receipt(decision, now, stored))
+            return await self._send(
+                stored if step is Step.REPUBLISH else replay_receipt(decision, self.clock(), stored)
+            )
         if step is Step.REFUSE_REUSED:
-            return await self._issue(
-                decision, Outcome.REFUSED, "idempotency_key_reused", "idempotency key was used with other arguments"
-            )
+            reason = "idempotency key was used with other arguments"
+            return await self._issue(decision, Outcome.REFUSED, "idempotency_key_reused", reason)
         if step is Step.REFUSE_IN_USE:
-            return await self._issue(
-                decision,
-                Outcome.REFUSED,
-                "idempotency_key_in_use",
-                f"request {claim.owner_request_id} holds this key and its outcome is unknown",
-            )
-        if step is Step.TAKE_OVER:
-            await self.store.take_over(
-                decision.principal, decision.idempotency_key or "", claim.owner_request_id or "", decision.request_id
-            )
+            reason = f"request {claim.owner_request_id} holds this key and its outcome is unknown"
+            return await self._issue(decision, Outcome.REFUSED, "idempotency_key_in_use", reason)
         if step is Step.UNCERTAIN:
-            return await self._complete(
-                decision,
-                receipt(
-                    decision,
-                    now,
-                    Outcome.UNCERTAIN,
-                    "execution_interrupted",
-                    "the executor stopped during this write; whether its effect happened is unknown — reconcile it",
-                    effect_id=effect_id(decision.principal, decision.idempotency_key or ""),
-                ),
-            )
+            return await self._complete(decision, self._interrupted(decision))
+        if step is Step.TAKE_OVER:
+            key, owner = decision.idempotency_key or "", claim.owner_request_id or ""
+            await self.store.take_over(decision.principal, key, owner, decision.request_id)
         return await self._complete(decision, await self._run(decision))
+
+    def _interrupted(self, decision: DecisionMade) -> ReceiptIssued:
+        reason = "the executor stopped during this write; whether its effect happened is unknown — reconcile it"
+        effect = effect_id(decision.principal, decision.idempotency_key or "")
+        return receipt(decision, self.clock(), Outcome.UNCERTAIN, "execution_interrupted", reason, effect_id=effect)
 
     async def _run(self, decision: DecisionMade) -> ReceiptIssued:
         assert decision.request is not None

@@ -31,6 +31,12 @@ class ExecutorSettings(ServiceSettings):
         description="Seconds an idempotency record (and its replayable receipt) is kept. "
         "Env: TOOLGATE_EXECUTOR_IDEMPOTENCY_TTL_S.",
     )
+    decision_max_age_s: float = Field(
+        default=3_600.0,
+        description="Seconds a decision stays runnable; an older one ends denied (decision_expired) and runs "
+        "nothing. Keep it above the approvals TTL and below the idempotency TTL. "
+        "Env: TOOLGATE_EXECUTOR_DECISION_MAX_AGE_S.",
+    )
     stale_grace_s: float = Field(
         default=30.0,
         description="Seconds past a tool's timeout after which an unfinished run counts as abandoned. "

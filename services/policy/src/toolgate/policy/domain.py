@@ -96,8 +96,10 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
 async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor:
     try:
         descriptor = await ports.descriptors.get(request.tool, request.version)
-    except Exception as error:
-        raise _Ended(Verdict.DENY, "registry_unavailable", f"cannot read the registry: {error}") from None
+    except Exception:  # any registry fault denies (fail closed)
+        raise _Ended(
+            Verdict.DENY, "registry_unavailable", "the registry cannot be read: denied (fail closed)"
+        ) from None
     if descriptor is None:
         raise _Ended(Verdict.DENY, "unknown_tool", f"no tool {request.tool!r} at version {request.version or 'latest'}")
     if request.operation not in descriptor.operations:
@@ -111,8 +113,9 @@ async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor
 async def _replay(principal: str, request: ToolRequested, digest: str, ports: PolicyPorts) -> bool:
     try:
         state = await ports.replays.lookup(principal, request.idempotency_key)
-    except Exception as error:
-        raise _Ended(Verdict.DENY, "idempotency_store_unavailable", f"cannot check the key: {error}") from None
+    except Exception:  # an unreadable store denies (fail closed)
+        reason = "the idempotency store cannot be reached: denied (fail closed)"
+        raise _Ended(Verdict.DENY, "idempotency_store_unavailable", reason) from None
     if state is None:
         return False
     if state.fingerprint != digest:

@@ -103,7 +103,7 @@ class FileSystemTool:
         except ExecutorError:
             raise
         except OSError as exc:
-            raise _from_os_error(exc) from exc
+            raise _from_os_error(exc, arguments.get("path")) from exc
 
     def _read(self, arguments: dict[str, Any]) -> dict[str, Any]:
         rel = self._resolve(arguments, "path")
@@ -284,9 +284,9 @@ def _entry(item: os.DirEntry[str]) -> dict[str, Any]:
     return {"name": item.name, "kind": kind, "size_bytes": size}
 
 
-def _from_os_error(exc: OSError) -> ExecutorError:
-    """Map a file-system error to a refusal (the request's fault) or a failure."""
+def _from_os_error(exc: OSError, path: object = None) -> ExecutorError:
+    """Map a file-system error to a refusal (the request's fault) or a failure, naming the agent's path."""
     if exc.errno in _REFUSALS:
         code, reason = _REFUSALS[exc.errno]
-        return ToolRefused(code, reason, argument="path")
+        return ToolRefused(code, f"{reason}: {path!r}" if isinstance(path, str) else reason, argument="path")
     return ToolFailed("tool_error", f"file system error: {exc.strerror or type(exc).__name__}")

@@ -18,6 +18,7 @@ timeouts and no retries (``socket_timeout=0.2``, ``retry=Retry(NoBackoff(), 0)``
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -27,6 +28,8 @@ from toolgate.policy.ports import LimitDecision, gcra_parameters, limiter_key, n
 from toolgate.shared.descriptors import RateLimit
 
 __all__ = ["GCRA_LUA", "RedisRateLimiter"]
+
+log = logging.getLogger("toolgate.policy")
 
 GCRA_LUA = """
 -- KEYS[1] = limiter key; ARGV = emission_interval_us, burst, cost
@@ -80,5 +83,6 @@ class RedisRateLimiter:
                 reply = await self._script(keys=[limiter_key(principal, tool)], args=[emission_us, burst, 1])
             allowed, remaining, retry_after_us = (int(value) for value in reply)
         except (RedisError, OSError, TimeoutError, TypeError, ValueError) as exc:
-            raise LimiterUnavailable(f"rate limiter store failed: {type(exc).__name__}: {exc}") from exc
+            log.warning("rate limiter store failed: %s: %s", type(exc).__name__, exc)
+            raise LimiterUnavailable("the rate limiter's store cannot be reached: denied (fail closed)") from exc
         return LimitDecision(allowed=allowed == 1, remaining=remaining, retry_after_s=retry_after_us / 1e6)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
@@ -10,6 +12,8 @@ from toolgate.policy.ports import ReplayState
 from toolgate.shared.idempotency import record_key
 
 __all__ = ["RedisReplayIndex"]
+
+log = logging.getLogger("toolgate.policy")
 
 
 class RedisReplayIndex:
@@ -27,7 +31,8 @@ class RedisReplayIndex:
         try:
             state, fingerprint = await self._redis.hmget(record_key(principal, idempotency_key), ["state", "fp"])
         except (RedisError, OSError) as error:
-            raise PolicyError("idempotency_store_unavailable", f"Redis: {error}") from None
+            log.warning("idempotency store failed: %s", error)
+            raise PolicyError("idempotency_store_unavailable", "the idempotency store cannot be reached") from None
         if fingerprint is None:
             return None
         text = fingerprint.decode() if isinstance(fingerprint, bytes) else str(fingerprint)
