@@ -16,9 +16,10 @@ from toolgate.approvals.errors import ApprovalsError
 from toolgate.approvals.handlers import build_router
 from toolgate.approvals.service import Approvals
 from toolgate.approvals.settings import ApprovalsSettings
-from toolgate.shared.bus import publish_once
+from toolgate.shared.bus import publish_event, publish_once
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import load_directory
+from toolgate.shared.events import ApprovalRequested
 from toolgate.shared.service import RuntimeCell, new_app, new_broker
 from toolgate.shared.signing import load_private_key, load_public_key
 
@@ -53,7 +54,11 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
 
     async def build(js: JetStreamContext) -> None:
         async def publish(subject: str, event: Any) -> object:
-            return await publish_once(js, subject, event)
+            # one ApprovalRequested per request; a grant or rejection carries an unguessable
+            # event id instead, so a message squatting on its subject cannot block it
+            if isinstance(event, ApprovalRequested):
+                return await publish_once(js, subject, event)
+            return await publish_event(js, subject, event)
 
         approvals = Approvals(
             store=RedisApprovalStore(redis_client(settings)),

@@ -7,6 +7,7 @@ executor runs nothing on an unsigned or foreign approval.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -162,7 +163,7 @@ class Approvals:
         self, pending: PendingApproval, state: ApprovalState, approver: str | None, note: str, code: str = ""
     ) -> None:
         common: dict[str, Any] = {
-            "event_id": f"{state.value}:{pending.approval_id}",
+            "event_id": f"{state.value}:{pending.approval_id}:{uuid.uuid4().hex}",
             "occurred_at": self.clock(),
             "request_id": pending.request_id,
             "principal": pending.principal,
