@@ -32,41 +32,13 @@ from typing import Any
 
 import cedarpy
 
+from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE, SCHEMA_TEXT
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.shared.descriptors import OperationSpec
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["ACTION_APPROVAL", "ACTION_EXECUTE", "SCHEMA_TEXT", "PolicyEngine", "PolicyOutcome", "load_policy"]
-
-ACTION_EXECUTE = "execute"
-ACTION_APPROVAL = "execute_with_approval"
-
-SCHEMA_TEXT = """
-// The entities and actions toolgate policies are written against.
-entity Agent = {
-  autonomy: Long,          // 0..3, from the principal directory
-  roles: Set<String>,      // from the principal directory
-};
-entity Tool;               // id = tool name
-
-type RequestContext = {
-  operation: String,       // operation name within the tool
-  side_effect: String,     // SideEffectClass value, e.g. "REVERSIBLE_WRITE"
-  side_effect_rank: Long,  // 0 READ_ONLY .. 5 SECURITY_SENSITIVE
-  risk: String,            // RiskTier value, e.g. "medium"
-  risk_rank: Long,         // 0 trivial .. 4 critical
-  tool: String,            // tool name
-  version: String,         // tool version (SemVer)
-};
-
-action execute, execute_with_approval appliesTo {
-  principal: Agent,
-  resource: Tool,
-  context: RequestContext,
-};
-"""
-"""Cedar schema (Cedar schema syntax) every policy is validated against when loaded."""
 
 _SCHEMA = cedarpy.Schema.from_str(SCHEMA_TEXT)
 _POLICY_REF = re.compile(r"`(policy\d+)`")
