@@ -11,21 +11,13 @@
 
 from __future__ import annotations
 
+from toolgate.shared.errors import ToolgateError
+
 __all__ = ["ApprovalsError", "DecideRefused", "StoreUnavailable"]
 
 
-class ApprovalsError(Exception):
-    """Root of the approvals service's errors.
-
-    Attributes:
-        reason_code: machine-readable reason.
-        reason: human-readable reason naming what was wrong.
-    """
-
-    def __init__(self, reason_code: str, reason: str) -> None:
-        super().__init__(f"{reason_code}: {reason}")
-        self.reason_code = reason_code
-        self.reason = reason
+class ApprovalsError(ToolgateError):
+    """Root of the approvals service's errors."""
 
 
 class DecideRefused(ApprovalsError):

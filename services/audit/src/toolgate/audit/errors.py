@@ -13,21 +13,13 @@ when a caller asks for it with ``VerifyResult.raise_if_broken()``.
 
 from __future__ import annotations
 
+from toolgate.shared.errors import ToolgateError
+
 __all__ = ["AuditError", "ChainBroken", "StoreError"]
 
 
-class AuditError(Exception):
-    """Root of the audit service's errors.
-
-    Attributes:
-        reason_code: stable machine-readable code, e.g. ``"hash_mismatch"``.
-        reason: human-readable explanation.
-    """
-
-    def __init__(self, reason_code: str, reason: str) -> None:
-        super().__init__(f"{reason_code}: {reason}")
-        self.reason_code = reason_code
-        self.reason = reason
+class AuditError(ToolgateError):
+    """Root of the audit service's errors."""
 
 
 class ChainBroken(AuditError):

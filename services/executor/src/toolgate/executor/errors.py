@@ -23,10 +23,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from toolgate.shared.errors import ToolgateError
+
 __all__ = ["ExecutorError", "StoreUnavailable", "ToolFailed", "ToolRefused", "ToolTimeout"]
 
 
-class ExecutorError(Exception):
+class ExecutorError(ToolgateError):
     """Root of the executor's errors.
 
     Attributes:
@@ -39,12 +41,8 @@ class ExecutorError(Exception):
     default_code: ClassVar[str] = "executor_error"
 
     def __init__(self, reason_code: str | None = None, reason: str = "") -> None:
-        self.reason_code = reason_code or self.default_code
-        self.reason = reason or self.reason_code.replace("_", " ")
-        super().__init__(self.reason_code, self.reason)
-
-    def __str__(self) -> str:
-        return f"{self.reason_code}: {self.reason}"
+        code = reason_code or self.default_code
+        super().__init__(code, reason or code.replace("_", " "))
 
 
 class ToolRefused(ExecutorError):

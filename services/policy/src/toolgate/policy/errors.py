@@ -16,21 +16,13 @@ closed), never into an execution.
 
 from __future__ import annotations
 
+from toolgate.shared.errors import ToolgateError
+
 __all__ = ["LimiterUnavailable", "PolicyError", "PolicyInvalid"]
 
 
-class PolicyError(Exception):
-    """Root of the policy service's errors.
-
-    Attributes:
-        reason_code: machine-readable reason, e.g. ``policy_invalid``.
-        reason: human-readable reason naming what was wrong.
-    """
-
-    def __init__(self, reason_code: str, reason: str) -> None:
-        super().__init__(f"{reason_code}: {reason}")
-        self.reason_code = reason_code
-        self.reason = reason
+class PolicyError(ToolgateError):
+    """Root of the policy service's errors."""
 
 
 class PolicyInvalid(PolicyError):

@@ -10,21 +10,13 @@
 
 from __future__ import annotations
 
+from toolgate.shared.errors import ToolgateError
+
 __all__ = ["PublishRefused", "RegistryError"]
 
 
-class RegistryError(Exception):
-    """Root of the registry's errors.
-
-    Attributes:
-        reason_code: machine-readable reason.
-        reason: human-readable reason naming what was wrong.
-    """
-
-    def __init__(self, reason_code: str, reason: str) -> None:
-        super().__init__(f"{reason_code}: {reason}")
-        self.reason_code = reason_code
-        self.reason = reason
+class RegistryError(ToolgateError):
+    """Root of the registry's errors."""
 
 
 class PublishRefused(RegistryError):
