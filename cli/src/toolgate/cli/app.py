@@ -124,7 +124,7 @@ def approvals_reject(approval_id: str, approver: Approver, note: Note = "", nats
 
 @audit_app.command("trail")
 def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
-    """Print every audit record of one request, in chain order."""
+    """Print every audit record of one request, in the order the bus carried them."""
     reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
     if not reply.get("records"):
         err_console.print(f"no audit records for request {request_id!r} ({reply.get('reason')})")

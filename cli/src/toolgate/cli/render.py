@@ -82,7 +82,7 @@ def approvals_table(pending: list[dict[str, Any]]) -> Table:
 
 
 def trail_table(request_id: str, records: list[dict[str, Any]]) -> Table:
-    """The audit records of one request in chain order."""
+    """The audit records of one request in bus order."""
     table = Table(title=f"Audit trail of {request_id}", show_lines=True)
     for column in ("#", "event", "subject", "detail", "record hash"):
         table.add_column(column, overflow="fold")

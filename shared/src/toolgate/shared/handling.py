@@ -103,7 +103,7 @@ def durable_subscriber(
         durable=spec.durable,
         pull_sub=PullSub(batch_size=16, timeout=1.0),
         ack_policy=AckPolicy.MANUAL,
-        max_workers=max_workers,
+        max_workers=max_workers if max_workers > 1 else None,  # one worker: the plain, ordered consumer
         decoder=raw_body,
         include_in_schema=False,
     )

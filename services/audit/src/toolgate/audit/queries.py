@@ -16,7 +16,7 @@ class TrailQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
 
 class TrailReply(msgspec.Struct, frozen=True, kw_only=True):
-    """Every record of one request, in chain order."""
+    """Every record of one request, in bus (stream sequence) order."""
 
     ok: bool
     reason: str

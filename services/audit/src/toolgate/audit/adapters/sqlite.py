@@ -129,12 +129,12 @@ class SqliteAuditStore:
         return await self._run(lambda: self._append(fields))
 
     async def trail(self, request_id: str) -> list[AuditRecord]:
-        """Return every record of one tool request, in chain order.
+        """Return every record of one tool request, in bus order (JetStream stream sequence).
 
         Raises:
             StoreError: the store is closed or the read failed.
         """
-        sql = f"SELECT {_COLUMNS} FROM audit_records WHERE request_id = ? ORDER BY sequence"
+        sql = f"SELECT {_COLUMNS} FROM audit_records WHERE request_id = ? ORDER BY stream_seq"
         return await self._run(lambda: [_record(row) for row in self._conn.execute(sql, (request_id,))])
 
     async def verify(self) -> VerifyResult:
