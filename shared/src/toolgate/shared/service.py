@@ -41,12 +41,19 @@ class RuntimeCell(Generic[R]):
 
 
 def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
-    """A NATS broker with telemetry and a bounded graceful shutdown (10 s)."""
-    telemetry = NatsTelemetryMiddleware(tracer_provider=tracer_provider(service, settings.otlp_endpoint))
+    """A NATS broker with a bounded graceful shutdown (10 s), traced when OTLP export is configured.
+
+    Without an endpoint no span is created at all: spans nobody exports cost every
+    message its CPU time and nothing else.
+    """
+    middlewares = []
+    if settings.otlp_endpoint:
+        provider = tracer_provider(service, settings.otlp_endpoint)
+        middlewares.append(NatsTelemetryMiddleware(tracer_provider=provider))
     return NatsBroker(
         settings.nats_url,
         graceful_timeout=10.0,
-        middlewares=[telemetry],
+        middlewares=middlewares,
         max_reconnect_attempts=-1,
         log_level=logging.DEBUG,  # per-message "Received/Processed" lines; service events log at INFO
     )
