@@ -16,7 +16,14 @@ from toolgate.executor.domain import Step, next_step, scrub
 from toolgate.executor.ports import Claim, ClaimState, InMemoryIdempotencyStore
 from toolgate.executor.service import Executor
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, request_hash
+from toolgate.shared.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    BoundRequest,
+    DecisionMade,
+    ReceiptIssued,
+    request_hash,
+)
 from toolgate.shared.handling import Settle
 from toolgate.shared.signing import sign_event
 from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
@@ -46,12 +53,16 @@ class Harness:
             approvals_key=APPROVALS.public_key(),
             publish=self._publish,
             fetch_decision=self._fetch,
+            fetch_receipt=self._fetch_receipt,
             clock=lambda: NOW,
         )
 
     async def _publish(self, subject: str, issued: ReceiptIssued) -> object:
         self.receipts.append(issued)
         return None
+
+    async def _fetch_receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
+        return next((r for r in self.receipts if r.request_id == request_id), None)
 
     async def _fetch(self, principal: str, request_id: str) -> DecisionMade | None:
         return self.decisions.get(request_id)
@@ -234,3 +245,19 @@ async def test_a_stale_decision_runs_nothing(harness: Harness, sandbox: Path) ->
     assert await harness.executor.on_decision(old) is Settle.ACK
     assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (Outcome.DENIED, "decision_expired")
     assert not (sandbox / "h.txt").exists()
+
+
+async def test_a_grant_for_a_request_that_already_ended_runs_nothing(harness: Harness, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "i.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
+    rejected = ApprovalRejected(
+        event_id="rej",
+        occurred_at=NOW,
+        request_id=decision.request_id,
+        principal=decision.principal,
+        approval_id="ap-1",
+        reason_code="approval_store_unavailable",
+        reason="store down",
+    )
+    assert await harness.executor.on_rejected(sign_event(rejected, APPROVALS)) is Settle.ACK
+    assert await harness.executor.on_granted(_grant(decision, decision.request_hash or "")) is Settle.TERM
+    assert [r.outcome for r in harness.receipts] == [Outcome.DENIED] and not (sandbox / "i.txt").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ import nats
 import typer
 from nats.aio.client import Client
 from rich.console import Console
+from rich.markup import escape
 
 from toolgate.cli import rpc
 from toolgate.cli.render import approvals_table, tools_table, trail_table
@@ -46,6 +48,11 @@ def _url(url: str | None) -> str:
     return saved.read_text().strip() if saved.exists() else "nats://127.0.0.1:4222"
 
 
+def _redact(text: str) -> str:
+    """Hide credentials of ``scheme://user:password@host`` URLs in a message."""
+    return re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", text)
+
+
 async def _quiet(error: Exception) -> None:
     """nats-py reports connection errors here too; the caller reports them once."""
 
@@ -71,7 +78,7 @@ def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
     try:
         return asyncio.run(run())
     except (rpc.BusError, ValueError, OSError, nats.errors.Error) as error:
-        err_console.print(f"[red]error:[/red] {error}")
+        err_console.print("[red]error:[/red]", escape(_redact(str(error))))
         raise typer.Exit(2) from None
 
 
@@ -89,7 +96,7 @@ def approvals_list(nats_url: NatsUrl = "") -> None:
     """Show pending approvals and exactly what each would let run."""
     pending = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.APPROVALS_LIST, {}))
     if isinstance(pending, dict):
-        err_console.print(f"[red]{pending.get('reason_code')}[/red]: {pending.get('reason')}")
+        err_console.print(f"[red]{escape(str(pending.get('reason_code')))}[/red]:", escape(str(pending.get("reason"))))
         raise typer.Exit(1)
     console.print(approvals_table(pending) if pending else "no pending approvals")
 
@@ -102,9 +109,9 @@ Approver = Annotated[
 def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str) -> None:
     answer = _on_bus(url, lambda nc: rpc.decide(nc, approver, approval_id, approve, note))
     if not answer.get("ok"):
-        err_console.print(f"[red]{answer.get('reason_code')}[/red]: {answer.get('reason')}")
+        err_console.print(f"[red]{escape(str(answer.get('reason_code')))}[/red]:", escape(str(answer.get("reason"))))
         raise typer.Exit(1)
-    console.print(f"[green]{answer.get('reason_code')}[/green]: {answer.get('reason')}")
+    console.print(f"[green]{escape(str(answer.get('reason_code')))}[/green]:", escape(str(answer.get("reason"))))
 
 
 Note = Annotated[str, typer.Option(help="A remark recorded with the answer (audit trail, receipt reason).")]
@@ -127,7 +134,7 @@ def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
     """Print every audit record of one request, in the order the bus carried them."""
     reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
     if not reply.get("records"):
-        err_console.print(f"no audit records for request {request_id!r} ({reply.get('reason')})")
+        err_console.print(escape(f"no audit records for request {request_id!r} ({reply.get('reason')})"))
         raise typer.Exit(1)
     console.print(trail_table(request_id, reply["records"]))
 
@@ -140,7 +147,9 @@ def audit_verify(nats_url: NatsUrl = "") -> None:
     if reply["ok"]:
         console.print(f"[green]audit chain intact[/green]: {result['checked']} of {reply['total']} records verified")
         return
-    err_console.print(f"[red]audit chain broken at record {result['first_broken']}[/red]: {result['reason']}")
+    err_console.print(
+        f"[red]audit chain broken at record {result['first_broken']}[/red]:", escape(str(result["reason"]))
+    )
     raise typer.Exit(1)
 
 

@@ -28,6 +28,16 @@ def _short(value: Any, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _plain(value: Any) -> Text:
+    """Agent- or bus-supplied text as an inert cell: no Rich markup, no terminal control codes."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
+
+
+def _row(table: Table, *cells: Any) -> None:
+    table.add_row(*(cell if isinstance(cell, Text) else _plain(cell) for cell in cells))
+
+
 def tools_table(tools: list[ToolDescriptor]) -> Table:
     """One row per operation: tool, version, operation, side-effect class, risk tier."""
     table = Table(title="Registered tools", show_lines=False)
@@ -36,7 +46,7 @@ def tools_table(tools: list[ToolDescriptor]) -> Table:
     for tool in tools:
         rate = f"{tool.rate_limit.calls}/{tool.rate_limit.period_s:g}s"
         for name, spec in sorted(tool.operations.items()):
-            table.add_row(tool.name, tool.version, name, spec.side_effect_class.value, spec.risk_tier.value, rate)
+            _row(table, tool.name, tool.version, name, spec.side_effect_class.value, spec.risk_tier.value, rate)
     return table
 
 
@@ -52,7 +62,8 @@ def receipt_row(table: Table, step: str, call: str, receipt: ReceiptIssued) -> N
     """Add one receipt: its outcome coloured, its reason and a short result."""
     style = OUTCOME_STYLE.get(receipt.outcome.value, "white")
     result = "" if receipt.result is None else _short(receipt.result)
-    table.add_row(
+    _row(
+        table,
         step,
         call,
         Text(receipt.outcome.value, style=f"bold {style}"),
@@ -68,26 +79,28 @@ def approvals_table(pending: list[dict[str, Any]]) -> Table:
         table.add_column(column, overflow="fold")
     for item in pending:
         request = item["request"]
-        table.add_row(
+        _row(
+            table,
             item["approval_id"],
             item["request_id"],
             item["principal"],
-            f"{request['tool']}.{request['operation']}",
-            _short(request["arguments"], 60),
+            f"{request['tool']}@{request['version']}.{request['operation']}",
+            request["arguments"],  # in full: the approver sees exactly what would run
             item["approver_role"],
             item["expires_at"][:19],
-            item["request_hash"][:19] + "…",
+            item["request_hash"],
         )
     return table
 
 
 def trail_table(request_id: str, records: list[dict[str, Any]]) -> Table:
     """The audit records of one request in bus order."""
-    table = Table(title=f"Audit trail of {request_id}", show_lines=True)
+    table = Table(title=_plain(f"Audit trail of {request_id}"), show_lines=True)
     for column in ("#", "event", "subject", "detail", "record hash"):
         table.add_column(column, overflow="fold")
     for record in records:
-        table.add_row(
+        _row(
+            table,
             str(record["sequence"]),
             record["event_type"],
             record["subject"],

@@ -56,6 +56,10 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
             found = await fetch_last(js, Subjects.decision(principal, request_id))
             return found if isinstance(found, DecisionMade) else None
 
+        async def fetch_receipt(principal: str, request_id: str) -> ReceiptIssued | None:
+            found = await fetch_last(js, Subjects.receipt(principal, request_id))
+            return found if isinstance(found, ReceiptIssued) else None
+
         cell.set(
             Executor(
                 store=RedisIdempotencyStore(redis_client(settings)),
@@ -65,6 +69,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
                 approvals_key=approvals_key,
                 publish=publish,
                 fetch_decision=fetch_decision,
+                fetch_receipt=fetch_receipt,
                 clock=lambda: datetime.now(UTC),
                 idempotency_ttl_s=settings.idempotency_ttl_s,
                 stale_grace_s=settings.stale_grace_s,

@@ -62,6 +62,7 @@ class Executor:
     approvals_key: Ed25519PublicKey
     publish: Callable[[str, ReceiptIssued], Awaitable[object]]
     fetch_decision: Callable[[str, str], Awaitable[DecisionMade | None]]
+    fetch_receipt: Callable[[str, str], Awaitable[ReceiptIssued | None]]
     clock: Callable[[], datetime]
     idempotency_ttl_s: float = 86_400.0
     stale_grace_s: float = 30.0
@@ -91,6 +92,8 @@ class Executor:
         decision = await self._approved_decision(event)
         if decision is None or decision.request is None or event.request_hash != request_hash(decision.request):
             return Settle.TERM
+        if await self.fetch_receipt(decision.principal, decision.request_id) is not None:
+            return Settle.TERM  # the request already ended (e.g. its approval could not be opened): run nothing
         return await self.execute(decision, delivery, approval_expires_at=event.expires_at)
 
     async def _approved_decision(self, event: ApprovalGranted | ApprovalRejected) -> DecisionMade | None:

@@ -8,6 +8,7 @@ transition is one Lua script, so two approvers (or an approver and the expiry sw
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable
 from datetime import datetime
 from typing import TypeVar
@@ -22,8 +23,17 @@ from toolgate.approvals.errors import StoreUnavailable
 __all__ = ["RedisApprovalStore"]
 
 T = TypeVar("T")
+log = logging.getLogger("toolgate.approvals")
 PENDING = "tg:approvals:pending"
 KEEP_S = 7 * 24 * 3600
+
+_OPEN = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[3]) then return 0 end
+redis.call('SET', KEYS[2], 'pending', 'EX', ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[4])
+return 1
+"""
+"""Opens an approval in one step: it exists whole (listed, answerable, expiring) or not at all."""
 
 _RESOLVE = """
 if redis.call('GET', KEYS[1]) ~= 'pending' then return 0 end
@@ -49,7 +59,8 @@ async def _safe(work: Awaitable[T]) -> T:
     try:
         return await work
     except (RedisError, OSError) as error:
-        raise StoreUnavailable("approval_store_unavailable", f"Redis: {error}") from error
+        log.warning("approval store failed: %s", error)
+        raise StoreUnavailable("approval_store_unavailable", "the approval store cannot be reached") from error
 
 
 class RedisApprovalStore:
@@ -58,14 +69,17 @@ class RedisApprovalStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._redis = redis
         self._resolve = redis.register_script(_RESOLVE)
+        self._open = redis.register_script(_OPEN)
 
     async def open(self, pending: PendingApproval) -> bool:  # noqa: D102
-        data = msgspec.json.encode(pending)
-        created = await _safe(self._redis.set(_key(pending.approval_id), data, nx=True, ex=KEEP_S))
-        if created:
-            await _safe(self._redis.set(_state_key(pending.approval_id), pending.state.value, ex=KEEP_S))
-            await _safe(self._redis.zadd(PENDING, {pending.approval_id: pending.expires_at.timestamp()}))
-        return bool(created)
+        keys = [_key(pending.approval_id), _state_key(pending.approval_id), PENDING]
+        args: list[bytes | float | int | str] = [
+            msgspec.json.encode(pending),
+            pending.expires_at.timestamp(),
+            KEEP_S,
+            pending.approval_id,
+        ]
+        return bool(await _safe(self._open(keys=keys, args=args)))
 
     async def get(self, approval_id: str) -> PendingApproval | None:  # noqa: D102
         raw, state = await _safe(self._redis.mget([_key(approval_id), _state_key(approval_id)]))
