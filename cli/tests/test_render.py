@@ -6,8 +6,8 @@ from io import StringIO
 
 from rich.console import Console
 
-from toolgate.cli.app import _redact
 from toolgate.cli.render import approvals_table, trail_table
+from toolgate.shared.connections import redact as _redact
 
 HOSTILE = "[/][conceal]hidden[/conceal]\x1b[8mx"
 

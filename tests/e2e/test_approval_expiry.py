@@ -1,4 +1,4 @@
-"""An approval nobody answers expires, and its request ends denied (DESIGN §2.2, §2.4)."""
+"""An approval nobody answers expires, and its request ends denied (guarantees 2 and 4)."""
 
 from __future__ import annotations
 

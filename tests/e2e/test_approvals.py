@@ -1,4 +1,4 @@
-"""What was approved is what runs, and only an entitled other person can approve (DESIGN §2.4, §2.6)."""
+"""What was approved is what runs, and only an entitled other person can approve (guarantees 4 and 6)."""
 
 from __future__ import annotations
 

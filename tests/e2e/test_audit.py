@@ -1,4 +1,4 @@
-"""Every event reaches audit, and the audit chain shows an edited record (DESIGN §2.2, §3)."""
+"""Every event reaches audit, and the audit chain shows an edited record (guarantee 2 and the flow)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A killed service delays work and loses none; a killed executor never runs a write twice (DESIGN §2.2, §2.3).
+"""A killed service delays work and loses none; a killed executor never runs a write twice (guarantees 2 and 3).
 
 The executor case waits for JetStream's redelivery of the messages the killed process
 held (the consumers' ack wait, 60 s), so it takes about a minute.

@@ -1,4 +1,4 @@
-"""Hostile paths and malformed or oversized messages get a clear refusal and lose nothing (DESIGN §2.8)."""
+"""Hostile paths and malformed or oversized messages get a clear refusal and lose nothing (guarantee 8)."""
 
 from __future__ import annotations
 

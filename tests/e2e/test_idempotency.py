@@ -1,4 +1,4 @@
-"""At most once per effect: client retries, duplicate deliveries, replayed decisions (DESIGN §2.3)."""
+"""At most once per effect: client retries, duplicate deliveries, replayed decisions (guarantee 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A system started without its policy file denies every call and runs nothing (DESIGN §2.1)."""
+"""A system started without its policy file denies every call and runs nothing (guarantee 1)."""
 
 from __future__ import annotations
 

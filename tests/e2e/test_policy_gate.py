@@ -1,4 +1,4 @@
-"""Default deny, schema refusals and the rate limit, against the running system (DESIGN §2.1, §2.8)."""
+"""Default deny, schema refusals and the rate limit, against the running system (guarantees 1 and 8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Redis unreachable: every call ends denied with a reason, nothing runs (DESIGN §2.1, fail closed)."""
+"""Redis unreachable: every call ends denied with a reason, nothing runs (guarantee 1, fail closed)."""
 
 from __future__ import annotations
 

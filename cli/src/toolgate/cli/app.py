@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -21,6 +20,7 @@ from rich.markup import escape
 from toolgate.cli import rpc
 from toolgate.cli.render import approvals_table, tools_table, trail_table
 from toolgate.shared.catalog import Rpc
+from toolgate.shared.connections import NatsUnreachable, connect_once, redact
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.signing import generate_keypair
 
@@ -48,23 +48,13 @@ def _url(url: str | None) -> str:
     return saved.read_text().strip() if saved.exists() else "nats://127.0.0.1:4222"
 
 
-def _redact(text: str) -> str:
-    """Hide credentials of ``scheme://user:password@host`` URLs in a message."""
-    return re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", text)
-
-
-async def _quiet(error: Exception) -> None:
-    """nats-py reports connection errors here too; the caller reports them once."""
-
-
 async def _connect(url: str) -> Client:
     prefix = os.environ.get("TOOLGATE_INBOX_PREFIX", "_INBOX").encode()
     try:
-        options = {"allow_reconnect": False, "max_reconnect_attempts": 1, "reconnect_time_wait": 0.2}
-        return await nats.connect(url, connect_timeout=3, error_cb=_quiet, inbox_prefix=prefix, **options)
-    except (OSError, nats.errors.Error) as error:
-        hint = " (is `toolgate up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
-        raise rpc.BusError(f"cannot reach NATS at {url}{hint}: {error or type(error).__name__}") from None
+        return await connect_once(url, inbox_prefix=prefix)
+    except NatsUnreachable as error:
+        stale = " (is `./dev up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
+        raise rpc.BusError(f"{error}{stale}") from None
 
 
 def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
@@ -78,7 +68,7 @@ def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
     try:
         return asyncio.run(run())
     except (rpc.BusError, ValueError, OSError, nats.errors.Error) as error:
-        err_console.print("[red]error:[/red]", escape(_redact(str(error))))
+        err_console.print("[red]error:[/red]", escape(redact(str(error))))
         raise typer.Exit(2) from None
 
 
@@ -134,7 +124,10 @@ def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
     """Print every audit record of one request, in the order the bus carried them."""
     reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
     if not reply.get("records"):
-        err_console.print(escape(f"no audit records for request {request_id!r} ({reply.get('reason')})"))
+        hint = (
+            " (that is an approval id: `approvals list` shows its request id)" if request_id.startswith("ap-") else ""
+        )
+        err_console.print(escape(f"no audit records for request {request_id!r}{hint}"))
         raise typer.Exit(1)
     console.print(trail_table(request_id, reply["records"]))
 
@@ -171,30 +164,44 @@ def up(state_dir: Path = STATE_DIR) -> None:
     sandbox = state / "sandbox"
     sandbox.mkdir(parents=True, exist_ok=True)
     env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": os.environ.get("TOOLGATE_EXECUTOR_SANDBOX_ROOT", str(sandbox))}
-    with contextlib.ExitStack() as resources:
-        with console.status("starting nats-server, redis-server and the five services…"):
-            stack = resources.enter_context(running_stack(state, env))
-        url_file = state / "nats_url"
-        url_file.write_text(stack.nats_url)
-        resources.callback(url_file.unlink, missing_ok=True)
-        console.print(f"[green]toolgate is up[/green]\n  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
-        console.print(f"  file_system sandbox: {env['TOOLGATE_EXECUTOR_SANDBOX_ROOT']}")
-        console.print(f"  logs: {state / 'logs'}  ·  Ctrl-C stops everything")
-        _wait_for_signal(stack)
+    _interrupt_on_signals()
+    try:
+        with contextlib.ExitStack() as resources:
+            with console.status("starting nats-server, redis-server and the five services…"):
+                stack = resources.enter_context(running_stack(state, env))
+            url_file = state / "nats_url"
+            url_file.write_text(stack.nats_url)
+            resources.callback(url_file.unlink, missing_ok=True)
+            _announce(stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
+            _run_until_stopped(stack)
+    except KeyboardInterrupt:
+        pass
+    except (RuntimeError, TimeoutError, NatsUnreachable, OSError) as error:
+        err_console.print("[red]toolgate could not start:[/red]", escape(redact(str(error))))
+        raise typer.Exit(1) from None
     console.print("toolgate stopped")
 
 
-def _wait_for_signal(stack: Any) -> None:
-    stopping: list[int] = []
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # a background job starts with SIGINT ignored
-        signal.signal(sig, lambda number, frame: stopping.append(number))
-    try:
-        while not stopping and not stack.dead():
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    if dead := stack.dead():
-        console.print(f"[red]{', '.join(dead)} exited[/red]; see the logs")
+def _interrupt_on_signals() -> None:
+    """SIGTERM, SIGHUP and SIGINT (ignored by default in background jobs) stop ``up``, even while starting."""
+
+    def interrupt(number: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, interrupt)
+
+
+def _announce(stack: Any, sandbox: str, state: Path) -> None:
+    console.print(f"[green]toolgate is up[/green]\n  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
+    console.print(f"  file_system sandbox: {sandbox}")
+    console.print(f"  logs: {state / 'logs'}  ·  Ctrl-C stops everything")
+
+
+def _run_until_stopped(stack: Any) -> None:
+    while not stack.dead():
+        time.sleep(0.5)
+    console.print(f"[red]{', '.join(stack.dead())} exited[/red]; see the logs")
 
 
 @app.command()

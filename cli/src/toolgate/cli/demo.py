@@ -23,6 +23,7 @@ from toolgate.cli.render import receipt_row, receipts_table, tools_table, trail_
 from toolgate.cli.stack import Stack, running_stack
 from toolgate.sdk import ToolClient
 from toolgate.shared.catalog import Rpc
+from toolgate.shared.connections import connect_once
 from toolgate.shared.events import ReceiptIssued
 
 __all__ = ["run_demo"]
@@ -123,9 +124,9 @@ async def _files(steps: _Steps, agent: ToolClient, stack: Stack, sandbox: Path) 
     arguments = {"path": "reports/weekly.md", "content": "# Weekly report\nAll systems nominal.\n"}
     request_id = await agent.submit("file_system", "write", arguments, idempotency_key=key)
     approval_id = await _await_approval(stack, request_id)
-    steps.console.print(
-        f"[bold]write needs approval[/bold] {approval_id}: $ toolgate approvals approve {approval_id} --as {APPROVER}"
-    )
+    command = f"./dev toolgate approvals approve {approval_id} --as {APPROVER}"
+    steps.console.print(f"[bold]write needs approval[/bold] {approval_id}; the approver runs:")
+    steps.console.print(f"  $ {command}", soft_wrap=True)
     _cli(stack, "approvals", "approve", approval_id, "--as", APPROVER)
     steps.show(
         "3 write (approved)", "file_system.write reports/weekly.md", await agent.receipt(request_id), "succeeded"
@@ -148,9 +149,7 @@ async def _files(steps: _Steps, agent: ToolClient, stack: Stack, sandbox: Path) 
 
 
 async def _await_approval(stack: Stack, request_id: str) -> str:
-    import nats
-
-    nc = await nats.connect(stack.nats_url)
+    nc = await connect_once(stack.nats_url)
     try:
         for _ in range(100):
             for item in await rpc.request(nc, Rpc.APPROVALS_LIST, {}):
@@ -192,9 +191,7 @@ async def _mcp(steps: _Steps, agent: ToolClient, repo: Path) -> None:
 
 
 async def _audit(console: Console, stack: Stack, request_id: str) -> None:
-    import nats
-
-    nc = await nats.connect(stack.nats_url)
+    nc = await connect_once(stack.nats_url)
     try:
         for _ in range(50):
             trail = await rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id})

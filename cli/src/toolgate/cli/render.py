@@ -76,7 +76,8 @@ def approvals_table(pending: list[dict[str, Any]]) -> Table:
     """Pending approvals with what exactly they would let run."""
     table = Table(title="Pending approvals", show_lines=True)
     for column in ("approval", "request", "principal", "call", "arguments", "role", "expires (UTC)", "request hash"):
-        table.add_column(column, overflow="fold")
+        ids = column in ("approval", "request")  # values people copy: never wrapped
+        table.add_column(column, overflow="ellipsis" if ids else "fold", no_wrap=ids, min_width=15 if ids else None)
     for item in pending:
         request = item["request"]
         _row(
@@ -115,5 +116,5 @@ def _detail(payload: str) -> str:
         event = json.loads(payload)
     except ValueError:
         return _short(payload)
-    keys = ("verdict", "outcome", "reason_code", "approver", "approver_role", "operation", "arguments")
+    keys = ("verdict", "outcome", "reason_code", "reason", "approver", "approver_role", "operation", "arguments")
     return _short(", ".join(f"{k}={_short(event[k], 40)}" for k in keys if event.get(k) is not None), 120)

@@ -22,6 +22,7 @@ from nats.js.errors import NotFoundError
 
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
+from toolgate.shared.connections import connect_once
 from toolgate.shared.servers import nats_server, redis_server
 from toolgate.shared.signing import generate_keypair
 
@@ -126,7 +127,7 @@ async def wait_ready(stack: Stack, services: tuple[str, ...], timeout_s: float =
     Raises:
         RuntimeError: a service exited; TimeoutError: not ready in ``timeout_s`` seconds.
     """
-    nc = await nats.connect(stack.nats_url)
+    nc = await connect_once(stack.nats_url)
     try:
         deadline = time.monotonic() + timeout_s
         for service in services:

@@ -10,6 +10,7 @@ so no receipt is missed, including one that arrives after a long pending approva
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,13 @@ from toolgate.shared.events import ReceiptIssued, ToolRequested, decode_untruste
 __all__ = ["DuplicateRequest", "RegistryUnavailable", "ToolClient"]
 
 _receipt = msgspec.json.Decoder(ReceiptIssued)
+
+
+log = logging.getLogger("toolgate.sdk")
+
+
+async def _log_error(error: Exception) -> None:
+    log.warning("NATS connection: %s", error or type(error).__name__)
 
 
 class DuplicateRequest(Exception):
@@ -61,8 +69,21 @@ class ToolClient:
 
     @classmethod
     async def connect(cls, url: str, principal: str, **options: Any) -> ToolClient:
-        """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, …)."""
-        client = cls(await nats.connect(url, **options), principal)
+        """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, …).
+
+        Defaults: 5 s connect timeout, then up to 30 attempts one second apart (for the first
+        connection and for each reconnection), each failure logged as one warning line.
+
+        Raises:
+            nats.errors.NoServersError: the server could not be reached.
+        """
+        defaults: dict[str, Any] = {
+            "connect_timeout": 5.0,
+            "max_reconnect_attempts": 30,
+            "reconnect_time_wait": 1.0,
+            "error_cb": _log_error,
+        }
+        client = cls(await nats.connect(url, **{**defaults, **options}), principal)
         await client.start()
         return client
 

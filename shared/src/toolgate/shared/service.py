@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -40,6 +41,23 @@ class RuntimeCell(Generic[R]):
         return self._value
 
 
+class _IdleFetchTimeout(logging.Filter):
+    """Drops FastStream's report of an idle pull fetch that timed out.
+
+    nats-py (2.16) raises a plain ``TimeoutError`` from ``fetch`` when a pull request
+    expires with nothing to deliver; FastStream (0.7) expects ``nats.errors.TimeoutError``,
+    so its supervisor logs an ERROR with a traceback and restarts the fetch loop. Nothing is
+    lost; only that record is dropped, every other error still shows.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if type(error) is not TimeoutError or error.__traceback__ is None:
+            return True
+        frames = traceback.extract_tb(error.__traceback__)
+        return not any(frame.name == "_fetch_n" for frame in frames)
+
+
 def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
     """A NATS broker with a bounded graceful shutdown (10 s), traced when OTLP export is configured.
 
@@ -50,6 +68,7 @@ def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
     if settings.otlp_endpoint:
         provider = tracer_provider(service, settings.otlp_endpoint)
         middlewares.append(NatsTelemetryMiddleware(tracer_provider=provider))
+    logging.getLogger("faststream.access.nats").addFilter(_IdleFetchTimeout())
     return NatsBroker(
         settings.nats_url,
         graceful_timeout=10.0,

@@ -42,7 +42,7 @@ class Step(Enum):
 
 
 def next_step(claim: Claim, request_id: str, side_effect: SideEffectClass, now_ms: int, stale_after_ms: int) -> Step:
-    """Decide the step for ``claim`` (DESIGN §2.3: at most once per effect)."""
+    """Decide the step for ``claim`` (guarantee 3, docs/architecture.md: at most once per effect)."""
     own = claim.owner_request_id == request_id
     if claim.state is ClaimState.NEW:
         return Step.RUN

@@ -2,7 +2,7 @@
 
 A call runs only on a policy-signed ``execute`` decision, or on an approvals-signed
 grant whose request hash equals the hash recomputed from the decision's request —
-the bytes that will run (DESIGN §2.4, §2.6). The idempotency record is completed
+the bytes that will run (guarantees 4 and 6, docs/architecture.md). The idempotency record is completed
 before the receipt is published, so a crash between the two republishes the stored
 receipt and never re-runs the tool.
 """

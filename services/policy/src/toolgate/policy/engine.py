@@ -5,7 +5,7 @@ the pure :class:`PolicyEngine` constructor. Cedar (``cedarpy``, over the Rust
 ``cedar-policy`` 4.x) does the evaluation: a ``forbid`` overrides every ``permit`` and
 no matching ``permit`` means deny (https://docs.cedarpolicy.com/auth/authorization.html).
 
-Decision algorithm (DESIGN §2.1: default deny, fail closed):
+Decision algorithm (guarantee 1, docs/architecture.md: default deny, fail closed):
 
 1. a principal missing from the directory → ``deny`` / ``unknown_principal``;
 2. Cedar allows action ``execute`` → ``execute`` / ``permitted``;

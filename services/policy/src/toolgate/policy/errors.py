@@ -1,7 +1,7 @@
 """Errors of the policy service.
 
 Every error carries a machine-readable ``reason_code`` and a human ``reason``; the
-service turns either into a ``deny`` decision with that reason (DESIGN §2.1: fail
+service turns either into a ``deny`` decision with that reason (guarantee 1, docs/architecture.md: fail
 closed), never into an execution.
 
 ::

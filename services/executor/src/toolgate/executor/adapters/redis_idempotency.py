@@ -6,8 +6,9 @@ Redis Cluster hash tag; the client's key is never put in a key name). Fields: ``
 milliseconds) and ``receipt``. The lease and the retention are the key's ``PEXPIRE``.
 
 The scripts use only ``HMGET``, ``HSET`` (several fields, Redis 4+), ``PEXPIRE`` and
-``TIME``, so they run on Redis 6.2+ and Valkey; see ``ecosystem-facts.md`` §3.2 for the
-verified pattern. Any Redis or socket error, or a call slower than ``timeout_s``, becomes
+``TIME``, so they run on Redis 6.2+ and Valkey; the pattern follows the IETF
+Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header) and Stripe's
+semantics. Any Redis or socket error, or a call slower than ``timeout_s``, becomes
 :class:`~toolgate.executor.errors.StoreUnavailable`: the executor fails closed.
 """
 
@@ -77,7 +78,7 @@ class RedisIdempotencyStore:
 
     Args:
         redis: an asyncio client with ``decode_responses=False`` (receipts are bytes);
-            give it short socket timeouts and few retries (``ecosystem-facts.md`` §3.4).
+            give it short socket timeouts and few retries (an outage must fail fast).
         timeout_s: upper bound of one store call, seconds.
     """
 

@@ -3,14 +3,14 @@
 The script reads the key's theoretical arrival time (TAT), compares it with Redis's
 own ``TIME`` (no client clock skew; safe on Redis >= 5 with effects replication) and
 writes the new TAT only when the call fits. Lua scripts run atomically, so concurrent
-calls can never over-admit. Algorithm and script: ecosystem-facts §3.1 (GCRA;
+calls can never over-admit. Algorithm: the generic cell rate algorithm (ITU-T I.371;
 brandur.org "Rate limiting, cells, and GCRA").
 
 Only requests the policy would execute or send to approval reach the limiter: a denied
 request never consumes the agent's rate (the request handler decides first).
 
 Any Redis error or timeout raises :class:`LimiterUnavailable`: the caller denies the
-request (DESIGN §2.1, fail closed; ecosystem-facts §3.4). Give the client short
+request (guarantee 1, docs/architecture.md, fail closed). Give the client short
 timeouts and no retries (``socket_timeout=0.2``, ``retry=Retry(NoBackoff(), 0)``);
 ``timeout_s`` bounds the whole call in any case.
 """
@@ -49,7 +49,7 @@ end
 redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil(tolerance / 1000) + 1)
 return {1, math.floor((tolerance - (new_tat - now)) / emission), 0}
 """
-"""GCRA in Lua (ecosystem-facts §3.1), times in integer microseconds."""
+"""GCRA in Lua, times in integer microseconds."""
 
 
 class RedisRateLimiter:
