@@ -208,7 +208,7 @@ async def test_agent_receives_its_own_receipts(conns: dict[str, Conn], ns: str) 
     subscription = await conns[AGENT].nc.subscribe(Subjects.receipts_of(AGENT))
     await conns[AGENT].nc.flush()
     await conns["executor"].js.publish(Subjects.receipt(AGENT, ns), b"receipt")
-    assert (await subscription.next_msg(timeout=2)).subject == Subjects.receipt(AGENT, ns)
+    assert (await subscription.next_msg(timeout=5)).subject == Subjects.receipt(AGENT, ns)
     await subscription.unsubscribe()
 
 
