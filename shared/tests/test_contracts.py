@@ -61,3 +61,29 @@ def test_semver_precedence() -> None:
     assert sorted(versions, key=semver_key) == ["0.9.9", "1.0.0-alpha", "1.0.0", "1.2.0", "1.10.0"]
     with pytest.raises(ValueError):
         semver_key("1.0")
+
+
+def test_hostile_nesting_is_a_decode_error_not_a_crash() -> None:
+    from toolgate.shared.events import ToolRequested, decode_untrusted
+
+    decoder = msgspec.json.Decoder(dict[str, object])
+    with pytest.raises(msgspec.DecodeError):
+        decode_untrusted(decoder, b'{"a":' * 5000 + b"1" + b"}" * 5000)
+    with pytest.raises(msgspec.DecodeError):
+        decode_untrusted(msgspec.json.Decoder(ToolRequested), b"[" * 5000 + b"]" * 5000)
+
+
+@pytest.mark.parametrize(
+    ("body", "msg_id", "expected"),
+    [
+        (b'{"request_id": "r-1"}', "m-1", "r-1"),
+        (b'{"request_id": "bad id"}', "m-1", "m-1"),
+        (b"not json", "m-1", "m-1"),
+        (b"not json", "bad.id", "seq42"),
+        (b"[" * 5000, None, "seq42"),
+    ],
+)
+def test_request_identity(body: bytes, msg_id: str | None, expected: str) -> None:
+    from toolgate.shared.events import request_identity
+
+    assert request_identity(body, msg_id, 42) == expected
