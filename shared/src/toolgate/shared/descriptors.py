@@ -79,9 +79,23 @@ class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     description: str = ""
 
 
+_digests: dict[tuple[str, str], tuple[ToolDescriptor, str]] = {}
+
+
 def descriptor_digest(descriptor: ToolDescriptor) -> str:
-    """Return ``sha256:<hex>`` of the descriptor's RFC 8785 canonical JSON."""
-    return sha256_hex(msgspec.to_builtins(descriptor))
+    """Return ``sha256:<hex>`` of the descriptor's RFC 8785 canonical JSON.
+
+    Remembered for the descriptor object last seen under its ``(name, version)``:
+    descriptors are immutable and readers cache them, so each request reuses the digest
+    instead of canonicalising every schema again.
+    """
+    key = (descriptor.name, descriptor.version)
+    seen = _digests.get(key)
+    if seen is not None and seen[0] is descriptor:
+        return seen[1]
+    digest = sha256_hex(msgspec.to_builtins(descriptor))
+    _digests[key] = (descriptor, digest)
+    return digest
 
 
 def semver_key(version: str) -> tuple[int, int, int, int, str]:
