@@ -38,6 +38,7 @@ async def test_approval_flow_is_audited_event_by_event(gate: Any, new_id: Any) -
     with sqlite3.connect(gate.paths.state / "audit.sqlite3") as db:
         stream_seqs = [row[0] for row in db.execute("SELECT stream_seq FROM audit_records ORDER BY stream_seq")]
     assert stream_seqs == list(range(1, len(stream_seqs) + 1)), "an event of the stream is missing from audit"
+    assert verified["missing_stream_seqs"] == [] and verified["audited_last_seq"] == verified["stream_last_seq"]
 
 
 async def test_denied_and_refused_requests_are_audited_too(gate: Any) -> None:
@@ -69,3 +70,13 @@ async def test_verify_names_the_edited_record(gate: Any) -> None:
     assert verified["result"]["first_broken"] == edited["sequence"]
     assert verified["result"]["reason_code"] == "hash_mismatch"
     assert f"record {edited['sequence']}" in verified["result"]["reason"]
+
+
+async def test_verify_names_stream_events_that_never_reached_the_chain(gate: Any) -> None:
+    await gate.call(gate.agent(), "read", {"path": "hello.txt"})
+    await gate.settle()
+    with sqlite3.connect(gate.paths.state / "audit.sqlite3") as db:
+        (seq,) = db.execute("SELECT stream_seq FROM audit_records ORDER BY stream_seq DESC LIMIT 1 OFFSET 1").fetchone()
+        db.execute("DELETE FROM audit_records WHERE stream_seq = ?", (seq,))
+    verified = await gate.rpc(Rpc.AUDIT_VERIFY, {})
+    assert not verified["ok"] and seq in verified["missing_stream_seqs"], verified

@@ -141,3 +141,12 @@ def test_unopenable_path_raises(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as info:
         SqliteAuditStore(tmp_path / "missing-dir" / "audit.db")
     assert info.value.reason_code == "unavailable"
+
+
+async def test_coverage_names_stream_sequences_that_never_reached_the_chain(store: SqliteAuditStore) -> None:
+    assert await store.coverage() == ([], None)
+    for seq in (3, 4, 5, 8, 12):
+        await _append(store, seq)
+    missing, last = await store.coverage()
+    assert (missing, last) == ([6, 7, 9, 10, 11], 12)
+    assert (await store.coverage(limit=2))[0] == [6, 7]

@@ -136,14 +136,18 @@ def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
 def audit_verify(nats_url: NatsUrl = "") -> None:
     """Check the whole hash chain; name the first broken record."""
     reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_VERIFY, {}, timeout_s=60))
-    result = reply["result"]
-    if reply["ok"]:
-        console.print(f"[green]audit chain intact[/green]: {result['checked']} of {reply['total']} records verified")
-        return
-    err_console.print(
-        f"[red]audit chain broken at record {result['first_broken']}[/red]:", escape(str(result["reason"]))
-    )
-    raise typer.Exit(1)
+    result, missing = reply["result"], reply.get("missing_stream_seqs") or []
+    if not result["ok"]:
+        broken = f"[red]audit chain broken at record {result['first_broken']}[/red]:"
+        err_console.print(broken, escape(str(result["reason"])))
+        raise typer.Exit(1)
+    if missing:
+        err_console.print(f"[red]events never audited[/red]: stream sequences {', '.join(map(str, missing))}")
+        raise typer.Exit(1)
+    console.print(f"[green]audit chain intact[/green]: {result['checked']} of {reply['total']} records verified")
+    behind = (reply.get("stream_last_seq") or 0) - (reply.get("audited_last_seq") or 0)
+    if behind > 0:
+        console.print(f"audit is {behind} event(s) behind the stream (still consuming)")
 
 
 @keys_app.command("generate")

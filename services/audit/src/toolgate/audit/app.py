@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import nats
 from faststream import FastStream
 from nats.js import JetStreamContext
 
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
 from toolgate.audit.handlers import build_router
+from toolgate.audit.service import Audit
 from toolgate.audit.settings import AuditSettings
+from toolgate.shared.catalog import STREAM
 from toolgate.shared.service import RuntimeCell, new_app, new_broker
 
 __all__ = ["create_app"]
@@ -21,16 +24,22 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
     """
     settings = settings or AuditSettings()
     broker = new_broker("audit", settings)
-    cell: RuntimeCell[SqliteAuditStore] = RuntimeCell()
+    cell: RuntimeCell[Audit] = RuntimeCell()
     broker.include_router(build_router(cell))
 
     async def build(js: JetStreamContext) -> None:
-        cell.set(SqliteAuditStore(settings.database))
+        async def stream_last_seq() -> int | None:
+            try:
+                return int((await js.stream_info(STREAM)).state.last_seq)
+            except (nats.errors.Error, OSError):
+                return None
+
+        cell.set(Audit(store=SqliteAuditStore(settings.database), stream_last_seq=stream_last_seq))
 
     app = new_app(broker, build)
 
     @app.after_shutdown
     async def close() -> None:
-        await cell().close()
+        await cell().store.close()
 
     return app

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
-from toolgate.audit.adapters.sqlite import SqliteAuditStore
 from toolgate.audit.intake import record_fields
-from toolgate.audit.queries import TrailQuery, TrailReply, VerifyReply
+from toolgate.audit.queries import TrailQuery, TrailReply
+from toolgate.audit.service import Audit
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import decode_untrusted
@@ -21,7 +21,7 @@ __all__ = ["build_router"]
 _trail = msgspec.json.Decoder(TrailQuery)
 
 
-def build_router(cell: RuntimeCell[SqliteAuditStore]) -> NatsRouter:
+def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
     """Route the stream into the chain, and the two queries to the store."""
     router = NatsRouter()
 
@@ -29,7 +29,7 @@ def build_router(cell: RuntimeCell[SqliteAuditStore]) -> NatsRouter:
         now = datetime.now(UTC).isoformat()
         msg_id = delivery.headers.get("Nats-Msg-Id")
         fields = record_fields(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now)
-        await cell().append(stream_seq=delivery.stream_seq, **fields)
+        await cell().store.append(stream_seq=delivery.stream_seq, **fields)
         return Settle.ACK
 
     durable_subscriber(router, catalog.AUDIT_CONSUMER, on_event, max_workers=1)
@@ -40,13 +40,10 @@ def build_router(cell: RuntimeCell[SqliteAuditStore]) -> NatsRouter:
             query = decode_untrusted(_trail, msg.raw_message.data or b"")
         except msgspec.DecodeError as error:
             return msgspec.json.encode(TrailReply(ok=False, reason=f"not a trail query: {error}"))
-        records = await cell().trail(query.request_id)
-        return msgspec.json.encode(TrailReply(ok=True, reason=f"{len(records)} records", records=records))
+        return msgspec.json.encode(await cell().trail(query.request_id))
 
     @router.subscriber(Rpc.AUDIT_VERIFY, queue="audit", decoder=raw_body, include_in_schema=False)
     async def on_verify(msg: NatsMessage) -> bytes:
-        store = cell()
-        result = await store.verify()
-        return msgspec.json.encode(VerifyReply(ok=result.ok, result=result, total=await store.count()))
+        return msgspec.json.encode(await cell().verify())
 
     return router

@@ -24,8 +24,20 @@ class TrailReply(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class VerifyReply(msgspec.Struct, frozen=True, kw_only=True):
-    """The chain check, and how many records the chain holds."""
+    """The chain check, and whether every stream event reached the chain.
+
+    Attributes:
+        ok: the chain verifies and no stream sequence is missing.
+        result: the chain check.
+        total: records in the chain.
+        missing_stream_seqs: stream sequences never audited (first few), oldest first.
+        audited_last_seq: highest audited stream sequence.
+        stream_last_seq: the stream's last sequence when asked (audit may still be catching up).
+    """
 
     ok: bool
     result: VerifyResult
     total: int
+    missing_stream_seqs: list[int] = []
+    audited_last_seq: int | None = None
+    stream_last_seq: int | None = None

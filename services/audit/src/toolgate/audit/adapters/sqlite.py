@@ -148,6 +148,34 @@ class SqliteAuditStore:
         """
         return await self._run(lambda: verify_chain(self._records()))
 
+    async def coverage(self, limit: int = 20) -> tuple[list[int], int | None]:
+        """Which stream sequences between the first and last audited one are missing.
+
+        Every message of the stream is audited, so a hole means an event that never
+        reached the chain (the chain's own links cannot show that).
+
+        Returns:
+            ``(missing, last)``: up to ``limit`` missing stream sequences, ascending, and the
+            highest audited stream sequence (``None`` when the store is empty).
+
+        Raises:
+            StoreError: the store is closed or the read failed.
+        """
+        return await self._run(lambda: self._coverage(limit))
+
+    def _coverage(self, limit: int) -> tuple[list[int], int | None]:
+        sql = (
+            "SELECT prev + 1, stream_seq - 1 FROM (SELECT stream_seq, LAG(stream_seq) OVER (ORDER BY stream_seq)"
+            " AS prev FROM audit_records) WHERE stream_seq - prev > 1 ORDER BY stream_seq"
+        )
+        missing: list[int] = []
+        for first, last in self._conn.execute(sql):
+            missing.extend(range(first, min(last, first + limit) + 1))
+            if len(missing) >= limit:
+                break
+        top = self._conn.execute("SELECT MAX(stream_seq) FROM audit_records").fetchone()[0]
+        return missing[:limit], top
+
     async def count(self) -> int:
         """Return the number of records stored.
 
