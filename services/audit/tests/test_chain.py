@@ -9,6 +9,7 @@ import pytest
 
 from toolgate.audit.domain import (
     GENESIS,
+    AuditEntry,
     AuditRecord,
     ChainFault,
     chain_hash,
@@ -34,7 +35,7 @@ def _event(i: int) -> dict[str, object]:
 def _chain(n: int = 5) -> list[AuditRecord]:
     records: list[AuditRecord] = []
     for i in range(1, n + 1):
-        records.append(next_record(records[-1] if records else None, **_event(i)))  # type: ignore[arg-type]
+        records.append(next_record(records[-1] if records else None, AuditEntry(**_event(i))))  # type: ignore[arg-type]
     return records
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
-from toolgate.audit.domain import GENESIS, ChainFault
+from toolgate.audit.domain import GENESIS, AuditEntry, ChainFault
 from toolgate.audit.errors import StoreError
 
 
@@ -23,14 +23,21 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteAuditStore]:
 
 async def _append(store: SqliteAuditStore, stream_seq: int, request_id: str | None = "req-a") -> object:
     return await store.append(
-        stream_seq,
-        f"tg.req.agent{stream_seq}",
-        "tool.requested",
-        request_id,
-        "agent-a",
-        "2026-01-01T00:00:00Z",
-        f'{{"n":{stream_seq}}}',
+        _entry(
+            stream_seq,
+            f"tg.req.agent{stream_seq}",
+            "tool.requested",
+            request_id,
+            "agent-a",
+            "2026-01-01T00:00:00Z",
+            f'{{"n":{stream_seq}}}',
+        )
     )
+
+
+def _entry(*values: object) -> AuditEntry:
+    names = ("stream_seq", "subject", "event_type", "request_id", "principal", "occurred_at", "payload")
+    return AuditEntry(**dict(zip(names, values, strict=True)))  # type: ignore[arg-type]
 
 
 async def _fill(store: SqliteAuditStore, n: int) -> None:
@@ -46,8 +53,8 @@ def _raw(tmp_path: Path, sql: str, *args: object) -> None:
 
 
 async def test_append_returns_the_chained_record(store: SqliteAuditStore) -> None:
-    first = await store.append(7, "tg.req.a", "tool.requested", "r1", "a", "2026-01-01T00:00:00Z", '{"x":1}')
-    second = await store.append(8, "tg.decision.a", "decision.made", "r1", None, "2026-01-01T00:00:01Z", "{}")
+    first = await store.append(_entry(7, "tg.req.a", "tool.requested", "r1", "a", "2026-01-01T00:00:00Z", '{"x":1}'))
+    second = await store.append(_entry(8, "tg.decision.a", "decision.made", "r1", None, "2026-01-01T00:00:01Z", "{}"))
     assert first is not None and second is not None
     assert (first.sequence, first.stream_seq, first.prev_hash) == (1, 7, GENESIS)
     assert first.payload == '{"x":1}'
@@ -57,7 +64,7 @@ async def test_append_returns_the_chained_record(store: SqliteAuditStore) -> Non
 
 async def test_duplicate_stream_seq_is_ignored(store: SqliteAuditStore) -> None:
     stored = await _append(store, 5)
-    again = await store.append(5, "tg.other", "other", "req-b", "b", "2027-01-01T00:00:00Z", "{}")
+    again = await store.append(_entry(5, "tg.other", "other", "req-b", "b", "2027-01-01T00:00:00Z", "{}"))
     assert again is None
     assert await store.count() == 1
     assert await store.trail("req-a") == [stored]

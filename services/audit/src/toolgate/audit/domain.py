@@ -27,6 +27,7 @@ __all__ = [
     "ChainFault",
     "VerifyResult",
     "chain_hash",
+    "AuditEntry",
     "next_record",
     "payload_sha256",
     "verify_chain",
@@ -145,42 +146,35 @@ def chain_hash(prev_hash: str, fields: Mapping[str, Any]) -> str:
     return sha256_hex(body)
 
 
-def next_record(
-    prev: AuditRecord | None,
-    *,
-    stream_seq: int,
-    subject: str,
-    event_type: str,
-    request_id: str | None,
-    principal: str | None,
-    occurred_at: str,
-    payload: str,
-) -> AuditRecord:
-    """Build the record that follows ``prev`` (the first record when ``prev`` is ``None``).
+class AuditEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One stream message as the audit receives it, before it is chained.
 
-    Args:
-        prev: the last record of the chain, or ``None`` for an empty chain.
+    Attributes:
         stream_seq: JetStream stream sequence of the event.
         subject: NATS subject of the event.
-        event_type: the event's type tag.
+        event_type: the event's type tag (``unparseable`` for a body that is not an event).
         request_id: the tool request the event belongs to, if any.
         principal: the principal the event concerns, if known.
         occurred_at: when the event occurred, ISO 8601 UTC.
         payload: the event JSON as received, verbatim.
+    """
+
+    stream_seq: int
+    subject: str
+    event_type: str
+    request_id: str | None
+    principal: str | None
+    occurred_at: str
+    payload: str
+
+
+def next_record(prev: AuditRecord | None, entry: AuditEntry) -> AuditRecord:
+    """Chain ``entry`` after ``prev`` (as the first record when ``prev`` is ``None``).
 
     Returns:
         The new record, with ``sequence``, ``prev_hash`` and ``hash`` filled in.
     """
-    fields: dict[str, Any] = {
-        "sequence": 1 if prev is None else prev.sequence + 1,
-        "stream_seq": stream_seq,
-        "subject": subject,
-        "event_type": event_type,
-        "request_id": request_id,
-        "principal": principal,
-        "occurred_at": occurred_at,
-        "payload": payload,
-    }
+    fields: dict[str, Any] = {"sequence": 1 if prev is None else prev.sequence + 1, **msgspec.structs.asdict(entry)}
     prev_hash = GENESIS if prev is None else prev.hash
     return AuditRecord(**fields, prev_hash=prev_hash, hash=chain_hash(prev_hash, fields))
 

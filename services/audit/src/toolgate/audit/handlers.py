@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
-from toolgate.audit.intake import record_fields
+from toolgate.audit.intake import entry_of
 from toolgate.audit.queries import TrailQuery, TrailReply
 from toolgate.audit.service import Audit
 from toolgate.shared import catalog
@@ -28,8 +28,7 @@ def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
     async def on_event(delivery: Delivery) -> Settle:
         now = datetime.now(UTC).isoformat()
         msg_id = delivery.headers.get("Nats-Msg-Id")
-        fields = record_fields(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now)
-        await cell().store.append(stream_seq=delivery.stream_seq, **fields)
+        await cell().store.append(entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now))
         return Settle.ACK
 
     durable_subscriber(router, catalog.AUDIT_CONSUMER, on_event, max_workers=1)

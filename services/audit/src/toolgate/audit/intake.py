@@ -11,9 +11,10 @@ from typing import Any
 
 import msgspec
 
+from toolgate.audit.domain import AuditEntry
 from toolgate.shared.events import decode_untrusted, request_identity
 
-__all__ = ["record_fields"]
+__all__ = ["entry_of"]
 
 
 class _Head(msgspec.Struct):
@@ -37,8 +38,8 @@ def _principal_of(subject: str) -> str | None:
     return None
 
 
-def record_fields(subject: str, data: bytes, msg_id: str | None, stream_seq: int, received_at: str) -> dict[str, Any]:
-    """Return ``subject``, ``event_type``, ``request_id``, ``principal``, ``occurred_at``, ``payload``.
+def entry_of(subject: str, data: bytes, msg_id: str | None, stream_seq: int, received_at: str) -> AuditEntry:
+    """The :class:`AuditEntry` of one delivered stream message.
 
     Args:
         subject: the message subject.
@@ -53,11 +54,12 @@ def record_fields(subject: str, data: bytes, msg_id: str | None, stream_seq: int
         head = _Head()
     requester = _principal_of(subject)
     request_id = request_identity(data, msg_id, stream_seq) if requester else _text(head.request_id)
-    return {
-        "subject": subject,
-        "event_type": _text(head.type) or "unparseable",
-        "request_id": request_id,
-        "principal": requester or _text(head.principal),
-        "occurred_at": _text(head.occurred_at) or received_at,
-        "payload": data.decode("utf-8", errors="backslashreplace"),
-    }
+    return AuditEntry(
+        stream_seq=stream_seq,
+        subject=subject,
+        event_type=_text(head.type) or "unparseable",
+        request_id=request_id,
+        principal=requester or _text(head.principal),
+        occurred_at=_text(head.occurred_at) or received_at,
+        payload=data.decode("utf-8", errors="backslashreplace"),
+    )

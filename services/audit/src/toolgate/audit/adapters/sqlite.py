@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from toolgate.audit.domain import AuditRecord, VerifyResult, next_record, verify_chain
+from toolgate.audit.domain import AuditEntry, AuditRecord, VerifyResult, next_record, verify_chain
 from toolgate.audit.errors import StoreError
 
 __all__ = ["SqliteAuditStore"]
@@ -88,45 +88,18 @@ class SqliteAuditStore:
             self._conn.close()
             raise StoreError(self._path, "unavailable", str(exc)) from exc
 
-    async def append(
-        self,
-        stream_seq: int,
-        subject: str,
-        event_type: str,
-        request_id: str | None,
-        principal: str | None,
-        occurred_at: str,
-        payload: str,
-    ) -> AuditRecord | None:
+    async def append(self, entry: AuditEntry) -> AuditRecord | None:
         """Append one event at the end of the chain.
 
-        Args:
-            stream_seq: JetStream stream sequence of the event.
-            subject: NATS subject of the event.
-            event_type: the event's type tag.
-            request_id: the tool request the event belongs to, if any.
-            principal: the principal the event concerns, if known.
-            occurred_at: when the event occurred, ISO 8601 UTC.
-            payload: the event JSON as received, verbatim.
-
         Returns:
-            The stored record, or ``None`` when ``stream_seq`` is already stored (a
+            The stored record, or ``None`` when ``entry.stream_seq`` is already stored (a
             redelivery): nothing is changed then.
 
         Raises:
             StoreError: the store is closed or the write failed (nothing is written).
-            UnicodeEncodeError: ``payload`` holds a lone surrogate (nothing is written).
+            UnicodeEncodeError: the payload holds a lone surrogate (nothing is written).
         """
-        fields = {
-            "stream_seq": stream_seq,
-            "subject": subject,
-            "event_type": event_type,
-            "request_id": request_id,
-            "principal": principal,
-            "occurred_at": occurred_at,
-            "payload": payload,
-        }
-        return await self._run(lambda: self._append(fields))
+        return await self._run(lambda: self._append(entry))
 
     async def trail(self, request_id: str) -> list[AuditRecord]:
         """Return every record of one tool request, in bus order (JetStream stream sequence).
@@ -201,24 +174,24 @@ class SqliteAuditStore:
             except sqlite3.Error as exc:
                 raise StoreError(self._path, "unavailable", str(exc)) from exc
 
-    def _append(self, fields: dict[str, Any]) -> AuditRecord | None:
+    def _append(self, entry: AuditEntry) -> AuditRecord | None:
         """Read the last record and insert its successor in one immediate transaction."""
         self._conn.execute("BEGIN IMMEDIATE")
         try:
-            record = self._append_in_tx(fields)
+            record = self._append_in_tx(entry)
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
         return record
 
-    def _append_in_tx(self, fields: dict[str, Any]) -> AuditRecord | None:
+    def _append_in_tx(self, entry: AuditEntry) -> AuditRecord | None:
         seen = "SELECT 1 FROM audit_records WHERE stream_seq = ?"
-        if self._conn.execute(seen, (fields["stream_seq"],)).fetchone() is not None:
+        if self._conn.execute(seen, (entry.stream_seq,)).fetchone() is not None:
             return None
         last = self._conn.execute(f"SELECT {_COLUMNS} FROM audit_records ORDER BY sequence DESC LIMIT 1")
         row = last.fetchone()
-        record = next_record(None if row is None else _record(row), **fields)
+        record = next_record(None if row is None else _record(row), entry)
         values = tuple(getattr(record, name) for name in _NAMES)
         marks = ", ".join("?" * len(_NAMES))
         self._conn.execute(f"INSERT INTO audit_records ({_COLUMNS}) VALUES ({marks})", values)
