@@ -24,7 +24,7 @@ from toolgate.shared.events import (
     ReceiptIssued,
     request_hash,
 )
-from toolgate.shared.handling import Settle
+from toolgate.shared.settle import Settle
 from toolgate.shared.signing import sign_event
 from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from enum import Enum
 
 from faststream import AckPolicy
 from faststream.nats import JStream, NatsMessage, NatsRouter, PullSub
 
 from toolgate.shared import catalog
+from toolgate.shared.settle import Settle
 
 __all__ = ["Delivery", "Settle", "durable_subscriber", "raw_body"]
 
@@ -23,14 +23,6 @@ log = logging.getLogger("toolgate")
 
 NAK_DELAY_S = 2.0
 """Delay before a transient fault is retried, seconds."""
-
-
-class Settle(Enum):
-    """What to tell JetStream about a handled message."""
-
-    ACK = "ack"
-    RETRY = "retry"
-    TERM = "term"
 
 
 @dataclass(frozen=True)

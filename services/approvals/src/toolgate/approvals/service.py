@@ -28,7 +28,7 @@ from toolgate.approvals.errors import ApprovalsError, DecideRefused
 from toolgate.approvals.ports import ApprovalStore
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, DecisionMade, decode_untrusted
-from toolgate.shared.handling import Settle
+from toolgate.shared.settle import Settle
 from toolgate.shared.signing import sign_event, verify_event
 
 __all__ = ["Approvals"]

@@ -36,34 +36,20 @@ __all__ = [
 GENESIS = "sha256:" + "0" * 64
 """The ``prev_hash`` of the first record of a chain."""
 
-_CHAINED_FIELDS = (
-    "sequence",
-    "stream_seq",
-    "subject",
-    "event_type",
-    "request_id",
-    "principal",
-    "occurred_at",
-)
 
-
-class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """One event as recorded in the audit chain.
+class AuditEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """One stream message as the audit receives it, before it is chained.
 
     Attributes:
-        sequence: 1-based position in the chain.
-        stream_seq: JetStream stream sequence of the event; unique in the store.
-        subject: NATS subject the event was published on.
-        event_type: the event's type tag, e.g. ``"tool.requested"``.
+        stream_seq: JetStream stream sequence of the event.
+        subject: NATS subject of the event.
+        event_type: the event's type tag (``unparseable`` for a body that is not an event).
         request_id: the tool request the event belongs to, if any.
         principal: the principal the event concerns, if known.
         occurred_at: when the event occurred, ISO 8601 UTC.
         payload: the event JSON as received, verbatim.
-        prev_hash: ``hash`` of the previous record, or :data:`GENESIS`.
-        hash: ``sha256:<64 hex>`` from :func:`chain_hash`.
     """
 
-    sequence: int
     stream_seq: int
     subject: str
     event_type: str
@@ -71,8 +57,24 @@ class AuditRecord(msgspec.Struct, frozen=True, kw_only=True):
     principal: str | None
     occurred_at: str
     payload: str
+
+
+class AuditRecord(AuditEntry, frozen=True, kw_only=True):
+    """One event as recorded in the audit chain: its :class:`AuditEntry` plus the chain links.
+
+    Attributes:
+        sequence: 1-based position in the chain.
+        prev_hash: ``hash`` of the previous record, or :data:`GENESIS`.
+        hash: ``sha256:<64 hex>`` from :func:`chain_hash`.
+    """
+
+    sequence: int
     prev_hash: str
     hash: str
+
+
+_CHAINED_FIELDS = ("sequence", *(name for name in AuditEntry.__struct_fields__ if name != "payload"))
+"""Fields hashed as they are; the payload enters the hash as its SHA-256."""
 
 
 class ChainFault(StrEnum):
@@ -144,28 +146,6 @@ def chain_hash(prev_hash: str, fields: Mapping[str, Any]) -> str:
     body["prev_hash"] = prev_hash
     body["payload_sha256"] = payload_sha256(fields["payload"])
     return sha256_hex(body)
-
-
-class AuditEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One stream message as the audit receives it, before it is chained.
-
-    Attributes:
-        stream_seq: JetStream stream sequence of the event.
-        subject: NATS subject of the event.
-        event_type: the event's type tag (``unparseable`` for a body that is not an event).
-        request_id: the tool request the event belongs to, if any.
-        principal: the principal the event concerns, if known.
-        occurred_at: when the event occurred, ISO 8601 UTC.
-        payload: the event JSON as received, verbatim.
-    """
-
-    stream_seq: int
-    subject: str
-    event_type: str
-    request_id: str | None
-    principal: str | None
-    occurred_at: str
-    payload: str
 
 
 def next_record(prev: AuditRecord | None, entry: AuditEntry) -> AuditRecord:

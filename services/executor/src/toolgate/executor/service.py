@@ -25,8 +25,8 @@ from toolgate.executor.ports import Claim, IdempotencyStore
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, ReceiptIssued, request_hash
-from toolgate.shared.handling import Settle
 from toolgate.shared.schemas import first_error
+from toolgate.shared.settle import Settle
 from toolgate.shared.signing import verify_event
 from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
 

@@ -24,18 +24,7 @@ __all__ = ["SqliteAuditStore"]
 
 _T = TypeVar("_T")
 
-_NAMES = (
-    "sequence",
-    "stream_seq",
-    "subject",
-    "event_type",
-    "request_id",
-    "principal",
-    "occurred_at",
-    "payload",
-    "prev_hash",
-    "hash",
-)
+_NAMES = AuditRecord.__struct_fields__
 _COLUMNS = ", ".join(_NAMES)
 
 _SCHEMA = """
