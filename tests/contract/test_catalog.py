@@ -15,6 +15,10 @@ def test_subject_builders_are_pinned() -> None:
     assert Subjects.receipt("a", "r") == "tg.receipt.a.r"
     assert Subjects.receipts_of("a") == "tg.receipt.a.*"
     assert Subjects.tool_published("t") == "tg.tool.published.t"
+    assert Subjects.claim("a", "k") == "tg.claim.a.k"
+    assert Subjects.result_chunk("a", "r", 3) == "tg.result.a.r.3"
+    assert Subjects.results_of("a") == "tg.result.a.>"
+    assert Rpc.POLICY_RECHECK == "tg.policy.recheck"
     assert Rpc.approvals_decide("alice") == "tg.approvals.decide.alice"
 
 
@@ -25,14 +29,17 @@ def test_stream_and_consumers_are_pinned() -> None:
         "tg.decision.*.*",
         "tg.approval.*.*.*",
         "tg.receipt.*.*",
+        "tg.claim.*.*",
         "tg.tool.published.*",
     )
-    assert {(c.durable, c.filter_subject) for c in catalog.CONSUMERS} == {
-        ("policy-requests", "tg.req.*"),
-        ("approvals-decisions", "tg.decision.*.*"),
-        ("executor-decisions", "tg.decision.*.*"),
-        ("executor-approvals", "tg.approval.*.*.*"),
-        ("audit-all", None),
+    assert catalog.RESULTS_STREAM == "TOOLGATE_RESULTS" and catalog.RESULTS_SUBJECTS == ("tg.result.*.*.*",)
+    assert {(c.durable, c.filter_subject, c.max_deliver) for c in catalog.CONSUMERS} == {
+        ("policy-requests", "tg.req.*", 20),
+        ("approvals-decisions", "tg.decision.*.*", 20),
+        ("executor-decisions", "tg.decision.*.*", 20),
+        ("executor-approvals", "tg.approval.*.*.*", 20),
+        ("executor-backstop", "tg.req.*", -1),
+        ("audit-all", None, -1),
     }
 
 
@@ -47,6 +54,7 @@ def test_every_event_subject_is_in_the_stream_and_rpc_subjects_are_not() -> None
         Subjects.decision("a", "r"),
         Subjects.receipt("a", "r"),
         Subjects.tool_published("t"),
+        Subjects.claim("a", "k"),
     ] + [Subjects.approval(k, "a", "r") for k in ("requested", "granted", "rejected")]
     for subject in event_subjects:
         assert sum(_matches(p, subject) for p in catalog.STREAM_SUBJECTS) == 1, subject
@@ -63,6 +71,7 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "ApprovalGranted": "approval.granted",
         "ApprovalRejected": "approval.rejected",
         "ReceiptIssued": "receipt.issued",
+        "EffectClaimed": "effect.claimed",
         "ToolPublished": "tool.published",
     }
 
@@ -108,6 +117,16 @@ def test_events_are_frozen_and_required_fields_are_pinned() -> None:
             "request_id",
         ],
         "ReceiptIssued": ["event_id", "occurred_at", "outcome", "principal", "reason", "reason_code", "request_id"],
+        "EffectClaimed": [
+            "effect_id",
+            "event_id",
+            "instance",
+            "key_digest",
+            "occurred_at",
+            "principal",
+            "request_hash",
+            "request_id",
+        ],
         "ToolPublished": ["digest", "event_id", "occurred_at", "tool", "version"],
     }
 

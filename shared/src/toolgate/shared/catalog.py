@@ -1,4 +1,4 @@
-"""The one catalog of bus names: subjects, the stream, durable consumers, KV buckets.
+"""The one catalog of bus names: subjects, streams, durable consumers, KV buckets.
 
 No other module spells a subject. Event subjects carry the principal in a fixed
 position so one NATS permission rule per principal works (``tg.req.<principal>``),
@@ -10,20 +10,28 @@ Flow::
     agent --tg.req.<p>--> policy --tg.decision.<p>.<rid>--> executor --tg.receipt.<p>.<rid>--> agent
                             |                                   ^
                             +--> approvals --tg.approval.granted|rejected.<p>.<rid>--+
+
+The executor also records each write's claim on ``tg.claim.<p>.<key digest>`` (the
+durable half of the at-most-once record) and keeps results too large for one message
+in the results stream, on ``tg.result.<p>.<rid>.<chunk>``.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Final
 
 __all__ = [
     "APPROVALS_CONSUMER",
+    "AUDIT_CONSUMER",
+    "BACKSTOP_CONSUMER",
+    "CONSUMERS",
     "EXECUTOR_APPROVALS",
     "EXECUTOR_DECISIONS",
     "POLICY_CONSUMER",
-    "AUDIT_CONSUMER",
-    "CONSUMERS",
+    "RESULTS_STREAM",
+    "RESULTS_SUBJECTS",
     "STREAM",
     "STREAM_SUBJECTS",
     "TOKEN",
@@ -37,6 +45,11 @@ TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What a principal, approver or request id may be: one safe subject token."""
 
 STREAM: Final = "TOOLGATE"
+"""The record: every event of every request (audited)."""
+
+RESULTS_STREAM: Final = "TOOLGATE_RESULTS"
+"""Results too large for one message, in compressed chunks; the receipt holds their digest."""
+
 TOOLS_BUCKET: Final = "TOOLGATE_TOOLS"
 
 STREAM_SUBJECTS: Final = (
@@ -44,8 +57,11 @@ STREAM_SUBJECTS: Final = (
     "tg.decision.*.*",
     "tg.approval.*.*.*",
     "tg.receipt.*.*",
+    "tg.claim.*.*",
     "tg.tool.published.*",
 )
+
+RESULTS_SUBJECTS: Final = ("tg.result.*.*.*",)
 
 
 class Subjects:
@@ -54,7 +70,9 @@ class Subjects:
     REQUESTS: Final = "tg.req.*"
     DECISIONS: Final = "tg.decision.*.*"
     APPROVALS: Final = "tg.approval.*.*.*"
+    APPROVALS_REQUESTED: Final = "tg.approval.requested.*.*"
     RECEIPTS: Final = "tg.receipt.*.*"
+    CLAIMS: Final = "tg.claim.*.*"
 
     @staticmethod
     def request(principal: str) -> str:
@@ -82,6 +100,21 @@ class Subjects:
         return f"tg.receipt.{principal}.*"
 
     @staticmethod
+    def claim(principal: str, key_digest: str) -> str:
+        """``tg.claim.<principal>.<key digest>``: the first :class:`EffectClaimed` of one idempotency key."""
+        return f"tg.claim.{principal}.{key_digest}"
+
+    @staticmethod
+    def result_chunk(principal: str, request_id: str, index: int) -> str:
+        """``tg.result.<principal>.<request_id>.<index>``: one chunk of a stored result."""
+        return f"tg.result.{principal}.{request_id}.{index}"
+
+    @staticmethod
+    def results_of(principal: str) -> str:
+        """``tg.result.<principal>.>``: every stored result chunk of one principal."""
+        return f"tg.result.{principal}.>"
+
+    @staticmethod
     def tool_published(tool: str) -> str:
         """``tg.tool.published.<tool>``: :class:`ToolPublished`."""
         return f"tg.tool.published.{tool}"
@@ -93,6 +126,7 @@ class Rpc:
     REGISTRY_PUBLISH: Final = "tg.registry.publish"
     REGISTRY_GET: Final = "tg.registry.get"
     REGISTRY_LIST: Final = "tg.registry.list"
+    POLICY_RECHECK: Final = "tg.policy.recheck"
     APPROVALS_LIST: Final = "tg.approvals.list"
     APPROVALS_DECIDE: Final = "tg.approvals.decide.*"
     AUDIT_TRAIL: Final = "tg.audit.trail"
@@ -104,27 +138,39 @@ class Rpc:
         return f"tg.approvals.decide.{approver}"
 
 
+@dataclass(frozen=True)
 class ConsumerSpec:
-    """A durable pull consumer on :data:`STREAM`."""
+    """A durable pull consumer on :data:`STREAM`.
 
-    def __init__(self, durable: str, filter_subject: str | None) -> None:
-        self.durable = durable
-        self.filter_subject = filter_subject
+    Attributes:
+        durable: the durable name (also the NATS permission token).
+        filter_subject: the one subject filter, ``None`` for every subject.
+        max_deliver: delivery attempts per message; ``-1`` for unlimited.
+        ack_wait_s: seconds a delivered message may stay unacknowledged before redelivery.
+        max_ack_pending: messages delivered and not yet acknowledged, at most.
+    """
 
-    def __repr__(self) -> str:
-        return f"ConsumerSpec({self.durable!r}, {self.filter_subject!r})"
+    durable: str
+    filter_subject: str | None
+    max_deliver: int = 20
+    ack_wait_s: float = 30.0
+    max_ack_pending: int = 1000
 
 
 POLICY_CONSUMER: Final = ConsumerSpec("policy-requests", Subjects.REQUESTS)
 APPROVALS_CONSUMER: Final = ConsumerSpec("approvals-decisions", Subjects.DECISIONS)
 EXECUTOR_DECISIONS: Final = ConsumerSpec("executor-decisions", Subjects.DECISIONS)
 EXECUTOR_APPROVALS: Final = ConsumerSpec("executor-approvals", Subjects.APPROVALS)
-AUDIT_CONSUMER: Final = ConsumerSpec("audit-all", None)
+BACKSTOP_CONSUMER: Final = ConsumerSpec("executor-backstop", Subjects.REQUESTS, max_deliver=-1, max_ack_pending=100_000)
+"""Holds every request until it has a receipt; ends one that outlived every deadline."""
+AUDIT_CONSUMER: Final = ConsumerSpec("audit-all", None, max_deliver=-1)
+"""Never gives up on an event: the audit chain must hold every one, in order."""
 
 CONSUMERS: Final = (
     POLICY_CONSUMER,
     APPROVALS_CONSUMER,
     EXECUTOR_DECISIONS,
     EXECUTOR_APPROVALS,
+    BACKSTOP_CONSUMER,
     AUDIT_CONSUMER,
 )

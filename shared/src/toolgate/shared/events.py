@@ -23,8 +23,10 @@ __all__ = [
     "ApprovalRequested",
     "BoundRequest",
     "DecisionMade",
+    "EffectClaimed",
     "Event",
     "ReceiptIssued",
+    "ResultRef",
     "ToolPublished",
     "ToolRequested",
     "decode_event",
@@ -99,6 +101,8 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
         side_effect_class: of the resolved operation.
         approver_role: role entitled to approve (``needs_approval`` only).
         timeout_s: the descriptor's per-call timeout, seconds.
+        version_pinned: the request named its version (``False``: it asked for the
+            latest, so a newer version published before the call runs supersedes it).
         signature: base64 Ed25519 signature over the canonical event without it.
     """
 
@@ -113,6 +117,7 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
     side_effect_class: SideEffectClass | None = None
     approver_role: str | None = None
     timeout_s: float | None = None
+    version_pinned: bool = False
     signature: str = ""
 
 
@@ -152,13 +157,38 @@ class ApprovalRejected(Event, frozen=True, kw_only=True, tag="approval.rejected"
     signature: str = ""
 
 
+class ResultRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Where a result too large for one message is kept (in :data:`catalog.RESULTS_STREAM`).
+
+    The result's JSON is gzip-compressed (RFC 1952) and cut into ``chunks`` messages on
+    ``<subject_prefix>.0`` … ``<subject_prefix>.<chunks - 1>``.
+
+    Attributes:
+        subject_prefix: ``tg.result.<principal>.<request id of the run>``.
+        chunks: number of chunk messages.
+        size_bytes: length of the result's JSON, uncompressed.
+        stored_bytes: total length of the compressed chunks.
+        sha256: ``sha256:<hex>`` of the uncompressed JSON bytes.
+        encoding: ``gzip``.
+    """
+
+    subject_prefix: str
+    chunks: int
+    size_bytes: int
+    stored_bytes: int
+    sha256: str
+    encoding: str = "gzip"
+
+
 class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     """The one receipt a request ends with.
 
     Attributes:
         outcome: how the request ended.
         reason_code / reason: why (``ok`` for a success).
-        result: the tool's validated, secret-scrubbed output, when it ran.
+        result: the tool's validated, secret-scrubbed output, when it ran and fits in
+            the receipt; else ``None`` and ``result_ref`` says where it is kept.
+        result_ref: where a large result is kept, when it did not fit.
         effect_id: identity of the effect (``<principal>:<idempotency_key>``), when it ran.
         replay_of: request id whose stored receipt this one replays.
         duration_ms: execution time of the tool, milliseconds.
@@ -175,9 +205,33 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     idempotency_key: str | None = None
     request_hash: str | None = None
     result: Any = None
+    result_ref: ResultRef | None = None
     effect_id: str | None = None
     replay_of: str | None = None
     duration_ms: float | None = None
+
+
+class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):
+    """The executor is about to run a write: the durable claim of its idempotency key.
+
+    Published as the first and only message on ``tg.claim.<principal>.<key digest>``,
+    before the effect, so a claim survives the loss of the idempotency index (Redis).
+
+    Attributes:
+        request_id: the request that owns the key.
+        principal: its principal.
+        key_digest: SHA-256 hex of the idempotency key (the key itself is not repeated).
+        request_hash: the request hash the key is bound to.
+        effect_id: identity of the effect.
+        instance: the executor instance that runs it.
+    """
+
+    request_id: str
+    principal: str
+    key_digest: str
+    request_hash: str
+    effect_id: str
+    instance: str
 
 
 class ToolPublished(Event, frozen=True, kw_only=True, tag="tool.published"):
@@ -195,6 +249,7 @@ AnyEvent = (
     | ApprovalGranted
     | ApprovalRejected
     | ReceiptIssued
+    | EffectClaimed
     | ToolPublished
 )
 

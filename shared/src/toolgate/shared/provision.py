@@ -1,8 +1,11 @@
-"""Creates the JetStream stream, its durable consumers and the tools KV bucket.
+"""Creates the JetStream streams, their durable consumers and the tools KV bucket.
 
 One owner runs this (the registry service at start-up, and ``toolgate up`` before
 any service starts); every other service binds to what exists. Consumers are
 single-filter (``FilterSubjects`` needs nats-server 2.10; 2.9 ignores it silently).
+A consumer whose stored configuration differs from its :class:`catalog.ConsumerSpec`
+is updated in place (``$JS.API.CONSUMER.CREATE`` with the same durable name updates
+the editable fields on nats-server 2.9 and later).
 """
 
 from __future__ import annotations
@@ -13,15 +16,13 @@ from nats.js.errors import NotFoundError
 
 from toolgate.shared import catalog
 
-__all__ = ["ACK_WAIT_S", "MAX_DELIVER", "ensure_bus"]
-
-ACK_WAIT_S = 60.0
-"""Seconds a delivered message may stay unacknowledged before redelivery."""
-
-MAX_DELIVER = 20
-"""Delivery attempts per message and consumer; services answer before the last one."""
+__all__ = ["STREAM_MAX_AGE_S", "consumer_config", "ensure_bus", "results_stream_config", "stream_config"]
 
 STREAM_MAX_AGE_S = 7 * 24 * 3600.0
+"""How long the record stream keeps events, seconds."""
+
+RESULTS_MAX_AGE_S = 8 * 24 * 3600.0
+"""How long stored results are kept, seconds: longer than any idempotency record that replays them."""
 
 
 def stream_config(max_age_s: float = STREAM_MAX_AGE_S) -> StreamConfig:
@@ -37,6 +38,19 @@ def stream_config(max_age_s: float = STREAM_MAX_AGE_S) -> StreamConfig:
     )
 
 
+def results_stream_config(max_age_s: float = RESULTS_MAX_AGE_S) -> StreamConfig:
+    """The :data:`catalog.RESULTS_STREAM` configuration: compressed result chunks, read by subject."""
+    return StreamConfig(
+        name=catalog.RESULTS_STREAM,
+        subjects=list(catalog.RESULTS_SUBJECTS),
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        max_age=max_age_s,
+        duplicate_window=120.0,
+        allow_direct=True,
+    )
+
+
 def consumer_config(spec: catalog.ConsumerSpec) -> ConsumerConfig:
     """Explicit-ack durable pull consumer config for ``spec``."""
     return ConsumerConfig(
@@ -44,28 +58,43 @@ def consumer_config(spec: catalog.ConsumerSpec) -> ConsumerConfig:
         filter_subject=spec.filter_subject,
         ack_policy=AckPolicy.EXPLICIT,
         deliver_policy=DeliverPolicy.ALL,
-        ack_wait=ACK_WAIT_S,
-        max_deliver=MAX_DELIVER,
-        max_ack_pending=1000,
+        ack_wait=spec.ack_wait_s,
+        max_deliver=spec.max_deliver,
+        max_ack_pending=spec.max_ack_pending,
     )
 
 
+async def _ensure_stream(js: JetStreamContext, config: StreamConfig) -> None:
+    try:
+        info = await js.stream_info(config.name or "")
+    except NotFoundError:
+        await js.add_stream(config)
+        return
+    current = info.config
+    if not current.allow_direct or list(current.subjects or []) != list(config.subjects or []):
+        await js.update_stream(config)
+
+
+async def _ensure_consumer(js: JetStreamContext, spec: catalog.ConsumerSpec) -> None:
+    wanted = consumer_config(spec)
+    try:
+        current = (await js.consumer_info(catalog.STREAM, spec.durable)).config
+    except NotFoundError:
+        await js.add_consumer(catalog.STREAM, wanted)
+        return
+    stored = (current.ack_wait, current.max_deliver, current.max_ack_pending)
+    if stored != (wanted.ack_wait, wanted.max_deliver, wanted.max_ack_pending):
+        await js.add_consumer(catalog.STREAM, wanted)
+
+
 async def ensure_bus(js: JetStreamContext, max_age_s: float = STREAM_MAX_AGE_S) -> None:
-    """Create the stream, every catalog consumer and the tools bucket if absent.
+    """Create (or bring up to date) both streams, every catalog consumer and the tools bucket.
 
     Raises:
-        nats.js.errors.APIError: the server refused a creation.
+        nats.js.errors.APIError: the server refused a creation or an update.
     """
-    try:
-        info = await js.stream_info(catalog.STREAM)
-    except NotFoundError:
-        await js.add_stream(stream_config(max_age_s))
-    else:
-        if not info.config.allow_direct or list(info.config.subjects or []) != list(catalog.STREAM_SUBJECTS):
-            await js.update_stream(stream_config(max_age_s))
+    await _ensure_stream(js, stream_config(max_age_s))
+    await _ensure_stream(js, results_stream_config())
     for spec in catalog.CONSUMERS:
-        try:
-            await js.consumer_info(catalog.STREAM, spec.durable)
-        except NotFoundError:
-            await js.add_consumer(catalog.STREAM, consumer_config(spec))
+        await _ensure_consumer(js, spec)
     await js.create_key_value(bucket=catalog.TOOLS_BUCKET, history=1)

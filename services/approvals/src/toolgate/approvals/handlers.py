@@ -7,9 +7,8 @@ from faststream.nats import NatsMessage, NatsRouter
 
 from toolgate.approvals.service import Approvals
 from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc
+from toolgate.shared.catalog import APPROVALS_CONSUMER, Rpc
 from toolgate.shared.handling import Delivery, Settle, durable_subscriber, raw_body
-from toolgate.shared.provision import MAX_DELIVER
 from toolgate.shared.service import RuntimeCell
 
 __all__ = ["build_router"]
@@ -20,7 +19,9 @@ def build_router(cell: RuntimeCell[Approvals]) -> NatsRouter:
     router = NatsRouter()
 
     async def on_decision(delivery: Delivery) -> Settle:
-        return await cell().on_decision_bytes(delivery.data, last_try=delivery.num_delivered >= MAX_DELIVER - 1)
+        return await cell().on_decision_bytes(
+            delivery.data, last_try=delivery.num_delivered >= APPROVALS_CONSUMER.max_deliver - 1
+        )
 
     durable_subscriber(router, catalog.APPROVALS_CONSUMER, on_decision)
 

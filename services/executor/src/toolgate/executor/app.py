@@ -15,11 +15,10 @@ from toolgate.executor.handlers import build_router
 from toolgate.executor.service import Executor
 from toolgate.executor.settings import ExecutorSettings
 from toolgate.shared.bus import fetch_last, publish_once
-from toolgate.shared.catalog import Subjects
+from toolgate.shared.catalog import EXECUTOR_DECISIONS, Subjects
 from toolgate.shared.connections import redis_client
 from toolgate.shared.events import DecisionMade, ReceiptIssued
 from toolgate.shared.mcp_config import load_mcp_servers
-from toolgate.shared.provision import MAX_DELIVER
 from toolgate.shared.service import RuntimeCell, new_app, new_broker
 from toolgate.shared.signing import load_public_key
 from toolgate.shared.tools_kv import ToolsBucket
@@ -74,7 +73,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
                 idempotency_ttl_s=settings.idempotency_ttl_s,
                 stale_grace_s=settings.stale_grace_s,
                 decision_max_age_s=settings.decision_max_age_s,
-                last_delivery=MAX_DELIVER - 1,
+                last_delivery=EXECUTOR_DECISIONS.max_deliver - 1,
             )
         )
 

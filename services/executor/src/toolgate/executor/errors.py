@@ -8,15 +8,19 @@ receipts) and a human ``reason`` (one sentence, no secret, no host path)::
     │                           (path_outside_sandbox, not_found, too_large, not_a_file,
     │                           not_a_directory, invalid_argument, unknown_operation, …)
     │                           + argument: the offending argument's name, if any
-    ├── ToolFailed              the tool ran and failed (tool_error, output_invalid, …)
+    ├── ToolFailed              the tool answered that it failed (tool_error, server_unavailable, …)
+    ├── ToolOutcomeUnknown      the call was sent and no definitive answer came back
+    │                           (connection_lost, output_invalid, …): the effect may exist
     ├── ToolTimeout             the tool did not finish within its timeout_s (tool_timeout)
     └── StoreUnavailable        a state store (Redis) is unreachable or too slow;
                                 transient: retry later, never run the tool without it
                                 (idempotency_store_unavailable)
 
-A refusal is the caller's fault and final; a failure or timeout happened while the
-tool ran, so an effect may exist; ``transient`` errors say nothing about the request
-and the same request may be retried.
+A refusal is the caller's fault and final, nothing ran. A failure is the tool's own
+definitive answer (or a start that never reached it). An unknown outcome or a timeout
+means the call was sent and nobody knows what it did: a write then ends ``uncertain``,
+never ``failed``, so an agent told "failed" never retries an effect that happened.
+``transient`` errors say nothing about the request and the same request may be retried.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import ClassVar
 
 from toolgate.shared.errors import ToolgateError
 
-__all__ = ["ExecutorError", "StoreUnavailable", "ToolFailed", "ToolRefused", "ToolTimeout"]
+__all__ = ["ExecutorError", "StoreUnavailable", "ToolFailed", "ToolOutcomeUnknown", "ToolRefused", "ToolTimeout"]
 
 
 class ExecutorError(ToolgateError):
@@ -60,9 +64,19 @@ class ToolRefused(ExecutorError):
 
 
 class ToolFailed(ExecutorError):
-    """The tool ran and failed; an effect may or may not have happened."""
+    """The tool answered that it failed, or could not be reached at all (nothing was sent)."""
 
     default_code = "tool_error"
+
+
+class ToolOutcomeUnknown(ExecutorError):
+    """The call reached the tool and no definitive answer came back.
+
+    Connection lost or server killed during the call, a malformed reply, a result that
+    breaks the protocol: whether the effect happened is unknown.
+    """
+
+    default_code = "outcome_unknown"
 
 
 class ToolTimeout(ExecutorError):

@@ -2,7 +2,7 @@
 
 Starts the configured server with the official ``mcp`` SDK (``mcp.Client`` over stdio),
 reads its version and its whole ``tools/list`` (all pages), stops it, and maps the
-listing with :func:`toolgate.registry.mcp_mapping.descriptor_from_mcp`.
+listing with :func:`toolgate.shared.mcp_mapping.descriptor_from_mcp`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import asyncio
 from mcp import Client, StdioServerParameters
 from mcp.types import Tool
 
-from toolgate.registry.mcp_mapping import McpToolInfo, descriptor_from_mcp
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp
 
 __all__ = ["import_mcp_server", "list_mcp_tools", "server_parameters", "tool_info"]
 
@@ -79,7 +79,7 @@ async def import_mcp_server(config: McpServerConfig, timeout_s: float = 30.0) ->
 
     Raises:
         ValueError: the configuration's overrides do not fit the listing (see
-            :func:`~toolgate.registry.mcp_mapping.descriptor_from_mcp`).
+            :func:`~toolgate.shared.mcp_mapping.descriptor_from_mcp`).
         TimeoutError, OSError, mcp.MCPError: as :func:`list_mcp_tools`.
     """
     version, tools = await list_mcp_tools(config, timeout_s)

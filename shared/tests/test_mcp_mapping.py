@@ -5,7 +5,9 @@ import jsonschema_rs
 import msgspec
 import pytest
 
-from toolgate.registry.mcp_mapping import (
+from toolgate.shared.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor
+from toolgate.shared.mcp_config import McpServerConfig, Override
+from toolgate.shared.mcp_mapping import (
     DRAFT_2020_12,
     McpToolInfo,
     classify,
@@ -14,8 +16,6 @@ from toolgate.registry.mcp_mapping import (
     input_schema,
     output_schema,
 )
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor
-from toolgate.shared.mcp_config import McpServerConfig, Override
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 RO, RW, IW = SideEffectClass.READ_ONLY, SideEffectClass.REVERSIBLE_WRITE, SideEffectClass.IRREVERSIBLE_WRITE
