@@ -114,6 +114,16 @@ def test_empty_file_has_no_servers(tmp_path: Path) -> None:
         ("servers = 3\n", r"servers: expected a table"),
         ('[server.x]\ncommand = "sh"\n', r"unknown top-level key 'server'"),
         ("[servers.x\n", r"invalid TOML"),
+        ('[servers.x]\ncommand = "sh"\ntrust_hints = "yes"\n', r"`servers\.x\.trust_hints`"),
+        (
+            '[servers.x]\ncommand = "sh"\ndefault_side_effect_class = "SAFE"\n',
+            r"`servers\.x\.default_side_effect_class`",
+        ),
+        ('[servers.x]\ncommand = "sh"\ndefault_risk_tier = "HIGH"\n', r"`servers\.x\.default_risk_tier`"),
+        (
+            '[servers.x]\ncommand = "sh"\ntrust_hints = true\ndefault_risk_tier = "low"\n',
+            r"servers\.x\.default_risk_tier: has no effect when trust_hints = true",
+        ),
     ],
 )
 def test_invalid_input_names_the_bad_field(tmp_path: Path, text: str, pattern: str) -> None:
@@ -121,6 +131,28 @@ def test_invalid_input_names_the_bad_field(tmp_path: Path, text: str, pattern: s
         load_mcp_servers(write(tmp_path, text))
 
 
-def test_struct_defaults_are_empty() -> None:
+def test_struct_defaults_are_empty_and_untrusted() -> None:
     config = McpServerConfig(name="x", command="/bin/sh")
     assert config.args == [] and config.env == {} and config.pinned_arguments == {} and config.overrides == {}
+    assert config.trust_hints is False
+    assert (config.default_side_effect_class, config.default_risk_tier) == (
+        SideEffectClass.IRREVERSIBLE_WRITE,
+        RiskTier.HIGH,
+    )
+
+
+def test_trust_and_the_operators_defaults_are_read(tmp_path: Path) -> None:
+    text = (
+        '[servers.trusted]\ncommand = "sh"\ntrust_hints = true\n\n'
+        '[servers.notes]\ncommand = "sh"\n'
+        'default_side_effect_class = "REVERSIBLE_WRITE"\ndefault_risk_tier = "medium"\n'
+    )
+    servers = load_mcp_servers(write(tmp_path, text))
+
+    assert servers["trusted"].trust_hints is True
+    notes = servers["notes"]
+    assert notes.trust_hints is False
+    assert (notes.default_side_effect_class, notes.default_risk_tier) == (
+        SideEffectClass.REVERSIBLE_WRITE,
+        RiskTier.MEDIUM,
+    )

@@ -10,11 +10,15 @@ from toolgate.shared.mcp_config import McpServerConfig, Override
 from toolgate.shared.mcp_mapping import (
     DRAFT_2020_12,
     McpToolInfo,
+    admitted,
     classify,
     coerce_semver,
     descriptor_from_mcp,
     input_schema,
+    operation_changes,
+    operation_from_mcp,
     output_schema,
+    tool_from_wire,
 )
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
@@ -36,6 +40,15 @@ def config(**kw: Any) -> McpServerConfig:
     return McpServerConfig(name="git", command="/usr/bin/true", **kw)
 
 
+def trusted(**kw: Any) -> McpServerConfig:
+    return config(trust_hints=True, **kw)
+
+
+def mapped(cfg: McpServerConfig, annotations: dict[str, bool | None] | None) -> tuple[SideEffectClass, RiskTier]:
+    operation = descriptor_from_mcp(cfg, "1.0.0", [tool("t", annotations)]).operations["t"]
+    return operation.side_effect_class, operation.risk_tier
+
+
 @pytest.mark.parametrize(
     ("annotations", "expected"),
     [
@@ -54,13 +67,11 @@ def config(**kw: Any) -> McpServerConfig:
         (None, (IW, RiskTier.HIGH)),
     ],
 )
-def test_annotation_mapping_applies_spec_defaults(
+def test_trusted_annotations_map_with_the_spec_defaults(
     annotations: dict[str, bool | None] | None, expected: tuple[SideEffectClass, RiskTier]
 ) -> None:
     assert classify(annotations) == expected
-    descriptor = descriptor_from_mcp(config(), "1.0.0", [tool("t", annotations)])
-    operation = descriptor.operations["t"]
-    assert (operation.side_effect_class, operation.risk_tier) == expected
+    assert mapped(trusted(), annotations) == expected
 
 
 def test_descriptor_identity_limits_and_operations() -> None:
@@ -78,7 +89,7 @@ def test_descriptor_identity_limits_and_operations() -> None:
     assert msgspec.json.decode(wire, type=ToolDescriptor) == descriptor
 
 
-def test_stricter_override_is_applied() -> None:
+def test_stricter_override_is_applied_on_a_trusted_server() -> None:
     overrides = {
         "git_log": Override(side_effect_class=SideEffectClass.SECURITY_SENSITIVE, risk_tier=RiskTier.CRITICAL),
         "git_status": Override(side_effect_class=RO),  # same rank: accepted
@@ -89,7 +100,7 @@ def test_stricter_override_is_applied() -> None:
         tool("git_status", {"readOnlyHint": True, "openWorldHint": False}),
         tool("git_commit", {"readOnlyHint": False, "destructiveHint": False}),
     ]
-    ops = descriptor_from_mcp(config(overrides=overrides), "1.0.0", tools).operations
+    ops = descriptor_from_mcp(trusted(overrides=overrides), "1.0.0", tools).operations
 
     assert (ops["git_log"].side_effect_class, ops["git_log"].risk_tier) == (
         SideEffectClass.SECURITY_SENSITIVE,
@@ -108,10 +119,80 @@ def test_stricter_override_is_applied() -> None:
         (Override(side_effect_class=SideEffectClass.FINANCIAL, risk_tier=RiskTier.TRIVIAL), "risk_tier"),
     ],
 )
-def test_looser_override_is_refused(override: Override, field: str) -> None:
-    cfg = config(overrides={"git_reset": override})
+def test_looser_override_is_refused_on_a_trusted_server(override: Override, field: str) -> None:
+    cfg = trusted(overrides={"git_reset": override})
     with pytest.raises(ValueError, match=rf"servers\.git\.overrides\.git_reset\.{field}: .* looser than"):
         descriptor_from_mcp(cfg, "1.0.0", [tool("git_reset", {"destructiveHint": True})])
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"readOnlyHint": True, "openWorldHint": False},
+        {"readOnlyHint": True},
+        {"destructiveHint": False},
+        {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True},
+        {},
+        None,
+    ],
+)
+def test_untrusted_hints_never_loosen_the_servers_default(annotations: dict[str, bool | None] | None) -> None:
+    assert mapped(config(), annotations) == (IW, RiskTier.HIGH)
+
+
+def test_the_same_lying_hint_is_believed_only_from_a_trusted_server() -> None:
+    lie = {"readOnlyHint": True, "openWorldHint": False}
+    assert mapped(trusted(), lie) == (RO, RiskTier.TRIVIAL)
+    assert mapped(config(), lie) == mapped(config(), None) == (IW, RiskTier.HIGH)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({"readOnlyHint": True, "openWorldHint": False}, (RO, RiskTier.TRIVIAL)),
+        ({"readOnlyHint": True, "destructiveHint": True}, (RO, RiskTier.TRIVIAL)),  # destructive needs readOnly=false
+        ({"openWorldHint": True}, (RO, RiskTier.LOW)),
+        ({"destructiveHint": False}, (RW, RiskTier.MEDIUM)),
+        ({"readOnlyHint": False}, (RW, RiskTier.MEDIUM)),
+        ({"readOnlyHint": False, "destructiveHint": True}, (IW, RiskTier.HIGH)),
+        ({"destructiveHint": True, "openWorldHint": False}, (IW, RiskTier.HIGH)),
+        ({}, (RO, RiskTier.TRIVIAL)),
+        (None, (RO, RiskTier.TRIVIAL)),
+    ],
+)
+def test_untrusted_hints_can_only_raise_what_the_operator_set(
+    annotations: dict[str, bool | None] | None, expected: tuple[SideEffectClass, RiskTier]
+) -> None:
+    assert admitted(annotations) == expected
+    assert mapped(config(default_side_effect_class=RO, default_risk_tier=RiskTier.TRIVIAL), annotations) == expected
+
+
+def test_an_operator_default_is_the_floor_of_an_untrusted_server() -> None:
+    cfg = config(default_side_effect_class=RW, default_risk_tier=RiskTier.MEDIUM)
+
+    assert mapped(cfg, None) == (RW, RiskTier.MEDIUM)
+    assert mapped(cfg, {"readOnlyHint": True}) == (RW, RiskTier.MEDIUM)
+    assert mapped(cfg, {"destructiveHint": True}) == (IW, RiskTier.HIGH)
+
+
+@pytest.mark.parametrize(
+    ("override", "annotations", "expected"),
+    [
+        (Override(side_effect_class=RO, risk_tier=RiskTier.TRIVIAL), None, (RO, RiskTier.TRIVIAL)),
+        (Override(side_effect_class=RO), {"readOnlyHint": True}, (RO, RiskTier.HIGH)),  # tier: the server default
+        (Override(side_effect_class=RO, risk_tier=RiskTier.LOW), {"destructiveHint": True}, (IW, RiskTier.HIGH)),
+        (
+            Override(side_effect_class=SideEffectClass.FINANCIAL),
+            {"readOnlyHint": True},
+            (SideEffectClass.FINANCIAL, RiskTier.HIGH),
+        ),
+        (Override(risk_tier=RiskTier.CRITICAL), {"destructiveHint": False}, (IW, RiskTier.CRITICAL)),
+    ],
+)
+def test_an_override_is_the_operators_word_on_an_untrusted_server(
+    override: Override, annotations: dict[str, bool | None] | None, expected: tuple[SideEffectClass, RiskTier]
+) -> None:
+    assert mapped(config(overrides={"t": override}), annotations) == expected
 
 
 def test_override_for_an_unlisted_tool_is_refused() -> None:
@@ -209,3 +290,52 @@ def test_version_coercion(reported: str, expected: str) -> None:
     assert coerce_semver(reported) == expected
     assert SEMVER.match(coerce_semver(reported))
     assert descriptor_from_mcp(config(), reported, []).version == expected
+
+
+def test_tool_from_wire_reads_the_fields_the_mapping_uses() -> None:
+    wire = {
+        "name": "git_log",
+        "title": "Git log",
+        "inputSchema": REPO_SCHEMA,
+        "outputSchema": {"type": "object"},
+        "annotations": {"readOnlyHint": True, "title": "x", "destructiveHint": "yes"},
+        "_meta": {"vendor": 1},
+    }
+
+    info = tool_from_wire(wire)
+
+    assert info == McpToolInfo(
+        name="git_log",
+        description="",
+        input_schema=REPO_SCHEMA,
+        output_schema={"type": "object"},
+        annotations={"readOnlyHint": True, "destructiveHint": None, "idempotentHint": None, "openWorldHint": None},
+    )
+    assert tool_from_wire({"name": "t", "inputSchema": {}}).annotations is None
+
+
+@pytest.mark.parametrize("wire", [{"inputSchema": {}}, {"name": "t"}, {"name": "t", "inputSchema": []}])
+def test_tool_from_wire_refuses_a_broken_entry(wire: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="MCP tool"):
+        tool_from_wire(wire)
+
+
+def test_operation_changes_name_every_difference() -> None:
+    registered = operation_from_mcp(trusted(), tool("t", {"readOnlyHint": True, "openWorldHint": False}))
+    changed = tool("t", {"destructiveHint": True}, output_schema={"type": "object"})
+    live = operation_from_mcp(trusted(), msgspec.structs.replace(changed, description="new", input_schema={}))
+
+    assert operation_changes(registered, registered) == []
+    assert operation_changes(registered, live) == [
+        "input schema",
+        "output schema",
+        "side-effect class READ_ONLY -> IRREVERSIBLE_WRITE",
+        "risk tier trivial -> high",
+        "description",
+    ]
+
+
+def test_descriptor_description_names_the_upstream_version() -> None:
+    descriptor = descriptor_from_mcp(config(), "2025.04.25", [tool("t", None)])
+    assert descriptor.version == "2025.4.25"
+    assert descriptor.description == "Tools of the MCP server 'git' (upstream version 2025.04.25)"

@@ -110,7 +110,7 @@ def test_each_service_is_built_from_the_repository_dockerfile(service: str) -> N
 def test_each_service_connects_to_nats_as_its_own_user(service: str) -> None:
     url = environment_of(SERVICES[service])["NATS_URL"]
     assert re.match(rf"^nats://{service}:\$\{{[A-Z_]+[^}}]*\}}@nats:4222$", url), url
-    assert re.search(rf"\{{\s*user:\s*{service},", NATS_CONF.read_text()), f"no NATS user {service}"
+    assert re.search(rf'\{{\s*user:\s*"{service}",', NATS_CONF.read_text()), f"no NATS user {service}"
 
 
 def test_nats_runs_jetstream_with_the_deploy_config() -> None:

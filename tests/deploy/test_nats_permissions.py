@@ -1,20 +1,19 @@
-"""deploy/nats/nats.conf: the transport decides who may publish and read what.
+"""The generated NATS permissions: the transport decides who may publish and read what.
 
-A nats-server runs with the deploy config itself; the bus is provisioned as the
-``registry`` user; every other check connects as one configured user with nats-py,
-making the same calls the services and the SDK make. A refused publish is seen the
-way a client sees it: a violation reported to ``error_cb``, and nothing stored.
+A nats-server runs with the config :mod:`toolgate.shared.nats_config` renders for a small
+directory (two agents, two approvers, and ``alice`` both an agent and an approver); the
+bus is provisioned as the ``registry`` user; every other check connects as one user with
+nats-py, making the same calls the services and the SDK make. A refused publish is seen
+the way a client sees it: a violation reported to ``error_cb``, and nothing stored.
+``deploy/nats/nats.conf`` is the same generator's output (tests/deploy/test_nats_config.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import nats
@@ -24,45 +23,70 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from toolgate.cli.credentials import BusCredentials, write_private
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.shared.directory import PrincipalDirectory
+from toolgate.shared.nats_permissions import SERVICES, agent_user, approver_user
 from toolgate.shared.provision import ensure_bus
 from toolgate.shared.servers import nats_server
 
 pytestmark = pytest.mark.connected
 
-CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "nats" / "nats.conf"
-AGENT = "demo-agent"
-SERVICES = ("registry", "policy", "approvals", "executor", "audit")
-USERS = (*SERVICES, "operator-cli", AGENT)
+DIRECTORY = PrincipalDirectory.from_toml(
+    """
+    [principals.demo-agent]
+    autonomy = 1
+    [principals.other-agent]
+    autonomy = 1
+    [principals.alice]
+    autonomy = 1
+    [approvers.alice]
+    roles = ["operator"]
+    [approvers.bob]
+    roles = ["operator"]
+    """
+)
+AGENT, OTHER, ALICE_AGENT = agent_user("demo-agent"), agent_user("other-agent"), agent_user("alice")
+ALICE, BOB = approver_user("alice"), approver_user("bob")
+CLIENTS = (AGENT, OTHER, ALICE_AGENT, ALICE, BOB)
+USERS = (*SERVICES, *CLIENTS)
 SERVICE_CONSUMERS = {
     "policy": (catalog.POLICY_CONSUMER,),
     "approvals": (catalog.APPROVALS_CONSUMER,),
-    "executor": (catalog.EXECUTOR_DECISIONS, catalog.EXECUTOR_APPROVALS),
+    "executor": (catalog.EXECUTOR_DECISIONS, catalog.EXECUTOR_APPROVALS, catalog.BACKSTOP_CONSUMER),
     "audit": (catalog.AUDIT_CONSUMER,),
 }
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
+    "policy": (Rpc.POLICY_RECHECK,),
     "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
     "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     # family: (subject for a fresh token, the only user that may publish it)
-    "request": (lambda _: Subjects.request(AGENT), AGENT),
-    "decision": (lambda rid: Subjects.decision(AGENT, rid), "policy"),
-    "approval": (lambda rid: Subjects.approval("granted", AGENT, rid), "approvals"),
-    "receipt": (lambda rid: Subjects.receipt(AGENT, rid), "executor"),
+    "request": (lambda _: Subjects.request("demo-agent"), AGENT),
+    "decision": (lambda rid: Subjects.decision("demo-agent", rid), "policy"),
+    "approval": (lambda rid: Subjects.approval("granted", "demo-agent", rid), "approvals"),
+    "receipt": (lambda rid: Subjects.receipt("demo-agent", rid), "executor"),
+    "claim": (lambda key: Subjects.claim("demo-agent", key), "executor"),
+    "result": (lambda rid: Subjects.result_chunk("demo-agent", rid, 0), "executor"),
     "tool-published": (Subjects.tool_published, "registry"),
     "tools-kv": (lambda key: f"$KV.{catalog.TOOLS_BUCKET}.{key}", "registry"),
 }
+DECIDE = {name: Rpc.approvals_decide(name) for name in ("alice", "bob", "demo-agent")}
 RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
-    *(Rpc.AUDIT_VERIFY, Rpc.approvals_decide("alice"), Rpc.approvals_decide("bob"), Rpc.approvals_decide(AGENT)),
+    *(Rpc.AUDIT_VERIFY, Rpc.POLICY_RECHECK, *DECIDE.values()),
 )
-MAY_CALL = {  # the operator CLI answers approvals as alice only; nobody publishes tools over RPC
+OPERATOR_CALLS = {Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET}
+MAY_CALL = {  # each approver answers approvals as themselves only; nobody publishes tools over RPC
     AGENT: {Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET},
-    "operator-cli": set(RPC_SUBJECTS)
-    - {Rpc.REGISTRY_PUBLISH, Rpc.approvals_decide("bob"), Rpc.approvals_decide(AGENT)},
+    ALICE_AGENT: {Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET},
+    ALICE: OPERATOR_CALLS | {DECIDE["alice"]},
+    BOB: OPERATOR_CALLS | {DECIDE["bob"]},
+    "executor": {Rpc.POLICY_RECHECK},
+    "approvals": {Rpc.POLICY_RECHECK},
 }
 
 
@@ -82,19 +106,14 @@ class Conn:
         return any(needle in error for error in self.errors)
 
 
-def password_var(user: str) -> str:
-    return f"NATS_{user.upper().replace('-', '_')}_PASSWORD"
-
-
-async def connect(url: str, user: str, password: str) -> Conn:
-    """Services keep the default ``_INBOX.`` prefix; every other client a private one."""
+async def connect(url: str, options: dict[str, Any]) -> Conn:
+    """Services keep the default ``_INBOX.`` prefix; agents and approvers their private one."""
     errors: list[str] = []
 
     async def on_error(error: Exception) -> None:
         errors.append(str(error).lower())
 
-    prefix = {} if user in SERVICES else {"inbox_prefix": f"_INBOX_{user}".encode()}
-    nc = await nats.connect(url, user=user, password=password, error_cb=on_error, allow_reconnect=False, **prefix)
+    nc = await nats.connect(url, error_cb=on_error, allow_reconnect=False, **options)
     return Conn(nc, errors)
 
 
@@ -124,31 +143,32 @@ async def reported(conn: Conn, kind: str, subject: str, timeout_s: float = 2.0) 
     return True
 
 
+def stream_of(subject: str) -> str:
+    if subject.startswith("$KV."):
+        return f"KV_{catalog.TOOLS_BUCKET}"
+    return catalog.RESULTS_STREAM if subject.startswith("tg.result.") else catalog.STREAM
+
+
 async def stored(conns: dict[str, Conn], subject: str) -> int:
     """How many messages the stream holding ``subject`` keeps on it (read as the registry)."""
-    stream = f"KV_{catalog.TOOLS_BUCKET}" if subject.startswith("$KV.") else catalog.STREAM
-    info = await conns["registry"].js.stream_info(stream, subjects_filter=subject)
+    info = await conns["registry"].js.stream_info(stream_of(subject), subjects_filter=subject)
     return (info.state.subjects or {}).get(subject, 0)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    """``(url, {user: password})``; passwords reach the config through ``$VAR`` at start only."""
-    # nats-server parses $VAR values like config values: "5M…" would read as a size, so start with a letter
-    passwords = {user: "pw" + secrets.token_hex(16) for user in USERS}
-    with contextlib.ExitStack() as stack:
-        with pytest.MonkeyPatch.context() as env:
-            for user, password in passwords.items():
-                env.setenv(password_var(user), password)
-            process = stack.enter_context(nats_server(tmp_path_factory.mktemp("nats-deploy"), config=CONFIG))
-        yield process.url, passwords
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BusCredentials]]:
+    """``(url, credentials)`` of a nats-server running the generated config."""
+    workdir = tmp_path_factory.mktemp("nats-permissions")
+    credentials, config = BusCredentials.generate(DIRECTORY, admin=False)
+    with nats_server(workdir, config=write_private(workdir / "nats.conf", config)) as process:
+        yield process.url, credentials
 
 
 @pytest_asyncio.fixture(scope="module")
-async def conns(server: tuple[str, dict[str, str]]) -> AsyncIterator[dict[str, Conn]]:
+async def conns(server: tuple[str, BusCredentials]) -> AsyncIterator[dict[str, Conn]]:
     """A connection per user; the bus provisioned by ``registry``; stub RPC responders."""
-    url, passwords = server
-    opened = {user: await connect(url, user, passwords[user]) for user in USERS}
+    url, credentials = server
+    opened = {user: await connect(url, credentials.options(user)) for user in USERS}
     await ensure_bus(opened["registry"].js)
 
     async def respond(msg: Msg) -> None:
@@ -163,33 +183,34 @@ async def conns(server: tuple[str, dict[str, str]]) -> AsyncIterator[dict[str, C
         await conn.nc.close()
 
 
-def test_config_leaves_addresses_and_storage_to_the_command_line() -> None:
-    text = re.sub(r"#.*", "", CONFIG.read_text())
-    assert not re.search(r"^\s*(listen|host|port|http|http_port|store_dir)\s*[:=]", text, re.M)
-
-
-@pytest.mark.parametrize(("user", "password"), [(None, None), (AGENT, "wrong"), ("nobody", "x")])
+@pytest.mark.parametrize(
+    ("user", "password_of"),
+    [(None, None), (AGENT, None), ("demo-agent", AGENT), ("alice", ALICE), ("admin", AGENT)],
+    ids=["anonymous", "wrong-password", "bare-principal", "bare-approver", "no-admin"],
+)
 async def test_unknown_or_anonymous_clients_are_refused(
-    server: tuple[str, dict[str, str]], user: str | None, password: str | None
+    server: tuple[str, BusCredentials], user: str | None, password_of: str | None
 ) -> None:
     async def quiet(error: Exception) -> None:
         pass
 
+    password = server[1].passwords[password_of] if password_of else "wrong" if user else None
     with pytest.raises(nats.errors.Error, match="Authorization Violation"):
         await nats.connect(server[0], user=user, password=password, error_cb=quiet, allow_reconnect=False)
 
 
 async def test_agent_request_is_stored_and_acknowledged(conns: dict[str, Conn]) -> None:
-    subject = Subjects.request(AGENT)
+    subject = Subjects.request("demo-agent")
     before = await stored(conns, subject)
     ack = await conns[AGENT].js.publish(subject, b"{}", stream=catalog.STREAM)
     assert ack.stream == catalog.STREAM
     assert await stored(conns, subject) == before + 1
 
 
-async def test_agent_cannot_request_as_another_principal(conns: dict[str, Conn]) -> None:
-    agent, subject = conns[AGENT], Subjects.request("other-agent")
-    assert not await allowed(agent, subject, agent.js.publish(subject, b"{}"))
+@pytest.mark.parametrize(("user", "principal"), [(AGENT, "other-agent"), (ALICE_AGENT, "bob"), (ALICE, "alice")])
+async def test_nobody_requests_as_another_principal(conns: dict[str, Conn], user: str, principal: str) -> None:
+    conn, subject = conns[user], Subjects.request(principal)
+    assert not await allowed(conn, subject, conn.js.publish(subject, b"{}"))
     assert await stored(conns, subject) == 0
 
 
@@ -200,61 +221,110 @@ async def test_only_the_owner_publishes_each_event_family(
     make, owner = EVENTS[family]
     subject, conn = make(ns), conns[user]
     before = await stored(conns, subject)
-    assert await allowed(conn, subject, conn.js.publish(subject, b"{}")) is (user == owner)
+    assert await allowed(conn, subject, conn.js.publish(subject, b"{}", stream=stream_of(subject))) is (user == owner)
     assert await stored(conns, subject) == before + (user == owner)
 
 
+async def in_effect(conn: Conn) -> None:
+    """Return once the server has processed every command ``conn`` sent so far.
+
+    nats-py's ``flush()`` writes its PING straight to the socket, past SUBs still in its
+    write buffer, so a PONG does not prove a subscription is active; a request's reply does
+    (the request follows the SUB in the buffer, and the server handles a client in order).
+    """
+    await conn.nc.request(Rpc.REGISTRY_LIST, b"{}", timeout=5)
+
+
 async def test_agent_receives_its_own_receipts(conns: dict[str, Conn], ns: str) -> None:
-    subscription = await conns[AGENT].nc.subscribe(Subjects.receipts_of(AGENT))
-    await conns[AGENT].nc.flush()
-    await conns["executor"].js.publish(Subjects.receipt(AGENT, ns), b"receipt")
-    assert (await subscription.next_msg(timeout=5)).subject == Subjects.receipt(AGENT, ns)
+    subscription = await conns[AGENT].nc.subscribe(Subjects.receipts_of("demo-agent"))
+    await in_effect(conns[AGENT])
+    await conns["executor"].js.publish(Subjects.receipt("demo-agent", ns), b"receipt")
+    assert (await subscription.next_msg(timeout=5)).subject == Subjects.receipt("demo-agent", ns)
     await subscription.unsubscribe()
 
 
 @pytest.mark.parametrize(
-    ("pattern", "publisher", "subject"),
+    ("user", "pattern", "publisher", "subject"),
     [
-        (Subjects.receipts_of("other-agent"), "executor", lambda rid: Subjects.receipt("other-agent", rid)),
-        ("tg.decision.>", "policy", lambda rid: Subjects.decision(AGENT, rid)),
-        ("tg.approval.>", "approvals", lambda rid: Subjects.approval("granted", AGENT, rid)),
-        ("_INBOX.>", None, None),
+        (AGENT, Subjects.receipts_of("other-agent"), "executor", lambda rid: Subjects.receipt("other-agent", rid)),
+        (ALICE, Subjects.receipts_of("alice"), "executor", lambda rid: Subjects.receipt("alice", rid)),
+        (AGENT, "tg.decision.>", "policy", lambda rid: Subjects.decision("demo-agent", rid)),
+        (AGENT, "tg.approval.>", "approvals", lambda rid: Subjects.approval("granted", "demo-agent", rid)),
+        (AGENT, "tg.claim.>", "executor", lambda key: Subjects.claim("demo-agent", key)),
+        (AGENT, "tg.result.>", "executor", lambda rid: Subjects.result_chunk("demo-agent", rid, 0)),
+        (AGENT, "_INBOX.>", None, None),
+        (ALICE, "_INBOX.>", None, None),
+        (AGENT, "tg.receipt.>", None, None),
     ],
 )
-async def test_agent_cannot_subscribe_beyond_its_receipts(
-    conns: dict[str, Conn], pattern: str, publisher: str | None, subject: Callable[[str], str] | None, ns: str
+async def test_clients_cannot_subscribe_beyond_their_own(
+    conns: dict[str, Conn],
+    user: str,
+    pattern: str,
+    publisher: str | None,
+    subject: Callable[[str], str] | None,
+    ns: str,
 ) -> None:
-    agent = conns[AGENT]
-    subscription = await agent.nc.subscribe(pattern)
-    await agent.nc.flush()
-    assert await reported(agent, "subscription", pattern)
+    conn = conns[user]
+    subscription = await conn.nc.subscribe(pattern)
+    await conn.nc.flush()
+    assert await reported(conn, "subscription", pattern)
     if publisher and subject:
-        await conns[publisher].js.publish(subject(ns), b"{}")
+        await conns[publisher].js.publish(subject(ns), b"{}", stream=stream_of(subject(ns)))
         with pytest.raises(nats.errors.TimeoutError):
             await subscription.next_msg(timeout=0.3)
     await subscription.unsubscribe()
 
 
-@pytest.mark.parametrize("caller", [AGENT, "operator-cli"])
+@pytest.mark.parametrize("caller", [AGENT, ALICE_AGENT, ALICE, BOB])
+@pytest.mark.parametrize("subject", [Rpc.APPROVALS_DECIDE, Rpc.POLICY_RECHECK, Rpc.AUDIT_TRAIL, Rpc.REGISTRY_LIST])
+async def test_clients_cannot_answer_for_a_service(conns: dict[str, Conn], caller: str, subject: str) -> None:
+    """Nobody but the service takes its requests: no approving, re-checking or listing in its place."""
+    conn = conns[caller]
+    await conn.nc.subscribe(subject)
+    await conn.nc.flush()
+    assert await reported(conn, "subscription", subject)
+
+
+@pytest.mark.parametrize("caller", [AGENT, ALICE])
 @pytest.mark.parametrize(
     "subject",
     [
         f"$JS.API.STREAM.MSG.GET.{catalog.STREAM}",  # any stored event, whoever it belongs to
+        f"$JS.API.STREAM.MSG.GET.{catalog.RESULTS_STREAM}",
         f"$JS.API.STREAM.INFO.{catalog.STREAM}",
         f"$JS.API.CONSUMER.CREATE.{catalog.STREAM}",
         f"$JS.API.CONSUMER.INFO.{catalog.STREAM}.{catalog.POLICY_CONSUMER.durable}",
         f"$JS.API.CONSUMER.MSG.NEXT.{catalog.STREAM}.{catalog.POLICY_CONSUMER.durable}",
         f"$JS.API.STREAM.INFO.KV_{catalog.TOOLS_BUCKET}",
+        f"$JS.API.DIRECT.GET.{catalog.STREAM}.{Subjects.decision('demo-agent', 'r1')}",
+        f"$JS.API.DIRECT.GET.{catalog.STREAM}.{Subjects.receipt('other-agent', 'r1')}",
+        f"$JS.API.DIRECT.GET.{catalog.RESULTS_STREAM}.{Subjects.result_chunk('other-agent', 'r1', 0)}",
     ],
 )
-async def test_clients_get_no_jetstream_api(conns: dict[str, Conn], caller: str, subject: str) -> None:
+async def test_clients_get_no_other_jetstream_api(conns: dict[str, Conn], caller: str, subject: str) -> None:
     conn = conns[caller]
     assert not await allowed(conn, subject, conn.nc.request(subject, b"{}", timeout=5))
 
 
+@pytest.mark.parametrize(("reader", "owner"), [(AGENT, "demo-agent"), (OTHER, "demo-agent"), (ALICE_AGENT, "alice")])
+@pytest.mark.parametrize("kind", ["receipt", "result"])
+async def test_an_agent_reads_back_only_its_own_receipts_and_results(
+    conns: dict[str, Conn], reader: str, owner: str, kind: str, ns: str
+) -> None:
+    subject = Subjects.receipt(owner, ns) if kind == "receipt" else Subjects.result_chunk(owner, ns, 0)
+    await conns["executor"].js.publish(subject, b"stored", stream=stream_of(subject))
+
+    async def read() -> None:
+        assert (await conns[reader].js.get_last_msg(stream_of(subject), subject, direct=True)).data == b"stored"
+
+    api = f"$JS.API.DIRECT.GET.{stream_of(subject)}.{subject}"
+    assert await allowed(conns[reader], api, read()) is (reader == agent_user(owner))
+
+
 @pytest.mark.parametrize("caller", list(MAY_CALL))
 @pytest.mark.parametrize("subject", RPC_SUBJECTS)
-async def test_requests_reach_services_and_replies_reach_private_inboxes(
+async def test_requests_reach_services_and_replies_reach_the_caller(
     conns: dict[str, Conn], caller: str, subject: str
 ) -> None:
     conn = conns[caller]
@@ -262,11 +332,22 @@ async def test_requests_reach_services_and_replies_reach_private_inboxes(
 
 
 @pytest.mark.parametrize(
+    ("caller", "victim_of"),
+    [(ALICE, "bob"), (BOB, "alice"), (ALICE_AGENT, "alice"), (AGENT, "demo-agent")],
+)
+async def test_nobody_answers_an_approval_as_someone_else(conns: dict[str, Conn], caller: str, victim_of: str) -> None:
+    """``alice`` the agent is not ``alice`` the approver; an approver's token is theirs alone."""
+    conn, subject = conns[caller], Rpc.approvals_decide(victim_of)
+    assert not await allowed(conn, subject, conn.nc.request(subject, b"{}", timeout=5))
+
+
+@pytest.mark.parametrize(
     ("caller", "subject", "responder"),
     [
         (AGENT, Rpc.REGISTRY_LIST, "registry"),
-        ("operator-cli", Rpc.APPROVALS_LIST, "approvals"),
-        ("operator-cli", Rpc.AUDIT_VERIFY, "audit"),
+        (ALICE, Rpc.APPROVALS_LIST, "approvals"),
+        (ALICE, Rpc.AUDIT_VERIFY, "audit"),
+        ("executor", Rpc.POLICY_RECHECK, "policy"),
     ],
 )
 async def test_a_reply_subject_cannot_borrow_the_responders_rights(
@@ -286,10 +367,10 @@ def test_every_durable_consumer_has_exactly_one_service() -> None:
 
 FEEDS: dict[str | None, tuple[str, Callable[[str], str]]] = {
     # consumer filter: who puts a message there, and on which subject
-    Subjects.REQUESTS: (AGENT, lambda _: Subjects.request(AGENT)),
-    Subjects.DECISIONS: ("policy", lambda rid: Subjects.decision(AGENT, rid)),
-    Subjects.APPROVALS: ("approvals", lambda rid: Subjects.approval("requested", AGENT, rid)),
-    None: ("executor", lambda rid: Subjects.receipt(AGENT, rid)),
+    Subjects.REQUESTS: (AGENT, lambda _: Subjects.request("demo-agent")),
+    Subjects.DECISIONS: ("policy", lambda rid: Subjects.decision("demo-agent", rid)),
+    Subjects.APPROVALS: ("approvals", lambda rid: Subjects.approval("requested", "demo-agent", rid)),
+    None: ("executor", lambda rid: Subjects.receipt("demo-agent", rid)),
 }
 
 
@@ -301,7 +382,7 @@ async def test_service_pulls_and_acks_its_own_consumer(
 ) -> None:
     feeder, subject = FEEDS[spec.filter_subject]
     await conns[feeder].js.publish(subject(ns), b"{}")
-    pull = await conns[user].js.pull_subscribe(spec.filter_subject or ">", durable=spec.durable, stream=catalog.STREAM)
+    pull = await conns[user].js.pull_subscribe_bind(spec.durable, catalog.STREAM)
     messages = await pull.fetch(100, timeout=2)
     for message in messages:
         await message.ack_sync()
@@ -328,7 +409,7 @@ async def test_service_cannot_pull_from_another_consumer(conns: dict[str, Conn],
     assert not await allowed(conn, subject, conn.nc.request(subject, b'{"batch": 1, "no_wait": true}', timeout=5))
 
 
-@pytest.mark.parametrize("user", [*SERVICES, "operator-cli", AGENT])
+@pytest.mark.parametrize("user", USERS)
 async def test_only_policy_and_executor_read_the_tools_bucket(conns: dict[str, Conn], user: str, ns: str) -> None:
     owner = await conns["registry"].js.key_value(catalog.TOOLS_BUCKET)
     await owner.put(f"{ns}.1", b"descriptor")
@@ -337,24 +418,57 @@ async def test_only_policy_and_executor_read_the_tools_bucket(conns: dict[str, C
         assert (await (await conns[user].js.key_value(catalog.TOOLS_BUCKET)).get(f"{ns}.1")).value == b"descriptor"
 
     subject = f"$JS.API.STREAM.INFO.KV_{catalog.TOOLS_BUCKET}"
-    expected = user in ("registry", "policy", "executor")
-    assert await allowed(conns[user], subject, read()) is expected
+    assert await allowed(conns[user], subject, read()) is (user in ("registry", "policy", "executor"))
 
 
-@pytest.mark.parametrize("user", [*SERVICES, "operator-cli", AGENT])
-async def test_only_the_executor_reads_decisions_by_subject(conns: dict[str, Conn], user: str, ns: str) -> None:
-    subject = Subjects.decision(AGENT, ns)
+@pytest.mark.parametrize("user", USERS)
+async def test_only_services_that_need_it_read_events_by_subject(conns: dict[str, Conn], user: str, ns: str) -> None:
+    subject = Subjects.decision("demo-agent", ns)
     await conns["policy"].js.publish(subject, b"signed decision")
 
     async def read() -> None:
         assert (await conns[user].js.get_last_msg(catalog.STREAM, subject)).data == b"signed decision"
 
-    expected = user in ("registry", "executor")
+    expected = user in ("registry", "approvals", "executor")
     assert await allowed(conns[user], f"$JS.API.STREAM.MSG.GET.{catalog.STREAM}", read()) is expected
 
 
+EXECUTOR_READS: dict[str, tuple[str, Callable[[str], str]]] = {
+    # what the executor reads by direct get when a grant or a redelivery arrives
+    "receipt": ("executor", lambda rid: Subjects.receipt("demo-agent", rid)),
+    "decision": ("policy", lambda rid: Subjects.decision("demo-agent", rid)),
+    "claim": ("executor", lambda key: Subjects.claim("demo-agent", key)),
+    "approval": ("approvals", lambda rid: Subjects.approval("granted", "demo-agent", rid)),
+}
+
+
+@pytest.mark.parametrize("kind", list(EXECUTOR_READS))
+async def test_executor_reads_events_by_direct_get(conns: dict[str, Conn], kind: str, ns: str) -> None:
+    """The reproduction: a grant arrives and the executor looks up the request's receipt by subject."""
+    publisher, make = EXECUTOR_READS[kind]
+    subject = make(ns)
+    await conns[publisher].js.publish(subject, b"event")
+    executor = conns["executor"]
+
+    async def read() -> None:  # as toolgate.shared.bus.fetch_last reads
+        assert (await executor.js.get_last_msg(catalog.STREAM, subject, direct=True)).data == b"event"
+
+    assert await allowed(executor, f"$JS.API.DIRECT.GET.{catalog.STREAM}.{subject}", read())
+
+
+@pytest.mark.parametrize("user", [u for u in USERS if u != "registry"])
+async def test_only_audit_reads_the_stream_state(conns: dict[str, Conn], user: str) -> None:
+    subject = f"$JS.API.STREAM.INFO.{catalog.STREAM}"
+
+    async def read() -> None:
+        assert (await conns[user].js.stream_info(catalog.STREAM)).config.name == catalog.STREAM
+
+    assert await allowed(conns[user], subject, read()) is (user == "audit")
+
+
 @pytest.mark.parametrize("api", ["STREAM.PURGE", "STREAM.DELETE"])
-async def test_registry_cannot_erase_the_event_stream(conns: dict[str, Conn], api: str) -> None:
-    subject = f"$JS.API.{api}.{catalog.STREAM}"
+@pytest.mark.parametrize("stream", [catalog.STREAM, catalog.RESULTS_STREAM])
+async def test_registry_cannot_erase_the_streams(conns: dict[str, Conn], api: str, stream: str) -> None:
+    subject = f"$JS.API.{api}.{stream}"
     conn = conns["registry"]
     assert not await allowed(conn, subject, conn.nc.request(subject, b"{}", timeout=5))

@@ -9,6 +9,11 @@ file names.
 
 A module changes its stack by overriding ``stack_env`` (extra service environment)
 or ``stack_redis_url`` (a Redis URL to use instead of starting one).
+
+``TOOLGATE_E2E_AUTH`` picks the NATS mode: ``secured`` (default) runs nats-server with the
+generated users and permissions (``toolgate.shared.nats_permissions``) for the module's
+principal directory; each service, agent and approver connects as its own user, and the
+tests observe (and forge events) as ``admin``. ``open`` runs nats-server without users.
 """
 
 from __future__ import annotations
@@ -32,15 +37,29 @@ import pytest_asyncio
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
-from toolgate.cli.stack import Stack, running_stack
+from toolgate.cli.stack import AuthMode, Stack, running_stack
 from toolgate.sdk.client import ToolClient
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.events import ReceiptIssued
+from toolgate.shared.nats_permissions import ADMIN, agent_user, approver_user
 
 AGENTS_PER_AUTONOMY = 60
 APPROVERS = {"alice": ["operator"], "bob": ["operator", "sre"], "carol": ["sre"], "selfie": ["operator"]}
 """``selfie`` is also an agent: the approver named like the requesting principal."""
+
+OPERATOR = "bob"
+"""The approver whose connection lists approvals and reads the audit trail."""
+
+
+def _auth_mode() -> AuthMode:
+    mode = os.environ.get("TOOLGATE_E2E_AUTH", "secured")
+    if mode not in ("secured", "open"):
+        raise pytest.UsageError(f"TOOLGATE_E2E_AUTH must be secured or open, not {mode!r}")
+    return "open" if mode == "open" else "secured"
+
+
+AUTH = _auth_mode()
 
 CONSUMERS_IN_FLOW_ORDER = (
     catalog.POLICY_CONSUMER.durable,
@@ -125,17 +144,22 @@ def stack(e2e_paths: Paths, stack_env: dict[str, str], stack_redis_url: str | No
             patch.setenv("REDIS_URL", stack_redis_url)
         else:
             patch.delenv("REDIS_URL", raising=False)
-        with running_stack(e2e_paths.state, env) as running:
+        with running_stack(e2e_paths.state, env, auth=AUTH) as running:
             yield running
 
 
 class Gate:
-    """What a test needs to drive and observe one stack."""
+    """What a test needs to drive and observe one stack.
+
+    ``nc``/``js`` observe as ``admin`` (every right: counting, reading, forging events);
+    agents and approvers act through connections of their own users.
+    """
 
     def __init__(self, stack: Stack, paths: Paths, nc: Client) -> None:
         self.stack, self.paths, self.nc = stack, paths, nc
         self.js = nc.jetstream()
         self._clients: dict[str, ToolClient] = {}
+        self._approvers: dict[str, Client] = {}
         self._taken: dict[int, int] = {1: 0, 2: 0}
 
     def agent(self, autonomy: int = 1) -> str:
@@ -145,10 +169,32 @@ class Gate:
         return f"a{autonomy}-{index:02d}"
 
     async def client(self, principal: str) -> ToolClient:
-        """A connected :class:`ToolClient` acting as ``principal``."""
+        """A connected :class:`ToolClient` acting as ``principal`` (kept for the module)."""
         if principal not in self._clients:
-            self._clients[principal] = await ToolClient.connect(self.stack.nats_url, principal)
+            self._clients[principal] = await self.connect(principal)
         return self._clients[principal]
+
+    async def connect(self, principal: str) -> ToolClient:
+        """A new :class:`ToolClient` connected as ``principal``'s own NATS user; the caller closes it.
+
+        A principal the directory does not list has no user: only ``admin`` can speak for it,
+        which is how a test shows the policy service refusing it too.
+        """
+        user = agent_user(principal) if self.stack.has_user(agent_user(principal)) else ADMIN
+        return await ToolClient.connect(self.stack.nats_url, principal, **self.stack.connect_options(user))
+
+    async def approver(self, name: str) -> Client:
+        """The connection of approver ``name``'s own user, or ``admin``'s when the server has no such user.
+
+        Only ``admin`` can speak for a name the directory does not list: that is how a test
+        shows the approvals service refusing it too.
+        """
+        if not self.stack.has_user(approver_user(name)):
+            return self.nc
+        if name not in self._approvers:
+            options = self.stack.connect_options(approver_user(name))
+            self._approvers[name] = await nats.connect(self.stack.nats_url, **options)
+        return self._approvers[name]
 
     async def call(
         self,
@@ -201,9 +247,12 @@ class Gate:
                 return False
         return True
 
-    async def rpc(self, subject: str, body: dict[str, Any] | list[Any], timeout_s: float = 5.0) -> Any:
-        """A core NATS request with a JSON body; the decoded JSON reply."""
-        reply = await self.nc.request(subject, json.dumps(body).encode(), timeout=timeout_s)
+    async def rpc(
+        self, subject: str, body: dict[str, Any] | list[Any], timeout_s: float = 5.0, *, approver: str = OPERATOR
+    ) -> Any:
+        """A core NATS request with a JSON body, sent as ``approver``; the decoded JSON reply."""
+        nc = await self.approver(approver)
+        reply = await nc.request(subject, json.dumps(body).encode(), timeout=timeout_s)
         return json.loads(reply.data)
 
     async def pending(self, request_id: str, timeout_s: float = 10.0) -> dict[str, Any]:
@@ -224,7 +273,7 @@ class Gate:
     async def decide(self, approver: str, approval_id: str, approve: bool = True) -> dict[str, Any]:
         """Answer an approval as ``approver``; the service's reply."""
         body = {"approval_id": approval_id, "approve": approve}
-        return dict(await self.rpc(Rpc.approvals_decide(approver), body))
+        return dict(await self.rpc(Rpc.approvals_decide(approver), body, approver=approver))
 
     async def trail(self, request_id: str) -> list[dict[str, Any]]:
         """The audit records of ``request_id``, in chain order."""
@@ -241,12 +290,24 @@ class Gate:
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()
+        for nc in self._approvers.values():
+            await nc.close()
+
+
+async def _refuses_anonymous(url: str) -> None:
+    async def quiet(error: Exception) -> None:
+        pass
+
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):
+        await nats.connect(url, error_cb=quiet, allow_reconnect=False)
 
 
 @pytest_asyncio.fixture(scope="module")
 async def gate(stack: Stack, e2e_paths: Paths) -> AsyncIterator[Gate]:
-    """A :class:`Gate` on this module's stack."""
-    nc = await nats.connect(stack.nats_url)
+    """A :class:`Gate` on this module's stack (a secured stack is checked to refuse anonymous clients)."""
+    if stack.credentials:
+        await _refuses_anonymous(stack.nats_url)
+    nc = await nats.connect(stack.nats_url, **stack.connect_options(ADMIN))
     driver = Gate(stack, e2e_paths, nc)
     yield driver
     await driver.close()

@@ -12,7 +12,14 @@ from toolgate.shared.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 
-FLOW = ["tool.requested", "decision.made", "approval.requested", "approval.granted", "receipt.issued"]
+FLOW = [
+    "tool.requested",
+    "decision.made",
+    "approval.requested",
+    "approval.granted",
+    "effect.claimed",  # the write's durable claim, recorded before it runs
+    "receipt.issued",
+]
 
 
 async def _stream_messages(gate: Any) -> int:

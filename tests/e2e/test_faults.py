@@ -1,19 +1,30 @@
 """A killed service delays work and loses none; a killed executor never runs a write twice (guarantees 2 and 3).
 
-The executor case waits for JetStream's redelivery of the messages the killed process
-held (the consumers' ack wait, 60 s), so it takes about a minute.
+The executor cases wait for JetStream's redelivery of the messages the killed process
+held (the executor consumers' ack wait, 10 s). Requests whose id starts with ``fphold-``
+stop inside their tool call (a fail point) until the executor is killed or stopped,
+which is how a test catches a run mid-effect.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 
+from toolgate.cli.stack import wait_ready
+from toolgate.shared import catalog
 from toolgate.shared.catalog import Subjects
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
+
+
+@pytest.fixture(scope="module")
+def stack_env() -> dict[str, str]:
+    return {"TOOLGATE_FAILPOINTS": "executor.run=hang@fphold-", "TOOLGATE_EXECUTOR_SHUTDOWN_GRACE_S": "2"}
+
 
 IN_MOVED_TO = 0x80
 PER_AGENT = 5
@@ -102,3 +113,48 @@ async def _decided(gate: Any, count: int, timeout_s: float = 30.0) -> None:
             return
         await asyncio.sleep(0.1)
     raise TimeoutError(f"fewer than {count} decisions after {timeout_s}s")
+
+
+async def _held(gate: Any, new_id: Any, operation: str, autonomy: int) -> tuple[str, str, str]:
+    """A call stopped inside its tool call: its claim is made (a write's is in the stream)."""
+    agent, request_id, name = gate.agent(autonomy), new_id("fphold-"), new_id("held-") + ".txt"
+    arguments = {"path": name, "content": "x"} if operation == "write" else {"path": "hello.txt"}
+    await wait_ready(gate.stack, ("executor",))
+    client = await gate.client(agent)
+    await client.submit("file_system", operation, arguments, request_id=request_id)
+    for _ in range(100):
+        held = await gate.js.consumer_info("TOOLGATE", catalog.EXECUTOR_DECISIONS.durable)
+        claimed = operation != "write" or await gate.count(f"tg.claim.{agent}.*") == 1
+        if held.num_ack_pending >= 1 and claimed:
+            return agent, request_id, name
+        await asyncio.sleep(0.1)
+    raise TimeoutError("the call never reached its tool")
+
+
+@pytest.mark.timeout(120)
+async def test_a_write_whose_executor_is_killed_mid_run_ends_uncertain_within_seconds(gate: Any, new_id: Any) -> None:
+    agent, request_id, name = await _held(gate, new_id, "write", 2)
+    gate.stack.stop("executor", kill=True)
+    killed = time.monotonic()
+    gate.stack.start("executor")
+    issued = await gate.receipt(agent, request_id, timeout_s=60)
+    waited = time.monotonic() - killed
+    assert (issued.outcome, issued.reason_code) == ("uncertain", "execution_interrupted"), issued.reason
+    # the tool's timeout (10 s) plus the stale grace (30 s) would be 40 s: a dead owner is known sooner
+    assert waited < 25, f"the receipt took {waited:.1f}s after the kill"
+    assert await gate.count(Subjects.receipt(agent, request_id)) == 1
+    assert not (gate.paths.sandbox / name).exists()
+
+
+@pytest.mark.parametrize(("operation", "autonomy", "outcome"), [("write", 2, "uncertain"), ("read", 1, "failed")])
+async def test_sigterm_mid_run_ends_the_call_before_the_executor_exits(
+    gate: Any, new_id: Any, operation: str, autonomy: int, outcome: str
+) -> None:
+    agent, request_id, _ = await _held(gate, new_id, operation, autonomy)
+    gate.stack.stop("executor")  # SIGTERM: a 2 s grace, then what still runs is ended
+    try:
+        stored = await gate.js.get_last_msg("TOOLGATE", Subjects.receipt(agent, request_id))
+    finally:
+        gate.stack.start("executor")
+    issued = await gate.receipt(agent, request_id)
+    assert stored.seq and (issued.outcome, issued.reason_code) == (outcome, "executor_shutdown"), issued.reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,31 @@ async def test_listing_through_an_escaping_symlink_is_refused(gate: Any) -> None
     issued = await gate.call(gate.agent(), "list", {"path": "escape"})
 
     assert (issued.outcome, issued.reason_code) == ("refused", "path_outside_sandbox")
+
+
+async def test_a_hard_link_to_an_outside_file_is_refused_and_nothing_is_touched(
+    gate: Any, watch: Any, new_id: Any
+) -> None:
+    paths, name = gate.paths, new_id("linked") + ".txt"
+    os.link(paths.outside / "secret.txt", paths.sandbox / name)  # made outside toolgate
+    try:
+        before = _snapshot(paths.outside)
+        watch.watch(paths.outside)
+        read = await gate.call(gate.agent(2), "read", {"path": name})
+        written = await gate.call(gate.agent(2), "write", {"path": name, "content": "pwned"})
+        await gate.settle()
+        sandbox_names = sorted(p.name for p in paths.sandbox.iterdir() if p.name.startswith(name[:-4]))
+    finally:
+        os.unlink(paths.sandbox / name)
+
+    for issued in (read, written):
+        assert (issued.outcome, issued.reason_code) == ("refused", "path_outside_sandbox"), issued.reason
+        assert name in issued.reason and "hard link with 2 links" in issued.reason, issued.reason
+        assert issued.result is None
+    assert "outside secret" not in read.reason
+    assert watch.poll() == [], "something in the outside directory was opened or created"
+    assert _snapshot(paths.outside) == before
+    assert sandbox_names == [name], "no temporary file was left and nothing was created"
 
 
 def _tool_request(request_id: str, **extra: Any) -> dict[str, Any]:

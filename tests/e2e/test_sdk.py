@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from toolgate.sdk import DuplicateRequest, ToolClient
+from toolgate.sdk import DuplicateRequest
 
 pytestmark = pytest.mark.e2e
 
 
 async def test_list_tools_shows_the_registry(gate: Any) -> None:
-    async with await ToolClient.connect(gate.stack.nats_url, gate.agent()) as client:
+    async with await gate.connect(gate.agent()) as client:
         tools = {tool.name: tool for tool in await client.list_tools()}
         assert "file_system" in tools
         assert set(tools["file_system"].operations) == {"read", "list", "write"}
@@ -21,7 +21,7 @@ async def test_list_tools_shows_the_registry(gate: Any) -> None:
 
 async def test_a_reused_request_id_is_reported_not_silently_merged(gate: Any, new_id: Any) -> None:
     request_id = new_id("r")
-    async with await ToolClient.connect(gate.stack.nats_url, gate.agent()) as client:
+    async with await gate.connect(gate.agent()) as client:
         await client.submit("file_system", "read", {"path": "hello.txt"}, request_id=request_id)
         with pytest.raises(DuplicateRequest):
             await client.submit("file_system", "read", {"path": "notes/a.txt"}, request_id=request_id)
@@ -30,9 +30,9 @@ async def test_a_reused_request_id_is_reported_not_silently_merged(gate: Any, ne
 
 async def test_a_new_client_reads_a_receipt_issued_while_it_was_away(gate: Any) -> None:
     agent = gate.agent()
-    async with await ToolClient.connect(gate.stack.nats_url, agent) as first:
+    async with await gate.connect(agent) as first:
         request_id = await first.submit("file_system", "read", {"path": "hello.txt"})
         issued = await first.receipt(request_id, timeout_s=20)
-    async with await ToolClient.connect(gate.stack.nats_url, agent) as later:
+    async with await gate.connect(agent) as later:
         again = await later.receipt(request_id, timeout_s=5)
     assert again == issued and again.outcome == "succeeded"

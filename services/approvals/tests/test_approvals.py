@@ -11,10 +11,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.approvals.adapters.redis_store import RedisApprovalStore
 from toolgate.approvals.domain import ApprovalState, DecideCommand, approval_id_for
-from toolgate.approvals.errors import StoreUnavailable
-from toolgate.approvals.ports import ApprovalStore, InMemoryApprovalStore
+from toolgate.approvals.errors import IndexLost, StoreUnavailable
+from toolgate.approvals.ports import ApprovalStore, InMemoryApprovalsBus, InMemoryApprovalStore
+from toolgate.approvals.rebuild import rebuild_approvals
 from toolgate.approvals.service import Approvals
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, BoundRequest, DecisionMade
+from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.signing import sign_event, verify_event
 from toolgate.shared.vocabulary import Verdict
 
@@ -24,7 +26,7 @@ APPROVERS = {"alice": frozenset({"operator"}), "demo-agent": frozenset({"operato
 
 class Clock:
     def __init__(self) -> None:
-        self.now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+        self.now = datetime.now(UTC)
 
     def __call__(self) -> datetime:
         return self.now
@@ -59,16 +61,34 @@ async def store(request: pytest.FixtureRequest, redis_client: aioredis.Redis) ->
     if request.param == "memory":
         return InMemoryApprovalStore()
     await redis_client.delete("tg:approvals:pending")
+    await redis_client.set("tg:epoch:approvals", "test")
     return RedisApprovalStore(redis_client)
 
 
-def _approvals(store: ApprovalStore, clock: Clock, published: list[tuple[str, Any]]) -> Approvals:
+def _answer(allowed: bool, code: str = "still_allowed", key: Ed25519PrivateKey = POLICY) -> Any:
+    def answer(query: RecheckQuery) -> RecheckAnswer:
+        reply = RecheckAnswer(
+            request_hash=query.request_hash,
+            allowed=allowed,
+            reason_code=code,
+            reason=f"because {code}",
+            checked_at=datetime.now(UTC),
+        )
+        return sign_event(reply, key)
+
+    return answer
+
+
+def _approvals(
+    store: ApprovalStore, clock: Clock, published: list[tuple[str, Any]], bus: InMemoryApprovalsBus | None = None
+) -> Approvals:
     async def publish(subject: str, event: Any) -> object:
         published.append((subject, event))
         return None
 
     return Approvals(
         store=store,
+        bus=bus or InMemoryApprovalsBus(answer=_answer(True)),
         approvers=APPROVERS,
         key=APPROVALS,
         policy_key=POLICY.public_key(),
@@ -87,6 +107,8 @@ async def test_needs_approval_opens_one_pending_approval(store: ApprovalStore, n
     pending = [p for p in await store.list_pending() if p.request_id.startswith(ns)]
     assert [p.approval_id for p in pending] == [approval_id_for("demo-agent", ns)]
     assert all(isinstance(event, ApprovalRequested) for _, event in published)
+    announced = {(subject, event.approval_id) for subject, event in published}  # a redelivery announces again
+    assert announced == {(f"tg.approval.requested.demo-agent.{ns}", approval_id_for("demo-agent", ns))}
 
 
 async def test_forged_decision_opens_nothing(store: ApprovalStore, ns: str) -> None:
@@ -160,3 +182,101 @@ async def test_give_up_ends_the_request_with_a_signed_rejection(store: ApprovalS
     assert subject == f"tg.approval.rejected.demo-agent.{ns}"
     assert isinstance(event, ApprovalRejected) and event.reason_code == "approval_store_unavailable"
     assert verify_event(event, APPROVALS.public_key())
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [("forbidden", "policy"), ("unknown_principal", "principal"), ("descriptor_superseded", "version")],
+)
+async def test_a_call_the_policy_no_longer_allows_is_rejected_and_the_approver_told(
+    store: ApprovalStore, ns: str, code: str, reason: str
+) -> None:
+    bus = InMemoryApprovalsBus(answer=_answer(False, code))
+    approvals = _approvals(store, Clock(), published := [], bus)
+    await approvals.on_decision(_decision(ns))
+    approval_id = approval_id_for("demo-agent", ns)
+    reply = await approvals.answer("alice", DecideCommand(approval_id=approval_id, approve=True))
+    assert (reply.ok, reply.reason_code) == (False, code) and "no longer" in reply.reason
+    assert not any(isinstance(e, ApprovalGranted) for _, e in published)
+    [rejected] = [e for _, e in published if isinstance(e, ApprovalRejected)]
+    assert rejected.reason_code == code and verify_event(rejected, APPROVALS.public_key())
+    assert (await store.get(approval_id)).state is ApprovalState.REJECTED  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("answer", [None, _answer(True, key=Ed25519PrivateKey.generate())], ids=["silent", "forged"])
+async def test_without_a_valid_recheck_answer_nothing_is_granted(store: ApprovalStore, ns: str, answer: Any) -> None:
+    approvals = _approvals(store, Clock(), published := [], InMemoryApprovalsBus(answer=answer))
+    await approvals.on_decision(_decision(ns))
+    approval_id = approval_id_for("demo-agent", ns)
+    reply = await approvals.answer("alice", DecideCommand(approval_id=approval_id, approve=True))
+    assert (reply.ok, reply.reason_code) == (False, "policy_unreachable")
+    assert (await store.get(approval_id)).state is ApprovalState.PENDING  # type: ignore[union-attr]
+    assert not any(isinstance(e, ApprovalGranted | ApprovalRejected) for _, e in published)
+
+
+async def test_no_approval_is_opened_for_a_request_that_already_ended(store: ApprovalStore, ns: str) -> None:
+    approvals = _approvals(store, Clock(), published := [], InMemoryApprovalsBus(receipts={ns}))
+    assert await approvals.on_decision(_decision(ns))
+    assert await store.get(approval_id_for("demo-agent", ns)) is None and published == []
+
+
+async def test_a_retried_resolution_wins_again_and_only_with_its_token(store: ApprovalStore, ns: str) -> None:
+    approvals = _approvals(store, Clock(), [])
+    await approvals.on_decision(_decision(ns))
+    approval_id = approval_id_for("demo-agent", ns)
+    assert await store.resolve(approval_id, ApprovalState.GRANTED, "t1")
+    assert await store.resolve(approval_id, ApprovalState.GRANTED, "t1")
+    assert not await store.resolve(approval_id, ApprovalState.GRANTED, "t2")
+    assert not await store.resolve(approval_id, ApprovalState.REJECTED, "t1")
+
+
+async def test_one_failing_expiry_does_not_stop_the_sweep(store: ApprovalStore, ns: str) -> None:
+    clock, published = Clock(), []
+    approvals = _approvals(store, clock, published)
+    for suffix in ("a", "b", "c"):
+        await approvals.on_decision(_decision(ns + suffix))
+    failing = f"tg.approval.rejected.demo-agent.{ns}a"
+
+    async def flaky(subject: str, event: Any) -> object:
+        if subject == failing:
+            raise ConnectionError("publish failed")
+        published.append((subject, event))
+        return None
+
+    approvals.publish = flaky
+    clock.now += timedelta(seconds=61)
+    await approvals.expire_due()
+    expired = {e.request_id for _, e in published if isinstance(e, ApprovalRejected)}
+    assert {ns + "b", ns + "c"} <= expired and ns + "a" not in expired
+
+
+async def _lose_everything(store: ApprovalStore, redis_client: aioredis.Redis) -> None:
+    """Forget every approval, the epoch and the rebuild lock, as a Redis restarted empty would."""
+    if isinstance(store, InMemoryApprovalStore):
+        store.lose_everything()
+        return
+    keys = [key async for key in redis_client.scan_iter("tg:approval*")]
+    await redis_client.delete(*keys, "tg:epoch:approvals", "tg:rebuild:approvals")
+
+
+async def test_a_lost_store_refuses_until_rebuilt_from_the_stream(
+    store: ApprovalStore, redis_client: aioredis.Redis, ns: str
+) -> None:
+    published: list[tuple[str, Any]] = []
+    bus = InMemoryApprovalsBus(answer=_answer(True))
+    approvals = _approvals(store, Clock(), published, bus)
+    for suffix in ("open", "granted", "ended"):
+        await approvals.on_decision(_decision(ns + suffix))
+    bus.requests = [e for _, e in published if isinstance(e, ApprovalRequested)]
+    bus.outcomes, bus.receipts = {ns + "granted"}, {ns + "ended"}
+    await _lose_everything(store, redis_client)
+    with pytest.raises(IndexLost):
+        await store.list_pending()
+    with pytest.raises(IndexLost):
+        await store.get(approval_id_for("demo-agent", ns + "open"))
+    with pytest.raises(IndexLost):
+        await approvals.on_decision(_decision(ns + "new"))
+    assert await rebuild_approvals(store, bus, "me")
+    pending = await store.list_pending()
+    assert [p.request_id for p in pending] == [ns + "open"]
+    assert pending[0].expires_at == bus.requests[0].expires_at

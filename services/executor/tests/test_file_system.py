@@ -254,6 +254,61 @@ async def test_write_replaces_a_final_symlink_swapped_in_instead_of_following_it
     assert (outside / "secret.txt").read_text() == "top secret"
 
 
+# --- hard links: a second name for a file that may live anywhere -------------------------------
+
+
+def hard_link_cases(root: Path, outside: Path) -> dict[str, tuple[Path, str, str]]:
+    """Case name -> (the file that gets a second name, the path the agent asks for, the path a refusal names)."""
+    os.link(outside / "secret.txt", root / "innocent.txt")
+    os.link(outside / "secret.txt", root / "docs" / "deep.txt")
+    os.link(root / "hello.txt", root / "twin.txt")
+    os.symlink("innocent.txt", root / "via-symlink.txt")
+    return {
+        "to-outside": (outside / "secret.txt", "innocent.txt", "innocent.txt"),
+        "in-subdirectory": (outside / "secret.txt", "docs/deep.txt", "docs/deep.txt"),
+        "twin-inside": (root / "hello.txt", "twin.txt", "twin.txt"),
+        "twin-inside-other-name": (root / "hello.txt", "hello.txt", "hello.txt"),
+        "symlink-to-hard-link": (outside / "secret.txt", "via-symlink.txt", "innocent.txt"),
+    }
+
+
+HARD_LINK_CASES = ["to-outside", "in-subdirectory", "twin-inside", "twin-inside-other-name", "symlink-to-hard-link"]
+
+
+@pytest.mark.parametrize("case", HARD_LINK_CASES)
+async def test_reading_a_hard_linked_file_is_refused_naming_path_and_links(
+    tool: FileSystemTool, root: Path, outside: Path, case: str
+) -> None:
+    linked, path, shown = hard_link_cases(root, outside)[case]
+    error = await refused(tool, "read", {"path": path})
+    assert (error.reason_code, error.argument) == ("path_outside_sandbox", "path")
+    assert f"{shown!r} is a hard link with {os.stat(linked).st_nlink} links" in error.reason
+    assert "secret" not in error.reason
+
+
+@pytest.mark.parametrize("case", HARD_LINK_CASES)
+async def test_writing_onto_a_hard_linked_file_is_refused_before_any_effect(
+    tool: FileSystemTool, root: Path, outside: Path, tmp_path: Path, case: str
+) -> None:
+    linked, path, _ = hard_link_cases(root, outside)[case]
+    before, content = files_under(tmp_path), linked.read_bytes()
+    error = await refused(tool, "write", {"path": path, "content": "pwned"})
+    assert error.reason_code == "path_outside_sandbox"
+    assert "hard link" in error.reason
+    assert linked.read_bytes() == content
+    assert os.stat(linked).st_ino == os.stat(root / path).st_ino, "the entry was not replaced"
+    assert files_under(tmp_path) == before, "nothing created, not even a temporary file"
+
+
+async def test_a_file_whose_other_names_are_gone_works_again(tool: FileSystemTool, root: Path, outside: Path) -> None:
+    os.link(outside / "secret.txt", root / "innocent.txt")
+    assert (await refused(tool, "read", {"path": "innocent.txt"})).reason_code == "path_outside_sandbox"
+    (outside / "secret.txt").unlink()
+    assert (await tool.call("read", {"path": "innocent.txt"}))["content"] == "top secret"
+    assert (await tool.call("write", {"path": "innocent.txt", "content": "mine"}))["created"] is False
+    assert (await tool.call("read", {"path": "hello.txt"}))["content"] == "héllo\n"
+
+
 async def test_unknown_operation_is_refused(tool: FileSystemTool) -> None:
     error = await refused(tool, "delete", {"path": "hello.txt"})
     assert error.reason_code == "unknown_operation"

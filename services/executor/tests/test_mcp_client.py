@@ -13,6 +13,7 @@ import pytest
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.errors import ToolFailed, ToolRefused, ToolTimeout
 from toolgate.registry.adapters.mcp_import import import_mcp_server
+from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig, resolve_command
 
 TEST_SERVER = """
@@ -56,13 +57,17 @@ def configs(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, M
     script.write_text(TEST_SERVER)
     return {
         "time": McpServerConfig(
-            name="time", command=resolve_command("mcp-server-time"), args=["--local-timezone", "UTC"]
+            name="time",
+            command=resolve_command("mcp-server-time"),
+            args=["--local-timezone", "UTC"],
+            trust_hints=True,
         ),
         "git": McpServerConfig(
             name="git",
             command=resolve_command("mcp-server-git"),
             args=["--repository", str(repo)],
             pinned_arguments={"repo_path": str(repo)},
+            trust_hints=True,
         ),
         "testing": McpServerConfig(name="testing", command=sys.executable, args=[str(script)]),
     }
@@ -73,6 +78,23 @@ async def host(configs: dict[str, McpServerConfig]) -> AsyncIterator[McpToolHost
     tool_host = McpToolHost(configs)
     yield tool_host
     await tool_host.aclose()
+
+
+@pytest.fixture(scope="module")
+async def registered(configs: dict[str, McpServerConfig]) -> dict[str, ToolDescriptor]:
+    """What the registry publishes for each server: the operations the calls run under."""
+    return {name: await import_mcp_server(config) for name, config in configs.items()}
+
+
+@pytest.fixture(scope="module")
+def spec(registered: dict[str, ToolDescriptor]) -> Any:
+    """``spec(server, tool)``: the registered operation of ``tool``."""
+    return lambda server, tool: registered[server].operations[tool]
+
+
+async def call(host: McpToolHost, spec: Any, server: str, tool: str, arguments: dict[str, Any], **kw: Any) -> Any:
+    expected = kw.get("expected") or spec(server, tool)
+    return await host.call(server, tool, arguments, kw.get("timeout_s", 30.0), expected)
 
 
 def server_pids(fragment: str) -> set[int]:
@@ -99,13 +121,10 @@ async def wait_until(predicate: Any, timeout_s: float = 10.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_current_time_matches_the_descriptor_output_schema(
-    host: McpToolHost, configs: dict[str, McpServerConfig]
-) -> None:
-    descriptor = await import_mcp_server(configs["time"])
-    operation = descriptor.operations["get_current_time"]
+async def test_current_time_matches_the_descriptor_output_schema(host: McpToolHost, spec: Any) -> None:
+    operation: OperationSpec = spec("time", "get_current_time")
 
-    result = await host.call("time", "get_current_time", {"timezone": "UTC"}, timeout_s=30.0)
+    result = await call(host, spec, "time", "get_current_time", {"timezone": "UTC"})
 
     jsonschema_rs.validator_for(operation.input_schema).validate({"timezone": "UTC"})
     jsonschema_rs.validator_for(operation.output_schema).validate(result)
@@ -114,14 +133,11 @@ async def test_current_time_matches_the_descriptor_output_schema(
     assert result["content"][0]["type"] == "text" and "datetime" in result["content"][0]["text"]
 
 
-async def test_convert_time_matches_an_output_schema_with_refs(
-    host: McpToolHost, configs: dict[str, McpServerConfig]
-) -> None:
-    descriptor = await import_mcp_server(configs["time"])
-    validator = jsonschema_rs.validator_for(descriptor.operations["convert_time"].output_schema)
+async def test_convert_time_matches_an_output_schema_with_refs(host: McpToolHost, spec: Any) -> None:
+    validator = jsonschema_rs.validator_for(spec("time", "convert_time").output_schema)
     arguments = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
 
-    result = await host.call("time", "convert_time", arguments, timeout_s=30.0)
+    result = await call(host, spec, "time", "convert_time", arguments)
 
     validator.validate(result)
     assert result["structured"]["target"]["datetime"].startswith(result["structured"]["source"]["datetime"][:10])
@@ -129,8 +145,8 @@ async def test_convert_time_matches_an_output_schema_with_refs(
     assert not validator.is_valid(broken)
 
 
-async def test_git_log_returns_the_commit_messages(host: McpToolHost, repo: Path) -> None:
-    result = await host.call("git", "git_log", {"repo_path": str(repo), "max_count": 10}, timeout_s=30.0)
+async def test_git_log_returns_the_commit_messages(host: McpToolHost, spec: Any, repo: Path) -> None:
+    result = await call(host, spec, "git", "git_log", {"repo_path": str(repo), "max_count": 10})
 
     text = "\n".join(item["text"] for item in result["content"])
     assert "add alpha file" in text and "add beta file" in text
@@ -138,68 +154,72 @@ async def test_git_log_returns_the_commit_messages(host: McpToolHost, repo: Path
     assert all(set(item) == {"type", "text"} for item in result["content"])
 
 
-async def test_pinned_repo_path_overrides_a_hostile_one(host: McpToolHost, configs: dict[str, McpServerConfig]) -> None:
-    result = await host.call("git", "git_log", {"repo_path": "/etc", "max_count": 10}, timeout_s=30.0)
+async def test_pinned_repo_path_overrides_a_hostile_one(
+    host: McpToolHost, spec: Any, configs: dict[str, McpServerConfig]
+) -> None:
+    result = await call(host, spec, "git", "git_log", {"repo_path": "/etc", "max_count": 10})
     assert "add beta file" in result["content"][0]["text"]
 
-    unpinned = McpToolHost(
-        {"git": McpServerConfig(name="git", command=configs["git"].command, args=configs["git"].args)}
-    )
+    git = configs["git"]
+    unpinned_config = McpServerConfig(name="git", command=git.command, args=git.args, trust_hints=True)
+    unpinned = McpToolHost({"git": unpinned_config})
     try:
+        expected = (await import_mcp_server(unpinned_config)).operations["git_log"]
         with pytest.raises(ToolFailed) as refused:
-            await unpinned.call("git", "git_log", {"repo_path": "/etc"}, timeout_s=30.0)
+            await unpinned.call("git", "git_log", {"repo_path": "/etc"}, 30.0, expected)
         assert refused.value.reason_code == "tool_error"
         assert "outside the allowed repository" in refused.value.reason
     finally:
         await unpinned.aclose()
 
 
-async def test_invalid_argument_is_a_tool_failure(host: McpToolHost) -> None:
+async def test_invalid_argument_is_a_tool_failure(host: McpToolHost, spec: Any) -> None:
     with pytest.raises(ToolFailed) as failed:
-        await host.call("time", "get_current_time", {"timezone": 5}, timeout_s=30.0)
+        await call(host, spec, "time", "get_current_time", {"timezone": 5})
     assert failed.value.reason_code == "tool_error"
     assert "timezone" in failed.value.reason
 
     with pytest.raises(ToolFailed) as failed:
-        await host.call("time", "get_current_time", {"timezone": "Mars/Olympus_Mons"}, timeout_s=30.0)
+        await call(host, spec, "time", "get_current_time", {"timezone": "Mars/Olympus_Mons"})
     assert failed.value.reason_code == "tool_error"
 
 
-async def test_json_rpc_error_is_a_tool_failure(host: McpToolHost) -> None:
-    with pytest.raises(ToolFailed) as failed:
-        await host.call("time", "no_such_tool", {}, timeout_s=30.0)
-    assert failed.value.reason_code == "tool_error"
-    assert "no_such_tool" in failed.value.reason
-
-
-async def test_unknown_server_is_refused(host: McpToolHost) -> None:
+async def test_a_tool_the_server_does_not_list_is_refused_before_sending(host: McpToolHost, spec: Any) -> None:
     with pytest.raises(ToolRefused) as refused:
-        await host.call("nowhere", "x", {}, timeout_s=5.0)
+        await call(host, spec, "time", "no_such_tool", {}, expected=spec("time", "get_current_time"))
+    assert refused.value.reason_code == "tool_definition_changed"
+    assert "absent" in refused.value.reason
+
+
+async def test_unknown_server_is_refused(host: McpToolHost, spec: Any) -> None:
+    with pytest.raises(ToolRefused) as refused:
+        await host.call("nowhere", "x", {}, 5.0, spec("time", "get_current_time"))
     assert refused.value.reason_code == "unknown_server"
 
 
-async def test_timeout_then_the_session_still_serves(host: McpToolHost) -> None:
+async def test_timeout_then_the_session_still_serves(host: McpToolHost, spec: Any) -> None:
+    await call(host, spec, "testing", "sleep", {"seconds": 0.01})  # started: the limit below is the call's own
     loop = asyncio.get_running_loop()
     started = loop.time()
     with pytest.raises(ToolTimeout) as timed_out:
-        await host.call("testing", "sleep", {"seconds": 30}, timeout_s=1.0)
+        await call(host, spec, "testing", "sleep", {"seconds": 30}, timeout_s=1.0)
     assert loop.time() - started < 5.0
     assert timed_out.value.reason_code == "tool_timeout"
 
-    result = await host.call("testing", "sleep", {"seconds": 0.01}, timeout_s=30.0)
+    result = await call(host, spec, "testing", "sleep", {"seconds": 0.01})
     assert result["content"] == [{"type": "text", "text": "awake"}]
 
 
-async def test_binary_content_is_dropped(host: McpToolHost) -> None:
-    result = await host.call("testing", "picture", {}, timeout_s=30.0)
+async def test_binary_content_is_dropped(host: McpToolHost, spec: Any) -> None:
+    result = await call(host, spec, "testing", "picture", {})
     assert result["content"] == [{"type": "image", "mimeType": "image/png"}]
 
 
-async def test_concurrent_calls_from_five_tasks(host: McpToolHost, repo: Path) -> None:
+async def test_concurrent_calls_from_five_tasks(host: McpToolHost, spec: Any, repo: Path) -> None:
     async def one(index: int) -> dict[str, Any]:
         if index % 2:
-            return await host.call("time", "get_current_time", {"timezone": "UTC"}, timeout_s=30.0)
-        return await host.call("git", "git_log", {"repo_path": str(repo)}, timeout_s=30.0)
+            return await call(host, spec, "time", "get_current_time", {"timezone": "UTC"})
+        return await call(host, spec, "git", "git_log", {"repo_path": str(repo)})
 
     results = await asyncio.gather(*(asyncio.create_task(one(i)) for i in range(5)))
 
@@ -207,17 +227,17 @@ async def test_concurrent_calls_from_five_tasks(host: McpToolHost, repo: Path) -
     assert all("add alpha file" in r["content"][0]["text"] for r in results[::2])
 
 
-async def test_a_dead_session_is_restarted_by_the_next_call(configs: dict[str, McpServerConfig]) -> None:
+async def test_a_dead_session_is_restarted_by_the_next_call(configs: dict[str, McpServerConfig], spec: Any) -> None:
     others = server_pids("mcp-server-time")
     tool_host = McpToolHost({"time": configs["time"]})
     try:
-        await tool_host.call("time", "get_current_time", {"timezone": "UTC"}, timeout_s=30.0)
+        await call(tool_host, spec, "time", "get_current_time", {"timezone": "UTC"})
         (old,) = server_pids("mcp-server-time") - others
         os.kill(old, signal.SIGKILL)
         await wait_until(lambda: old not in server_pids("mcp-server-time"))
         await asyncio.sleep(0.2)
 
-        result = await tool_host.call("time", "get_current_time", {"timezone": "UTC"}, timeout_s=30.0)
+        result = await call(tool_host, spec, "time", "get_current_time", {"timezone": "UTC"})
 
         assert result["structured"]["timezone"] == "UTC"
         (new,) = server_pids("mcp-server-time") - others
@@ -238,11 +258,11 @@ async def test_aclose_terminates_the_server_processes(configs: dict[str, McpServ
     await wait_until(lambda: not (server_pids("mcp-server-") & started), timeout_s=10.0)
 
 
-async def test_unstartable_server_is_a_tool_failure() -> None:
+async def test_unstartable_server_is_a_tool_failure(spec: Any) -> None:
     tool_host = McpToolHost({"gone": McpServerConfig(name="gone", command="/nonexistent/mcp-server")})
     try:
         with pytest.raises(ToolFailed) as failed:
-            await tool_host.call("gone", "anything", {}, timeout_s=10.0)
+            await tool_host.call("gone", "anything", {}, 10.0, spec("time", "get_current_time"))
         assert failed.value.reason_code == "server_unavailable"
     finally:
         await tool_host.aclose()

@@ -1,8 +1,9 @@
-"""The executor workflow over in-memory ports and a real sandboxed file system."""
+"""The executor workflow over in-memory ports: run once, follow claims, re-check, end what cannot run."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import asyncio
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,205 +11,99 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.domain import Step, next_step, scrub
-from toolgate.executor.ports import Claim, ClaimState, InMemoryIdempotencyStore
-from toolgate.executor.service import Executor
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import (
-    ApprovalGranted,
-    ApprovalRejected,
-    BoundRequest,
-    DecisionMade,
-    ReceiptIssued,
-    request_hash,
-)
-from toolgate.shared.settle import Settle
+from toolgate.executor.errors import IndexLost, StoreUnavailable
+from toolgate.executor.ports import Claim, ClaimRequest, ClaimState
+from toolgate.shared.events import ApprovalRejected
+from toolgate.shared.settle import Later, Settle
 from toolgate.shared.signing import sign_event
 from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+WRITE = {"path": "b.txt", "content": "one"}
 
 
-class Descriptors:
-    def __init__(self, descriptor: ToolDescriptor) -> None:
-        self.descriptor = descriptor
-
-    async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
-        return self.descriptor if tool == self.descriptor.name else None
-
-
-class Harness:
-    def __init__(self, descriptor: ToolDescriptor, sandbox: Path) -> None:
-        self.receipts: list[ReceiptIssued] = []
-        self.decisions: dict[str, DecisionMade] = {}
-        self.descriptor = descriptor
-        self.executor = Executor(
-            store=InMemoryIdempotencyStore(),
-            descriptors=Descriptors(descriptor),
-            tools=LocalToolHost(FileSystemTool(sandbox), None),
-            policy_key=POLICY.public_key(),
-            approvals_key=APPROVALS.public_key(),
-            publish=self._publish,
-            fetch_decision=self._fetch,
-            fetch_receipt=self._fetch_receipt,
-            clock=lambda: NOW,
-        )
-
-    async def _publish(self, subject: str, issued: ReceiptIssued) -> object:
-        self.receipts.append(issued)
-        return None
-
-    async def _fetch_receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
-        return next((r for r in self.receipts if r.request_id == request_id), None)
-
-    async def _fetch(self, principal: str, request_id: str) -> DecisionMade | None:
-        return self.decisions.get(request_id)
-
-    def decision(
-        self,
-        operation: str,
-        arguments: dict[str, Any],
-        rid: str = "r1",
-        key: str = "k1",
-        verdict: Verdict = Verdict.EXECUTE,
-    ) -> DecisionMade:
-        bound = BoundRequest(
-            principal="demo-agent",
-            tool="file_system",
-            version="1.0.0",
-            descriptor_digest=descriptor_digest(self.descriptor),
-            operation=operation,
-            arguments=arguments,
-        )
-        decision = DecisionMade(
-            event_id=f"decision:{rid}",
-            occurred_at=NOW,
-            request_id=rid,
-            principal="demo-agent",
-            verdict=verdict,
-            reason_code="x",
-            reason="x",
-            idempotency_key=key,
-            request=bound,
-            request_hash=request_hash(bound),
-            side_effect_class=self.descriptor.operations[operation].side_effect_class,
-            timeout_s=5.0,
-        )
-        signed = sign_event(decision, POLICY)
-        self.decisions[rid] = signed
-        return signed
-
-
-@pytest.fixture
-def sandbox(tmp_path: Path) -> Path:
-    root = tmp_path / "sandbox"
-    root.mkdir()
-    (root / "a.txt").write_text("alpha")
-    return root
-
-
-@pytest.fixture
-def harness(repo_root: Path, sandbox: Path) -> Harness:
-    data = (repo_root / "deploy" / "tools" / "file_system.json").read_bytes()
-    return Harness(msgspec.json.decode(data, type=ToolDescriptor), sandbox)
-
-
-async def test_execute_runs_once_and_redelivery_republishes(harness: Harness, sandbox: Path) -> None:
-    decision = harness.decision("write", {"path": "b.txt", "content": "one"})
+async def test_execute_runs_once_and_redelivery_republishes(harness: Any, sandbox: Path) -> None:
+    decision = harness.decision("write", WRITE)
     assert await harness.executor.on_decision(decision) is Settle.ACK
+    first = harness.bus.receipts.pop("r1")
     (sandbox / "b.txt").unlink()
-    assert await harness.executor.on_decision(decision, delivery=2) is Settle.ACK
+    assert await harness.executor.on_decision(decision) is Settle.ACK
     assert not (sandbox / "b.txt").exists(), "a redelivered decision ran the tool again"
-    assert [r.outcome for r in harness.receipts] == [Outcome.SUCCEEDED, Outcome.SUCCEEDED]
-    assert harness.receipts[0] == harness.receipts[1]
+    assert harness.bus.receipts["r1"] == first and first.outcome is Outcome.SUCCEEDED
 
 
-async def test_same_key_other_request_is_replayed_and_other_arguments_refused(harness: Harness) -> None:
+async def test_same_key_other_request_is_replayed_and_other_arguments_refused(harness: Any) -> None:
     await harness.executor.on_decision(harness.decision("read", {"path": "a.txt"}))
     await harness.executor.on_decision(harness.decision("read", {"path": "a.txt"}, rid="r2"))
     await harness.executor.on_decision(harness.decision("write", {"path": "a.txt", "content": "z"}, rid="r3"))
-    outcomes = [(r.outcome, r.reason_code) for r in harness.receipts]
-    assert outcomes[1:] == [(Outcome.REPLAYED, "ok"), (Outcome.REFUSED, "idempotency_key_reused")]
-    assert harness.receipts[1].result == harness.receipts[0].result and harness.receipts[1].replay_of == "r1"
+    assert harness.receipt("r2") == (Outcome.REPLAYED, "ok") and harness.bus.receipts["r2"].replay_of == "r1"
+    assert harness.receipt("r3") == (Outcome.REFUSED, "idempotency_key_reused")
+    assert harness.bus.receipts["r2"].result == harness.bus.receipts["r1"].result
 
 
-async def test_forged_decision_runs_nothing_and_issues_no_receipt(harness: Harness, sandbox: Path) -> None:
+async def test_forged_or_tampered_decisions_run_nothing_and_issue_no_receipt(harness: Any, sandbox: Path) -> None:
     decision = harness.decision("write", {"path": "c.txt", "content": "x"})
-    forged = sign_event(decision, Ed25519PrivateKey.generate())
-    assert await harness.executor.on_decision(forged) is Settle.TERM
+    assert await harness.executor.on_decision(sign_event(decision, Ed25519PrivateKey.generate())) is Settle.TERM
     swapped = msgspec.structs.replace(decision, request=msgspec.structs.replace(decision.request, arguments={}))
     assert await harness.executor.on_decision(swapped) is Settle.TERM
     assert harness.receipts == [] and not (sandbox / "c.txt").exists()
 
 
-async def test_deny_and_refuse_end_in_receipts(harness: Harness) -> None:
+async def test_deny_and_refuse_end_in_receipts(harness: Any) -> None:
     await harness.executor.on_decision(harness.decision("read", {"path": "a.txt"}, verdict=Verdict.DENY))
     await harness.executor.on_decision(harness.decision("read", {"path": "a.txt"}, rid="r2", verdict=Verdict.REFUSE))
     assert [r.outcome for r in harness.receipts] == [Outcome.DENIED, Outcome.REFUSED]
 
 
-def _grant(
-    decision: DecisionMade, digest: str, key: Ed25519PrivateKey = APPROVALS, ttl_s: float = 60
-) -> ApprovalGranted:
-    grant = ApprovalGranted(
-        event_id="g",
-        occurred_at=NOW,
-        request_id=decision.request_id,
-        principal=decision.principal,
-        approval_id="ap-1",
-        request_hash=digest,
-        approver="alice",
-        expires_at=NOW + timedelta(seconds=ttl_s),
-    )
-    return sign_event(grant, key)
-
-
-async def test_grant_runs_only_the_approved_arguments(harness: Harness, sandbox: Path) -> None:
+async def test_grant_runs_only_the_approved_arguments(harness: Any, sandbox: Path) -> None:
     decision = harness.decision("write", {"path": "d.txt", "content": "approved"}, verdict=Verdict.NEEDS_APPROVAL)
     assert await harness.executor.on_decision(decision) is Settle.ACK and harness.receipts == []
-    assert decision.request is not None
     other = msgspec.structs.replace(decision.request, arguments={"path": "d.txt", "content": "other"})
-    assert await harness.executor.on_granted(_grant(decision, request_hash(other))) is Settle.TERM
-    assert (
-        await harness.executor.on_granted(_grant(decision, decision.request_hash or "", Ed25519PrivateKey.generate()))
-        is Settle.TERM
-    )
+    from toolgate.shared.events import request_hash
+
+    assert await harness.executor.on_granted(harness.grant(decision, request_hash(other))) is Settle.TERM
+    foreign = harness.grant(decision, key=Ed25519PrivateKey.generate())
+    assert await harness.executor.on_granted(foreign) is Settle.TERM
     assert not (sandbox / "d.txt").exists() and harness.receipts == []
-    assert await harness.executor.on_granted(_grant(decision, decision.request_hash or "")) is Settle.ACK
-    assert (sandbox / "d.txt").read_text() == "approved" and harness.receipts[0].outcome is Outcome.SUCCEEDED
+    assert await harness.executor.on_granted(harness.grant(decision)) is Settle.ACK
+    assert (sandbox / "d.txt").read_text() == "approved" and harness.receipt("r1") == (Outcome.SUCCEEDED, "ok")
+    [query] = harness.bus.rechecks
+    assert (query.approver, query.request_hash) == ("alice", decision.request_hash), "a grant is re-checked"
 
 
-async def test_expired_grant_is_denied(harness: Harness, sandbox: Path) -> None:
+async def test_expired_grant_is_denied_and_runs_nothing(harness: Any, sandbox: Path) -> None:
     decision = harness.decision("write", {"path": "e.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
-    assert await harness.executor.on_granted(_grant(decision, decision.request_hash or "", ttl_s=-1)) is Settle.ACK
-    assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (Outcome.DENIED, "approval_expired")
-    assert not (sandbox / "e.txt").exists()
+    assert await harness.executor.on_granted(harness.grant(decision, ttl_s=-1)) is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.DENIED, "approval_expired") and not (sandbox / "e.txt").exists()
 
 
-async def test_hostile_path_is_refused_with_a_receipt(harness: Harness) -> None:
+async def test_hostile_path_is_refused_with_a_receipt(harness: Any) -> None:
     await harness.executor.on_decision(harness.decision("read", {"path": "../outside"}))
-    assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (Outcome.REFUSED, "path_outside_sandbox")
+    assert harness.receipt("r1") == (Outcome.REFUSED, "path_outside_sandbox")
 
 
 @pytest.mark.parametrize(
-    ("state", "owner", "age_ms", "side_effect", "step"),
+    ("state", "owner", "abandoned", "side_effect", "step"),
     [
-        (ClaimState.NEW, "r1", 0, SideEffectClass.READ_ONLY, Step.RUN),
-        (ClaimState.DONE, "r1", 0, SideEffectClass.READ_ONLY, Step.REPUBLISH),
-        (ClaimState.DONE, "r0", 0, SideEffectClass.READ_ONLY, Step.REPLAY),
-        (ClaimState.MISMATCH, "r0", 0, SideEffectClass.READ_ONLY, Step.REFUSE_REUSED),
-        (ClaimState.INFLIGHT, "r1", 10, SideEffectClass.REVERSIBLE_WRITE, Step.WAIT),
-        (ClaimState.INFLIGHT, "r1", 99_999, SideEffectClass.REVERSIBLE_WRITE, Step.UNCERTAIN),
-        (ClaimState.INFLIGHT, "r1", 99_999, SideEffectClass.READ_ONLY, Step.TAKE_OVER),
-        (ClaimState.INFLIGHT, "r0", 99_999, SideEffectClass.READ_ONLY, Step.REFUSE_IN_USE),
+        (ClaimState.NEW, "r1", False, SideEffectClass.READ_ONLY, Step.RUN),
+        (ClaimState.ENDED, None, False, SideEffectClass.REVERSIBLE_WRITE, Step.ENDED),
+        (ClaimState.DONE, "r1", False, SideEffectClass.READ_ONLY, Step.REPUBLISH),
+        (ClaimState.DONE, "r0", False, SideEffectClass.READ_ONLY, Step.REPLAY),
+        (ClaimState.MISMATCH, "r0", False, SideEffectClass.READ_ONLY, Step.REFUSE_REUSED),
+        (ClaimState.INFLIGHT, "r1", False, SideEffectClass.REVERSIBLE_WRITE, Step.WAIT),
+        (ClaimState.INFLIGHT, "r0", False, SideEffectClass.READ_ONLY, Step.WAIT),
+        (ClaimState.INFLIGHT, "r1", True, SideEffectClass.REVERSIBLE_WRITE, Step.UNCERTAIN),
+        (ClaimState.INFLIGHT, "r1", True, SideEffectClass.IRREVERSIBLE_WRITE, Step.UNCERTAIN),
+        (ClaimState.INFLIGHT, "r1", True, SideEffectClass.READ_ONLY, Step.TAKE_OVER),
+        (ClaimState.INFLIGHT, "r0", True, SideEffectClass.READ_ONLY, Step.REFUSE_IN_USE),
+        (ClaimState.INFLIGHT, "r0", True, SideEffectClass.FINANCIAL, Step.REFUSE_IN_USE),
     ],
 )
-def test_next_step(state: ClaimState, owner: str, age_ms: int, side_effect: SideEffectClass, step: Step) -> None:
+def test_next_step(
+    state: ClaimState, owner: str | None, abandoned: bool, side_effect: SideEffectClass, step: Step
+) -> None:
     claim = Claim(state=state, owner_request_id=owner, receipt=None, claimed_at_ms=1_000_000)
-    assert next_step(claim, "r1", side_effect, 1_000_000 + age_ms, 35_000) is step
+    assert next_step(claim, "r1", side_effect, abandoned) is step
 
 
 def test_scrub_replaces_credentials_with_hash_references() -> None:
@@ -218,46 +113,219 @@ def test_scrub_replaces_credentials_with_hash_references() -> None:
     assert cleaned["n"] == 3 and str(cleaned).count("[redacted sha256:") == 3
 
 
-async def test_expired_grant_after_a_crash_mid_write_is_uncertain_not_denied(harness: Harness, sandbox: Path) -> None:
-    decision = harness.decision("write", {"path": "f.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
-    store = harness.executor.store
-    assert decision.request_hash is not None
-    await store.claim("demo-agent", "k1", decision.request_hash, decision.request_id, 60)  # the crashed run
-    harness.executor.stale_grace_s = -10  # the crashed run is long past its timeout
-    assert await harness.executor.on_granted(_grant(decision, decision.request_hash, ttl_s=-1)) is Settle.ACK
-    assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (
-        Outcome.UNCERTAIN,
-        "execution_interrupted",
-    )
+async def _crashed_run(harness: Any, decision: Any, instance: str = "exec-dead") -> None:
+    """A run another executor claimed (and recorded in the stream) before it died."""
+    request = ClaimRequest("demo-agent", "k1", decision.request_hash, decision.request_id, instance, "n0", 600)
+    assert (await harness.store.claim(request)).state is ClaimState.NEW
+    assert await harness.new_instance(instance).claims.record(decision) is None
 
 
-async def test_a_replay_decision_whose_record_is_gone_runs_nothing(harness: Harness, sandbox: Path) -> None:
+async def test_a_write_whose_executor_died_is_uncertain_at_once_and_never_rerun(harness: Any, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "f.txt", "content": "x"})
+    await _crashed_run(harness, decision)
+    assert await harness.executor.on_decision(decision) is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.UNCERTAIN, "execution_interrupted")
+    assert not (sandbox / "f.txt").exists()
+    other = harness.decision("write", {"path": "f.txt", "content": "x"}, rid="r2")
+    await harness.executor.on_decision(other)
+    assert harness.receipt("r2") == (Outcome.REPLAYED, "execution_interrupted"), "the uncertain outcome is replayed"
+
+
+async def test_a_write_of_a_live_executor_is_waited_for_then_other_requests_refused(harness: Any) -> None:
     decision = harness.decision("write", {"path": "g.txt", "content": "x"})
-    replay = sign_event(msgspec.structs.replace(decision, reason_code="idempotent_replay", signature=""), POLICY)
+    await _crashed_run(harness, decision, instance="exec-live")
+    await harness.store.heartbeat("exec-live", 60)
+    settle = await harness.executor.on_decision(decision)
+    assert isinstance(settle, Later) and 1.0 <= settle.delay_s <= 15.0 and harness.receipts == []
+    await harness.store.heartbeat("exec-live", 0.001)
+    await asyncio.sleep(0.01)
+    other = harness.decision("write", {"path": "g.txt", "content": "x"}, rid="r2")
+    assert await harness.executor.on_decision(other) is Settle.ACK
+    assert harness.receipt("r2") == (Outcome.REFUSED, "idempotency_key_in_use")
+
+
+async def test_an_expired_grant_after_a_crash_mid_write_is_uncertain_not_denied(harness: Any) -> None:
+    decision = harness.decision("write", {"path": "h.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
+    await _crashed_run(harness, decision)
+    assert await harness.executor.on_granted(harness.grant(decision, ttl_s=-1)) is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.UNCERTAIN, "execution_interrupted")
+
+
+async def test_a_replay_decision_whose_record_is_gone_runs_nothing(harness: Any, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "i.txt", "content": "x"})
+    replay = sign_event(
+        msgspec.structs.replace(decision, reason_code="idempotent_replay", signature=""), harness.policy_key
+    )
     assert await harness.executor.on_decision(replay) is Settle.ACK
-    assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (Outcome.REFUSED, "replay_record_missing")
-    assert not (sandbox / "g.txt").exists()
+    assert harness.receipt("r1") == (Outcome.REFUSED, "replay_record_missing") and not (sandbox / "i.txt").exists()
 
 
-async def test_a_stale_decision_runs_nothing(harness: Harness, sandbox: Path) -> None:
-    decision = harness.decision("write", {"path": "h.txt", "content": "x"})
-    old = sign_event(msgspec.structs.replace(decision, occurred_at=NOW - timedelta(hours=2), signature=""), POLICY)
+async def test_a_stale_decision_runs_nothing_and_frees_its_key(harness: Any, sandbox: Path) -> None:
+    old = harness.decision("write", {"path": "j.txt", "content": "x"}, age_s=7200)
     assert await harness.executor.on_decision(old) is Settle.ACK
-    assert (harness.receipts[0].outcome, harness.receipts[0].reason_code) == (Outcome.DENIED, "decision_expired")
-    assert not (sandbox / "h.txt").exists()
+    assert harness.receipt("r1") == (Outcome.DENIED, "decision_expired") and not (sandbox / "j.txt").exists()
+    fresh = harness.decision("write", {"path": "j.txt", "content": "x"}, rid="r2")
+    assert await harness.executor.on_decision(fresh) is Settle.ACK
+    assert harness.receipt("r2") == (Outcome.SUCCEEDED, "ok"), "the key of a call that never ran is free again"
 
 
-async def test_a_grant_for_a_request_that_already_ended_runs_nothing(harness: Harness, sandbox: Path) -> None:
-    decision = harness.decision("write", {"path": "i.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
+async def test_a_grant_for_a_request_that_already_ended_runs_nothing(harness: Any, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "k.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
     rejected = ApprovalRejected(
         event_id="rej",
-        occurred_at=NOW,
+        occurred_at=harness.clock(),
         request_id=decision.request_id,
         principal=decision.principal,
         approval_id="ap-1",
         reason_code="approval_store_unavailable",
         reason="store down",
     )
-    assert await harness.executor.on_rejected(sign_event(rejected, APPROVALS)) is Settle.ACK
-    assert await harness.executor.on_granted(_grant(decision, decision.request_hash or "")) is Settle.TERM
-    assert [r.outcome for r in harness.receipts] == [Outcome.DENIED] and not (sandbox / "i.txt").exists()
+    assert await harness.executor.on_rejected(sign_event(rejected, harness.approvals_key)) is Settle.ACK
+    assert await harness.executor.on_granted(harness.grant(decision)) is Settle.TERM
+    assert [r.outcome for r in harness.receipts] == [Outcome.DENIED] and not (sandbox / "k.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("code", "age_s", "granted"),
+    [("forbidden", 0, True), ("unknown_principal", 0, True), ("descriptor_superseded", 60, False)],
+)
+async def test_a_call_the_policy_no_longer_allows_is_denied_at_dispatch(
+    harness: Any, sandbox: Path, code: str, age_s: float, granted: bool
+) -> None:
+    harness.bus.answer = harness.answer_with(False, code)
+    verdict = Verdict.NEEDS_APPROVAL if granted else Verdict.EXECUTE
+    decision = harness.decision("write", {"path": "l.txt", "content": "x"}, verdict=verdict, age_s=age_s)
+    work = harness.executor.on_granted(harness.grant(decision)) if granted else harness.executor.on_decision(decision)
+    assert await work is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.DENIED, code) and not (sandbox / "l.txt").exists()
+    assert len(harness.bus.rechecks) == 1
+
+
+async def test_a_fresh_decision_is_not_rechecked(harness: Any) -> None:
+    harness.bus.answer = harness.answer_with(False, "forbidden")
+    await harness.executor.on_decision(harness.decision("read", {"path": "a.txt"}))
+    assert harness.receipt("r1") == (Outcome.SUCCEEDED, "ok") and harness.bus.rechecks == []
+
+
+@pytest.mark.parametrize("answer", ["silent", "forged", "other-request", "stale"])
+async def test_without_a_valid_recheck_answer_nothing_runs_and_the_call_is_retried(
+    harness: Any, sandbox: Path, answer: str
+) -> None:
+    valid = harness.answer_with(True)
+    harness.bus.answer = {
+        "silent": lambda query: None,
+        "forged": harness.answer_with(True, key=Ed25519PrivateKey.generate()),
+        "other-request": lambda query: valid(msgspec.structs.replace(query, request_hash="sha256:other")),
+        "stale": lambda query: sign_event(
+            msgspec.structs.replace(valid(query), checked_at=harness.clock() - timedelta(hours=1), signature=""),
+            harness.policy_key,
+        ),
+    }[answer]
+    decision = harness.decision("write", {"path": "m.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
+    assert await harness.executor.on_granted(harness.grant(decision)) is Settle.RETRY
+    assert harness.receipts == [] and not (sandbox / "m.txt").exists()
+    harness.bus.answer = valid
+    assert await harness.executor.on_granted(harness.grant(decision)) is Settle.ACK
+    assert (sandbox / "m.txt").read_text() == "x"
+
+
+async def test_a_key_the_index_lost_is_found_in_the_stream_and_never_runs_twice(harness: Any, sandbox: Path) -> None:
+    first = harness.decision("write", {"path": "n.txt", "content": "x"})
+    await harness.executor.on_decision(first)
+    (sandbox / "n.txt").unlink()
+    harness.store.lose_everything()
+    await harness.store.set_epoch("after-a-partial-restore")  # the epoch survived, the record did not
+    again = harness.decision("write", {"path": "n.txt", "content": "x"}, rid="r2")
+    mismatched = harness.decision("write", {"path": "n.txt", "content": "y"}, rid="r3")
+    for decision in (again, mismatched):
+        assert await harness.executor.on_decision(decision) is Settle.ACK
+    assert harness.receipt("r2") == (Outcome.REPLAYED, "ok") and harness.receipt("r3")[1] == "idempotency_key_reused"
+    assert not (sandbox / "n.txt").exists(), "a write ran again after the index lost its record"
+
+
+async def test_a_lost_index_refuses_every_claim_until_rebuilt(harness: Any, sandbox: Path) -> None:
+    from toolgate.executor.rebuild import rebuild_index
+
+    done = harness.decision("write", {"path": "o.txt", "content": "x"})
+    await harness.executor.on_decision(done)
+    harness.store.lose_everything()
+    with pytest.raises(IndexLost):
+        await harness.executor.on_decision(harness.decision("write", {"path": "o.txt", "content": "x"}, rid="r2"))
+    assert await rebuild_index(harness.store, harness.bus, harness.clock, "exec-1", 3600)
+    await harness.executor.on_decision(harness.decision("write", {"path": "o.txt", "content": "x"}, rid="r3"))
+    assert harness.receipt("r3") == (Outcome.REPLAYED, "ok") and "r2" not in harness.bus.receipts
+
+
+async def test_a_write_whose_request_already_has_a_receipt_does_not_run(harness: Any, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "p.txt", "content": "x"})
+    from toolgate.executor.domain import undecided_receipt
+
+    harness.bus.receipts["r1"] = undecided_receipt("demo-agent", "r1", harness.clock(), "ended by the backstop")
+    assert await harness.executor.on_decision(decision) is Settle.ACK
+    assert not (sandbox / "p.txt").exists() and harness.receipt("r1") == (Outcome.FAILED, "not_decided")
+
+
+async def test_a_signed_decision_whose_hash_does_not_match_its_request_runs_nothing(
+    harness: Any, sandbox: Path
+) -> None:
+    decision = harness.decision("write", {"path": "q.txt", "content": "x"})
+    unbound = msgspec.structs.replace(decision, request_hash="sha256:" + "0" * 64, signature="")
+    assert await harness.executor.on_decision(sign_event(unbound, harness.policy_key)) is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.REFUSED, "hash_mismatch") and not (sandbox / "q.txt").exists()
+
+
+async def test_a_descriptor_changed_since_the_decision_runs_nothing(harness: Any, sandbox: Path) -> None:
+    decision = harness.decision("write", {"path": "s.txt", "content": "x"})
+    changed = msgspec.structs.replace(harness.descriptor, timeout_s=harness.descriptor.timeout_s + 1)
+    harness.executor.descriptors.by_name[changed.name] = changed  # same name and version, other content
+    assert await harness.executor.on_decision(decision) is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.REFUSED, "descriptor_mismatch") and not (sandbox / "s.txt").exists()
+
+
+async def test_a_receipt_the_index_cannot_store_is_still_published(
+    harness: Any, sandbox: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def unavailable(*args: Any) -> bool:
+        raise StoreUnavailable("idempotency_store_unavailable", "redis down")
+
+    monkeypatch.setattr(harness.store, "complete", unavailable)
+    decision = harness.decision("write", {"path": "t.txt", "content": "x"})
+    assert await harness.executor.on_decision(decision) is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.SUCCEEDED, "ok") and (sandbox / "t.txt").read_text() == "x"
+    (sandbox / "t.txt").unlink()
+    assert await harness.executor.on_decision(decision) is Settle.ACK, "a redelivery"
+    assert not (sandbox / "t.txt").exists() and harness.receipt("r1") == (Outcome.SUCCEEDED, "ok")
+
+
+async def test_a_write_redelivered_after_the_index_lost_its_claim_mid_run_is_uncertain(
+    harness: Any, sandbox: Path
+) -> None:
+    decision = harness.decision("write", {"path": "u.txt", "content": "x"})
+    await _crashed_run(harness, decision)
+    harness.store.lose_everything()
+    await harness.store.set_epoch("after-a-partial-restore")  # the claim survives only in the stream
+    assert await harness.executor.on_decision(decision) is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.UNCERTAIN, "execution_interrupted")
+    assert not (sandbox / "u.txt").exists(), "a write that may have run was run again"
+
+
+async def test_other_arguments_under_a_key_only_the_stream_remembers_are_refused(harness: Any, sandbox: Path) -> None:
+    await harness.executor.on_decision(harness.decision("write", {"path": "v.txt", "content": "x"}))
+    harness.store.lose_everything()
+    await harness.store.set_epoch("after-a-partial-restore")
+    other = harness.decision("write", {"path": "v.txt", "content": "y"}, rid="r2")
+    assert await harness.executor.on_decision(other) is Settle.ACK
+    assert harness.receipt("r2") == (Outcome.REFUSED, "idempotency_key_reused")
+    assert (sandbox / "v.txt").read_text() == "x" and harness.bus.receipts["r2"].result is None
+
+
+async def test_a_rebuilt_index_waits_for_a_run_that_is_still_live(harness: Any) -> None:
+    from toolgate.executor.rebuild import rebuild_index
+
+    await _crashed_run(harness, harness.decision("write", {"path": "w.txt", "content": "x"}), instance="exec-live")
+    harness.store.lose_everything()
+    assert await rebuild_index(harness.store, harness.bus, harness.clock, "exec-1", 3600)
+    await harness.store.heartbeat("exec-live", 60)
+    retry = harness.decision("write", {"path": "w.txt", "content": "x"}, rid="r2")
+    settle = await harness.executor.on_decision(retry)
+    assert isinstance(settle, Later) and harness.receipts == [], "the key of a live run was not waited for"

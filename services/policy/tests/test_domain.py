@@ -9,8 +9,8 @@ import msgspec
 import pytest
 
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import load_policy
-from toolgate.policy.errors import LimiterUnavailable
+from toolgate.policy.engine import PolicyEngine, load_policy
+from toolgate.policy.errors import LimiterUnavailable, PolicyError
 from toolgate.policy.ports import (
     InMemoryDescriptorSource,
     InMemoryRateLimiter,
@@ -144,6 +144,39 @@ async def test_denied_calls_do_not_consume_the_rate_limit(ports: PolicyPorts, fi
         assert (await decide(_env(_request(arguments={})), ports)).verdict is Verdict.REFUSE
     verdicts = [(await decide(_env(_request(request_id=f"r{n}")), ports)).verdict for n in range(6)]
     assert verdicts == [Verdict.EXECUTE] * file_system.rate_limit.calls + [Verdict.DENY]
+
+
+async def test_calls_cedar_denies_do_not_use_up_the_same_principals_rate(
+    ports: PolicyPorts, file_system: ToolDescriptor, repo_root: Path
+) -> None:
+    assert ports.engine is not None
+    no_writes = '@id("no-writes")\nforbid (principal, action, resource) when { context.operation == "write" };\n'
+    text = (repo_root / "deploy/policy/policy.cedar").read_text() + "\n" + no_writes
+    ports = PolicyPorts(**{**ports.__dict__, "engine": PolicyEngine(text, ports.engine.directory)})
+    for n in range(20):
+        write = await decide(_env(_request("write", {"path": "a", "content": "x"}, request_id=f"w{n}")), ports)
+        assert (write.verdict, write.reason_code) == (Verdict.DENY, "forbidden")
+    calls = file_system.rate_limit.calls
+    verdicts = [(await decide(_env(_request(request_id=f"r{n}")), ports)).verdict for n in range(calls + 1)]
+    assert verdicts == [Verdict.EXECUTE] * calls + [Verdict.DENY], "the same principal's rate was used up"
+
+
+async def test_a_registry_fault_denies(ports: PolicyPorts) -> None:
+    class Broken:
+        async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
+            raise TimeoutError("the KV bucket did not answer")
+
+    decision = await decide(_env(_request()), PolicyPorts(**{**ports.__dict__, "descriptors": Broken()}))
+    assert (decision.verdict, decision.reason_code) == (Verdict.DENY, "registry_unavailable")
+
+
+async def test_an_unreadable_idempotency_index_denies(ports: PolicyPorts) -> None:
+    class Unreadable:
+        async def lookup(self, principal: str, idempotency_key: str) -> ReplayState | None:
+            raise PolicyError("idempotency_store_unavailable", "redis down")
+
+    decision = await decide(_env(_request()), PolicyPorts(**{**ports.__dict__, "replays": Unreadable()}))
+    assert (decision.verdict, decision.reason_code) == (Verdict.DENY, "idempotency_store_unavailable")
 
 
 async def test_limiter_unavailable_denies(ports: PolicyPorts) -> None:

@@ -21,8 +21,13 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def time_config() -> McpServerConfig:
-    return McpServerConfig(name="time", command=resolve_command("mcp-server-time"), args=["--local-timezone", "UTC"])
+def time_config(**kw: object) -> McpServerConfig:
+    return McpServerConfig(
+        name="time",
+        command=resolve_command("mcp-server-time"),
+        args=["--local-timezone", "UTC"],
+        **{"trust_hints": True, **kw},  # type: ignore[arg-type]
+    )
 
 
 def git_config(repo: Path, **kw: object) -> McpServerConfig:
@@ -31,7 +36,7 @@ def git_config(repo: Path, **kw: object) -> McpServerConfig:
         command=resolve_command("mcp-server-git"),
         args=["--repository", str(repo)],
         pinned_arguments={"repo_path": str(repo)},
-        **kw,  # type: ignore[arg-type]
+        **{"trust_hints": True, **kw},  # type: ignore[arg-type]
     )
 
 
@@ -82,6 +87,22 @@ async def test_overrides_are_applied_or_refused(repo: Path) -> None:
     looser = {"git_reset": Override(side_effect_class=SideEffectClass.READ_ONLY)}
     with pytest.raises(ValueError, match="git_reset"):
         await import_mcp_server(git_config(repo, overrides=looser))
+
+
+async def test_an_untrusted_servers_read_only_hints_loosen_nothing() -> None:
+    untrusted = await import_mcp_server(time_config(trust_hints=False))
+    lowered = await import_mcp_server(
+        time_config(
+            trust_hints=False,
+            default_side_effect_class=SideEffectClass.READ_ONLY,
+            default_risk_tier=RiskTier.LOW,
+        )
+    )
+
+    operation = untrusted.operations["get_current_time"]
+    assert (operation.side_effect_class, operation.risk_tier) == (SideEffectClass.IRREVERSIBLE_WRITE, RiskTier.HIGH)
+    operation = lowered.operations["get_current_time"]
+    assert (operation.side_effect_class, operation.risk_tier) == (SideEffectClass.READ_ONLY, RiskTier.LOW)
 
 
 async def test_listing_reports_annotations_by_wire_name() -> None:

@@ -159,6 +159,37 @@ def keys_generate(directory: Path) -> None:
     console.print(f"keys in {directory}")
 
 
+Principals = Annotated[Path, typer.Option(help="Principal directory TOML: its agents (principals) and approvers.")]
+Placeholders = Annotated[
+    bool, typer.Option(help="Passwords as $NATS_<USER>_PASSWORD, read when nats-server starts (a committed file).")
+]
+EnvLines = Annotated[bool, typer.Option("--env", help="Print fresh NATS_<USER>_PASSWORD=… lines (a .env) instead.")]
+Admin = Annotated[bool, typer.Option(help="Add the user `admin` with every right (a test observer; never production).")]
+
+
+@app.command("nats-config")
+def nats_config(
+    principals: Principals, placeholders: Placeholders = False, env: EnvLines = False, admin: Admin = False
+) -> None:
+    """Print the nats-server config: a user per service, agent and approver, with its permissions.
+
+    Without --placeholders, fresh passwords are written into the config: keep it private.
+    """
+    from toolgate.cli.credentials import config_text, env_lines
+    from toolgate.shared.directory import DirectoryInvalid, load_directory
+
+    try:
+        directory = load_directory(principals)
+        if env:
+            text = env_lines(directory, admin=admin)
+        else:
+            text = config_text(directory, placeholders=placeholders, admin=admin)
+    except (DirectoryInvalid, ValueError) as error:
+        err_console.print("[red]error:[/red]", escape(str(error)))
+        raise typer.Exit(2) from None
+    typer.echo(text, nl=False)
+
+
 @app.command()
 def up(state_dir: Path = STATE_DIR) -> None:
     """Run NATS, Redis (unless NATS_URL/REDIS_URL are set) and the five services until Ctrl-C."""

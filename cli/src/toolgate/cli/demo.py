@@ -58,9 +58,9 @@ def make_workspace(root: Path) -> tuple[Path, Path, Path]:
         _git(repo, "commit", "-q", "-m", message)
     servers = root / "mcp_servers.toml"
     servers.write_text(
-        '[servers.time]\ncommand = "mcp-server-time"\nargs = ["--local-timezone", "UTC"]\n\n'
+        '[servers.time]\ncommand = "mcp-server-time"\nargs = ["--local-timezone", "UTC"]\ntrust_hints = true\n\n'
         f'[servers.git]\ncommand = "mcp-server-git"\nargs = ["--repository", "{repo}"]\n'
-        f'pinned_arguments = {{ repo_path = "{repo}" }}\n'
+        f'pinned_arguments = {{ repo_path = "{repo}" }}\ntrust_hints = true\n'
     )
     return sandbox, repo, servers
 

@@ -2,12 +2,18 @@
 
 When ``NATS_URL`` / ``REDIS_URL`` are unset, a nats-server (JetStream) and a
 redis-server are started on free loopback ports under the state directory.
+
+Two NATS modes (:data:`AuthMode`): ``open`` runs nats-server without users (anyone may
+do anything); ``secured`` runs it with the users and permissions of
+:mod:`toolgate.shared.nats_permissions` for the stack's principal directory, fresh
+passwords, and each service connected as its own user.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -15,24 +21,32 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 import nats
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
+from toolgate.cli.credentials import BusCredentials, stack_directory, write_private
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import connect_once
+from toolgate.shared.nats_permissions import ADMIN
 from toolgate.shared.servers import nats_server, redis_server
 from toolgate.shared.signing import generate_keypair
 
-__all__ = ["DEPLOY_DIR", "SERVICES", "Stack", "config_env", "running_stack"]
+__all__ = ["DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "running_stack"]
 
 DEPLOY_DIR = Path(os.environ.get("TOOLGATE_DEPLOY_DIR") or Path(__file__).resolve().parents[4] / "deploy")
 """The default policy, principal directory and tool descriptors (``TOOLGATE_DEPLOY_DIR`` overrides)."""
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 """Start order: the registry provisions the bus the others bind to."""
+
+log = logging.getLogger("toolgate.stack")
+
+AuthMode = Literal["open", "secured"]
+"""``open``: nats-server without users; ``secured``: one user per service, agent and approver."""
 
 _CONSUMERS = {
     "policy": catalog.POLICY_CONSUMER,
@@ -44,22 +58,48 @@ _CONSUMERS = {
 
 @dataclass
 class Stack:
-    """A running system: URLs, the environment the services got, their processes."""
+    """A running system: URLs, the environment the services got, their processes.
+
+    Attributes:
+        nats_url: the server's URL, without credentials.
+        credentials: every NATS user's password and inbox when ``secured``; ``None`` when ``open``.
+    """
 
     state_dir: Path
     nats_url: str
     redis_url: str
     env: dict[str, str]
+    credentials: BusCredentials | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
+    def has_user(self, user: str) -> bool:
+        """Whether the NATS server knows ``user`` (``False`` for every user when ``open``)."""
+        return self.credentials is not None and user in self.credentials.passwords
+
+    def url_for(self, user: str) -> str:
+        """The NATS URL ``user`` connects with: its credentials in it when ``secured``.
+
+        Raises:
+            KeyError: ``secured`` and no such user.
+        """
+        return self.credentials.url(self.nats_url, user) if self.credentials else self.nats_url
+
+    def connect_options(self, user: str) -> dict[str, Any]:
+        """``nats.connect`` options of ``user``: credentials and private inbox when ``secured``, else none.
+
+        Raises:
+            KeyError: ``secured`` and no such user.
+        """
+        return self.credentials.options(user) if self.credentials else {}
+
     def start(self, service: str) -> None:
-        """Start one service process, logging to ``<state_dir>/logs/<service>.log``."""
+        """Start one service process as its own NATS user, logging to ``<state_dir>/logs/<service>.log``."""
         logs = self.state_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with (logs / f"{service}.log").open("ab") as sink:
             self.processes[service] = subprocess.Popen(
                 [sys.executable, "-m", f"toolgate.{service}"],
-                env=self.env,
+                env={**self.env, "NATS_URL": self.url_for(service)},
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -122,12 +162,12 @@ def ensure_keys(keys_dir: Path) -> None:
 
 
 async def wait_ready(stack: Stack, services: tuple[str, ...], timeout_s: float = 60.0) -> None:
-    """Wait until each service answers (registry) or pulls from its consumer (the others).
+    """Wait until each service answers (registry) or pulls from its consumer (the others), watching as ``admin``.
 
     Raises:
         RuntimeError: a service exited; TimeoutError: not ready in ``timeout_s`` seconds.
     """
-    nc = await connect_once(stack.nats_url)
+    nc = await connect_once(stack.nats_url, **stack.connect_options(ADMIN))
     try:
         deadline = time.monotonic() + timeout_s
         for service in services:
@@ -156,25 +196,53 @@ async def _ready(nc: Client, service: str) -> bool:
 
 
 @contextlib.contextmanager
-def running_servers(state_dir: Path) -> Iterator[tuple[str, str]]:
-    """``(nats_url, redis_url)``: from the environment, or local servers started here."""
+def running_servers(state_dir: Path, nats_config: Path | None = None) -> Iterator[tuple[str, str]]:
+    """``(nats_url, redis_url)``: from the environment, or local servers started here.
+
+    Args:
+        state_dir: where started servers keep their data and logs.
+        nats_config: a nats-server config (users, permissions) for a started nats-server.
+    """
     with contextlib.ExitStack() as stack:
-        nats_url = os.environ.get("NATS_URL") or stack.enter_context(nats_server(state_dir / "nats")).url
+        nats_url = os.environ.get("NATS_URL") or stack.enter_context(nats_server(state_dir / "nats", nats_config)).url
         redis_url = os.environ.get("REDIS_URL") or stack.enter_context(redis_server(state_dir / "redis")).url
         yield nats_url, redis_url
 
 
-@contextlib.contextmanager
-def running_stack(state_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Stack]:
-    """Servers, keys and all five services; everything is stopped on exit.
+def _secure(state_dir: Path, extra_env: dict[str, str], auth: AuthMode) -> tuple[BusCredentials | None, Path | None]:
+    """Credentials and the nats-server config file of a ``secured`` stack; ``(None, None)`` when ``open``.
 
     Raises:
-        RuntimeError / TimeoutError: a service did not come up.
+        RuntimeError: ``secured`` with ``NATS_URL`` set (an outside server has other users).
+        toolgate.shared.directory.DirectoryInvalid: the principal directory cannot be used.
+    """
+    if auth == "open":
+        log.warning("NATS runs without users (auth=open): any client may publish and read anything")
+        return None, None
+    if os.environ.get("NATS_URL"):
+        raise RuntimeError("a secured stack starts its own nats-server: unset NATS_URL")
+    credentials, config = BusCredentials.generate(stack_directory({**config_env(), **extra_env}))
+    return credentials, write_private(state_dir / "nats-auth.conf", config)
+
+
+@contextlib.contextmanager
+def running_stack(state_dir: Path, extra_env: dict[str, str] | None = None, auth: AuthMode = "open") -> Iterator[Stack]:
+    """Servers, keys and all five services; everything is stopped on exit.
+
+    Args:
+        state_dir: keys, logs, server data and (``secured``) the NATS config with its passwords.
+        extra_env: service environment on top of :func:`base_env`.
+        auth: ``open`` or ``secured`` (see :data:`AuthMode`).
+
+    Raises:
+        RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     ensure_keys(state_dir / "keys")
-    with running_servers(state_dir) as (nats_url, redis_url):
-        stack = Stack(state_dir, nats_url, redis_url, base_env(state_dir, nats_url, redis_url, extra_env or {}))
+    credentials, nats_config = _secure(state_dir, extra_env or {}, auth)
+    with running_servers(state_dir, nats_config) as (nats_url, redis_url):
+        env = base_env(state_dir, nats_url, redis_url, extra_env or {})
+        stack = Stack(state_dir, nats_url, redis_url, env, credentials)
         try:
             stack.start("registry")
             asyncio.run(wait_ready(stack, ("registry",)))

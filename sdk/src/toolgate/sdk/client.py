@@ -10,8 +10,10 @@ so no receipt is missed, including one that arrives after a long pending approva
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
+import zlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,12 +22,14 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from toolgate.shared import catalog
 from toolgate.shared.bus import fetch_last, publish_event
+from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
 from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.events import ReceiptIssued, ToolRequested, decode_untrusted
+from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested, decode_untrusted
 
-__all__ = ["DuplicateRequest", "RegistryUnavailable", "ToolClient"]
+__all__ = ["DuplicateRequest", "RegistryUnavailable", "ResultUnavailable", "ToolClient"]
 
 _receipt = msgspec.json.Decoder(ReceiptIssued)
 
@@ -43,6 +47,10 @@ class DuplicateRequest(Exception):
 
 class RegistryUnavailable(Exception):
     """The registry did not answer or refused the lookup."""
+
+
+class ResultUnavailable(Exception):
+    """A result kept out of band could not be read back (expired, missing or corrupted)."""
 
 
 class _Listing(msgspec.Struct):
@@ -154,9 +162,13 @@ class ToolClient:
         """Publish one tool request and return its request id (the receipt comes later).
 
         Raises:
+            ValueError: an argument has no canonical JSON form (e.g. an integer beyond
+                ±(2**53 − 1)); the gateway would refuse it, so it is not sent.
             nats.errors.TimeoutError: the stream did not confirm the request.
             DuplicateRequest: ``request_id`` was submitted before (inside the duplicate window).
         """
+        if problem := unrepresentable(arguments):
+            raise ValueError(f"argument value at {problem}")
         request_id = request_id or uuid.uuid4().hex
         request = ToolRequested(
             event_id=request_id,
@@ -178,9 +190,16 @@ class ToolClient:
     async def receipt(self, request_id: str, timeout_s: float = 60.0) -> ReceiptIssued:
         """Wait up to ``timeout_s`` seconds for the receipt of ``request_id``.
 
+        A result kept out of band (``result_ref``) is fetched and put into ``result``; if
+        it cannot be read back, the receipt is returned as is (``result`` None) and a
+        warning is logged — :meth:`fetch_result` raises the reason.
+
         Raises:
             TimeoutError: no receipt in time (the request may still be pending approval).
         """
+        return await self._with_result(await self._receipt(request_id, timeout_s))
+
+    async def _receipt(self, request_id: str, timeout_s: float) -> ReceiptIssued:
         if request_id in self._arrived:
             return self._arrived.pop(request_id)
         future = self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
@@ -188,6 +207,34 @@ class ToolClient:
             self._waiting.pop(request_id, None)
             return stored
         return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+
+    async def _with_result(self, issued: ReceiptIssued) -> ReceiptIssued:
+        if issued.result_ref is None:
+            return issued
+        try:
+            return msgspec.structs.replace(issued, result=await self.fetch_result(issued.result_ref))
+        except ResultUnavailable as error:
+            log.warning("receipt %s: %s", issued.request_id, error)
+            return issued
+
+    async def fetch_result(self, ref: ResultRef) -> Any:
+        """Read a result kept out of band: its chunks, gunzipped (RFC 1952), checked, decoded.
+
+        Raises:
+            ResultUnavailable: a chunk is missing, or the bytes do not match the receipt's
+                size and SHA-256.
+        """
+        packed = b"".join([await self._chunk(f"{ref.subject_prefix}.{index}") for index in range(ref.chunks)])
+        data = _gunzip(packed, ref.size_bytes)
+        if len(data) != ref.size_bytes or "sha256:" + hashlib.sha256(data).hexdigest() != ref.sha256:
+            raise ResultUnavailable(f"the result at {ref.subject_prefix} does not match its receipt")
+        return msgspec.json.decode(data)
+
+    async def _chunk(self, subject: str) -> bytes:
+        try:
+            return (await self._js.get_last_msg(catalog.RESULTS_STREAM, subject, direct=True)).data or b""
+        except nats.errors.Error as error:
+            raise ResultUnavailable(f"result chunk {subject} cannot be read: {type(error).__name__}") from None
 
     async def _stored(self, request_id: str) -> ReceiptIssued | None:
         try:
@@ -213,3 +260,11 @@ class ToolClient:
         """
         request_id = await self.submit(tool, operation, arguments, idempotency_key=idempotency_key, version=version)
         return await self.receipt(request_id, timeout_s)
+
+
+def _gunzip(packed: bytes, size_bytes: int) -> bytes:
+    """Decompress at most ``size_bytes + 1`` bytes, so a forged chunk cannot inflate without bound."""
+    try:
+        return zlib.decompressobj(wbits=31).decompress(packed, size_bytes + 1)
+    except zlib.error as error:
+        raise ResultUnavailable(f"the stored result is not gzip: {error}") from None

@@ -159,8 +159,9 @@ class ConsumerSpec:
 
 POLICY_CONSUMER: Final = ConsumerSpec("policy-requests", Subjects.REQUESTS)
 APPROVALS_CONSUMER: Final = ConsumerSpec("approvals-decisions", Subjects.DECISIONS)
-EXECUTOR_DECISIONS: Final = ConsumerSpec("executor-decisions", Subjects.DECISIONS)
-EXECUTOR_APPROVALS: Final = ConsumerSpec("executor-approvals", Subjects.APPROVALS)
+EXECUTOR_DECISIONS: Final = ConsumerSpec("executor-decisions", Subjects.DECISIONS, ack_wait_s=10.0)
+"""A short ack wait: a killed executor's runs come back within seconds (a live run sends +WPI)."""
+EXECUTOR_APPROVALS: Final = ConsumerSpec("executor-approvals", Subjects.APPROVALS, ack_wait_s=10.0)
 BACKSTOP_CONSUMER: Final = ConsumerSpec("executor-backstop", Subjects.REQUESTS, max_deliver=-1, max_ack_pending=100_000)
 """Holds every request until it has a receipt; ends one that outlived every deadline."""
 AUDIT_CONSUMER: Final = ConsumerSpec("audit-all", None, max_deliver=-1)

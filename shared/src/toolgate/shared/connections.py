@@ -8,8 +8,9 @@ from typing import Any
 import nats
 import redis.asyncio as aioredis
 from nats.aio.client import Client
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.retry import Retry
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from toolgate.shared.settings import ServiceSettings
 
@@ -46,15 +47,19 @@ async def connect_once(url: str, timeout_s: float = 3.0, **options: Any) -> Clie
 
 
 def redis_client(settings: ServiceSettings) -> aioredis.Redis:
-    """A Redis client with short timeouts and no retries: an outage fails fast (and closed).
+    """A Redis client with short timeouts: an outage fails fast (and closed).
 
     redis-py's defaults (5 s timeouts, 10 retries) would stall each call for seconds.
+    One immediate retry, on a broken connection only (never on a timeout): after a Redis
+    restart the first command on a pooled socket fails with "Connection closed by server"
+    although the server is up; the retry reconnects. Every toolgate script is exact under
+    that retry (claims carry a nonce, completions and resolutions are idempotent).
     """
     timeout_s = settings.redis_timeout_s
     return aioredis.Redis.from_url(
         settings.redis_url,
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
-        retry=Retry(NoBackoff(), 0),
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         health_check_interval=0,
     )

@@ -1,28 +1,53 @@
-"""The broker edge shared by all services: durable pull subscribers with manual acks.
+"""The broker edge shared by all services: durable pull consumers with explicit settlement.
 
-Acknowledgement is explicit everywhere (a refusal is a value: ack; a transient
-fault: nak with a delay; a forged or undecodable message: term). The handler given
-to :func:`durable_subscriber` returns a :class:`Settle` telling which.
+Every stream message a service consumes goes through one :class:`DurableWorker`, which
+fixes the rules once for every handler (nats-py pull consumer, ``ack_policy=explicit``;
+JetStream consumer semantics: docs.nats.io "Consumers", "Acknowledgement Models"):
+
+- the handler answers :class:`Settle.ACK` (handled, a refusal included), :class:`Settle.TERM`
+  (undecodable or forged: never again), :class:`Settle.RETRY` (transient fault: nak with
+  ``retry_delay_s``) or :class:`Later` (not a fault: nak with its delay);
+- an exception escaping the handler is a transient fault (RETRY), and so is a
+  ``CancelledError`` raised inside it while the worker itself is not cancelling it —
+  a leaked cancellation never ends the consumer — and so is a handler still running
+  after the consumer's ``handler_timeout_s`` (it is cancelled);
+- on the consumer's last delivery a RETRY or a :class:`Later` does not let the message
+  drop (JetStream delivers a message at most ``max_deliver`` times): the consumer's
+  ``give_up`` ends the request instead (a decision, a rejection or a receipt) and the
+  message is acked; if even that fails the message is terminated and left to the
+  executor's backstop, which ends every request that outlived its deadlines;
+- while a handler runs longer than a third of ``ack_wait`` the worker sends
+  ``+WPI`` (in progress), so a long tool call is not redelivered to another worker;
+- :meth:`DurableWorker.stop` stops fetching, lets in-flight handlers finish within a
+  grace period, then calls the service's ``abort`` (which ends what still runs) and only
+  then cancels; unacknowledged messages come back after ``ack_wait``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from faststream import AckPolicy
-from faststream.nats import JStream, NatsMessage, NatsRouter, PullSub
+import nats.errors
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
 from toolgate.shared import catalog
-from toolgate.shared.settle import Settle
+from toolgate.shared.settle import Later, Settle, Settlement
 
-__all__ = ["Delivery", "Settle", "durable_subscriber", "raw_body"]
+__all__ = ["Consumer", "Delivery", "DurableWorker", "Later", "Settle", "Settlement"]
 
 log = logging.getLogger("toolgate")
 
-NAK_DELAY_S = 2.0
+RETRY_DELAY_S = 2.0
 """Delay before a transient fault is retried, seconds."""
+
+ABORT_GRACE_S = 5.0
+"""After ``abort``, how long handlers get to publish what they ended, seconds."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +60,8 @@ class Delivery:
         headers: NATS headers (``{}`` when none).
         stream_seq: the message's stream sequence.
         num_delivered: delivery attempt, 1 for the first.
+        stored_at: when the stream stored the message, UTC.
+        last: this is the consumer's last delivery attempt.
     """
 
     subject: str
@@ -42,61 +69,196 @@ class Delivery:
     headers: dict[str, str]
     stream_seq: int
     num_delivered: int
+    stored_at: datetime
+    last: bool = False
 
 
-async def raw_body(msg: NatsMessage) -> bytes:
-    """FastStream decoder that keeps the body as bytes.
-
-    The services decode bodies themselves (``decode_untrusted``), so a hostile body (not
-    JSON, nested too deeply) reaches the handler and ends in a refusal instead of failing
-    inside the framework before any acknowledgement.
-    """
-    return bytes(msg.body)
+Handle = Callable[[Delivery], Awaitable[Settlement]]
+GiveUp = Callable[[Delivery], Awaitable[None]]
 
 
-def _delivery(msg: NatsMessage) -> Delivery:
-    raw = msg.raw_message
-    meta = raw.metadata
-    return Delivery(raw.subject, raw.data or b"", dict(raw.headers or {}), meta.sequence.stream, meta.num_delivered)
+@dataclass(frozen=True)
+class Consumer:
+    """A handler bound to one durable consumer of :data:`catalog.STREAM`.
 
-
-async def _settle(msg: NatsMessage, outcome: Settle) -> None:
-    if outcome is Settle.ACK:
-        await msg.ack()
-    elif outcome is Settle.RETRY:
-        await msg.nack(delay=NAK_DELAY_S)
-    else:
-        await msg.reject()
-
-
-def durable_subscriber(
-    router: NatsRouter,
-    spec: catalog.ConsumerSpec,
-    handle: Callable[[Delivery], Awaitable[Settle]],
-    max_workers: int = 8,
-) -> None:
-    """Attach ``handle`` to the durable pull consumer ``spec`` of the stream.
-
-    An exception escaping ``handle`` is a transient fault: the message is nakked
-    with :data:`NAK_DELAY_S` and redelivered (bounded by the consumer's ``max_deliver``).
+    Attributes:
+        spec: the durable consumer (catalog).
+        handle: decides each message.
+        give_up: ends the message's request when its last delivery still fails; ``None``
+            for a consumer that never gives up (``max_deliver = -1``).
+        max_workers: handlers running at once; 1 keeps stream order.
+        handler_timeout_s: a handler still running after this long is cancelled and its
+            message retried (``None``: no bound; the handler bounds its own work).
     """
 
-    async def on_message(msg: NatsMessage) -> None:
+    spec: catalog.ConsumerSpec
+    handle: Handle
+    give_up: GiveUp | None = None
+    max_workers: int = 8
+    handler_timeout_s: float | None = None
+
+
+class DurableWorker:
+    """Fetches from one durable pull consumer and settles every message explicitly.
+
+    Args:
+        js: JetStream context.
+        consumer: what to run.
+        retry_delay_s: nak delay of a transient fault, seconds.
+        stream: the stream the durable consumer belongs to.
+    """
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        consumer: Consumer,
+        retry_delay_s: float = RETRY_DELAY_S,
+        stream: str = catalog.STREAM,
+    ) -> None:
+        self._js, self._consumer, self._retry_delay_s, self._stream = js, consumer, retry_delay_s, stream
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._running = False
+        self._loop: asyncio.Task[None] | None = None
+        self._max_deliver, self._ack_wait_s = consumer.spec.max_deliver, consumer.spec.ack_wait_s
+
+    async def start(self) -> None:
+        """Bind to the durable consumer and start fetching.
+
+        Raises:
+            nats.js.errors.NotFoundError: the consumer was not provisioned.
+        """
+        spec = self._consumer.spec
+        info = await self._js.consumer_info(self._stream, spec.durable)
+        self._max_deliver = info.config.max_deliver or -1
+        self._ack_wait_s = info.config.ack_wait or spec.ack_wait_s
+        subscription = await self._js.pull_subscribe_bind(spec.durable, self._stream)
+        self._running = True
+        self._loop = asyncio.create_task(self._fetch_loop(subscription), name=f"consume-{spec.durable}")
+
+    async def stop(self, grace_s: float = 10.0, abort: Callable[[], None] | None = None) -> None:
+        """Stop fetching; give in-flight handlers ``grace_s`` seconds, then ``abort``, then cancel."""
+        self._running = False
+        if self._loop is not None:
+            await asyncio.gather(self._loop, return_exceptions=True)
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=grace_s)
+        if self._inflight and abort is not None:
+            abort()
+            await asyncio.wait(set(self._inflight), timeout=ABORT_GRACE_S)
+        for task in set(self._inflight):
+            task.cancel()
+        await asyncio.gather(*self._inflight, return_exceptions=True)
+
+    async def _fetch_loop(self, subscription: JetStreamContext.PullSubscription) -> None:
         try:
-            outcome = await handle(_delivery(msg))
-        except Exception:
-            log.exception("handler of %s failed; retrying", spec.durable)
-            outcome = Settle.RETRY
-        await _settle(msg, outcome)
+            while self._running:
+                free = self._consumer.max_workers - len(self._inflight)
+                if free <= 0:
+                    await asyncio.wait(set(self._inflight), return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                for msg in await self._fetch(subscription, free):
+                    await (self._dispatch(msg) if self._running else self._hand_back(msg))
+        finally:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
 
-    subscriber = router.subscriber(
-        spec.filter_subject or ">",
-        stream=JStream(catalog.STREAM, declare=False),
-        durable=spec.durable,
-        pull_sub=PullSub(batch_size=16, timeout=1.0),
-        ack_policy=AckPolicy.MANUAL,
-        max_workers=max_workers if max_workers > 1 else None,  # one worker: the plain, ordered consumer
-        decoder=raw_body,
-        include_in_schema=False,
-    )
-    subscriber(on_message)
+    async def _fetch(self, subscription: JetStreamContext.PullSubscription, batch: int) -> list[Msg]:
+        try:
+            return await subscription.fetch(batch=batch, timeout=1.0)
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        except nats.errors.Error as error:  # reconnecting, draining: the consumer keeps every message
+            log.warning("%s: fetch failed (%s); retrying", self._consumer.spec.durable, type(error).__name__)
+            await asyncio.sleep(0.5)
+            return []
+
+    async def _hand_back(self, msg: Msg) -> None:
+        """Fetched while stopping: give it back at once, for another worker or the next start."""
+        with contextlib.suppress(nats.errors.Error):
+            await msg.nak()
+
+    async def _dispatch(self, msg: Msg) -> None:
+        if self._consumer.max_workers == 1:
+            await self._process(msg)  # one worker: stream order
+            return
+        task = asyncio.create_task(self._process(msg))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _process(self, msg: Msg) -> None:
+        delivery = self._delivery(msg)
+        keepalive = asyncio.create_task(self._keepalive(msg))
+        try:
+            outcome = await self._handled(delivery)
+        finally:
+            keepalive.cancel()
+        if outcome not in (Settle.ACK, Settle.TERM) and delivery.last:
+            outcome = await self._given_up(delivery)
+        await self._settle(msg, outcome)
+
+    async def _handled(self, delivery: Delivery) -> Settlement:
+        durable = self._consumer.spec.durable
+        try:
+            async with asyncio.timeout(self._consumer.handler_timeout_s):
+                return await self._consumer.handle(delivery)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the worker is stopping this handler
+            log.error("%s: a handler leaked a cancellation on seq %s; retrying", durable, delivery.stream_seq)
+        except TimeoutError:
+            log.error(
+                "%s: handler still running after %ss on seq %s; retrying",
+                durable,
+                self._consumer.handler_timeout_s,
+                delivery.stream_seq,
+            )
+        except Exception:
+            log.exception("%s: handler failed on seq %s; retrying", durable, delivery.stream_seq)
+        return Settle.RETRY
+
+    async def _given_up(self, delivery: Delivery) -> Settlement:
+        durable, give_up = self._consumer.spec.durable, self._consumer.give_up
+        if give_up is None:
+            return Settle.RETRY
+        try:
+            await give_up(delivery)
+        except Exception:
+            log.critical(
+                "%s: seq %s could not be ended; left to the backstop", durable, delivery.stream_seq, exc_info=True
+            )
+            return Settle.TERM
+        log.error("%s: gave up on seq %s after %s deliveries", durable, delivery.stream_seq, delivery.num_delivered)
+        return Settle.ACK
+
+    async def _settle(self, msg: Msg, outcome: Settlement) -> None:
+        try:
+            if outcome is Settle.ACK:
+                await msg.ack()
+            elif outcome is Settle.TERM:
+                await msg.term()
+            else:
+                delay = outcome.delay_s if isinstance(outcome, Later) else self._retry_delay_s
+                await msg.nak(delay=delay)
+        except nats.errors.Error as error:  # the message comes back after ack_wait: handlers are idempotent
+            log.warning("%s: could not settle (%s)", self._consumer.spec.durable, type(error).__name__)
+
+    async def _keepalive(self, msg: Msg) -> None:
+        interval = max(self._ack_wait_s / 3, 1.0)
+        with contextlib.suppress(nats.errors.Error):
+            while True:
+                await asyncio.sleep(interval)
+                await msg.in_progress()
+
+    def _delivery(self, msg: Msg) -> Delivery:
+        meta = msg.metadata
+        delivered = meta.num_delivered or 1
+        return Delivery(
+            subject=msg.subject,
+            data=msg.data or b"",
+            headers=dict(msg.headers or {}),
+            stream_seq=meta.sequence.stream,
+            num_delivered=delivered,
+            stored_at=meta.timestamp or datetime.now(UTC),
+            last=0 < self._max_deliver <= delivered,
+        )

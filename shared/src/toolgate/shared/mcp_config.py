@@ -7,12 +7,19 @@ A TOML file (read with the stdlib ``tomllib``) declares each stdio MCP server on
     args = ["--repository", "/srv/repo"]
     env = { GIT_TERMINAL_PROMPT = "0" }
     pinned_arguments = { repo_path = "/srv/repo" }   # forced into every call
-    [servers.git.overrides.git_log]                  # per tool; may only be stricter
+    trust_hints = true                               # believe the server's tool annotations
+    [servers.git.overrides.git_log]                  # per tool: the operator's word
     side_effect_class = "READ_ONLY"
     risk_tier = "low"
 
+    [servers.notes]
+    command = "notes-mcp"
+    default_side_effect_class = "REVERSIBLE_WRITE"   # untrusted server: the operator's default
+    default_risk_tier = "medium"                     # (hints may only make it stricter)
+
 The registry turns each server's tool listing into the tool descriptor ``mcp_<server>``;
 the executor starts the same command and forces ``pinned_arguments`` into every call.
+How hints, trust, defaults and overrides combine is :mod:`toolgate.shared.mcp_mapping`'s rule.
 """
 
 from __future__ import annotations
@@ -38,10 +45,12 @@ SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 
 
 class Override(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A per-tool correction of what the server's annotations imply.
+    """The operator's class or tier for one tool; either field may be omitted.
 
-    Either field may be omitted. The registry accepts an override only when it is at
-    least as strict (same or higher ``rank``) as the class or tier the annotations give.
+    On a server whose hints are trusted it must be at least as strict (same or higher
+    ``rank``) as what the annotations give; on an untrusted server it replaces the
+    server's default and the annotations may still raise it
+    (:mod:`toolgate.shared.mcp_mapping`).
     """
 
     side_effect_class: SideEffectClass | None = None
@@ -58,7 +67,13 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         env: extra environment variables for the server process.
         pinned_arguments: argument name to value, forced into every call (overwriting
             the agent's value) and declared ``const`` in every input schema.
-        overrides: MCP tool name to its stricter :class:`Override`.
+        overrides: MCP tool name to its :class:`Override`.
+        trust_hints: whether the server's tool annotations are believed as the MCP
+            specification's defaults read them (false: they may only make a class or tier
+            stricter than the operator's).
+        default_side_effect_class: the operator's class for the tools of an untrusted
+            server that have no override.
+        default_risk_tier: the operator's tier for the same tools.
     """
 
     name: str
@@ -67,6 +82,13 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     env: dict[str, str] = msgspec.field(default_factory=dict)
     pinned_arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     overrides: dict[str, Override] = msgspec.field(default_factory=dict)
+    trust_hints: bool = False
+    default_side_effect_class: SideEffectClass = SideEffectClass.IRREVERSIBLE_WRITE
+    default_risk_tier: RiskTier = RiskTier.HIGH
+
+
+_UNTRUSTED_ONLY = ("default_side_effect_class", "default_risk_tier")
+"""Fields that mean something only when the server's hints are not trusted."""
 
 
 def resolve_command(command: str, base_dir: Path | None = None) -> str:
@@ -104,7 +126,8 @@ def load_mcp_servers(path: Path) -> dict[str, McpServerConfig]:
         OSError: the file cannot be read.
         ValueError: invalid TOML, an unknown top-level key, a bad server name, a field
             of the wrong type or an unknown field (the message names it, e.g.
-            ``servers.git.args[0]``), or a command that cannot be found.
+            ``servers.git.args[0]``), a default class or tier on a server whose hints
+            are trusted (it would be ignored), or a command that cannot be found.
     """
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -121,23 +144,29 @@ def load_mcp_servers(path: Path) -> dict[str, McpServerConfig]:
 
 def _server(name: str, table: Any, base_dir: Path) -> McpServerConfig:
     where = f"servers.{name}"
-    if not SERVER_NAME.match(name):
-        raise ValueError(f"{where}: server name must match {SERVER_NAME.pattern}")
-    if not isinstance(table, dict):
-        raise ValueError(f"{where}: expected a table")
-    if "name" in table:
-        raise ValueError(f"{where}.name: the name is the table key, do not set it")
+    _check_table(name, table, where)
     overrides = table.get("overrides", {})
     if not isinstance(overrides, dict):
         raise ValueError(f"{where}.overrides: expected a table of tool tables")
-    fields = {**table, "name": name, "overrides": {}}
-    config = _convert(fields, McpServerConfig, where)
+    config = _convert({**table, "name": name, "overrides": {}}, McpServerConfig, where)
     parsed = {tool: _convert(spec, Override, f"{where}.overrides.{tool}") for tool, spec in overrides.items()}
     try:
         command = resolve_command(config.command, base_dir)
     except ValueError as exc:
         raise ValueError(f"{where}.command: {exc}") from exc
     return msgspec.structs.replace(config, command=command, overrides=parsed)
+
+
+def _check_table(name: str, table: Any, where: str) -> None:
+    if not SERVER_NAME.match(name):
+        raise ValueError(f"{where}: server name must match {SERVER_NAME.pattern}")
+    if not isinstance(table, dict):
+        raise ValueError(f"{where}: expected a table")
+    if "name" in table:
+        raise ValueError(f"{where}.name: the name is the table key, do not set it")
+    ignored = [key for key in _UNTRUSTED_ONLY if key in table]
+    if table.get("trust_hints") is True and ignored:
+        raise ValueError(f"{where}.{ignored[0]}: has no effect when trust_hints = true; use overrides")
 
 
 def _convert(value: Any, kind: type[_T], where: str) -> _T:

@@ -1,12 +1,18 @@
 """Turn an MCP server's tool listing into one tool descriptor (pure, no I/O).
 
 The descriptor of server ``<s>`` is named ``mcp_<s>``, reached by the executor through
-adapter ``mcp:<s>``, with one operation per MCP tool.
+adapter ``mcp:<s>``, with one operation per MCP tool. The executor maps the live listing
+with the same rules (:func:`operation_from_mcp`) and refuses a call whose tool no longer
+maps to the registered operation (:func:`operation_changes`).
 
-Side-effect class and risk tier come from the tool annotations, with the defaults of the
-MCP specification applied to missing fields (``readOnlyHint=false``,
-``destructiveHint=true``, ``idempotentHint=false``, ``openWorldHint=true``; schema
-``ToolAnnotations``, revision 2025-11-25):
+Side-effect class and risk tier. Tool annotations are hints: the MCP specification
+(revision 2025-11-25, schema ``ToolAnnotations``) says clients must consider them
+untrusted unless they come from a trusted server. So each server is untrusted unless its
+configuration sets ``trust_hints = true``.
+
+Trusted server: the annotations decide, with the specification's defaults for missing
+fields (``readOnlyHint=false``, ``destructiveHint=true``, ``openWorldHint=true``);
+a per-tool override may only make a class or tier stricter (a looser one is an error):
 
 =========  ===========  ==========  ======================  =======
 readOnly   destructive  openWorld   side-effect class       tier
@@ -17,13 +23,27 @@ false      false        any         REVERSIBLE_WRITE        medium
 false      true         any         IRREVERSIBLE_WRITE      high
 =========  ===========  ==========  ======================  =======
 
-No annotations at all is the last row. Annotations are hints from a server that may be
-untrusted, so the configuration may only make a class or tier stricter, never looser.
+Untrusted server (the default): the operator decides — the tool's override, else the
+server's ``default_side_effect_class`` / ``default_risk_tier`` (IRREVERSIBLE_WRITE / high
+unless set) — and the hints can only raise it, to what the hints that are present admit:
+
+======================================================  =====================  =======
+hints present                                           admits at least        tier
+======================================================  =====================  =======
+``destructiveHint: true`` (``readOnlyHint`` not true)    IRREVERSIBLE_WRITE     high
+``readOnlyHint: false`` or ``destructiveHint: false``    REVERSIBLE_WRITE       medium
+anything else (``readOnlyHint: true``, no hints)         READ_ONLY              trivial
+======================================================  =====================  =======
+
+and ``openWorldHint: true`` admits at least tier ``low``. A server's ``readOnlyHint``
+therefore never makes a tool look safer than the operator said. No annotations at all
+is the last row of either table.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -35,11 +55,15 @@ from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 __all__ = [
     "DRAFT_2020_12",
     "McpToolInfo",
+    "admitted",
     "classify",
     "coerce_semver",
     "descriptor_from_mcp",
     "input_schema",
+    "operation_changes",
+    "operation_from_mcp",
     "output_schema",
+    "tool_from_wire",
 ]
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
@@ -47,6 +71,7 @@ DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 
 _VERSION = re.compile(r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+.*)?$")
 _DEFS = ("$defs", "definitions")
+_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
 class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +92,45 @@ class McpToolInfo(msgspec.Struct, frozen=True, kw_only=True):
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None = None
     annotations: dict[str, bool | None] | None = None
+
+
+class _WireTool(msgspec.Struct, kw_only=True, rename="camel"):
+    """The fields of an MCP ``Tool`` (schema revision 2025-11-25) that the mapping reads."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] | None = None
+
+
+def tool_from_wire(wire: Mapping[str, Any]) -> McpToolInfo:
+    """Read one ``tools/list`` entry in its wire form (camelCase keys) as :class:`McpToolInfo`.
+
+    Unknown fields (``title``, ``icons``, ``_meta`` …) and annotations other than the four
+    hints are ignored.
+
+    Raises:
+        ValueError: a field the mapping reads is missing or of the wrong type.
+    """
+    try:
+        tool = msgspec.convert(dict(wire), _WireTool)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"MCP tool {wire.get('name')!r}: {exc}") from exc
+    hints = None
+    if tool.annotations is not None:
+        hints = {hint: _flag(tool.annotations.get(hint)) for hint in _HINTS}
+    return McpToolInfo(
+        name=tool.name,
+        description=tool.description or "",
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema,
+        annotations=hints,
+    )
+
+
+def _flag(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
 
 
 def descriptor_from_mcp(config: McpServerConfig, server_version: str, tools: list[McpToolInfo]) -> ToolDescriptor:
@@ -94,18 +158,21 @@ def descriptor_from_mcp(config: McpServerConfig, server_version: str, tools: lis
         name=f"mcp_{config.name}",
         version=coerce_semver(server_version),
         adapter=f"mcp:{config.name}",
-        operations={tool.name: _operation(config, tool) for tool in tools},
+        operations={tool.name: operation_from_mcp(config, tool) for tool in tools},
         timeout_s=30.0,
         rate_limit=RateLimit(calls=30, period_s=60.0),
-        description=f"Tools of the MCP server {config.name!r}",
+        description=f"Tools of the MCP server {config.name!r} (upstream version {server_version})",
     )
 
 
-def _operation(config: McpServerConfig, tool: McpToolInfo) -> OperationSpec:
-    effect, tier = classify(tool.annotations)
-    override = config.overrides.get(tool.name)
-    if override is not None:
-        effect, tier = _apply(override, effect, tier, f"servers.{config.name}.overrides.{tool.name}")
+def operation_from_mcp(config: McpServerConfig, tool: McpToolInfo) -> OperationSpec:
+    """Map one listed tool to the operation the registry publishes for it.
+
+    Raises:
+        ValueError: the server's hints are trusted and the tool's override is looser
+            than its annotations.
+    """
+    effect, tier = _effect(config, tool)
     return OperationSpec(
         input_schema=input_schema(tool.input_schema, config.pinned_arguments),
         output_schema=output_schema(tool.output_schema),
@@ -115,8 +182,22 @@ def _operation(config: McpServerConfig, tool: McpToolInfo) -> OperationSpec:
     )
 
 
+def _effect(config: McpServerConfig, tool: McpToolInfo) -> tuple[SideEffectClass, RiskTier]:
+    override = config.overrides.get(tool.name) or Override()
+    if config.trust_hints:
+        return _apply(override, *classify(tool.annotations), f"servers.{config.name}.overrides.{tool.name}")
+    floor_effect, floor_tier = admitted(tool.annotations)
+    effect = override.side_effect_class or config.default_side_effect_class
+    tier = override.risk_tier or config.default_risk_tier
+    return max(effect, floor_effect, key=_rank), max(tier, floor_tier, key=_rank)
+
+
+def _rank(value: SideEffectClass | RiskTier) -> int:
+    return value.rank
+
+
 def classify(annotations: dict[str, bool | None] | None) -> tuple[SideEffectClass, RiskTier]:
-    """Map MCP tool annotations to a side-effect class and risk tier (table in the module doc).
+    """Map the annotations of a trusted server to a class and tier (first table of the module doc).
 
     Missing or ``None`` fields take the specification's defaults.
     """
@@ -128,6 +209,44 @@ def classify(annotations: dict[str, bool | None] | None) -> tuple[SideEffectClas
     if _hint(hints, "destructiveHint", True):
         return SideEffectClass.IRREVERSIBLE_WRITE, RiskTier.HIGH
     return SideEffectClass.REVERSIBLE_WRITE, RiskTier.MEDIUM
+
+
+def admitted(annotations: dict[str, bool | None] | None) -> tuple[SideEffectClass, RiskTier]:
+    """The least class and tier an untrusted server's hints admit (second table of the module doc).
+
+    Only hints that are present count: a missing hint admits nothing, so the operator's
+    default stands.
+    """
+    hints = annotations or {}
+    tier = RiskTier.LOW if hints.get("openWorldHint") is True else RiskTier.TRIVIAL
+    if hints.get("readOnlyHint") is True:
+        return SideEffectClass.READ_ONLY, tier
+    if hints.get("destructiveHint") is True:
+        return SideEffectClass.IRREVERSIBLE_WRITE, RiskTier.HIGH
+    if hints.get("readOnlyHint") is False or hints.get("destructiveHint") is False:
+        return SideEffectClass.REVERSIBLE_WRITE, RiskTier.MEDIUM
+    return SideEffectClass.READ_ONLY, tier
+
+
+def operation_changes(registered: OperationSpec, live: OperationSpec) -> list[str]:
+    """Name what differs between a registered operation and the one a live tool maps to.
+
+    Returns:
+        ``[]`` when they are equal; else items such as ``"input schema"``,
+        ``"side-effect class READ_ONLY -> IRREVERSIBLE_WRITE"``, ``"risk tier low -> high"``,
+        ``"output schema"``, ``"description"``.
+    """
+    changes = [name for name, field in _SCHEMAS if getattr(registered, field) != getattr(live, field)]
+    if registered.side_effect_class != live.side_effect_class:
+        changes.append(f"side-effect class {registered.side_effect_class} -> {live.side_effect_class}")
+    if registered.risk_tier != live.risk_tier:
+        changes.append(f"risk tier {registered.risk_tier} -> {live.risk_tier}")
+    if registered.description != live.description:
+        changes.append("description")
+    return changes
+
+
+_SCHEMAS = (("input schema", "input_schema"), ("output schema", "output_schema"))
 
 
 def _hint(hints: dict[str, bool | None], key: str, default: bool) -> bool:

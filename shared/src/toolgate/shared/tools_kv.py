@@ -2,71 +2,118 @@
 
 Keys: ``<tool>.<version>`` holds the descriptor JSON (written once with KV ``create``,
 never updated: a published version is immutable); ``latest.<tool>`` holds the highest
-published version (SemVer 2.0.0 §11 precedence). Readers cache exact versions forever.
+published version (SemVer 2.0.0 §11 precedence). ``latest`` is only ever raised, with
+compare-and-swap (KV ``update`` at the revision read, ``create`` when absent, retried
+on a conflict), so registry replicas publishing at the same time never lower it, and
+an identical re-publication repairs a ``latest`` that a crash left behind. Readers
+cache exact versions forever.
+
+Listing keeps no state on the server and never asks for the key list: the tool names
+are the subjects of the ``latest.<tool>`` keys, which the bucket's stream reports in
+one ``$JS.API.STREAM.INFO`` answer with ``subjects_filter`` (the KV layout — stream
+``KV_<bucket>``, subject ``$KV.<bucket>.<key>`` — is NATS ADR-8). nats-py's
+``kv.keys()`` is not used: each call creates an ordered consumer that stays on the
+server for its 300 s inactivity threshold (about 1,000 listings reach the server's
+consumer limit), and its end-of-keys marker can overtake entries already buffered, so
+a listing can come back empty (nats.py issue 842).
 """
 
 from __future__ import annotations
 
 import msgspec
 from nats.js import JetStreamContext
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from toolgate.shared import catalog
-from toolgate.shared.descriptors import ToolDescriptor, semver_key
+from toolgate.shared.descriptors import SEMVER, ToolDescriptor, semver_key
 
-__all__ = ["DescriptorConflict", "ToolsBucket"]
+__all__ = ["DescriptorConflict", "LatestContended", "ToolsBucket"]
+
+CAS_ATTEMPTS = 20
+"""Compare-and-swap attempts to raise ``latest.<tool>`` before giving up."""
 
 
 class DescriptorConflict(Exception):
     """Different content was published under an existing ``(tool, version)``."""
 
 
-class ToolsBucket:
-    """Reads and writes descriptors; exact versions are cached after the first read."""
+class LatestContended(Exception):
+    """``latest.<tool>`` kept changing under :data:`CAS_ATTEMPTS` compare-and-swap attempts."""
 
-    def __init__(self, kv: KeyValue) -> None:
-        self._kv = kv
+
+class ToolsBucket:
+    """Reads and writes descriptors; exact versions are cached after the first read.
+
+    Args:
+        kv: the bound bucket.
+        js: the JetStream context it was bound with (stream info for listing).
+        bucket: the bucket's name.
+    """
+
+    def __init__(self, kv: KeyValue, js: JetStreamContext, bucket: str = catalog.TOOLS_BUCKET) -> None:
+        self._kv, self._js = kv, js
+        self._stream, self._latest_prefix = f"KV_{bucket}", f"$KV.{bucket}.latest."
         self._cache: dict[tuple[str, str], ToolDescriptor] = {}
 
     @classmethod
-    async def open(cls, js: JetStreamContext) -> ToolsBucket:
-        """Bind to the existing bucket.
+    async def open(cls, js: JetStreamContext, bucket: str = catalog.TOOLS_BUCKET) -> ToolsBucket:
+        """Bind to the existing bucket (``bucket`` other than the catalog's: tests only).
 
         Raises:
             nats.js.errors.BucketNotFoundError: the bucket was not provisioned.
         """
-        return cls(await js.key_value(catalog.TOOLS_BUCKET))
+        return cls(await js.key_value(bucket), js, bucket)
 
     async def publish(self, descriptor: ToolDescriptor) -> bool:
         """Store a new version; return ``False`` if the identical version already exists.
 
+        Either way ``latest.<tool>`` is raised to this version if it is higher.
+
         Raises:
             DescriptorConflict: the version exists with different content.
+            LatestContended: ``latest`` could not be raised (see :data:`CAS_ATTEMPTS`).
         """
         data = msgspec.json.encode(descriptor)
+        created = True
         try:
             await self._kv.create(f"{descriptor.name}.{descriptor.version}", data)
         except KeyWrongLastSequenceError:
             existing = await self.get(descriptor.name, descriptor.version)
             if existing != descriptor:
                 raise DescriptorConflict(f"{descriptor.name}@{descriptor.version}") from None
-            return False
-        await self._raise_latest(descriptor)
-        return True
+            created = False
+        await self._raise_latest(descriptor.name, descriptor.version)
+        return created
 
-    async def _raise_latest(self, descriptor: ToolDescriptor) -> None:
-        latest = await self.latest_version(descriptor.name)
-        if latest is None or semver_key(descriptor.version) > semver_key(latest):
-            await self._kv.put(f"latest.{descriptor.name}", descriptor.version.encode())
+    async def _raise_latest(self, tool: str, version: str) -> None:
+        """Compare-and-swap ``latest.<tool>`` up to ``version``; never lowers it (a non-version is replaced)."""
+        key = f"latest.{tool}"
+        for _ in range(CAS_ATTEMPTS):
+            current, revision = await self._latest(tool)
+            if current is not None and SEMVER.match(current) and semver_key(current) >= semver_key(version):
+                return
+            try:
+                if revision is None:
+                    await self._kv.create(key, version.encode())
+                else:
+                    await self._kv.update(key, version.encode(), last=revision)
+                return
+            except KeyWrongLastSequenceError:
+                continue  # another writer moved it: read again
+        raise LatestContended(f"latest.{tool} kept changing during {CAS_ATTEMPTS} attempts")
 
-    async def latest_version(self, tool: str) -> str | None:
-        """Return the highest published version of ``tool``, or ``None``."""
+    async def _latest(self, tool: str) -> tuple[str | None, int | None]:
+        """``(version, revision)`` of ``latest.<tool>``; ``(None, None)`` when absent or deleted."""
         try:
             entry = await self._kv.get(f"latest.{tool}")
         except KeyNotFoundError:
-            return None
-        return (entry.value or b"").decode() or None
+            return None, None
+        return (entry.value or b"").decode() or None, entry.revision
+
+    async def latest_version(self, tool: str) -> str | None:
+        """Return the highest published version of ``tool``, or ``None``."""
+        return (await self._latest(tool))[0]
 
     async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
         """Return the descriptor of ``tool`` at ``version`` (``None``: latest), or ``None``."""
@@ -83,11 +130,23 @@ class ToolsBucket:
         self._cache[(tool, version)] = descriptor
         return descriptor
 
+    async def tool_names(self) -> list[str]:
+        """Names of the tools that have a ``latest`` key, sorted (one stream-info request).
+
+        A deleted ``latest`` key still has its delete marker on the subject: such a name
+        is listed here and dropped by :meth:`list` (its ``get`` finds nothing). The server
+        answers at most 100,000 subjects at once (``JSMaxSubjectDetails``), the bound on
+        the number of tools.
+        """
+        info = await self._js.stream_info(self._stream, subjects_filter=f"{self._latest_prefix}>")
+        subjects = info.state.subjects or {}
+        return sorted(subject.removeprefix(self._latest_prefix) for subject in subjects)
+
     async def list(self) -> list[ToolDescriptor]:
-        """Return the latest version of every tool, sorted by name."""
-        try:
-            keys = await self._kv.keys()  # nats-py's `filters=` is a substring match, not a subject filter
-        except NoKeysError:
-            return []
-        found = [await self.get(key.removeprefix("latest.")) for key in keys if key.startswith("latest.")]
-        return sorted((d for d in found if d is not None), key=lambda d: d.name)
+        """Return the latest version of every tool, sorted by name; no server-side state is made.
+
+        Raises:
+            nats.errors.TimeoutError, nats.js.errors.APIError: the stream could not be asked.
+        """
+        found = [await self.get(name) for name in await self.tool_names()]
+        return [d for d in found if d is not None]

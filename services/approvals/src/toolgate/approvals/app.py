@@ -12,15 +12,17 @@ from faststream import FastStream
 from nats.js import JetStreamContext
 
 from toolgate.approvals.adapters.redis_store import RedisApprovalStore
-from toolgate.approvals.errors import ApprovalsError
-from toolgate.approvals.handlers import build_router
+from toolgate.approvals.adapters.stream import StreamApprovalsBus
+from toolgate.approvals.errors import IndexLost
+from toolgate.approvals.handlers import ApprovalsRuntime, build_router, consumers
+from toolgate.approvals.rebuild import Rebuilder
 from toolgate.approvals.service import Approvals
 from toolgate.approvals.settings import ApprovalsSettings
 from toolgate.shared.bus import publish_event, publish_once
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import load_directory
 from toolgate.shared.events import ApprovalRequested
-from toolgate.shared.service import RuntimeCell, new_app, new_broker
+from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.signing import load_private_key, load_public_key
 
 __all__ = ["create_app"]
@@ -28,13 +30,17 @@ __all__ = ["create_app"]
 log = logging.getLogger("toolgate.approvals")
 
 
-async def _sweep(approvals: Approvals, interval_s: float) -> None:
+async def _sweep(runtime: ApprovalsRuntime, interval_s: float) -> None:
     while True:
         await asyncio.sleep(interval_s)
         try:
-            await approvals.expire_due()
-        except ApprovalsError as error:
-            log.warning("expiry sweep skipped: %s", error)
+            if not await runtime.approvals.store.has_epoch():
+                runtime.rebuilder.start()
+            await runtime.approvals.expire_due()
+        except IndexLost:
+            runtime.rebuilder.start()
+        except Exception:  # logged; the sweep itself never stops
+            log.exception("expiry sweep failed; trying again in %ss", interval_s)
 
 
 def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
@@ -48,7 +54,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
     policy_key = load_public_key(settings.keys_dir / "policy.pub")
     approvers = load_directory(settings.principals_file).approvers
     broker = new_broker("approvals", settings)
-    cell: RuntimeCell[Approvals] = RuntimeCell()
+    cell: RuntimeCell[ApprovalsRuntime] = RuntimeCell()
     broker.include_router(build_router(cell))
     tasks: list[asyncio.Task[None]] = []
 
@@ -60,8 +66,10 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
                 return await publish_once(js, subject, event)
             return await publish_event(js, subject, event)
 
+        store, bus = RedisApprovalStore(redis_client(settings)), StreamApprovalsBus(broker.connection, js)
         approvals = Approvals(
-            store=RedisApprovalStore(redis_client(settings)),
+            store=store,
+            bus=bus,
             approvers=approvers,
             key=key,
             policy_key=policy_key,
@@ -69,16 +77,16 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
             clock=lambda: datetime.now(UTC),
             ttl=timedelta(seconds=settings.ttl_s),
         )
-        cell.set(approvals)
-        tasks.append(asyncio.create_task(_sweep(approvals, settings.sweep_interval_s)))
+        runtime = ApprovalsRuntime(approvals, Rebuilder(store, bus))
+        cell.set(runtime)
+        runtime.rebuilder.start()
+        tasks.append(asyncio.create_task(_sweep(runtime, settings.sweep_interval_s)))
 
-    app = new_app(broker, build)
-
-    @app.on_shutdown
-    async def stop_sweep() -> None:
+    async def stop_tasks() -> None:
         for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await cell().rebuilder.stop()
 
-    return app
+    return new_app(broker, build, Lifecycle(consumers(cell), closers=[stop_tasks]))

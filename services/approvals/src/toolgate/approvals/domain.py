@@ -51,6 +51,7 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: datetime
     request: BoundRequest
     state: ApprovalState = ApprovalState.PENDING
+    version_pinned: bool = False
 
 
 class DecideCommand(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -87,6 +88,7 @@ def open_pending(decision: DecisionMade, now: datetime, ttl: timedelta) -> Pendi
         approver_role=decision.approver_role or "",
         expires_at=now + ttl,
         request=decision.request,
+        version_pinned=decision.version_pinned,
     )
 
 

@@ -6,14 +6,16 @@
     ├── DecideRefused     an approve/reject command that may not be carried out
     │                     (unknown_approver, not_entitled, self_approval, not_pending,
     │                     expired, unknown_approval, malformed)
-    └── StoreUnavailable  the approval store (Redis) failed or timed out
+    ├── StoreUnavailable  the approval store (Redis) failed or timed out
+    └── IndexLost         the approval store lost its state (Redis restarted empty) and
+                          is being rebuilt from the stream (approval_store_rebuilding)
 """
 
 from __future__ import annotations
 
 from toolgate.shared.errors import ToolgateError
 
-__all__ = ["ApprovalsError", "DecideRefused", "StoreUnavailable"]
+__all__ = ["ApprovalsError", "DecideRefused", "IndexLost", "StoreUnavailable"]
 
 
 class ApprovalsError(ToolgateError):
@@ -26,3 +28,10 @@ class DecideRefused(ApprovalsError):
 
 class StoreUnavailable(ApprovalsError):
     """The approval store could not answer."""
+
+
+class IndexLost(StoreUnavailable):
+    """The approval store has no epoch marker: it lost its state; rebuilt from the stream, then retried."""
+
+    def __init__(self) -> None:
+        super().__init__("approval_store_rebuilding", "the approval store is being rebuilt from the stream; try again")

@@ -2,36 +2,61 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
+from toolgate.approvals.errors import ApprovalsError, IndexLost
+from toolgate.approvals.rebuild import Rebuilder
 from toolgate.approvals.service import Approvals
 from toolgate.shared import catalog
-from toolgate.shared.catalog import APPROVALS_CONSUMER, Rpc
-from toolgate.shared.handling import Delivery, Settle, durable_subscriber, raw_body
-from toolgate.shared.service import RuntimeCell
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
+from toolgate.shared.service import raw_body
 
-__all__ = ["build_router"]
+__all__ = ["ApprovalsRuntime", "build_router", "consumers"]
 
 
-def build_router(cell: RuntimeCell[Approvals]) -> NatsRouter:
-    """Route decisions, list and decide commands to the :class:`Approvals` workflow."""
+@dataclass
+class ApprovalsRuntime:
+    """What the handlers need once the service has started."""
+
+    approvals: Approvals
+    rebuilder: Rebuilder
+
+
+def consumers(runtime: Callable[[], ApprovalsRuntime]) -> list[Consumer]:
+    """Decisions open approvals; one whose approval cannot be opened is ended on its last delivery."""
+
+    async def on_decision(delivery: Delivery) -> Settlement:
+        rt = runtime()
+        try:
+            return await rt.approvals.on_decision_bytes(delivery.data)
+        except IndexLost:
+            rt.rebuilder.start()
+            return Later(2.0)
+        except ApprovalsError:
+            return Settle.RETRY
+
+    async def give_up(delivery: Delivery) -> None:
+        await runtime().approvals.give_up_bytes(delivery.data)
+
+    return [Consumer(catalog.APPROVALS_CONSUMER, on_decision, give_up, handler_timeout_s=30.0)]
+
+
+def build_router(runtime: Callable[[], ApprovalsRuntime]) -> NatsRouter:
+    """Route list and decide commands to the :class:`Approvals` workflow."""
     router = NatsRouter()
-
-    async def on_decision(delivery: Delivery) -> Settle:
-        return await cell().on_decision_bytes(
-            delivery.data, last_try=delivery.num_delivered >= APPROVALS_CONSUMER.max_deliver - 1
-        )
-
-    durable_subscriber(router, catalog.APPROVALS_CONSUMER, on_decision)
 
     @router.subscriber(Rpc.APPROVALS_LIST, queue="approvals", decoder=raw_body, include_in_schema=False)
     async def on_list(msg: NatsMessage) -> bytes:
-        return msgspec.json.encode(await cell().list_pending())
+        return msgspec.json.encode(await runtime().approvals.list_pending())
 
     @router.subscriber(Rpc.APPROVALS_DECIDE, queue="approvals", decoder=raw_body, include_in_schema=False)
     async def on_decide(msg: NatsMessage) -> bytes:
         approver = msg.raw_message.subject.rsplit(".", 1)[1]
-        return msgspec.json.encode(await cell().answer_bytes(approver, msg.raw_message.data or b""))
+        return msgspec.json.encode(await runtime().approvals.answer_bytes(approver, msg.raw_message.data or b""))
 
     return router

@@ -3,10 +3,17 @@
 Publishing is injected (``publish(subject, event)``), so this module does no I/O of
 its own. Every outgoing grant or rejection is signed with the approvals key: the
 executor runs nothing on an unsigned or foreign approval.
+
+Before a grant, the call is re-checked with the policy service (``tg.policy.recheck``):
+if the current policy, principal directory or tool registry no longer allows it with
+this approver's approval, the approval ends rejected with the reason naming what
+changed, and the approver is told so in the reply. Without an answer nothing is granted.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -25,15 +32,20 @@ from toolgate.approvals.domain import (
     open_pending,
 )
 from toolgate.approvals.errors import ApprovalsError, DecideRefused
-from toolgate.approvals.ports import ApprovalStore
+from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, DecisionMade, decode_untrusted
+from toolgate.shared.recheck import RecheckQuery, valid_answer
 from toolgate.shared.settle import Settle
 from toolgate.shared.signing import sign_event, verify_event
 
 __all__ = ["Approvals"]
 
+log = logging.getLogger("toolgate.approvals")
+
 Publish = Callable[[str, Any], Awaitable[object]]
+PUBLISH_ATTEMPTS = 3
+"""Attempts to publish a grant or rejection the store already recorded."""
 MAX_COMMAND_BYTES = 4096
 """Largest accepted approve/reject command, bytes."""
 _decision = msgspec.json.Decoder(DecisionMade)
@@ -46,6 +58,7 @@ class Approvals:
 
     Attributes:
         store: pending approvals.
+        bus: the stream (has the request ended?) and the policy re-check.
         approvers: approver name to role names.
         key: the approvals signing key.
         policy_key: the policy public key (decisions are verified before use).
@@ -55,6 +68,7 @@ class Approvals:
     """
 
     store: ApprovalStore
+    bus: ApprovalsBus
     approvers: Mapping[str, frozenset[str]]
     key: Ed25519PrivateKey
     policy_key: Ed25519PublicKey
@@ -67,8 +81,8 @@ class Approvals:
         if not verify_event(decision, self.policy_key):
             return False
         pending = open_pending(decision, self.clock(), self.ttl)
-        if pending is None:
-            return True
+        if pending is None or await self.bus.has_receipt(decision.principal, decision.request_id):
+            return True  # not an approval, or the request already ended: nothing to approve
         if not await self.store.open(pending):
             pending = await self.store.get(pending.approval_id) or pending
         await self.publish(
@@ -76,24 +90,28 @@ class Approvals:
         )
         return True
 
-    async def on_decision_bytes(self, data: bytes, last_try: bool) -> Settle:
-        """Handle one delivered decision: open its approval, or on the last try give up.
+    async def on_decision_bytes(self, data: bytes) -> Settle:
+        """Handle one delivered decision.
 
         Returns:
-            ``ACK`` when handled, ``TERM`` for an undecodable or forged decision, ``RETRY``
-            when the store is down and tries remain.
+            ``ACK`` when handled, ``TERM`` for an undecodable or forged decision.
+
+        Raises:
+            ApprovalsError: the store cannot answer (the consumer retries, then gives up).
         """
         try:
             decision = decode_untrusted(_decision, data)
         except msgspec.DecodeError:
             return Settle.TERM
+        return Settle.ACK if await self.on_decision(decision) else Settle.TERM
+
+    async def give_up_bytes(self, data: bytes) -> None:
+        """The consumer's give-up: end the request of a decision whose approval could not be opened."""
         try:
-            return Settle.ACK if await self.on_decision(decision) else Settle.TERM
-        except ApprovalsError:
-            if not last_try:
-                return Settle.RETRY
-            await self.give_up(decision)
-            return Settle.ACK
+            decision = decode_untrusted(_decision, data)
+        except msgspec.DecodeError:
+            return
+        await self.give_up(decision)
 
     async def list_pending(self) -> list[PendingApproval] | DecideReply:
         """Pending approvals, or a refusal when the store cannot be read."""
@@ -114,11 +132,13 @@ class Approvals:
             return _refused(error.reason_code, error.reason)
 
     async def give_up(self, decision: DecisionMade) -> None:
-        """End a ``needs_approval`` request whose approval cannot be opened (store down for good).
+        """End a ``needs_approval`` request whose approval cannot be opened (its last delivery failed).
 
         Publishes a signed rejection, so the executor issues a ``denied`` receipt: the
         request ends instead of being lost.
         """
+        if not verify_event(decision, self.policy_key):
+            return
         pending = open_pending(decision, self.clock(), self.ttl)
         if pending is not None:
             await self._announce(pending, ApprovalState.REJECTED, None, "", code="approval_store_unavailable")
@@ -127,10 +147,12 @@ class Approvals:
         """Grant or reject one approval as ``approver`` (the transport's subject token)."""
         try:
             pending = await self._answerable(approver, command.approval_id)
+            if command.approve:
+                await self._still_allowed(pending, approver)
         except DecideRefused as refused:
             return DecideReply(ok=False, reason_code=refused.reason_code, reason=refused.reason)
         state = ApprovalState.GRANTED if command.approve else ApprovalState.REJECTED
-        if not await self.store.resolve(pending.approval_id, state):
+        if not await self.store.resolve(pending.approval_id, state, uuid.uuid4().hex):
             return DecideReply(
                 ok=False, reason_code="not_pending", reason=f"{pending.approval_id} was answered already"
             )
@@ -142,6 +164,30 @@ class Approvals:
             approval_id=pending.approval_id,
         )
 
+    async def _still_allowed(self, pending: PendingApproval, approver: str) -> None:
+        """Re-check the call with the policy now; end the approval when it may no longer run.
+
+        Raises:
+            DecideRefused: ``policy_unreachable`` (nothing changed; try again), or the
+                policy's reason code when the call can no longer be approved (the approval
+                then ended rejected).
+        """
+        query = RecheckQuery(
+            principal=pending.principal,
+            request=pending.request,
+            request_hash=pending.request_hash,
+            version_pinned=pending.version_pinned,
+            approver=approver,
+        )
+        answer = await self.bus.recheck(query)
+        if answer is None or not valid_answer(answer, query, self.policy_key, self.clock()):
+            raise DecideRefused("policy_unreachable", "the policy service did not re-check the call; try again")
+        if answer.allowed:
+            return
+        if await self.store.resolve(pending.approval_id, ApprovalState.REJECTED, uuid.uuid4().hex):
+            await self._announce(pending, ApprovalState.REJECTED, None, answer.reason, code=answer.reason_code)
+        raise DecideRefused(answer.reason_code, f"the call can no longer be approved: {answer.reason}")
+
     async def _answerable(self, approver: str, approval_id: str) -> PendingApproval:
         pending = await self.store.get(approval_id)
         if pending is None:
@@ -150,14 +196,25 @@ class Approvals:
         return pending
 
     async def expire_due(self) -> int:
-        """Expire every approval past its expiry; return how many this call expired."""
+        """Expire every approval past its expiry; return how many this call expired.
+
+        One approval that cannot be expired (a failed publish) is logged and tried again
+        at the next sweep; it never stops the others.
+        """
         expired = 0
         for approval_id in await self.store.due(self.clock()):
-            pending = await self.store.get(approval_id)
-            if pending and await self.store.resolve(approval_id, ApprovalState.EXPIRED):
-                await self._announce(pending, ApprovalState.EXPIRED, None, "")
-                expired += 1
+            try:
+                expired += await self._expire(approval_id)
+            except Exception:  # logged; retried at the next sweep
+                log.exception("could not expire %s; trying again at the next sweep", approval_id)
         return expired
+
+    async def _expire(self, approval_id: str) -> int:
+        pending = await self.store.get(approval_id)
+        if pending is None or not await self.store.resolve(approval_id, ApprovalState.EXPIRED, f"sweep:{approval_id}"):
+            return 0
+        await self._announce(pending, ApprovalState.EXPIRED, None, "")
+        return 1
 
     async def _announce(
         self, pending: PendingApproval, state: ApprovalState, approver: str | None, note: str, code: str = ""
@@ -179,7 +236,27 @@ class Approvals:
                 **common, reason_code=code, reason=_reason(code, approver, note), approver=approver
             )
         kind = "granted" if isinstance(event, ApprovalGranted) else "rejected"
-        await self.publish(Subjects.approval(kind, pending.principal, pending.request_id), sign_event(event, self.key))
+        await self._publish_retried(
+            Subjects.approval(kind, pending.principal, pending.request_id), sign_event(event, self.key)
+        )
+
+    async def _publish_retried(self, subject: str, event: Any) -> None:
+        """Publish an answer the store already recorded, retrying it (the stream deduplicates its event id).
+
+        The store will not let the approval be answered a second time, so the answer must get out.
+
+        Raises:
+            Exception: the last attempt's failure (the request then ends by the executor's backstop).
+        """
+        for attempt in range(PUBLISH_ATTEMPTS):
+            try:
+                await self.publish(subject, event)
+                return
+            except Exception:
+                if attempt == PUBLISH_ATTEMPTS - 1:
+                    raise
+                log.warning("publishing %s failed; trying again", subject)
+                await asyncio.sleep(0.5 * (attempt + 1))
 
 
 def _refused(code: str, reason: str) -> DecideReply:
@@ -191,7 +268,7 @@ def _reason(code: str, approver: str | None, note: str) -> str:
         "approval_expired": "the approval expired unanswered",
         "approval_rejected": f"rejected by {approver}",
         "approval_store_unavailable": "the approval could not be opened (approval store unreachable)",
-    }[code]
+    }.get(code, "the call can no longer be approved")
     return f"{text}: {note}" if note else text
 
 

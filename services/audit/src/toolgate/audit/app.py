@@ -7,11 +7,11 @@ from faststream import FastStream
 from nats.js import JetStreamContext
 
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
-from toolgate.audit.handlers import build_router
+from toolgate.audit.handlers import build_router, consumers
 from toolgate.audit.service import Audit
 from toolgate.audit.settings import AuditSettings
 from toolgate.shared.catalog import STREAM
-from toolgate.shared.service import RuntimeCell, new_app, new_broker
+from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 
 __all__ = ["create_app"]
 
@@ -36,10 +36,7 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
 
         cell.set(Audit(store=SqliteAuditStore(settings.database), stream_last_seq=stream_last_seq))
 
-    app = new_app(broker, build)
-
-    @app.after_shutdown
     async def close() -> None:
         await cell().store.close()
 
-    return app
+    return new_app(broker, build, Lifecycle(consumers=consumers(cell), closers=[close]))

@@ -13,25 +13,29 @@ from toolgate.audit.service import Audit
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import decode_untrusted
-from toolgate.shared.handling import Delivery, Settle, durable_subscriber, raw_body
-from toolgate.shared.service import RuntimeCell
+from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
+from toolgate.shared.service import RuntimeCell, raw_body
 
-__all__ = ["build_router"]
+__all__ = ["build_router", "consumers"]
 
 _trail = msgspec.json.Decoder(TrailQuery)
 
 
-def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
-    """Route the stream into the chain, and the two queries to the store."""
-    router = NatsRouter()
+def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
+    """Every stream event into the chain, in stream order; an event is never given up."""
 
-    async def on_event(delivery: Delivery) -> Settle:
+    async def on_event(delivery: Delivery) -> Settlement:
         now = datetime.now(UTC).isoformat()
         msg_id = delivery.headers.get("Nats-Msg-Id")
         await cell().store.append(entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now))
         return Settle.ACK
 
-    durable_subscriber(router, catalog.AUDIT_CONSUMER, on_event, max_workers=1)
+    return [Consumer(catalog.AUDIT_CONSUMER, on_event, give_up=None, max_workers=1)]
+
+
+def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
+    """Route the two queries to the store."""
+    router = NatsRouter()
 
     @router.subscriber(Rpc.AUDIT_TRAIL, queue="audit", decoder=raw_body, include_in_schema=False)
     async def on_trail(msg: NatsMessage) -> bytes:

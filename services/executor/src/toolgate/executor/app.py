@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from faststream import FastStream
@@ -10,16 +11,20 @@ from nats.js import JetStreamContext
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
+from toolgate.executor.adapters.stream import StreamBus
 from toolgate.executor.adapters.tool_host import LocalToolHost
-from toolgate.executor.handlers import build_router
-from toolgate.executor.service import Executor
+from toolgate.executor.backstop import Backstop, Deadlines
+from toolgate.executor.claims import DurableClaims
+from toolgate.executor.handlers import ExecutorRuntime, consumers
+from toolgate.executor.permission import Permission
+from toolgate.executor.running import Runner
+from toolgate.executor.service import Executor, Keys
 from toolgate.executor.settings import ExecutorSettings
-from toolgate.shared.bus import fetch_last, publish_once
-from toolgate.shared.catalog import EXECUTOR_DECISIONS, Subjects
+from toolgate.executor.timing import Timing
+from toolgate.executor.upkeep import Upkeep
 from toolgate.shared.connections import redis_client
-from toolgate.shared.events import DecisionMade, ReceiptIssued
 from toolgate.shared.mcp_config import load_mcp_servers
-from toolgate.shared.service import RuntimeCell, new_app, new_broker
+from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.signing import load_public_key
 from toolgate.shared.tools_kv import ToolsBucket
 
@@ -32,6 +37,15 @@ def _mcp(settings: ExecutorSettings) -> McpToolHost | None:
     return McpToolHost(load_mcp_servers(settings.mcp_servers_file))
 
 
+def _timing(settings: ExecutorSettings) -> Timing:
+    return Timing(
+        idempotency_ttl_s=settings.idempotency_ttl_s,
+        stale_grace_s=settings.stale_grace_s,
+        decision_max_age_s=settings.decision_max_age_s,
+        recheck_after_s=settings.recheck_after_s,
+    )
+
+
 def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     """Build the executor service.
 
@@ -39,45 +53,45 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         OSError / ValueError: a public key or the MCP servers file is missing or invalid.
     """
     settings = settings or ExecutorSettings()
-    policy_key = load_public_key(settings.keys_dir / "policy.pub")
-    approvals_key = load_public_key(settings.keys_dir / "approvals.pub")
-    mcp = _mcp(settings)
+    keys = Keys(
+        policy=load_public_key(settings.keys_dir / "policy.pub"),
+        approvals=load_public_key(settings.keys_dir / "approvals.pub"),
+    )
+    mcp, timing, instance = _mcp(settings), _timing(settings), uuid.uuid4().hex[:12]
     tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve()), mcp)
     broker = new_broker("executor", settings)
-    cell: RuntimeCell[Executor] = RuntimeCell()
-    broker.include_router(build_router(cell))
+    cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
+
+    def clock() -> datetime:
+        return datetime.now(UTC)
 
     async def build(js: JetStreamContext) -> None:
-        async def publish(subject: str, issued: ReceiptIssued) -> object:
-            return await publish_once(js, subject, issued)
-
-        async def fetch_decision(principal: str, request_id: str) -> DecisionMade | None:
-            found = await fetch_last(js, Subjects.decision(principal, request_id))
-            return found if isinstance(found, DecisionMade) else None
-
-        async def fetch_receipt(principal: str, request_id: str) -> ReceiptIssued | None:
-            found = await fetch_last(js, Subjects.receipt(principal, request_id))
-            return found if isinstance(found, ReceiptIssued) else None
-
-        cell.set(
-            Executor(
-                store=RedisIdempotencyStore(redis_client(settings)),
-                descriptors=await ToolsBucket.open(js),
-                tools=tools,
-                policy_key=policy_key,
-                approvals_key=approvals_key,
-                publish=publish,
-                fetch_decision=fetch_decision,
-                fetch_receipt=fetch_receipt,
-                clock=lambda: datetime.now(UTC),
-                idempotency_ttl_s=settings.idempotency_ttl_s,
-                stale_grace_s=settings.stale_grace_s,
-                decision_max_age_s=settings.decision_max_age_s,
-                last_delivery=EXECUTOR_DECISIONS.max_deliver - 1,
-            )
+        bus, store = StreamBus(broker.connection, js), RedisIdempotencyStore(redis_client(settings))
+        runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes)
+        executor = Executor(
+            store=store,
+            bus=bus,
+            descriptors=await ToolsBucket.open(js),
+            runner=runner,
+            permission=Permission(bus, keys.policy, clock, timing),
+            claims=DurableClaims(bus, store, clock, instance, timing.idempotency_ttl_s),
+            keys=keys,
+            clock=clock,
+            instance=instance,
+            timing=timing,
         )
+        limits = Deadlines(undecided_s=settings.backstop_undecided_s, margin_s=settings.backstop_margin_s)
+        backstop = Backstop(executor, bus, store, keys, clock, timing, limits)
+        upkeep = Upkeep(store, bus, clock, instance, timing.idempotency_ttl_s)
+        await upkeep.start()
+        cell.set(ExecutorRuntime(executor, backstop, upkeep))
 
-    app = new_app(broker, build)
-    if mcp is not None:
-        app.on_shutdown(mcp.aclose)
-    return app
+    def abort() -> None:
+        cell().executor.abort()
+
+    async def stop_upkeep() -> None:
+        await cell().upkeep.stop()
+
+    closers = [stop_upkeep, *([mcp.aclose] if mcp else [])]
+    lifecycle = Lifecycle(consumers(cell), grace_s=settings.shutdown_grace_s, abort=abort, closers=closers)
+    return new_app(broker, build, lifecycle)

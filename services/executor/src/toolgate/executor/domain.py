@@ -2,7 +2,7 @@
 
 What to do with an idempotency claim, how receipts read, and scrubbing secrets out of results.
 
-No I/O here; time is passed in as ``now_ms`` (Unix epoch milliseconds).
+No I/O here; times are passed in (``now_ms``: Unix epoch milliseconds).
 """
 
 from __future__ import annotations
@@ -14,10 +14,21 @@ from enum import Enum
 from typing import Any
 
 from toolgate.executor.ports import Claim, ClaimState
-from toolgate.shared.events import DecisionMade, ReceiptIssued
+from toolgate.shared.events import DecisionMade, EffectClaimed, ReceiptIssued
+from toolgate.shared.idempotency import key_digest
 from toolgate.shared.vocabulary import Outcome, SideEffectClass
 
-__all__ = ["Step", "effect_id", "next_step", "receipt", "replay_receipt", "scrub"]
+__all__ = [
+    "Step",
+    "effect_id",
+    "next_step",
+    "prior_claim_step",
+    "receipt",
+    "replay_receipt",
+    "scrub",
+    "stale_at_ms",
+    "undecided_receipt",
+]
 
 
 class Step(Enum):
@@ -32,34 +43,70 @@ class Step(Enum):
     REFUSE_REUSED = "refuse_reused"
     """The key was used with other arguments."""
     WAIT = "wait"
-    """The key is being executed right now: retry later."""
+    """The key is being executed right now by a live executor: look again later."""
     TAKE_OVER = "take_over"
-    """A read-only run was abandoned (crash): run it again."""
+    """A read-only run was abandoned (its executor died): run it again."""
     UNCERTAIN = "uncertain"
     """A write was abandoned mid-run: its effect is unknown and it is never re-run blindly."""
     REFUSE_IN_USE = "refuse_in_use"
     """Another request's abandoned write holds the key."""
+    ENDED = "ended"
+    """The backstop ended this request without running it: nothing to do."""
 
 
-def next_step(claim: Claim, request_id: str, side_effect: SideEffectClass, now_ms: int, stale_after_ms: int) -> Step:
-    """Decide the step for ``claim`` (guarantee 3, docs/architecture.md: at most once per effect)."""
+_FOUND = {
+    ClaimState.NEW: Step.RUN,
+    ClaimState.MISMATCH: Step.REFUSE_REUSED,
+    ClaimState.ENDED: Step.ENDED,
+}
+
+
+def next_step(claim: Claim, request_id: str, side_effect: SideEffectClass, abandoned: bool) -> Step:
+    """Decide the step for ``claim`` (guarantee 3, docs/architecture.md: at most once per effect).
+
+    Args:
+        claim: what the claim found.
+        request_id: the claiming request.
+        side_effect: of the operation.
+        abandoned: for an ``inflight`` record, its run can no longer finish (the owning
+            executor instance stopped heart-beating, or it is past its timeout plus grace).
+    """
+    if claim.state in _FOUND:
+        return _FOUND[claim.state]
     own = claim.owner_request_id == request_id
-    if claim.state is ClaimState.NEW:
-        return Step.RUN
-    if claim.state is ClaimState.MISMATCH:
-        return Step.REFUSE_REUSED
     if claim.state is ClaimState.DONE:
         return Step.REPUBLISH if own else Step.REPLAY
-    if now_ms - (claim.claimed_at_ms or now_ms) < stale_after_ms:
+    if not abandoned:
         return Step.WAIT
     if not own:
         return Step.REFUSE_IN_USE
     return Step.TAKE_OVER if side_effect is SideEffectClass.READ_ONLY else Step.UNCERTAIN
 
 
+def prior_claim_step(prior: EffectClaimed, request_id: str, fingerprint: str, prior_receipt: bool) -> Step:
+    """Decide the step when the stream already holds a claim of the key (the index had lost it).
+
+    The stream is the record: the earlier claim wins. Our own earlier claim without a
+    receipt may have run (``UNCERTAIN``); another request's claim is a replay, a
+    mismatch, or a key still in use, exactly as if the index had answered.
+    """
+    if not prior.request_id:
+        return Step.REFUSE_IN_USE  # the stored claim is unreadable: nothing may run under this key
+    if prior.request_id == request_id:
+        return Step.REPUBLISH if prior_receipt else Step.UNCERTAIN
+    if prior.request_hash != fingerprint:
+        return Step.REFUSE_REUSED
+    return Step.REPLAY if prior_receipt else Step.REFUSE_IN_USE
+
+
+def stale_at_ms(claim: Claim, timeout_s: float, grace_s: float) -> int:
+    """When an ``inflight`` claim counts as abandoned whatever its owner: claimed + timeout + grace."""
+    return (claim.claimed_at_ms or 0) + int((timeout_s + grace_s) * 1000)
+
+
 def effect_id(principal: str, idempotency_key: str) -> str:
     """``effect:<principal>:<16 hex of sha256(key)>``: one effect per (principal, key)."""
-    return f"effect:{principal}:{hashlib.sha256(idempotency_key.encode()).hexdigest()[:16]}"
+    return f"effect:{principal}:{key_digest(idempotency_key)[:16]}"
 
 
 def receipt(
@@ -84,6 +131,19 @@ def receipt(
     )
 
 
+def undecided_receipt(principal: str, request_id: str, now: datetime, reason: str) -> ReceiptIssued:
+    """The ``failed`` receipt of a request that was never decided (nothing ran)."""
+    return ReceiptIssued(
+        event_id=f"receipt:{principal}:{request_id}",
+        occurred_at=now,
+        request_id=request_id,
+        principal=principal,
+        outcome=Outcome.FAILED,
+        reason_code="not_decided",
+        reason=reason,
+    )
+
+
 def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued) -> ReceiptIssued:
     """A ``replayed`` receipt carrying the stored receipt's result."""
     reason = f"replay of request {stored.request_id} ({stored.outcome}): the tool did not run again"
@@ -94,6 +154,7 @@ def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued)
         stored.reason_code,
         reason,
         result=stored.result,
+        result_ref=stored.result_ref,
         effect_id=stored.effect_id,
         replay_of=stored.request_id,
     )

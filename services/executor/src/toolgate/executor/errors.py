@@ -12,9 +12,12 @@ receipts) and a human ``reason`` (one sentence, no secret, no host path)::
     ├── ToolOutcomeUnknown      the call was sent and no definitive answer came back
     │                           (connection_lost, output_invalid, …): the effect may exist
     ├── ToolTimeout             the tool did not finish within its timeout_s (tool_timeout)
-    └── StoreUnavailable        a state store (Redis) is unreachable or too slow;
-                                transient: retry later, never run the tool without it
-                                (idempotency_store_unavailable)
+    ├── StoreUnavailable        a state store (Redis) is unreachable or too slow;
+    │                           transient: retry later, never run the tool without it
+    │                           (idempotency_store_unavailable)
+    └── IndexLost               the idempotency index lost its state (Redis restarted
+                                empty); transient: rebuilt from the stream, then retried
+                                (idempotency_index_rebuilding)
 
 A refusal is the caller's fault and final, nothing ran. A failure is the tool's own
 definitive answer (or a start that never reached it). An unknown outcome or a timeout
@@ -29,7 +32,15 @@ from typing import ClassVar
 
 from toolgate.shared.errors import ToolgateError
 
-__all__ = ["ExecutorError", "StoreUnavailable", "ToolFailed", "ToolOutcomeUnknown", "ToolRefused", "ToolTimeout"]
+__all__ = [
+    "ExecutorError",
+    "IndexLost",
+    "StoreUnavailable",
+    "ToolFailed",
+    "ToolOutcomeUnknown",
+    "ToolRefused",
+    "ToolTimeout",
+]
 
 
 class ExecutorError(ToolgateError):
@@ -90,3 +101,10 @@ class StoreUnavailable(ExecutorError):
 
     transient = True
     default_code = "store_unavailable"
+
+
+class IndexLost(ExecutorError):
+    """The idempotency index has no epoch marker: Redis lost its state; rebuild, then retry."""
+
+    transient = True
+    default_code = "idempotency_index_rebuilding"

@@ -1,44 +1,117 @@
-"""The executor's broker edge: decisions and approvals in, receipts out."""
+"""The executor's broker edge: decisions, approvals and the backstop in; receipts out."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
 import msgspec
-from faststream.nats import NatsRouter
 
+from toolgate.executor.backstop import Backstop
+from toolgate.executor.errors import IndexLost, StoreUnavailable
 from toolgate.executor.service import Executor
+from toolgate.executor.upkeep import Upkeep
 from toolgate.shared import catalog
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, DecisionMade, decode_untrusted
-from toolgate.shared.handling import Delivery, Settle, durable_subscriber
-from toolgate.shared.service import RuntimeCell
+from toolgate.shared.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalRequested,
+    DecisionMade,
+    decode_untrusted,
+    request_hash,
+    request_identity,
+)
+from toolgate.shared.failpoints import failpoint
+from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
+from toolgate.shared.vocabulary import Verdict
 
-__all__ = ["build_router"]
+__all__ = ["ExecutorRuntime", "consumers"]
 
 _decision = msgspec.json.Decoder(DecisionMade)
 _approval = msgspec.json.Decoder(ApprovalGranted | ApprovalRejected | ApprovalRequested)
 
+INDEX_WAIT_S = 2.0
+"""Pause before retrying a message while the index is rebuilt, seconds."""
 
-def build_router(cell: RuntimeCell[Executor]) -> NatsRouter:
-    """Route decisions and approval outcomes to the :class:`Executor`."""
-    router = NatsRouter()
 
-    async def on_decision(delivery: Delivery) -> Settle:
-        try:
-            decision = decode_untrusted(_decision, delivery.data)
-        except msgspec.DecodeError:
+@dataclass
+class ExecutorRuntime:
+    """What the handlers need once the service has started."""
+
+    executor: Executor
+    backstop: Backstop
+    upkeep: Upkeep
+
+
+async def _guarded(rt: ExecutorRuntime, work: Awaitable[Settlement]) -> Settlement:
+    try:
+        return await work
+    except IndexLost:
+        rt.upkeep.index_lost()
+        return Later(INDEX_WAIT_S)
+    except StoreUnavailable:
+        return Settle.RETRY
+
+
+def _decode(decoder: msgspec.json.Decoder[Any], delivery: Delivery) -> Any:
+    try:
+        return decode_untrusted(decoder, delivery.data)
+    except msgspec.DecodeError:
+        return None
+
+
+def consumers(runtime: Callable[[], ExecutorRuntime]) -> list[Consumer]:
+    """The executor's three durable consumers, each with its give-up."""
+
+    async def on_decision(delivery: Delivery) -> Settlement:
+        rt, decision = runtime(), _decode(_decision, delivery)
+        if decision is None:
             return Settle.TERM
-        return await cell().on_decision(decision, delivery.num_delivered)
+        await failpoint("executor.decision", decision.request_id)
+        return await _guarded(rt, rt.executor.on_decision(decision))
 
-    async def on_approval(delivery: Delivery) -> Settle:
-        try:
-            event = decode_untrusted(_approval, delivery.data)
-        except msgspec.DecodeError:
-            return Settle.TERM
+    async def on_approval(delivery: Delivery) -> Settlement:
+        rt, event = runtime(), _decode(_approval, delivery)
         if isinstance(event, ApprovalGranted):
-            return await cell().on_granted(event, delivery.num_delivered)
+            await failpoint("executor.grant", event.request_id)
+            return await _guarded(rt, rt.executor.on_granted(event))
         if isinstance(event, ApprovalRejected):
-            return await cell().on_rejected(event)
-        return Settle.ACK
+            return await _guarded(rt, rt.executor.on_rejected(event))
+        return Settle.ACK if isinstance(event, ApprovalRequested) else Settle.TERM
 
-    durable_subscriber(router, catalog.EXECUTOR_DECISIONS, on_decision)
-    durable_subscriber(router, catalog.EXECUTOR_APPROVALS, on_approval)
-    return router
+    async def on_request(delivery: Delivery) -> Settlement:
+        rt = runtime()
+        principal = delivery.subject.split(".", 2)[2]
+        request_id = request_identity(delivery.data, delivery.headers.get("Nats-Msg-Id"), delivery.stream_seq)
+        return await _guarded(rt, rt.backstop.check(principal, request_id, delivery.stored_at))
+
+    return [
+        Consumer(catalog.EXECUTOR_DECISIONS, on_decision, _give_up_decision(runtime)),
+        Consumer(catalog.EXECUTOR_APPROVALS, on_approval, _give_up_approval(runtime)),
+        Consumer(catalog.BACKSTOP_CONSUMER, on_request, give_up=None, max_workers=4, handler_timeout_s=30.0),
+    ]
+
+
+def _give_up_decision(runtime: Callable[[], ExecutorRuntime]) -> Callable[[Delivery], Awaitable[None]]:
+    async def give_up(delivery: Delivery) -> None:
+        executor, decision = runtime().executor, _decode(_decision, delivery)
+        if decision is None or decision.verdict is Verdict.NEEDS_APPROVAL:
+            return
+        await (executor.end(decision) if decision.verdict is Verdict.EXECUTE else executor.on_decision(decision))
+
+    return give_up
+
+
+def _give_up_approval(runtime: Callable[[], ExecutorRuntime]) -> Callable[[Delivery], Awaitable[None]]:
+    async def give_up(delivery: Delivery) -> None:
+        executor, event = runtime().executor, _decode(_approval, delivery)
+        if isinstance(event, ApprovalRejected):
+            await executor.on_rejected(event)
+        if not isinstance(event, ApprovalGranted):
+            return
+        decision = await executor.approved_decision(event)
+        if decision is not None and decision.request and event.request_hash == request_hash(decision.request):
+            await executor.end(decision, event)
+
+    return give_up

@@ -1,31 +1,65 @@
-"""Ports of the executor: the idempotency store, and its in-memory twin.
+"""Ports of the executor: the idempotency index and the stream.
 
-The idempotency store makes a tool run at most once per ``(principal, idempotency key)``.
-Semantics follow Stripe's idempotency keys and the IETF draft
+The index makes a tool run at most once per ``(principal, idempotency key)``. Semantics
+follow Stripe's idempotency keys and the IETF draft
 ``draft-ietf-httpapi-idempotency-key-header`` (a record claimed before the effect, keyed by
 server-known principal + client key, holding a request fingerprint; replay of the stored
 receipt; refusal of the same key with a different fingerprint; a conflict while the first
 request is still in flight):
 
-- ``claim``: absent → record ``{inflight, fingerprint, owner=request_id, claimed_at_ms}``
-  with a lease of ``ttl_s`` → ``NEW``; different fingerprint → ``MISMATCH``; ``done`` →
-  ``DONE`` with the stored receipt; else ``INFLIGHT`` with the owner and ``claimed_at_ms``.
-  A claim never takes a record over, not even for the owner's own ``request_id``: a
-  redelivered request finds ``INFLIGHT`` with itself as owner and must not re-run blindly.
+- ``claim``: absent → record ``{inflight, fingerprint, owner=request_id, claimed_at_ms,
+  instance, nonce}`` with a lease of ``ttl_s`` → ``NEW``, and the request's marker becomes
+  ``run``; the same claim again (same owner and ``nonce``: a retried call) → ``NEW`` again;
+  different fingerprint → ``MISMATCH``; ``done`` → ``DONE`` with the stored receipt; a
+  request whose marker says ``ended`` → ``ENDED`` (the backstop ended it: never run);
+  else ``INFLIGHT`` with the owner, its instance and ``claimed_at_ms``.
+- ``end_request``: the backstop's atomic "this request ends without running": sets the
+  request's marker to ``ended`` unless a run already set it to ``run``.
 - ``complete``: only the owner sets ``done`` + receipt and the retention ``ttl_s``.
-- ``take_over``: the owner-checked hand-over of an ``inflight`` record to a new request
-  (re-running a READ_ONLY operation whose first run is lost); the lease is kept.
+- ``release``: the owner drops an ``inflight`` record whose run never started (nothing ran).
+- ``take_over``: the owner-checked hand-over of an ``inflight`` record to a new request.
+- ``restore``: the rebuild from the stream writes a record back; ``set_epoch`` marks the
+  index complete. Every method raises :class:`~toolgate.executor.errors.IndexLost` while
+  the epoch is missing (Redis restarted empty) and
+  :class:`~toolgate.executor.errors.StoreUnavailable` when the store cannot answer.
+
+:class:`Bus` is the executor's view of the stream: the events of one request (each the
+*first* message on its subject, so a later message squatting there is never read),
+publishing receipts and claims, keeping large results, and the policy re-check.
+
+In-memory twins of both live in :mod:`toolgate.executor.memory`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-__all__ = ["Claim", "ClaimState", "IdempotencyStore", "InMemoryIdempotencyStore", "ttl_ms", "wall_clock_ms"]
+from toolgate.shared.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalRequested,
+    DecisionMade,
+    EffectClaimed,
+    ReceiptIssued,
+    ResultRef,
+)
+from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+
+__all__ = [
+    "ApprovalTrail",
+    "Bus",
+    "Claim",
+    "ClaimRequest",
+    "ClaimState",
+    "IdempotencyStore",
+    "Restored",
+    "ttl_ms",
+    "wall_clock_ms",
+]
 
 
 class ClaimState(StrEnum):
@@ -39,6 +73,30 @@ class ClaimState(StrEnum):
     """The key was used with another fingerprint: refuse."""
     INFLIGHT = "inflight"
     """Another (or an earlier delivery of this) request holds the key and has no receipt yet."""
+    ENDED = "ended"
+    """The backstop ended this request without running it: never run it."""
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """One claim: who asks for which key, bound to what.
+
+    Attributes:
+        principal / idempotency_key: the key.
+        fingerprint: the request hash the key is bound to.
+        request_id: the claiming request.
+        instance: the executor instance claiming.
+        nonce: unique per claim attempt; the same claim retried is recognised by it.
+        ttl_s: lease of an ``inflight`` record, seconds.
+    """
+
+    principal: str
+    idempotency_key: str
+    fingerprint: str
+    request_id: str
+    instance: str
+    nonce: str
+    ttl_s: float
 
 
 @dataclass(frozen=True)
@@ -47,46 +105,84 @@ class Claim:
 
     Attributes:
         state: what the claim found.
-        owner_request_id: request id holding the key (the caller's own for ``NEW``);
-            None only when unknown.
+        owner_request_id: request id holding the key; None only when unknown.
         receipt: the stored receipt bytes for ``DONE``, else None.
-        claimed_at_ms: when the owner claimed (Unix epoch, milliseconds); None for ``MISMATCH``.
+        claimed_at_ms: when the owner claimed (Unix epoch, milliseconds); None when unknown.
+        instance: the executor instance that owns an ``inflight`` record.
     """
 
     state: ClaimState
     owner_request_id: str | None
     receipt: bytes | None
     claimed_at_ms: int | None
+    instance: str | None = None
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A record rebuilt from the stream (its claim event and, when ended, its receipt).
+
+    Attributes:
+        fingerprint / owner / instance / claimed_at_ms: from the claim event.
+        receipt: the owner's receipt bytes when it has one (the record is then ``done``).
+        ttl_s: what remains of its retention (or lease), seconds.
+    """
+
+    fingerprint: str
+    owner: str
+    instance: str
+    claimed_at_ms: int
+    receipt: bytes | None
+    ttl_s: float
 
 
 class IdempotencyStore(Protocol):
-    """At-most-once records keyed by ``(principal, idempotency_key)``.
+    """At-most-once records keyed by ``(principal, idempotency_key)`` (see the module docstring)."""
 
-    Every method raises :class:`toolgate.executor.errors.StoreUnavailable` when the store
-    cannot be reached in time; the caller then fails closed.
-    """
+    async def claim(self, request: ClaimRequest) -> Claim:
+        """Atomically claim the key (see the module docstring)."""
+        ...
 
-    async def claim(
-        self, principal: str, idempotency_key: str, fingerprint: str, request_id: str, ttl_s: float
-    ) -> Claim:
-        """Atomically claim the key for ``request_id`` with a lease of ``ttl_s`` seconds."""
+    async def end_request(self, principal: str, request_id: str, ttl_s: float) -> bool:
+        """Mark the request ended unless a run started; True when marked (or already ended)."""
         ...
 
     async def complete(
         self, principal: str, idempotency_key: str, request_id: str, receipt: bytes, ttl_s: float
     ) -> bool:
-        """Store ``receipt`` and keep it ``ttl_s`` seconds; False unless ``request_id`` owns the key.
+        """Store ``receipt`` for ``ttl_s`` seconds; False unless ``request_id`` owns the key."""
+        ...
 
-        Completing again with the same receipt is True (a retried completion).
-        """
+    async def release(self, principal: str, idempotency_key: str, request_id: str) -> bool:
+        """Drop the ``inflight`` record ``request_id`` owns (its run never started)."""
         ...
 
     async def take_over(self, principal: str, idempotency_key: str, old_request_id: str, new_request_id: str) -> bool:
-        """Hand an ``inflight`` record owned by ``old_request_id`` to ``new_request_id``.
+        """Hand an ``inflight`` record owned by ``old_request_id`` to ``new_request_id``."""
+        ...
 
-        ``claimed_at_ms`` becomes now; the remaining lease is kept. False when the record
-        is absent, done, or owned by another request.
-        """
+    async def is_alive(self, instance: str) -> bool:
+        """Whether executor ``instance`` sent a heartbeat recently."""
+        ...
+
+    async def heartbeat(self, instance: str, ttl_s: float) -> None:
+        """Say that ``instance`` is alive for the next ``ttl_s`` seconds."""
+        ...
+
+    async def restore(self, principal: str, key_digest: str, record: Restored) -> None:
+        """Write a record rebuilt from the stream (keyed by the key's digest)."""
+        ...
+
+    async def has_epoch(self) -> bool:
+        """Whether the index is complete (its epoch marker exists)."""
+        ...
+
+    async def set_epoch(self, epoch: str) -> None:
+        """Mark the index complete."""
+        ...
+
+    async def lock_rebuild(self, owner: str, ttl_s: float) -> bool:
+        """Take the rebuild lock for ``ttl_s`` seconds; False when another owner holds it."""
         ...
 
 
@@ -107,69 +203,49 @@ def wall_clock_ms() -> int:
 
 
 @dataclass(frozen=True)
-class _Record:
-    state: ClaimState
-    fingerprint: str
-    owner: str
-    claimed_at_ms: int
-    expires_at_ms: int
-    receipt: bytes | None = None
+class ApprovalTrail:
+    """The approval events of one request, in stream order (signatures not yet verified)."""
+
+    requested: ApprovalRequested | None = None
+    granted: tuple[ApprovalGranted, ...] = ()
+    rejected: tuple[ApprovalRejected, ...] = ()
 
 
-class InMemoryIdempotencyStore:
-    """:class:`IdempotencyStore` in one process's memory, for unit tests.
+class Bus(Protocol):
+    """The executor's side of the stream (publish rights: receipts, claims, result chunks)."""
 
-    Each method runs without awaiting, so it is atomic on one event loop.
+    async def publish_receipt(self, receipt: ReceiptIssued) -> bool:
+        """Publish the request's one receipt; False when it already had one.
 
-    Args:
-        clock_ms: the clock, Unix epoch milliseconds; the wall clock by default.
-    """
+        Raises:
+            nats.errors.Error / OSError: the stream did not confirm (transient).
+        """
+        ...
 
-    def __init__(self, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
-        self._clock_ms = clock_ms
-        self._records: dict[tuple[str, str], _Record] = {}
+    async def decision(self, principal: str, request_id: str) -> DecisionMade | None:
+        """The first message on the request's decision subject, if it is a decision."""
+        ...
 
-    async def claim(
-        self, principal: str, idempotency_key: str, fingerprint: str, request_id: str, ttl_s: float
-    ) -> Claim:
-        """See :meth:`IdempotencyStore.claim`."""
-        lease_ms, now = ttl_ms(ttl_s), self._clock_ms()
-        record = self._live((principal, idempotency_key), now)
-        if record is None:
-            self._records[(principal, idempotency_key)] = _Record(
-                ClaimState.INFLIGHT, fingerprint, request_id, now, now + lease_ms
-            )
-            return Claim(ClaimState.NEW, request_id, None, now)
-        if record.fingerprint != fingerprint:
-            return Claim(ClaimState.MISMATCH, record.owner, None, None)
-        return Claim(record.state, record.owner, record.receipt, record.claimed_at_ms)
+    async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
+        """The request's receipt, if it has one."""
+        ...
 
-    async def complete(
-        self, principal: str, idempotency_key: str, request_id: str, receipt: bytes, ttl_s: float
-    ) -> bool:
-        """See :meth:`IdempotencyStore.complete`."""
-        retention_ms, now = ttl_ms(ttl_s), self._clock_ms()
-        record = self._live((principal, idempotency_key), now)
-        if record is None or record.owner != request_id:
-            return False
-        if record.state is ClaimState.DONE:
-            return record.receipt == receipt
-        done = replace(record, state=ClaimState.DONE, receipt=bytes(receipt), expires_at_ms=now + retention_ms)
-        self._records[(principal, idempotency_key)] = done
-        return True
+    async def approvals(self, principal: str, request_id: str) -> ApprovalTrail:
+        """The request's approval events."""
+        ...
 
-    async def take_over(self, principal: str, idempotency_key: str, old_request_id: str, new_request_id: str) -> bool:
-        """See :meth:`IdempotencyStore.take_over`."""
-        now = self._clock_ms()
-        record = self._live((principal, idempotency_key), now)
-        if record is None or record.state is not ClaimState.INFLIGHT or record.owner != old_request_id:
-            return False
-        self._records[(principal, idempotency_key)] = replace(record, owner=new_request_id, claimed_at_ms=now)
-        return True
+    async def claim_effect(self, claim: EffectClaimed, key_digest: str) -> EffectClaimed | None:
+        """Publish ``claim`` as the key's first claim; ``None`` when stored, else the earlier claim."""
+        ...
 
-    def _live(self, key: tuple[str, str], now_ms: int) -> _Record | None:
-        record = self._records.get(key)
-        if record is not None and record.expires_at_ms <= now_ms:
-            del self._records[key]
-            return None
-        return record
+    async def store_result(self, principal: str, request_id: str, data: bytes) -> ResultRef:
+        """Keep a result's JSON bytes out of band (compressed chunks) and say where."""
+        ...
+
+    async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
+        """Ask the policy service to re-check a call now; ``None`` when it did not answer."""
+        ...
+
+    def claims(self) -> AsyncIterator[EffectClaimed]:
+        """Every write claim in the stream, oldest first (for rebuilding the index)."""
+        ...

@@ -1,46 +1,54 @@
-"""The executor workflow: verify, claim the idempotency key, run once, issue the receipt.
+"""The executor workflow: verify, claim the idempotency key, run at most once, issue the receipt.
 
-A call runs only on a policy-signed ``execute`` decision, or on an approvals-signed
-grant whose request hash equals the hash recomputed from the decision's request —
-the bytes that will run (guarantees 4 and 6, docs/architecture.md). The idempotency record is completed
-before the receipt is published, so a crash between the two republishes the stored
-receipt and never re-runs the tool.
+A call runs only on a policy-signed ``execute`` decision, or on an approvals-signed grant
+whose request hash equals the hash recomputed from the decision's request — the bytes
+that will run (guarantees 4 and 6, docs/architecture.md). Before a new run starts:
+
+1. the key is claimed in the index (Redis, atomic); a claim that is not new is followed
+   (replay, refuse, wait for a live owner, or ``uncertain`` for an abandoned write);
+2. permission is still fresh: the approval has not expired, the decision is younger than
+   ``decision_max_age_s``; a grant, or a decision older than ``recheck_after_s``, is
+   re-checked with the policy service at this moment (:mod:`toolgate.shared.recheck`);
+3. for a write, the request has no receipt yet (the backstop may have ended it), and its
+   claim is recorded durably in the stream (:class:`EffectClaimed`, first on its
+   subject): a claim the index lost is found there, and the earlier claim wins.
+
+The receipt is stored in the index before it is published, so a crash between the two
+republishes the stored receipt and never re-runs the tool. Anything that ends a request
+without a run releases its claim, so the agent may retry the key.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolgate.executor.domain import Step, effect_id, next_step, receipt, replay_receipt, scrub
-from toolgate.executor.errors import ExecutorError, StoreUnavailable, ToolRefused, ToolTimeout
-from toolgate.executor.ports import Claim, IdempotencyStore
-from toolgate.shared.catalog import Subjects
+from toolgate.executor.claims import DurableClaims
+from toolgate.executor.domain import Step, effect_id, next_step, receipt, replay_receipt, stale_at_ms
+from toolgate.executor.errors import ExecutorError
+from toolgate.executor.permission import Permission, RecheckUnavailable
+from toolgate.executor.ports import Bus, Claim, ClaimRequest, ClaimState, IdempotencyStore
+from toolgate.executor.running import Runner
+from toolgate.executor.timing import Timing
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, ReceiptIssued, request_hash
-from toolgate.shared.schemas import first_error
-from toolgate.shared.settle import Settle
+from toolgate.shared.settle import Later, Settle, Settlement
 from toolgate.shared.signing import verify_event
 from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
 
-__all__ = ["DescriptorSource", "Executor", "ToolHost"]
+__all__ = ["DescriptorSource", "Executor", "Keys", "Timing"]
 
+log = logging.getLogger("toolgate.executor")
 _receipt_decoder = msgspec.json.Decoder(ReceiptIssued)
-
-
-class ToolHost(Protocol):
-    """Runs one operation of a tool (file system, MCP server, …)."""
-
-    async def call(self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]) -> Any:
-        """Return the operation's result; raise :class:`ExecutorError` subclasses on failure."""
-        ...
+MAX_WAIT_S = 15.0
+"""Longest pause before looking again at a key a live executor is running, seconds."""
 
 
 class DescriptorSource(Protocol):
@@ -51,113 +59,207 @@ class DescriptorSource(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Keys:
+    """The public keys the executor verifies: decisions and re-checks (policy), approvals."""
+
+    policy: Ed25519PublicKey
+    approvals: Ed25519PublicKey
+
+
 @dataclass
 class Executor:
     """The executor workflow; every collaborator is injected."""
 
     store: IdempotencyStore
+    bus: Bus
     descriptors: DescriptorSource
-    tools: ToolHost
-    policy_key: Ed25519PublicKey
-    approvals_key: Ed25519PublicKey
-    publish: Callable[[str, ReceiptIssued], Awaitable[object]]
-    fetch_decision: Callable[[str, str], Awaitable[DecisionMade | None]]
-    fetch_receipt: Callable[[str, str], Awaitable[ReceiptIssued | None]]
+    runner: Runner
+    permission: Permission
+    claims: DurableClaims
+    keys: Keys
     clock: Callable[[], datetime]
-    idempotency_ttl_s: float = 86_400.0
-    stale_grace_s: float = 30.0
-    decision_max_age_s: float = 3_600.0
-    last_delivery: int = 19
+    instance: str
+    timing: Timing = field(default_factory=Timing)
+    _running: set[tuple[str, str]] = field(default_factory=set, init=False)
 
-    async def on_decision(self, decision: DecisionMade, delivery: int = 1) -> Settle:
+    async def on_decision(self, decision: DecisionMade) -> Settlement:
         """Handle a decision: forged → term; deny/refuse → receipt; execute → run; approval → wait."""
-        if not verify_event(decision, self.policy_key):
+        if not verify_event(decision, self.keys.policy):
             return Settle.TERM
         if decision.verdict is Verdict.NEEDS_APPROVAL:
             return Settle.ACK
         if decision.verdict is Verdict.EXECUTE:
-            return await self.execute(decision, delivery)
+            return await self.execute(decision)
         outcome = Outcome.REFUSED if decision.verdict is Verdict.REFUSE else Outcome.DENIED
         return await self._issue(decision, outcome, decision.reason_code, decision.reason)
 
-    async def on_rejected(self, event: ApprovalRejected) -> Settle:
+    async def on_granted(self, grant: ApprovalGranted) -> Settlement:
+        """Run a granted call after checking the grant binds exactly the decided request."""
+        decision = await self.approved_decision(grant)
+        if decision is None or decision.request is None or grant.request_hash != request_hash(decision.request):
+            return Settle.TERM
+        if await self.bus.receipt(decision.principal, decision.request_id) is not None:
+            return Settle.TERM  # the request already ended: run nothing
+        return await self.execute(decision, grant)
+
+    async def on_rejected(self, event: ApprovalRejected) -> Settlement:
         """End a request whose approval was rejected or expired."""
-        decision = await self._approved_decision(event)
+        decision = await self.approved_decision(event)
         if decision is None:
             return Settle.TERM
         return await self._issue(decision, Outcome.DENIED, event.reason_code, event.reason)
 
-    async def on_granted(self, event: ApprovalGranted, delivery: int = 1) -> Settle:
-        """Run a granted call after checking the grant binds exactly the decided request."""
-        decision = await self._approved_decision(event)
-        if decision is None or decision.request is None or event.request_hash != request_hash(decision.request):
-            return Settle.TERM
-        if await self.fetch_receipt(decision.principal, decision.request_id) is not None:
-            return Settle.TERM  # the request already ended (e.g. its approval could not be opened): run nothing
-        return await self.execute(decision, delivery, approval_expires_at=event.expires_at)
-
-    async def _approved_decision(self, event: ApprovalGranted | ApprovalRejected) -> DecisionMade | None:
-        if not verify_event(event, self.approvals_key):
+    async def approved_decision(self, event: ApprovalGranted | ApprovalRejected) -> DecisionMade | None:
+        """The signed ``needs_approval`` decision a signed approval event refers to, else ``None``."""
+        if not verify_event(event, self.keys.approvals):
             return None
-        decision = await self.fetch_decision(event.principal, event.request_id)
-        ok = decision is not None and verify_event(decision, self.policy_key)
-        return decision if ok and decision and decision.verdict is Verdict.NEEDS_APPROVAL else None
+        decision = await self.bus.decision(event.principal, event.request_id)
+        if decision is None or not verify_event(decision, self.keys.policy):
+            return None
+        return decision if decision.verdict is Verdict.NEEDS_APPROVAL else None
+
+    async def end(self, decision: DecisionMade, grant: ApprovalGranted | None = None) -> Settlement:
+        """End a request that outlived its deadlines without starting anything new.
+
+        Nothing started: the request is marked ended (no later delivery can run it) and
+        ends ``failed`` (or ``denied`` when it was waiting for an approval). A run started:
+        its claim decides (a stored receipt is republished, an abandoned write becomes
+        ``uncertain``, a live run is waited for).
+        """
+        if await self.bus.receipt(decision.principal, decision.request_id) is not None:
+            return Settle.ACK
+        if await self.store.end_request(decision.principal, decision.request_id, self.timing.idempotency_ttl_s):
+            return await self._issue(decision, *_never_ran(decision, grant))
+        if decision.verdict is not Verdict.EXECUTE and grant is None:
+            return Settle.ACK  # a run started under a grant this caller does not hold: its owner ends it
+        return await self.execute(decision, grant, final=True)
+
+    def abort(self) -> None:
+        """Shutdown: end every run still in progress now (``uncertain`` writes, ``failed`` reads)."""
+        self.runner.abort()
 
     async def execute(
-        self, decision: DecisionMade, delivery: int = 1, approval_expires_at: datetime | None = None
-    ) -> Settle:
+        self, decision: DecisionMade, grant: ApprovalGranted | None = None, final: bool = False
+    ) -> Settlement:
         """Run the decided call at most once per (principal, idempotency key).
 
-        Expiry (of the approval, or of the decision itself) is checked only when the key
-        is new: a redelivery after a crash mid-run must end ``uncertain``, not ``denied``.
-        """
-        problem = await self._unrunnable(decision)
-        if problem:
-            return await self._issue(decision, Outcome.REFUSED, problem[0], problem[1])
-        try:
-            return await self._claimed(decision, approval_expires_at)
-        except StoreUnavailable as error:
-            if delivery < self.last_delivery:
-                return Settle.RETRY
-            return await self._issue(decision, Outcome.FAILED, error.reason_code, "idempotency store unavailable")
+        Args:
+            decision: a verified ``execute`` or ``needs_approval`` decision.
+            grant: the verified grant, for a call that needed approval.
+            final: never start a run (the backstop or a give-up is ending the request).
 
-    async def _unrunnable(self, decision: DecisionMade) -> tuple[str, str] | None:
+        Raises:
+            StoreUnavailable / IndexLost: the index cannot answer (transient: retry).
+        """
         bound = decision.request
         if bound is None or not decision.idempotency_key or decision.request_hash != request_hash(bound):
-            return ("hash_mismatch", "the decided request does not hash to the decision's request hash")
+            reason = "the decided request does not hash to the decision's request hash"
+            return await self._issue(decision, Outcome.REFUSED, "hash_mismatch", reason)
         descriptor = await self.descriptors.get(bound.tool, bound.version)
         if descriptor is None or descriptor_digest(descriptor) != bound.descriptor_digest:
-            return ("descriptor_mismatch", f"{bound.tool}@{bound.version} is not the descriptor that was decided")
-        return None
-
-    async def _claimed(self, decision: DecisionMade, approval_expires_at: datetime | None) -> Settle:
-        assert decision.request is not None and decision.idempotency_key and decision.request_hash
-        principal, key = decision.principal, decision.idempotency_key
-        claim = await self.store.claim(
-            principal, key, decision.request_hash, decision.request_id, self.idempotency_ttl_s
-        )
-        side_effect = decision.side_effect_class or SideEffectClass.SECURITY_SENSITIVE
-        stale_ms = int(((decision.timeout_s or 30.0) + self.stale_grace_s) * 1000)
-        step = next_step(claim, decision.request_id, side_effect, int(time.time() * 1000), stale_ms)
-        if step in (Step.RUN, Step.TAKE_OVER) and (barred := self._barred(decision, approval_expires_at)):
-            return await self._complete(decision, barred)
+            reason = f"{bound.tool}@{bound.version} is not the descriptor that was decided"
+            return await self._issue(decision, Outcome.REFUSED, "descriptor_mismatch", reason)
+        claim = await self._claim(decision)
+        if claim.state is ClaimState.INFLIGHT and (done := await self._stream_receipt(claim, decision)) is not None:
+            claim = done
+        step = next_step(claim, decision.request_id, _side_effect(decision), await self._abandoned(claim, decision))
+        if step is Step.WAIT:
+            return Later(self._wait_s(claim, decision))
+        if step in (Step.RUN, Step.TAKE_OVER):
+            return await self._start(step, claim, decision, descriptor, grant, final)
         return await self._follow(step, claim, decision)
 
-    def _barred(self, decision: DecisionMade, approval_expires_at: datetime | None) -> ReceiptIssued | None:
-        now = self.clock()
-        if decision.reason_code == "idempotent_replay":
-            reason = "the key's stored receipt is gone (expired): nothing ran; retry with a new idempotency key"
-            return receipt(decision, now, Outcome.REFUSED, "replay_record_missing", reason)
-        if approval_expires_at is not None and approval_expires_at <= now:
-            return receipt(decision, now, Outcome.DENIED, "approval_expired", "the approval expired before use")
-        if (now - decision.occurred_at).total_seconds() > self.decision_max_age_s:
-            reason = f"the decision is older than {self.decision_max_age_s:g}s: nothing ran"
-            return receipt(decision, now, Outcome.DENIED, "decision_expired", reason)
-        return None
+    async def _claim(self, decision: DecisionMade) -> Claim:
+        request = ClaimRequest(
+            principal=decision.principal,
+            idempotency_key=decision.idempotency_key or "",
+            fingerprint=decision.request_hash or "",
+            request_id=decision.request_id,
+            instance=self.instance,
+            nonce=uuid.uuid4().hex,
+            ttl_s=self.timing.idempotency_ttl_s,
+        )
+        return await self.store.claim(request)
 
-    async def _follow(self, step: Step, claim: Claim, decision: DecisionMade) -> Settle:
-        if step is Step.WAIT:
+    async def _stream_receipt(self, claim: Claim, decision: DecisionMade) -> Claim | None:
+        """An in-flight record whose owner's receipt is in the stream is done (the index missed it)."""
+        if claim.owner_request_id is None:
+            return None
+        found = await self.bus.receipt(decision.principal, claim.owner_request_id)
+        if found is None:
+            return None
+        return Claim(ClaimState.DONE, claim.owner_request_id, msgspec.json.encode(found), claim.claimed_at_ms)
+
+    async def _abandoned(self, claim: Claim, decision: DecisionMade) -> bool:
+        if claim.state is not ClaimState.INFLIGHT:
+            return False
+        if self._now_ms() >= self._stale_at(claim, decision):
+            return True
+        if claim.instance == self.instance:
+            return (decision.principal, decision.idempotency_key or "") not in self._running
+        return claim.instance is None or not await self.store.is_alive(claim.instance)
+
+    def _now_ms(self) -> int:
+        return int(self.clock().timestamp() * 1000)
+
+    def _stale_at(self, claim: Claim, decision: DecisionMade) -> int:
+        return stale_at_ms(claim, decision.timeout_s or 30.0, self.timing.stale_grace_s)
+
+    def _wait_s(self, claim: Claim, decision: DecisionMade) -> float:
+        remaining_s = (self._stale_at(claim, decision) - self._now_ms()) / 1000
+        return min(max(remaining_s, 1.0), MAX_WAIT_S)
+
+    async def _start(
+        self,
+        step: Step,
+        claim: Claim,
+        decision: DecisionMade,
+        descriptor: ToolDescriptor,
+        grant: ApprovalGranted | None,
+        final: bool,
+    ) -> Settlement:
+        if final:
+            return await self._not_started(decision, *_never_ran(decision, grant))
+        try:
+            stop = await self.permission.check(decision, grant)
+        except RecheckUnavailable:
+            await self._release(decision)
             return Settle.RETRY
+        if stop is not None:
+            return await self._not_started(decision, *stop)
+        if step is Step.TAKE_OVER:
+            await self.store.take_over(
+                decision.principal, decision.idempotency_key or "", claim.owner_request_id or "", decision.request_id
+            )
+        if _side_effect(decision) is not SideEffectClass.READ_ONLY:
+            if await self.bus.receipt(decision.principal, decision.request_id) is not None:
+                await self._release(decision)
+                return Settle.ACK
+            if (earlier := await self._claim_durably(decision)) is not None:
+                return await self._follow(*earlier, decision)
+        return await self._run(decision, descriptor)
+
+    async def _claim_durably(self, decision: DecisionMade) -> tuple[Step, Claim] | None:
+        """Record the write's claim in the stream; if that fails, nothing ran: free the key and retry."""
+        try:
+            return await self.claims.record(decision)
+        except Exception:
+            await self._release(decision)
+            raise
+
+    async def _run(self, decision: DecisionMade, descriptor: ToolDescriptor) -> Settlement:
+        key = (decision.principal, decision.idempotency_key or "")
+        self._running.add(key)
+        try:
+            issued = await self.runner.run(decision, descriptor)
+        finally:
+            self._running.discard(key)
+        return await self._complete(decision, issued)
+
+    async def _follow(self, step: Step, claim: Claim, decision: DecisionMade) -> Settlement:
+        if step is Step.ENDED:
+            return Settle.ACK
         if step in (Step.REPUBLISH, Step.REPLAY):
             stored = _receipt_decoder.decode(claim.receipt or b"")
             return await self._send(
@@ -169,70 +271,47 @@ class Executor:
         if step is Step.REFUSE_IN_USE:
             reason = f"request {claim.owner_request_id} holds this key and its outcome is unknown"
             return await self._issue(decision, Outcome.REFUSED, "idempotency_key_in_use", reason)
-        if step is Step.UNCERTAIN:
-            return await self._complete(decision, self._interrupted(decision))
-        if step is Step.TAKE_OVER:
-            key, owner = decision.idempotency_key or "", claim.owner_request_id or ""
-            await self.store.take_over(decision.principal, key, owner, decision.request_id)
-        return await self._complete(decision, await self._run(decision))
+        return await self._complete(decision, self._interrupted(decision))
 
     def _interrupted(self, decision: DecisionMade) -> ReceiptIssued:
-        reason = "the executor stopped during this write; whether its effect happened is unknown — reconcile it"
+        reason = "the run of this write was interrupted; whether its effect happened is unknown — reconcile it"
         effect = effect_id(decision.principal, decision.idempotency_key or "")
         return receipt(decision, self.clock(), Outcome.UNCERTAIN, "execution_interrupted", reason, effect_id=effect)
 
-    async def _run(self, decision: DecisionMade) -> ReceiptIssued:
-        assert decision.request is not None
-        bound, started = decision.request, time.perf_counter()
-        descriptor = await self.descriptors.get(bound.tool, bound.version)
-        assert descriptor is not None
-        effect = effect_id(decision.principal, decision.idempotency_key or "")
-        spec = descriptor.operations[bound.operation]
+    async def _release(self, decision: DecisionMade) -> None:
+        await self.store.release(decision.principal, decision.idempotency_key or "", decision.request_id)
+
+    async def _not_started(self, decision: DecisionMade, outcome: Outcome, code: str, reason: str) -> Settlement:
+        await self._release(decision)
+        return await self._issue(decision, outcome, code, reason)
+
+    async def _complete(self, decision: DecisionMade, issued: ReceiptIssued) -> Settlement:
+        """Store the receipt in the index, then publish it; the stream is the record either way.
+
+        A store failure here must not turn into a retry: the tool ran, and a redelivery
+        would find its own claim abandoned and end it ``uncertain``. The published receipt
+        completes the record instead (a later claim finds it in the stream).
+        """
+        key, ttl_s = decision.idempotency_key or "", self.timing.idempotency_ttl_s
         try:
-            result = await asyncio.wait_for(
-                self.tools.call(descriptor, bound.operation, bound.arguments), descriptor.timeout_s
-            )
-        except (TimeoutError, ToolTimeout):
-            return self._unknown(decision, spec.side_effect_class, "timeout", f"no answer in {descriptor.timeout_s}s")
+            await self.store.complete(decision.principal, key, decision.request_id, msgspec.json.encode(issued), ttl_s)
         except ExecutorError as error:
-            outcome = Outcome.REFUSED if isinstance(error, ToolRefused) else Outcome.FAILED
-            return receipt(decision, self.clock(), outcome, error.reason_code, error.reason, effect_id=effect)
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        if problem := first_error(spec.output_schema, result):
-            return self._unknown(decision, spec.side_effect_class, "output_invalid", f"output invalid at {problem}")
-        return receipt(
-            decision,
-            self.clock(),
-            Outcome.SUCCEEDED,
-            "ok",
-            "the tool ran",
-            result=scrub(result),
-            effect_id=effect,
-            duration_ms=round(elapsed_ms, 3),
-        )
-
-    def _unknown(self, decision: DecisionMade, side_effect: SideEffectClass, code: str, reason: str) -> ReceiptIssued:
-        read_only = side_effect is SideEffectClass.READ_ONLY
-        outcome = Outcome.FAILED if read_only else Outcome.UNCERTAIN
-        suffix = "" if read_only else "; whether the write happened is unknown — reconcile it"
-        return receipt(
-            decision,
-            self.clock(),
-            outcome,
-            code,
-            reason + suffix,
-            effect_id=effect_id(decision.principal, decision.idempotency_key or ""),
-        )
-
-    async def _complete(self, decision: DecisionMade, issued: ReceiptIssued) -> Settle:
-        key = decision.idempotency_key or ""
-        data = msgspec.json.encode(issued)
-        await self.store.complete(decision.principal, key, decision.request_id, data, self.idempotency_ttl_s)
+            log.error("%s: receipt not stored in the index (%s); publishing it", decision.request_id, error.reason_code)
         return await self._send(issued)
 
-    async def _issue(self, decision: DecisionMade, outcome: Outcome, code: str, reason: str) -> Settle:
+    async def _issue(self, decision: DecisionMade, outcome: Outcome, code: str, reason: str) -> Settlement:
         return await self._send(receipt(decision, self.clock(), outcome, code, reason))
 
-    async def _send(self, issued: ReceiptIssued) -> Settle:
-        await self.publish(Subjects.receipt(issued.principal, issued.request_id), issued)
+    async def _send(self, issued: ReceiptIssued) -> Settlement:
+        await self.bus.publish_receipt(issued)
         return Settle.ACK
+
+
+def _side_effect(decision: DecisionMade) -> SideEffectClass:
+    return decision.side_effect_class or SideEffectClass.SECURITY_SENSITIVE
+
+
+def _never_ran(decision: DecisionMade, grant: ApprovalGranted | None) -> tuple[Outcome, str, str]:
+    if decision.verdict is Verdict.NEEDS_APPROVAL and grant is None:
+        return Outcome.DENIED, "approval_not_answered", "the approval was never answered in time: nothing ran"
+    return Outcome.FAILED, "not_executed", "the request outlived its deadlines before it could run: nothing ran"

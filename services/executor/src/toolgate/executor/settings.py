@@ -42,3 +42,33 @@ class ExecutorSettings(ServiceSettings):
         description="Seconds past a tool's timeout after which an unfinished run counts as abandoned. "
         "Env: TOOLGATE_EXECUTOR_STALE_GRACE_S.",
     )
+    recheck_after_s: float = Field(
+        default=5.0,
+        description="Seconds after which a decision is re-checked with the policy service before it runs "
+        "(a grant always is). Env: TOOLGATE_EXECUTOR_RECHECK_AFTER_S.",
+    )
+    shutdown_grace_s: float = Field(
+        default=10.0,
+        description="Seconds in-flight calls get to finish on SIGTERM; what still runs then ends uncertain "
+        "(writes) or failed (reads). Env: TOOLGATE_EXECUTOR_SHUTDOWN_GRACE_S.",
+    )
+    backstop_undecided_s: float = Field(
+        default=300.0,
+        description="Seconds a request may wait for a decision before the backstop ends it (failed, nothing "
+        "ran). Env: TOOLGATE_EXECUTOR_BACKSTOP_UNDECIDED_S.",
+    )
+    backstop_margin_s: float = Field(
+        default=60.0,
+        description="Seconds past a stage's own deadline before the backstop ends the request. "
+        "Env: TOOLGATE_EXECUTOR_BACKSTOP_MARGIN_S.",
+    )
+    inline_result_bytes: int = Field(
+        default=262_144,
+        description="Largest result JSON carried in the receipt, bytes; larger results are kept compressed "
+        "in the results stream and referenced. Env: TOOLGATE_EXECUTOR_INLINE_RESULT_BYTES.",
+    )
+    max_result_bytes: int = Field(
+        default=16_777_216,
+        description="Largest result JSON kept at all, bytes (a larger read fails; a larger write's result is "
+        "withheld). Env: TOOLGATE_EXECUTOR_MAX_RESULT_BYTES.",
+    )

@@ -13,10 +13,10 @@ from toolgate.policy.adapters.redis_replays import RedisReplayIndex
 from toolgate.policy.domain import PolicyPorts
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.policy.handlers import PolicyRuntime, build_router
+from toolgate.policy.handlers import PolicyRuntime, build_router, consumers
 from toolgate.policy.settings import PolicySettings
 from toolgate.shared.connections import redis_client
-from toolgate.shared.service import RuntimeCell, new_app, new_broker
+from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.signing import load_private_key
 from toolgate.shared.tools_kv import ToolsBucket
 
@@ -43,7 +43,8 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
     key = load_private_key(settings.keys_dir / "policy.key")
     broker = new_broker("policy", settings)
     cell: RuntimeCell[PolicyRuntime] = RuntimeCell()
-    broker.include_router(build_router(cell))
+    clock = lambda: datetime.now(UTC)  # noqa: E731
+    broker.include_router(build_router(cell, clock))
 
     async def build(js: JetStreamContext) -> None:
         redis = redis_client(settings)
@@ -52,9 +53,9 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
             descriptors=await ToolsBucket.open(js),
             limiter=RedisRateLimiter(redis),
             replays=RedisReplayIndex(redis),
-            clock=lambda: datetime.now(UTC),
+            clock=clock,
             max_request_bytes=settings.max_request_bytes,
         )
         cell.set(PolicyRuntime(ports=ports, key=key, js=js))
 
-    return new_app(broker, build)
+    return new_app(broker, build, Lifecycle(consumers=consumers(cell)))

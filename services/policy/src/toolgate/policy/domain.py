@@ -2,16 +2,27 @@
 
 Order (each step can end the request; later steps never run for an ended request):
 
-1. size and decoding (refuse ``oversized`` / ``malformed``),
-2. identifiers (refuse ``invalid_request_id`` / ``invalid_idempotency_key``),
+1. size and decoding (refuse ``oversized`` / ``malformed``), and every value must have a
+   canonical form (refuse ``unrepresentable_value``, naming its JSON Pointer: the request
+   hash, the signatures and the audit chain could not process it),
+2. identifiers (refuse ``invalid_request_id`` / ``invalid_idempotency_key`` /
+   ``invalid_tool`` / ``invalid_version``),
 3. descriptor resolution (deny ``unknown_tool`` / ``unknown_operation``),
 4. argument validation against the input schema (refuse ``schema_invalid``),
-5. idempotent replay of a completed key (execute ``idempotent_replay``; other
-   arguments under the same key: refuse ``idempotency_key_reused``),
-6. the Cedar policy (deny ``no_permit`` / ``forbidden`` / ``unknown_principal``),
-7. the rate limit, consumed only by calls the policy lets through (deny ``rate_limited``).
+5. the idempotency record of the key (other arguments under the same key: refuse
+   ``idempotency_key_reused``),
+6. the Cedar policy (deny ``no_permit`` / ``forbidden`` / ``unknown_principal``) — for a
+   replay too: a stored result is returned only to a caller the current policy still lets
+   make the call,
+7. the rate limit, consumed only by calls the policy lets through, replays included
+   (deny ``rate_limited``),
+8. a completed key executes as ``idempotent_replay`` (no second approval); any other call
+   gets Cedar's verdict.
 
-Every failure to check (store or limiter unreachable) denies: fail closed.
+Every failure to check (store or limiter unreachable) denies: fail closed. An
+idempotency index that lost its state (Redis restarted empty) is transient instead:
+:class:`IndexLost` propagates, the message is retried while the executor rebuilds the
+index from the stream, and the consumer's give-up denies it on the last delivery.
 """
 
 from __future__ import annotations
@@ -24,15 +35,16 @@ from typing import Any
 import msgspec
 
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
-from toolgate.policy.errors import PolicyError
+from toolgate.policy.errors import IndexLost, PolicyError
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
+from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, descriptor_digest
 from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, decode_untrusted, request_hash
-from toolgate.shared.schemas import first_error
+from toolgate.shared.schemas import SchemaUnusable, ensure_usable, first_error
 from toolgate.shared.vocabulary import Verdict
 
-__all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide"]
+__all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
 
 MAX_IDEMPOTENCY_KEY_CHARS = 255
 """Longest accepted idempotency key, as Stripe's and the IETF Idempotency-Key draft's."""
@@ -86,10 +98,16 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
         request = decode_untrusted(_request_decoder, env.data)
     except msgspec.DecodeError as error:
         raise _Ended(Verdict.REFUSE, "malformed", f"request is not a tool request: {error}") from None
+    if problem := unrepresentable(msgspec.to_builtins(request)):
+        raise _Ended(Verdict.REFUSE, "unrepresentable_value", f"request value at {problem}")
     if not TOKEN.match(request.request_id):
         raise _Ended(Verdict.REFUSE, "invalid_request_id", "request_id must match [A-Za-z0-9_-]{1,64}")
     if not 0 < len(request.idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS:
         raise _Ended(Verdict.REFUSE, "invalid_idempotency_key", "idempotency_key must have 1 to 255 characters")
+    if not TOOL_NAME.match(request.tool):
+        raise _Ended(Verdict.REFUSE, "invalid_tool", f"tool must match {TOOL_NAME.pattern}")
+    if request.version is not None and not SEMVER.match(request.version):
+        raise _Ended(Verdict.REFUSE, "invalid_version", "version must be a semantic version (SemVer 2.0.0)")
     return request
 
 
@@ -105,7 +123,13 @@ async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor
     if request.operation not in descriptor.operations:
         raise _Ended(Verdict.DENY, "unknown_operation", f"{request.tool} has no operation {request.operation!r}")
     spec = descriptor.operations[request.operation]
-    if problem := first_error(spec.input_schema, request.arguments):
+    try:  # a stored schema that cannot be compiled (nothing is ever fetched) denies: fail closed
+        ensure_usable(spec.output_schema)
+        problem = first_error(spec.input_schema, request.arguments)
+    except SchemaUnusable as error:
+        reason = f"{request.tool}.{request.operation}: {error}: denied (fail closed)"
+        raise _Ended(Verdict.DENY, "schema_unusable", reason) from None
+    if problem:
         raise _Ended(Verdict.REFUSE, "schema_invalid", f"arguments invalid at {problem}")
     return descriptor
 
@@ -113,6 +137,8 @@ async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor
 async def _replay(principal: str, request: ToolRequested, digest: str, ports: PolicyPorts) -> bool:
     try:
         state = await ports.replays.lookup(principal, request.idempotency_key)
+    except IndexLost:
+        raise  # transient: retried while the index is rebuilt from the stream
     except Exception:  # an unreadable store denies (fail closed)
         reason = "the idempotency store cannot be reached: denied (fail closed)"
         raise _Ended(Verdict.DENY, "idempotency_store_unavailable", reason) from None
@@ -160,6 +186,14 @@ async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
         return _ended(env, request.request_id, now, ended, request.idempotency_key)
 
 
+def fault_denial(env: Envelope, now: datetime, reason_code: str, reason: str) -> DecisionMade:
+    """A ``deny`` decision for a request the service could not decide (fail closed).
+
+    Carries only the envelope's principal and request id, so it can always be signed.
+    """
+    return _decision(env, env.request_id, now, verdict=Verdict.DENY, reason_code=reason_code, reason=reason)
+
+
 def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: str | None) -> DecisionMade:
     return _decision(
         env,
@@ -192,19 +226,21 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
         "request_hash": digest,
         "side_effect_class": spec.side_effect_class,
         "timeout_s": descriptor.timeout_s,
+        "version_pinned": request.version is not None,
     }
-    if await _replay(env.principal, request, digest, ports):
+    replay = await _replay(env.principal, request, digest, ports)
+    outcome = _govern(env.principal, descriptor, request, ports)
+    await _limit(env.principal, descriptor, ports)
+    if replay:
         return _decision(
             env,
             request.request_id,
             now,
             verdict=Verdict.EXECUTE,
             reason_code="idempotent_replay",
-            reason="the idempotency key completed before: its receipt is replayed",
+            reason=f"the idempotency key completed before: its receipt is replayed ({outcome.reason})",
             **common,
         )
-    outcome = _govern(env.principal, descriptor, request, ports)
-    await _limit(env.principal, descriptor, ports)
     return _decision(
         env,
         request.request_id,

@@ -10,15 +10,18 @@ closed), never into an execution.
     ├── PolicyInvalid        reason_code="policy_invalid"
     │                        the policy or principal directory is missing, unreadable,
     │                        unparsable or fails Cedar schema validation
-    └── LimiterUnavailable   reason_code="rate_limiter_unavailable"
-                             the rate limiter's store (Redis) failed or timed out
+    ├── LimiterUnavailable   reason_code="rate_limiter_unavailable"
+    │                        the rate limiter's store (Redis) failed or timed out
+    └── IndexLost            reason_code="idempotency_index_rebuilding"
+                             the idempotency index lost its state (Redis restarted
+                             empty) and is being rebuilt from the stream: transient
 """
 
 from __future__ import annotations
 
 from toolgate.shared.errors import ToolgateError
 
-__all__ = ["LimiterUnavailable", "PolicyError", "PolicyInvalid"]
+__all__ = ["IndexLost", "LimiterUnavailable", "PolicyError", "PolicyInvalid"]
 
 
 class PolicyError(ToolgateError):
@@ -42,3 +45,10 @@ class LimiterUnavailable(PolicyError):
 
     def __init__(self, reason: str, *, reason_code: str = "rate_limiter_unavailable") -> None:
         super().__init__(reason_code, reason)
+
+
+class IndexLost(PolicyError):
+    """The idempotency index has no epoch marker: it lost its state and is being rebuilt."""
+
+    def __init__(self) -> None:
+        super().__init__("idempotency_index_rebuilding", "the idempotency index is being rebuilt from the stream")

@@ -1,28 +1,39 @@
-"""The policy service's broker edge: request in, signed decision out, ack."""
+"""The policy service's broker edge: request in, signed decision out; re-checks answered."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from faststream.nats import NatsRouter
+from faststream.nats import NatsMessage, NatsRouter
 from nats.js import JetStreamContext
 
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
+from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
+from toolgate.policy.recheck import recheck
 from toolgate.shared import catalog
 from toolgate.shared.bus import publish_once
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import request_identity
-from toolgate.shared.handling import Delivery, Settle, durable_subscriber
+from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.shared.events import DecisionMade, decode_untrusted, request_identity
+from toolgate.shared.failpoints import failpoint
+from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
+from toolgate.shared.recheck import RecheckQuery
+from toolgate.shared.service import raw_body
 from toolgate.shared.signing import sign_event
 
-__all__ = ["PolicyRuntime", "build_router", "envelope_of"]
+__all__ = ["PolicyRuntime", "build_router", "consumers", "envelope_of"]
+
+_query = msgspec.json.Decoder(RecheckQuery)
+
+HANDLER_TIMEOUT_S = 30.0
+"""A decision still being made after this long is cancelled and retried, seconds."""
 
 
 @dataclass
 class PolicyRuntime:
-    """What the handler needs once the service has started."""
+    """What the handlers need once the service has started."""
 
     ports: PolicyPorts
     key: Ed25519PrivateKey
@@ -36,15 +47,39 @@ def envelope_of(delivery: Delivery) -> Envelope:
     return Envelope(principal=principal, data=delivery.data, request_id=request_id)
 
 
-def build_router(runtime: Callable[[], PolicyRuntime]) -> NatsRouter:
-    """Route tool requests to :func:`decide`; ``runtime`` is resolved per message."""
-    router = NatsRouter()
+async def _publish(rt: PolicyRuntime, decision: DecisionMade) -> None:
+    signed = sign_event(decision, rt.key)
+    await publish_once(rt.js, Subjects.decision(signed.principal, signed.request_id), signed)
 
-    async def on_request(delivery: Delivery) -> Settle:
-        rt = runtime()
-        decision = sign_event(await decide(envelope_of(delivery), rt.ports), rt.key)
-        await publish_once(rt.js, Subjects.decision(decision.principal, decision.request_id), decision)
+
+def consumers(runtime: Callable[[], PolicyRuntime]) -> list[Consumer]:
+    """Tool requests to :func:`decide`; a request still failing on its last delivery is denied."""
+
+    async def on_request(delivery: Delivery) -> Settlement:
+        rt, envelope = runtime(), envelope_of(delivery)
+        await failpoint("policy.decide", envelope.request_id)
+        await _publish(rt, await decide(envelope, rt.ports))
         return Settle.ACK
 
-    durable_subscriber(router, catalog.POLICY_CONSUMER, on_request)
+    async def give_up(delivery: Delivery) -> None:
+        rt, envelope = runtime(), envelope_of(delivery)
+        reason = f"no decision could be made in {delivery.num_delivered} attempts: denied (fail closed)"
+        await _publish(rt, fault_denial(envelope, rt.ports.clock(), "policy_fault", reason))
+
+    return [Consumer(catalog.POLICY_CONSUMER, on_request, give_up, handler_timeout_s=HANDLER_TIMEOUT_S)]
+
+
+def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datetime]) -> NatsRouter:
+    """Answer ``tg.policy.recheck`` with a signed :class:`~toolgate.shared.recheck.RecheckAnswer`."""
+    router = NatsRouter()
+
+    @router.subscriber(Rpc.POLICY_RECHECK, queue="policy", decoder=raw_body, include_in_schema=False)
+    async def on_recheck(msg: NatsMessage) -> bytes:
+        rt = runtime()
+        try:
+            query = decode_untrusted(_query, msg.raw_message.data or b"")
+        except msgspec.DecodeError as error:
+            return msgspec.json.encode({"error": f"not a recheck query: {error}"})
+        return msgspec.json.encode(sign_event(await recheck(query, rt.ports, clock), rt.key))
+
     return router

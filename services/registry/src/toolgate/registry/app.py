@@ -21,7 +21,7 @@ from toolgate.registry.service import Registry
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.bus import publish_event
 from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.mcp_config import load_mcp_servers
+from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
 from toolgate.shared.provision import ensure_bus
 from toolgate.shared.service import RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
@@ -38,8 +38,26 @@ async def _seed(settings: RegistrySettings) -> list[ToolDescriptor]:
             found.append(parse_descriptor(path.read_bytes()))
     if settings.mcp_servers_file is not None:
         for config in load_mcp_servers(settings.mcp_servers_file).values():
-            found.append(await import_mcp_server(config, settings.mcp_timeout_s))
+            found.extend(await _import(config, settings.mcp_timeout_s))
     return found
+
+
+async def _import(config: McpServerConfig, timeout_s: float) -> list[ToolDescriptor]:
+    """The server's descriptor, or none (logged) when its listing is refused."""
+    try:
+        return [await import_mcp_server(config, timeout_s)]
+    except RegistryError as error:
+        log.error("MCP server %r not imported, nothing published for it: %s", config.name, error)
+        return []
+
+
+async def _publish(registry: Registry, descriptor: ToolDescriptor) -> None:
+    """Publish one descriptor; an MCP server's (adapter ``mcp:<server>``) follows its listing to a new version."""
+    publish = registry.publish_listing if descriptor.adapter.startswith("mcp:") else registry.publish
+    try:
+        log.info("%s", (await publish(descriptor)).reason)
+    except RegistryError as error:
+        log.error("not published: %s", error)
 
 
 def create_app(settings: RegistrySettings | None = None) -> FastStream:
@@ -62,10 +80,7 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
 
         registry = Registry(bucket=await ToolsBucket.open(js), publish_event=announce, clock=lambda: datetime.now(UTC))
         for descriptor in await _seed(settings):
-            try:
-                log.info("%s", (await registry.publish(descriptor)).reason)
-            except RegistryError as error:
-                log.error("not published: %s", error)
+            await _publish(registry, descriptor)
         cell.set(registry)
 
     return new_app(broker, build)

@@ -1,7 +1,9 @@
 """Pure checks a tool descriptor passes before it is published.
 
 Names are one subject token, versions are SemVer 2.0.0, and every operation's input
-and output schema is itself a valid JSON Schema (checked against its meta-schema).
+and output schema is itself a valid JSON Schema (checked against its meta-schema) and
+self-contained: a reference that is not fragment-only (``#…``) is refused, and nothing
+is ever fetched (:func:`toolgate.shared.schemas.check_schema`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
     """Check name, version, limits and every schema.
 
     Raises:
-        PublishRefused: ``invalid_name``, ``invalid_version``, ``invalid_limits`` or ``schema_invalid``.
+        PublishRefused: ``invalid_name``, ``invalid_version``, ``invalid_limits`` or
+            ``schema_invalid`` (naming the operation, the schema and, for a reference
+            to anything outside the schema, the keyword's JSON Pointer).
     """
     if not TOOL_NAME.match(descriptor.name):
         raise PublishRefused("invalid_name", f"tool name {descriptor.name!r} must match {TOOL_NAME.pattern}")
@@ -73,4 +77,4 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
             try:
                 check_schema(schema)
             except SchemaError as error:
-                raise PublishRefused("schema_invalid", f"{name}.{kind}: {error}") from None
+                raise PublishRefused("schema_invalid", f"operation {name!r} {kind}: {error}") from None

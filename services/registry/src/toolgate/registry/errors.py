@@ -5,7 +5,7 @@
     RegistryError(reason_code, reason)
     └── PublishRefused   a descriptor that may not be published
                          (malformed, invalid_name, invalid_version, schema_invalid,
-                         version_immutable)
+                         version_immutable, no_free_version)
 """
 
 from __future__ import annotations

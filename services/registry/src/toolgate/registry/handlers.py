@@ -10,8 +10,7 @@ from toolgate.registry.errors import RegistryError
 from toolgate.registry.service import Registry
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import decode_untrusted
-from toolgate.shared.handling import raw_body
-from toolgate.shared.service import RuntimeCell
+from toolgate.shared.service import RuntimeCell, raw_body
 
 __all__ = ["build_router"]
 

@@ -1,21 +1,30 @@
-"""The registry workflow: publish (immutable versions), get, list."""
+"""The registry workflow: publish (immutable versions), publish MCP listings (changed: a new version), get, list."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from toolgate.registry.domain import RegistryReply, validate_descriptor
 from toolgate.registry.errors import PublishRefused
+from toolgate.registry.revisions import descriptor_changes, listing_version, next_patch, same_content
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import ToolPublished
-from toolgate.shared.tools_kv import DescriptorConflict, ToolsBucket
+from toolgate.shared.tools_kv import DescriptorConflict, LatestContended, ToolsBucket
 
-__all__ = ["Registry"]
+__all__ = ["VERSION_PROBES", "Registry"]
+
+log = logging.getLogger("toolgate.registry")
+
+VERSION_PROBES = 100
+"""Patch versions tried in a row for a changed MCP listing before giving up."""
 
 
 @dataclass
@@ -30,7 +39,8 @@ class Registry:
         """Publish ``descriptor``; identical re-publication is accepted, other content refused.
 
         Raises:
-            PublishRefused: invalid descriptor or ``version_immutable``.
+            PublishRefused: invalid descriptor, ``version_immutable``, or ``latest_contended``
+                (the version is stored but ``latest`` could not be raised yet).
         """
         validate_descriptor(descriptor)
         digest = descriptor_digest(descriptor)
@@ -40,6 +50,8 @@ class Registry:
             raise PublishRefused(
                 "version_immutable", f"{descriptor.name}@{descriptor.version} exists with other content"
             ) from None
+        except LatestContended as error:
+            raise PublishRefused("latest_contended", f"{error}; publish the same descriptor again") from None
         if created:
             event = ToolPublished(
                 event_id=f"published:{descriptor.name}:{descriptor.version}:{uuid.uuid4().hex[:8]}",
@@ -57,6 +69,35 @@ class Registry:
             descriptor=descriptor,
             digest=digest,
         )
+
+    async def publish_listing(self, descriptor: ToolDescriptor) -> RegistryReply:
+        """Publish an imported MCP listing; a changed listing becomes a new version.
+
+        Same content as the latest stored version: ``unchanged``. Otherwise the version of
+        :func:`~toolgate.registry.revisions.listing_version` (the first one free), logged at
+        WARNING with what changed.
+
+        Raises:
+            PublishRefused: as :meth:`publish`; ``no_free_version`` when
+                :data:`VERSION_PROBES` patch versions in a row hold other content.
+        """
+        latest = await self.bucket.get(descriptor.name)
+        if latest is not None and same_content(latest, descriptor):
+            return await self.publish(latest)
+        highest = latest.version if latest is not None else None
+        version = await self._free_version(descriptor, listing_version(descriptor.version, highest))
+        if latest is not None:
+            changes = "; ".join(descriptor_changes(latest, descriptor))
+            log.warning("%s changed since %s (%s): published as %s", descriptor.name, highest, changes, version)
+        return await self.publish(msgspec.structs.replace(descriptor, version=version))
+
+    async def _free_version(self, descriptor: ToolDescriptor, version: str) -> str:
+        for _ in range(VERSION_PROBES):
+            stored = await self.bucket.get(descriptor.name, version)
+            if stored is None or same_content(stored, descriptor):
+                return version
+            version = next_patch(version)
+        raise PublishRefused("no_free_version", f"{descriptor.name}: no free version up to {version}")
 
     async def get(self, tool: str, version: str | None) -> RegistryReply:
         """Look up one descriptor (exact version, or the latest)."""

@@ -11,6 +11,14 @@ is walked again from a descriptor of the root with ``O_NOFOLLOW | O_DIRECTORY`` 
 component (``openat``-style ``dir_fd`` calls), so a symlink swapped in after the check
 makes the call fail instead of escaping. Writes are atomic: a temporary file in the
 target's directory, ``fsync``, then ``os.replace`` (POSIX ``rename(2)``).
+
+Hard links are invisible to both checks: a second name is an ordinary directory entry
+and nothing records where the other names are. So a regular file with more than one
+link (``st_nlink > 1``, POSIX ``stat(2)``) is refused (``path_outside_sandbox``), even
+when its twin lies inside the sandbox too: proving that would mean searching every
+directory of the file system. A read decides on the ``fstat`` of the descriptor it then
+reads (no window between check and use); a write on the ``lstat`` of the entry it
+replaces (see ``_replace_at``).
 """
 
 from __future__ import annotations
@@ -89,8 +97,8 @@ class FileSystemTool:
             The operation's result, shaped as in the class docstring.
 
         Raises:
-            ToolRefused: unknown operation, bad argument, path outside the sandbox
-                (``path_outside_sandbox``), ``not_found``, ``not_a_file``,
+            ToolRefused: unknown operation, bad argument, path outside the sandbox or a
+                hard link (``path_outside_sandbox``), ``not_found``, ``not_a_file``,
                 ``not_a_directory``, ``too_large``, ``not_utf8``; raised before any effect.
             ToolFailed: the file system failed during the call (``tool_error``).
         """
@@ -126,7 +134,7 @@ class FileSystemTool:
         data = self._content_bytes(arguments)
         parent, name = _split(rel)
         with self._directory(parent, create=True) as dir_fd:
-            created = _replace_at(dir_fd, name, data)
+            created = _replace_at(dir_fd, name, data, rel.as_posix())
         return {"path": rel.as_posix(), **_digest(data), "created": created}
 
     def _resolve(self, arguments: dict[str, Any], key: str, default: str | None = None) -> PurePosixPath:
@@ -143,6 +151,7 @@ class FileSystemTool:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise ToolRefused("not_a_file", f"{rel.as_posix()!r} is not a regular file", argument="path")
+            _refuse_hard_link(info, rel.as_posix())
             self._check_size(info.st_size, rel)
             with open(fd, "rb", closefd=False) as stream:
                 data = stream.read(self._max_bytes + 1)
@@ -238,11 +247,19 @@ def _opened(name: str, flags: int, dir_fd: int, mode: int = 0o644) -> Iterator[i
         os.close(fd)
 
 
-def _replace_at(dir_fd: int, name: str, data: bytes) -> bool:
-    """Atomically make ``name`` (in ``dir_fd``) hold ``data``; True if it did not exist."""
+def _replace_at(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
+    """Atomically make ``name`` (in ``dir_fd``) hold ``data``; True if it did not exist.
+
+    An existing ``name`` must be a regular file with one link (``shown`` is the path a
+    refusal names). ``rename(2)`` replaces the entry, so a hard link's other names would
+    keep their content anyway: the refusal is for consistency with ``read`` (a file with
+    other names is never touched) and comes before the temporary file exists.
+    """
     existing = _lstat_at(dir_fd, name)
-    if existing is not None and not stat.S_ISREG(existing.st_mode):
-        raise ToolRefused("not_a_file", f"{name!r} exists and is not a regular file", argument="path")
+    if existing is not None:
+        if not stat.S_ISREG(existing.st_mode):
+            raise ToolRefused("not_a_file", f"{name!r} exists and is not a regular file", argument="path")
+        _refuse_hard_link(existing, shown)
     temp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"
     try:
         with _opened(temp, _TEMP_FLAGS, dir_fd) as fd:
@@ -258,6 +275,17 @@ def _replace_at(dir_fd: int, name: str, data: bytes) -> bool:
         raise
     os.fsync(dir_fd)
     return existing is None
+
+
+def _refuse_hard_link(info: os.stat_result, shown: str) -> None:
+    """Refuse a regular file with other names: they may lie outside the sandbox (module docstring).
+
+    Raises:
+        ToolRefused: ``path_outside_sandbox``, naming ``shown`` and the link count.
+    """
+    if info.st_nlink > 1:
+        why = f"is a hard link with {info.st_nlink} links; a file with other names is refused"
+        raise ToolRefused("path_outside_sandbox", f"'path' {shown[:120]!r} {why}", argument="path")
 
 
 def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:

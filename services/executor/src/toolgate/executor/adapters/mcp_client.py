@@ -1,63 +1,92 @@
 """Call the tools of configured stdio MCP servers, one long-lived session per server.
 
-Each session lives in a dedicated background task that enters ``async with mcp.Client``
-and holds it open until it is told to stop: the SDK's anyio task groups must be entered
-and exited in the same task, while :meth:`McpToolHost.call` may come from any task
-(a FastStream handler, a test). Calls share the session concurrently (the SDK correlates
-JSON-RPC ids). When the server's stdout ends (the process died), the session is marked
-dead and the next call starts a new one.
+Sessions (:mod:`.mcp_session`) start on the first call to their server and are replaced
+when they die. Before a call is sent, the tool's *live* definition (the session's
+``tools/list``, mapped with the registry's rules and the server's configuration by
+:func:`~toolgate.shared.mcp_mapping.operation_from_mcp`) must equal the registered
+operation the call runs under; any difference is refused as ``tool_definition_changed``
+and nothing is sent. The listing is re-fetched before every call of an operation that is
+not READ_ONLY; a READ_ONLY call may use a listing fetched less than
+``listing_max_age_s`` (default 5 s) ago, unless the server sent
+``notifications/tools/list_changed`` since.
+
+How a call ends (the executor turns the error class into the receipt):
+
+=====================================================  ===========================================
+what happened                                          raised
+=====================================================  ===========================================
+nothing sent: start, handshake or listing failed,      ``ToolFailed("server_unavailable")``
+hung, or the connection ended first
+live definition differs from the registered one         ``ToolRefused("tool_definition_changed")``
+the server's JSON-RPC error, or an ``isError`` result   ``ToolFailed("tool_error", <server text>)``
+sent, then connection lost / process died               ``ToolOutcomeUnknown("connection_lost")``
+sent, then a line that is not JSON-RPC                  ``ToolOutcomeUnknown("malformed_reply")``
+sent, then a result the protocol's validation refuses   ``ToolOutcomeUnknown("malformed_reply")``
+sent, then structured content breaking the tool's       ``ToolOutcomeUnknown("output_invalid")``
+declared output schema
+sent, no answer in time                                 ``ToolTimeout``
+=====================================================  ===========================================
+
+No call raises ``CancelledError`` unless the calling task itself is being cancelled
+(``asyncio.current_task().cancelling()``): a stray cancellation from a session's task
+becomes one of the errors above. Calls are sent with ``ClientSession.call_tool``, not
+``Client.call_tool``, because the latter re-lists and resends once on a 2026-07-28
+``HEADER_MISMATCH``: it would run a tool whose definition changed after the check.
 
 Every result has the shape the registry's MCP descriptors declare::
 
     {"structured": <structuredContent object or None>,
      "content": [{"type": "text", "text": "..."}, {"type": "image", "mimeType": "..."}, ...]}
 
-Binary payloads (``data``, embedded ``blob``) are dropped from the content items.
+Binary payloads (``data``, embedded ``blob``) are dropped from the content items. Reasons
+copied from a server are scrubbed of credential shapes and clipped to 300 characters.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, TypeAlias
+from collections.abc import Mapping
+from typing import Any
 
-import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
-from mcp import Client, MCPError, StdioServerParameters, stdio_client
-from mcp.shared.message import SessionMessage
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, TextContent
+from mcp import MCPError
+from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent
 from pydantic import ValidationError
 
-from toolgate.executor.errors import ToolFailed, ToolRefused, ToolTimeout
+from toolgate.executor.adapters.mcp_session import Connection, McpSession
+from toolgate.executor.domain import scrub
+from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
+from toolgate.shared.descriptors import OperationSpec
 from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.mcp_mapping import McpToolInfo, operation_changes, operation_from_mcp
+from toolgate.shared.vocabulary import SideEffectClass
 
 __all__ = ["McpToolHost"]
 
-logger = logging.getLogger(__name__)
+_REASON_CHARS = 300
+"""Longest text copied from a server into a reason."""
 
-_Streams: TypeAlias = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], Any]
-"""What the watched transport yields: the relayed read stream and the SDK's write stream."""
-
-_REASON_CHARS = 500
-"""Longest error text copied from a server into a reason."""
+_MARGIN_S = 0.25
+"""How much earlier than ``timeout_s`` a call gives its own answer, at most, seconds: a
+caller enforcing the same limit then gets the precise outcome, not its own timeout."""
 
 
 class McpToolHost:
     """The executor's MCP client: one stdio session per configured server.
 
-    Sessions start lazily on the first call to their server, or all at once with
-    :meth:`start`; :meth:`aclose` stops them and their server processes. A call after
-    :meth:`aclose` starts its session again.
+    :meth:`aclose` stops every session and its server process; a call after it starts a
+    session again.
 
     Args:
         servers: server name to its configuration (``load_mcp_servers``).
-        start_timeout_s: limit for starting a server and its handshake, seconds.
+        start_timeout_s: limit for starting a server (spawn, handshake, first listing), seconds.
+        listing_max_age_s: oldest live listing a READ_ONLY call may be checked against, seconds.
     """
 
-    def __init__(self, servers: Mapping[str, McpServerConfig], *, start_timeout_s: float = 30.0) -> None:
-        self._sessions = {name: _Session(config, start_timeout_s) for name, config in servers.items()}
+    def __init__(
+        self, servers: Mapping[str, McpServerConfig], *, start_timeout_s: float = 30.0, listing_max_age_s: float = 5.0
+    ) -> None:
+        self._sessions = {name: McpSession(config, start_timeout_s) for name, config in servers.items()}
+        self._listing_max_age_s = listing_max_age_s
 
     async def start(self) -> None:
         """Start every configured server now instead of on its first call.
@@ -65,165 +94,141 @@ class McpToolHost:
         Raises:
             ToolFailed: ``server_unavailable``, a server could not be started.
         """
-        await asyncio.gather(*(session.client() for session in self._sessions.values()))
+        await asyncio.gather(*(session.connection().client() for session in self._sessions.values()))
 
     async def aclose(self) -> None:
-        """Stop every session and wait for its server process to end."""
-        await asyncio.gather(*(session.stop() for session in self._sessions.values()))
+        """Stop every session and wait for its server process to end.
 
-    async def call(self, server: str, tool: str, arguments: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Call ``tool`` of ``server`` with the configured pinned arguments forced in.
+        Safe while calls are in flight (they end as their connection is lost) and after
+        calls were cancelled; raises nothing unless the calling task itself is cancelled.
+        """
+        for session in self._sessions.values():
+            await session.stop()
+
+    async def call(
+        self, server: str, tool: str, arguments: dict[str, Any], timeout_s: float, expected: OperationSpec
+    ) -> dict[str, Any]:
+        """Call ``tool`` of ``server`` if it is still the tool that was registered.
 
         Args:
             server: configured server name (the ``<server>`` of adapter ``mcp:<server>``).
             tool: MCP tool name (the operation).
             arguments: the call's arguments; pinned arguments overwrite same-named keys.
-            timeout_s: wall-clock limit of the call, including a server (re)start, seconds.
+            timeout_s: wall-clock limit of the call, a server (re)start included, seconds.
+            expected: the registered operation the call runs under.
 
         Returns:
             ``{"structured": dict | None, "content": [dict, ...]}``.
 
         Raises:
-            ToolRefused: ``unknown_server``, no server of that name is configured.
-            ToolFailed: ``tool_error`` (an ``isError`` result or a JSON-RPC error; the
-                reason is the server's first text), ``output_invalid`` (the result does
-                not match the tool's output schema or the protocol), ``connection_lost``
-                (the server died during the call), ``server_unavailable`` (start failed).
-            ToolTimeout: ``tool_timeout``, no result within ``timeout_s``.
+            ToolRefused: ``unknown_server``; ``tool_definition_changed`` (nothing sent).
+            ToolFailed: ``server_unavailable`` (nothing sent), ``tool_error``.
+            ToolOutcomeUnknown: ``connection_lost``, ``malformed_reply``, ``output_invalid``.
+            ToolTimeout: ``tool_timeout``, sent and no answer in time.
         """
         session = self._sessions.get(server)
         if session is None:
             raise ToolRefused("unknown_server", f"no MCP server named {server!r} is configured")
+        attempt = _Attempt(server, tool, session.connection())
+        budget_s = timeout_s - min(_MARGIN_S, timeout_s / 10)
         forced = {**arguments, **session.config.pinned_arguments}
         try:
-            async with asyncio.timeout(timeout_s):
-                client = await session.client()
-                result = await client.call_tool(tool, forced, read_timeout_seconds=timeout_s)
-        except TimeoutError as exc:
-            raise ToolTimeout(reason=f"MCP tool {server}/{tool} gave no result within {timeout_s}s") from exc
-        except MCPError as exc:
-            raise _mcp_error(exc, server, tool, timeout_s) from exc
-        except (RuntimeError, ValidationError) as exc:
-            raise ToolFailed("output_invalid", _clip(f"MCP tool {server}/{tool}: {exc}")) from exc
+            async with asyncio.timeout(budget_s):
+                return await self._run(attempt, session.config, forced, expected)
+        except asyncio.CancelledError:
+            if _being_cancelled():
+                raise
+            raise attempt.failure(ConnectionAbortedError("cancelled")) from None
+        except TimeoutError:
+            raise attempt.timed_out(budget_s) from None
+
+    async def _run(
+        self, attempt: _Attempt, config: McpServerConfig, arguments: dict[str, Any], expected: OperationSpec
+    ) -> dict[str, Any]:
+        try:
+            client = await attempt.connection.client()
+            read_only = expected.side_effect_class is SideEffectClass.READ_ONLY
+            tools = await attempt.connection.tools(client, self._listing_max_age_s if read_only else 0.0)
+            _check(config, tools, attempt.tool, expected)
+            attempt.send()
+            result = await client.session.call_tool(attempt.tool, arguments)
+        except ExecutorError:
+            raise
+        except Exception as exc:
+            raise attempt.failure(exc) from exc
         return _result(result)
 
 
-class _Session:
-    """One server's session, owned by a background task; restarted when it dies."""
+class _Attempt:
+    """One call's progress: whether anything was sent decides what a failure means."""
 
-    def __init__(self, config: McpServerConfig, start_timeout_s: float) -> None:
-        self.config = config
-        self._start_timeout_s = start_timeout_s
-        self._lock = asyncio.Lock()
-        self._client: Client | None = None
-        self._stop = asyncio.Event()
-        self._owner: asyncio.Task[None] | None = None
+    def __init__(self, server: str, tool: str, connection: Connection) -> None:
+        self.server, self.tool, self.connection = server, tool, connection
+        self.sent = False
 
-    async def client(self) -> Client:
-        """Return the live client, starting the server if there is none or it died.
+    def send(self) -> None:
+        """Mark the call sent, unless the connection is already gone (then nothing is sent)."""
+        if self.connection.lost:
+            raise ToolFailed("server_unavailable", f"MCP server {self.server!r} closed before the call was sent")
+        self.sent = True
 
-        Raises:
-            ToolFailed: ``server_unavailable``.
-            TimeoutError: the start took longer than ``start_timeout_s``.
-        """
-        async with self._lock:
-            if self._client is None or self._stop.is_set():
-                await self._restart()
-            assert self._client is not None
-            return self._client
+    def timed_out(self, budget_s: float) -> ExecutorError:
+        """The error for a call that ran out of time."""
+        if not self.sent:
+            return ToolFailed("server_unavailable", f"MCP server {self.server!r} was not ready within {budget_s:g}s")
+        return ToolTimeout(reason=f"MCP tool {self.server}/{self.tool} gave no result within {budget_s:g}s")
 
-    async def stop(self) -> None:
-        """Tell the owner task to leave the session and wait until it has."""
-        async with self._lock:
-            await self._reap()
+    def failure(self, exc: BaseException) -> ExecutorError:
+        """The error for ``exc`` raised by the SDK (table in the module doc)."""
+        if not self.sent:
+            return ToolFailed("server_unavailable", f"MCP server {self.server!r} is not available ({_name(exc)})")
+        if isinstance(exc, MCPError):
+            return self._rpc_failure(exc)
+        if isinstance(exc, ValidationError):
+            return ToolOutcomeUnknown("malformed_reply", f"MCP tool {self.server}/{self.tool}: the reply is invalid")
+        if isinstance(exc, RuntimeError):
+            return ToolOutcomeUnknown("output_invalid", _text(f"MCP tool {self.server}/{self.tool}: {exc}"))
+        return self._lost()
 
-    async def _restart(self) -> None:
-        await self._reap()
-        stop = self._stop = asyncio.Event()
-        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
-        self._owner = asyncio.create_task(self._own(ready, stop), name=f"mcp-session-{self.config.name}")
-        ready.add_done_callback(_consume)
-        try:
-            self._client = await asyncio.wait_for(asyncio.shield(ready), self._start_timeout_s)
-        except BaseException:
-            # Give up without waiting (the caller may be out of time): the owner is
-            # cancelled now and awaited by the next restart or stop.
-            stop.set()
-            self._owner.cancel()
-            raise
+    def _rpc_failure(self, exc: MCPError) -> ExecutorError:
+        if exc.code == CONNECTION_CLOSED and self.connection.lost:
+            return self._lost()
+        return ToolFailed("tool_error", _text(exc.message))
 
-    async def _reap(self) -> None:
-        self._stop.set()
-        self._client = None
-        owner, self._owner = self._owner, None
-        if owner is not None and not owner.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(owner), 10.0)
-            except TimeoutError:
-                owner.cancel()
-                await asyncio.gather(owner, return_exceptions=True)
-
-    async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
-        params = StdioServerParameters(
-            command=self.config.command, args=list(self.config.args), env=dict(self.config.env) or None
-        )
-        try:
-            async with Client(_watched(params, stop.set)) as client:
-                ready.set_result(client)
-                await stop.wait()
-        except Exception as exc:
-            logger.warning("MCP server %r session ended with an error: %r", self.config.name, exc)
-            if not ready.done():
-                failure = ToolFailed("server_unavailable", f"MCP server {self.config.name!r} did not start")
-                ready.set_exception(failure)
-        finally:
-            stop.set()
-            if not ready.done():
-                ready.cancel()
+    def _lost(self) -> ToolOutcomeUnknown:
+        fault = self.connection.fault
+        what = "sent a reply that is not JSON-RPC" if fault == "malformed_reply" else "closed the connection"
+        return ToolOutcomeUnknown(fault, f"MCP server {self.server!r} {what} during the call; its effect is unknown")
 
 
-@contextlib.asynccontextmanager
-async def _watched(params: StdioServerParameters, on_closed: Callable[[], None]) -> AsyncIterator[_Streams]:
-    """The SDK's stdio transport, calling ``on_closed`` when the server's stdout ends."""
-    async with stdio_client(params) as (read, write):
-        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+def _check(config: McpServerConfig, tools: dict[str, McpToolInfo], tool: str, expected: OperationSpec) -> None:
+    """Refuse unless the live ``tool`` maps to ``expected``.
 
-        async def relay() -> None:
-            try:
-                async with send:
-                    async for item in read:
-                        await send.send(item)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass
-            finally:
-                on_closed()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(relay)
-            try:
-                yield receive, write
-            finally:
-                group.cancel_scope.cancel()
+    Raises:
+        ToolRefused: ``tool_definition_changed``, naming what differs.
+    """
+    where = f"MCP tool {config.name}/{tool}"
+    live = tools.get(tool)
+    if live is None:
+        raise ToolRefused("tool_definition_changed", f"{where} is absent from the server's listing")
+    try:
+        changes = operation_changes(expected, operation_from_mcp(config, live))
+    except ValueError as exc:
+        changes = [str(exc)]
+    if changes:
+        reason = _text(f"{where} changed since it was registered: {', '.join(changes)}")
+        raise ToolRefused("tool_definition_changed", reason)
 
 
-def _consume(future: asyncio.Future[Client]) -> None:
-    """Mark a start failure as retrieved, even when the caller gave up waiting for it."""
-    if not future.cancelled():
-        future.exception()
-
-
-def _mcp_error(exc: MCPError, server: str, tool: str, timeout_s: float) -> ToolFailed | ToolTimeout:
-    if exc.code == REQUEST_TIMEOUT:
-        return ToolTimeout(reason=f"MCP tool {server}/{tool} gave no result within {timeout_s}s")
-    if exc.code == CONNECTION_CLOSED:
-        return ToolFailed("connection_lost", f"MCP server {server!r} closed the connection during the call")
-    return ToolFailed("tool_error", _clip(exc.message))
+def _being_cancelled() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _result(result: CallToolResult) -> dict[str, Any]:
     if result.is_error:
         texts = [block.text for block in result.content if isinstance(block, TextContent)]
-        raise ToolFailed("tool_error", _clip(texts[0] if texts else "the tool reported an error"))
+        raise ToolFailed("tool_error", _text(texts[0] if texts else "the tool reported an error"))
     return {"structured": result.structured_content, "content": [_content(block) for block in result.content]}
 
 
@@ -237,5 +242,12 @@ def _content(block: Any) -> dict[str, Any]:
     return item
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
+def _name(exc: BaseException) -> str:
+    """A secret-free name for an error: its JSON-RPC code or its type."""
+    return f"JSON-RPC error {exc.code}" if isinstance(exc, MCPError) else type(exc).__name__
+
+
+def _text(text: str) -> str:
+    """``text`` scrubbed of credential shapes and clipped to :data:`_REASON_CHARS`."""
+    clean: str = scrub(text)
+    return clean if len(clean) <= _REASON_CHARS else clean[: _REASON_CHARS - 1] + "…"

@@ -22,13 +22,20 @@ class LocalToolHost:
     async def call(self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]) -> Any:
         """Run ``operation`` of ``descriptor`` with ``arguments``.
 
+        An MCP call also gets the registered operation, which the live tool must still
+        match (:meth:`McpToolHost.call`).
+
         Raises:
-            ToolRefused: ``unknown_adapter`` when no adapter serves the descriptor.
+            ToolRefused: ``unknown_adapter`` when no adapter serves the descriptor,
+                ``unknown_operation`` when the descriptor has no such operation.
             ExecutorError: whatever the adapter raises.
         """
         kind, _, server = descriptor.adapter.partition(":")
         if kind == "file_system":
             return await self._file_system.call(operation, arguments)
         if kind == "mcp" and self._mcp is not None:
-            return await self._mcp.call(server, operation, arguments, descriptor.timeout_s)
+            expected = descriptor.operations.get(operation)
+            if expected is None:
+                raise ToolRefused("unknown_operation", f"{descriptor.name} has no operation {operation!r}")
+            return await self._mcp.call(server, operation, arguments, descriptor.timeout_s, expected)
         raise ToolRefused("unknown_adapter", f"no adapter {descriptor.adapter!r} is configured in this executor")

@@ -7,9 +7,9 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from toolgate.policy.errors import PolicyError
+from toolgate.policy.errors import IndexLost, PolicyError
 from toolgate.policy.ports import ReplayState
-from toolgate.shared.idempotency import record_key
+from toolgate.shared.idempotency import EPOCH_KEY, record_key
 
 __all__ = ["RedisReplayIndex"]
 
@@ -27,12 +27,18 @@ class RedisReplayIndex:
 
         Raises:
             PolicyError: ``idempotency_store_unavailable`` when Redis cannot answer.
+            IndexLost: the index has no epoch marker (it lost its state; being rebuilt).
         """
         try:
-            state, fingerprint = await self._redis.hmget(record_key(principal, idempotency_key), ["state", "fp"])
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.exists(EPOCH_KEY)
+                pipe.hmget(record_key(principal, idempotency_key), ["state", "fp"])
+                epoch, (state, fingerprint) = await pipe.execute()
         except (RedisError, OSError) as error:
             log.warning("idempotency store failed: %s", error)
             raise PolicyError("idempotency_store_unavailable", "the idempotency store cannot be reached") from None
+        if not epoch:
+            raise IndexLost()
         if fingerprint is None:
             return None
         text = fingerprint.decode() if isinstance(fingerprint, bytes) else str(fingerprint)

@@ -2,7 +2,10 @@
 
 Starts the configured server with the official ``mcp`` SDK (``mcp.Client`` over stdio),
 reads its version and its whole ``tools/list`` (all pages), stops it, and maps the
-listing with :func:`toolgate.shared.mcp_mapping.descriptor_from_mcp`.
+listing with :func:`toolgate.shared.mcp_mapping.descriptor_from_mcp`. A listed schema
+with a reference to anything outside itself ends the import
+(:func:`toolgate.shared.schemas.check_self_contained`): nothing is fetched, nothing is
+published for that server.
 """
 
 from __future__ import annotations
@@ -12,16 +15,16 @@ import asyncio
 from mcp import Client, StdioServerParameters
 from mcp.types import Tool
 
+from toolgate.registry.errors import PublishRefused
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig
-from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp
+from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp, tool_from_wire
+from toolgate.shared.schemas import SchemaError, check_self_contained
 
-__all__ = ["import_mcp_server", "list_mcp_tools", "server_parameters", "tool_info"]
+__all__ = ["check_listing", "import_mcp_server", "list_mcp_tools", "server_parameters", "tool_info"]
 
 _MAX_PAGES = 100
 """Bound on ``tools/list`` pages, so a server whose cursor never ends cannot hang an import."""
-
-_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
 def server_parameters(config: McpServerConfig) -> StdioServerParameters:
@@ -60,27 +63,35 @@ async def list_mcp_tools(config: McpServerConfig, timeout_s: float = 30.0) -> tu
 
 
 def tool_info(tool: Tool) -> McpToolInfo:
-    """Convert the SDK's ``Tool`` into the registry's :class:`McpToolInfo`."""
-    annotations = None
-    if tool.annotations is not None:
-        wire = tool.annotations.model_dump(by_alias=True)
-        annotations = {hint: wire.get(hint) for hint in _HINTS}
-    return McpToolInfo(
-        name=tool.name,
-        description=tool.description or "",
-        input_schema=dict(tool.input_schema),
-        output_schema=dict(tool.output_schema) if tool.output_schema is not None else None,
-        annotations=annotations,
-    )
+    """Convert the SDK's ``Tool`` into :class:`McpToolInfo`, exactly as the executor reads its live listing."""
+    return tool_from_wire(tool.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+def check_listing(server: str, tools: list[McpToolInfo]) -> None:
+    """Refuse a listing whose ``inputSchema`` or ``outputSchema`` refers outside itself.
+
+    Raises:
+        PublishRefused: ``schema_invalid``, naming the server, the tool, the schema and the
+            JSON Pointer of the reference in that schema as the server listed it.
+    """
+    for tool in tools:
+        for kind, schema in (("inputSchema", tool.input_schema), ("outputSchema", tool.output_schema)):
+            try:
+                check_self_contained(schema)
+            except SchemaError as error:
+                where = f"MCP server {server!r}, tool {tool.name[:120]!r}, {kind}"
+                raise PublishRefused("schema_invalid", f"{where} {error}") from None
 
 
 async def import_mcp_server(config: McpServerConfig, timeout_s: float = 30.0) -> ToolDescriptor:
     """Return the descriptor ``mcp_<server>`` of the server's current tool listing.
 
     Raises:
+        PublishRefused: a listed schema is not self-contained (see :func:`check_listing`).
         ValueError: the configuration's overrides do not fit the listing (see
             :func:`~toolgate.shared.mcp_mapping.descriptor_from_mcp`).
         TimeoutError, OSError, mcp.MCPError: as :func:`list_mcp_tools`.
     """
     version, tools = await list_mcp_tools(config, timeout_s)
+    check_listing(config.name, tools)
     return descriptor_from_mcp(config, version, tools)

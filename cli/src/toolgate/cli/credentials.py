@@ -1,0 +1,117 @@
+"""Credentials of a local stack secured by NATS users: passwords, the config file, client options.
+
+The users and their rights come from :func:`toolgate.shared.nats_permissions.nats_users`,
+the text from :func:`toolgate.shared.nats_config.render_config`; this module generates the
+passwords, writes the config (mode 0600: it holds them) and tells each client how to
+connect (``NATS_URL`` with ``user:password@``, or nats-py options with its private inbox).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from toolgate.shared.directory import PrincipalDirectory, load_directory
+from toolgate.shared.nats_config import generate_passwords, literal, password_variable, render_config
+from toolgate.shared.nats_config import placeholders as _placeholders
+from toolgate.shared.nats_permissions import nats_users
+
+__all__ = ["BusCredentials", "config_text", "env_lines", "stack_directory", "write_private"]
+
+
+@dataclass(frozen=True)
+class BusCredentials:
+    """The password and inbox prefix of every NATS user of one secured stack.
+
+    Attributes:
+        passwords: NATS user name to its password.
+        inboxes: NATS user name to its private inbox prefix (services have none).
+    """
+
+    passwords: Mapping[str, str]
+    inboxes: Mapping[str, str]
+
+    @classmethod
+    def generate(cls, directory: PrincipalDirectory, *, admin: bool = True) -> tuple[BusCredentials, str]:
+        """Fresh passwords for every user of ``directory``, and the config text holding them.
+
+        Raises:
+            toolgate.shared.directory.DirectoryInvalid: a name is not one subject token.
+        """
+        users = nats_users(directory, admin=admin)
+        passwords = generate_passwords(users)
+        inboxes = {user.name: user.inbox_prefix for user in users if user.inbox_prefix}
+        return cls(passwords, inboxes), render_config(users, literal(passwords))
+
+    def url(self, server_url: str, user: str) -> str:
+        """``server_url`` carrying ``user``'s credentials (``nats://user:password@host:port``).
+
+        Raises:
+            KeyError: no such user.
+        """
+        parts = urlsplit(server_url)
+        userinfo = f"{quote(user, safe='')}:{quote(self.passwords[user], safe='')}"
+        return urlunsplit(parts._replace(netloc=f"{userinfo}@{parts.netloc.rpartition('@')[2]}"))
+
+    def options(self, user: str) -> dict[str, Any]:
+        """``nats.connect`` keyword arguments of ``user``: credentials and private inbox prefix.
+
+        Raises:
+            KeyError: no such user.
+        """
+        options: dict[str, Any] = {"user": user, "password": self.passwords[user]}
+        if prefix := self.inboxes.get(user):
+            options["inbox_prefix"] = prefix.encode()
+        return options
+
+
+def config_text(directory: PrincipalDirectory, *, placeholders: bool, admin: bool = False) -> str:
+    """The nats-server config of ``directory``: ``$NATS_<USER>_PASSWORD`` placeholders, or fresh passwords.
+
+    Raises:
+        toolgate.shared.directory.DirectoryInvalid: a name is not one subject token.
+        ValueError: two users would share one password variable.
+    """
+    users = nats_users(directory, admin=admin)
+    passwords = _placeholders(users) if placeholders else literal(generate_passwords(users))
+    return render_config(users, passwords)
+
+
+def env_lines(directory: PrincipalDirectory, *, admin: bool = False) -> str:
+    """``NATS_<USER>_PASSWORD=<fresh password>`` lines (a ``.env``) for the placeholders config.
+
+    Raises:
+        toolgate.shared.directory.DirectoryInvalid / ValueError: as :func:`config_text`.
+    """
+    users = nats_users(directory, admin=admin)
+    _placeholders(users)
+    return "".join(f"{password_variable(user)}={password}\n" for user, password in generate_passwords(users).items())
+
+
+def stack_directory(env: Mapping[str, str]) -> PrincipalDirectory:
+    """The agents the policy service knows and the approvers the approvals service knows.
+
+    Args:
+        env: the services' environment, naming ``TOOLGATE_POLICY_PRINCIPALS_FILE`` and
+            ``TOOLGATE_APPROVALS_PRINCIPALS_FILE``.
+
+    Raises:
+        KeyError: a file is not named; DirectoryInvalid: a file is unreadable or invalid.
+    """
+    agents = load_directory(Path(env["TOOLGATE_POLICY_PRINCIPALS_FILE"])).principals
+    approvers = load_directory(Path(env["TOOLGATE_APPROVALS_PRINCIPALS_FILE"])).approvers
+    return PrincipalDirectory(principals=agents, approvers=approvers)
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` readable by its owner only (mode 0600), replacing it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as sink:
+        sink.write(text)
+    return path

@@ -1,0 +1,78 @@
+"""The approvals service's :class:`~toolgate.approvals.ports.ApprovalsBus` on NATS JetStream.
+
+Reads by subject with ``$JS.API.STREAM.MSG.GET`` (``next_by_subj``); the re-check is a
+core NATS request to the policy service (``tg.policy.recheck``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import nats.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from toolgate.shared import catalog
+from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.shared.events import ApprovalRequested, decode_event
+from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+
+__all__ = ["StreamApprovalsBus"]
+
+log = logging.getLogger("toolgate.approvals")
+_answer = msgspec.json.Decoder(RecheckAnswer)
+
+
+class StreamApprovalsBus:
+    """:class:`~toolgate.approvals.ports.ApprovalsBus` over one NATS connection.
+
+    Args:
+        nc: the connection.
+        js: its JetStream context.
+        recheck_timeout_s: how long to wait for the policy's answer, seconds.
+    """
+
+    def __init__(self, nc: Client, js: JetStreamContext, recheck_timeout_s: float = 2.0) -> None:
+        self._nc, self._js, self._timeout_s = nc, js, recheck_timeout_s
+
+    async def has_receipt(self, principal: str, request_id: str) -> bool:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.has_receipt`."""
+        return await self._next(Subjects.receipt(principal, request_id), 1) is not None
+
+    async def resolved(self, principal: str, request_id: str) -> bool:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.resolved`."""
+        for kind in ("granted", "rejected"):
+            if await self._next(Subjects.approval(kind, principal, request_id), 1) is not None:
+                return True
+        return await self.has_receipt(principal, request_id)
+
+    async def requested(self) -> AsyncIterator[ApprovalRequested]:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.requested`."""
+        seq = 1
+        while (message := await self._next(Subjects.APPROVALS_REQUESTED, seq)) is not None:
+            seq = message.seq + 1
+            try:
+                event = decode_event(message.data or b"")
+            except msgspec.DecodeError:
+                continue
+            if isinstance(event, ApprovalRequested):
+                yield event
+
+    async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.recheck`."""
+        try:
+            reply = await self._nc.request(Rpc.POLICY_RECHECK, msgspec.json.encode(query), self._timeout_s)
+            return _answer.decode(reply.data)
+        except (nats.errors.Error, msgspec.DecodeError) as error:
+            log.warning("policy re-check failed: %s", type(error).__name__)
+            return None
+
+    async def _next(self, subject: str, seq: int) -> Any:
+        try:
+            return await self._js.get_msg(catalog.STREAM, seq=seq, subject=subject, next=True)
+        except NotFoundError:
+            return None

@@ -1,0 +1,309 @@
+"""One stdio MCP server's connection: started on demand, owned by one task, watched, replaced.
+
+A :class:`Connection` is one server process and its ``mcp.Client``, held open by an
+*owner* task (the SDK's anyio task groups must be entered and exited in one task; calls
+come from any task). Its start-up (spawn, handshake, first ``tools/list``) runs under an
+anyio cancel scope whose deadline, ``start_timeout_s``, is lifted once it serves; callers
+wait for the start with ``asyncio.wait``, which never re-raises the owner's fate, so a
+start that hangs, fails or is cancelled reaches them as ``ToolFailed("server_unavailable")``.
+A lost connection is never restarted: :class:`McpSession` makes a new one on the next call.
+
+The SDK's stdio transport is relayed so that the connection is marked lost *before* the SDK
+sees the stream end: a call woken with "connection closed" (code -32000) can then tell a
+lost connection from a server's own JSON-RPC error with the same code. A stdout line that is
+not a JSON-RPC message ends the connection as ``malformed_reply``: the stdio transport allows
+nothing else on stdout (MCP specification 2025-11-25, basic/transports) and which request
+it answered cannot be known.
+
+The live listing (read by the rug-pull check of :mod:`.mcp_client`) is fetched at start-up
+and whenever a call needs it fresh (:meth:`Connection.tools`); ``notifications/tools/list_changed``
+marks it stale (from a handshake-era session, or from a ``subscriptions/listen`` stream on
+a 2026-07-28 connection whose server announces ``tools.listChanged``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.session import IncomingMessage
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from mcp_types import ToolListChangedNotification
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolgate.executor.errors import ToolFailed
+from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.mcp_mapping import McpToolInfo, tool_from_wire
+
+__all__ = ["Connection", "McpSession"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_PAGES = 100
+"""Bound on ``tools/list`` pages, so a cursor that never ends cannot hang a listing."""
+
+_GRACE_S = 10.0
+"""How long :meth:`McpSession.stop` lets a connection shut down before cancelling it, seconds."""
+
+
+class Connection:
+    """One server process and its client, from start to loss; never restarted.
+
+    Attributes:
+        name: the server's configured name.
+        lost: the transport ended (server exited, stdout closed, malformed line) or the
+            connection was told to stop; no new call may be sent on it.
+        fault: reason code for calls the loss interrupted: ``connection_lost`` or
+            ``malformed_reply``.
+    """
+
+    def __init__(self, config: McpServerConfig, start_timeout_s: float) -> None:
+        self.name = config.name
+        self.lost = False
+        self.fault = "connection_lost"
+        self._config = config
+        self._start_timeout_s = start_timeout_s
+        self._start_deadline = _now() + start_timeout_s
+        self._ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._ready.add_done_callback(_retrieved)
+        self._leave = asyncio.Event()
+        self._scope: anyio.CancelScope | None = None
+        self._serving = False
+        self._changes = 0
+        self._listing: tuple[dict[str, McpToolInfo], float, int] | None = None
+        self.owner = asyncio.create_task(self._own(), name=f"mcp-session-{config.name}")
+
+    async def client(self) -> Client:
+        """Wait for the start (bounded by the caller's own timeout) and return the client.
+
+        Raises:
+            ToolFailed: ``server_unavailable``, the start failed or the connection is lost.
+        """
+        await asyncio.wait({self._ready}, timeout=max(self._start_deadline - _now(), 0.0))
+        if not self._ready.done():  # the start is over its deadline: fail now, let the owner stop the process
+            self._fail(f"did not finish its start-up within {self._start_timeout_s:g}s")
+            self.close()
+        if self._ready.cancelled() or self._ready.exception() is not None or self.lost:
+            raise ToolFailed("server_unavailable", self._why())
+        return self._ready.result()
+
+    async def tools(self, client: Client, max_age_s: float) -> dict[str, McpToolInfo]:
+        """The live listing: the last one if younger than ``max_age_s`` and unchanged since, else a new one.
+
+        Args:
+            client: this connection's client (from :meth:`client`).
+            max_age_s: oldest listing still acceptable, seconds; ``0`` always re-lists.
+
+        Raises:
+            Exception: whatever listing raises (the caller maps it; nothing was sent).
+        """
+        if self._listing is not None:
+            tools, fetched_at, changes = self._listing
+            if changes == self._changes and asyncio.get_running_loop().time() - fetched_at < max_age_s:
+                return tools
+        return await self._refresh(client)
+
+    def close(self) -> None:
+        """Ask the owner to leave the session (a start still running is cancelled)."""
+        self._lose(self.fault)
+        if self._scope is not None and not self._serving:
+            self._scope.cancel()
+
+    def cancel(self) -> None:
+        """Cancel the owner's session outright (the SDK still stops the process, bounded)."""
+        self._lose(self.fault)
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _own(self) -> None:
+        deadline = self._start_deadline
+        why = "was stopped before its start-up finished"
+        try:
+            with anyio.CancelScope(deadline=deadline) as scope:
+                self._scope = scope
+                await self._session(scope)
+        except Exception as exc:
+            logger.warning("MCP server %r session ended with an error: %r", self.name, exc)
+            why = _summary(exc)
+        finally:
+            if _now() >= deadline:
+                why = f"did not finish its start-up within {self._start_timeout_s:g}s"
+            self._lose(self.fault)
+            self._fail(why)
+
+    async def _session(self, scope: anyio.CancelScope) -> None:
+        if self.lost:
+            return
+        config = self._config
+        params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env) or None)
+        async with Client(self._relayed(params), message_handler=self._on_message, cache=None) as client:
+            try:
+                await self._serve(client, scope)
+            finally:
+                self._lose(self.fault)  # before the client's exit wakes pending calls with "connection closed"
+
+    async def _serve(self, client: Client, scope: anyio.CancelScope) -> None:
+        await self._refresh(client)
+        scope.deadline = math.inf
+        self._serving = True
+        self._ready.set_result(client)
+        async with anyio.create_task_group() as group:
+            if _announces_changes(client):
+                group.start_soon(self._listen, client)
+            await self._leave.wait()
+            group.cancel_scope.cancel()
+
+    async def _refresh(self, client: Client) -> dict[str, McpToolInfo]:
+        changes, fetched_at = self._changes, asyncio.get_running_loop().time()
+        tools = {tool.name: tool for tool in await _list_tools(client)}
+        if self._listing is None or fetched_at >= self._listing[1]:
+            self._listing = (tools, fetched_at, changes)
+        return tools
+
+    async def _listen(self, client: Client) -> None:
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    self._changes += 1
+        except Exception as exc:
+            logger.info("MCP server %r: tools/list_changed stream ended: %r", self.name, exc)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            self._changes += 1
+
+    @contextlib.asynccontextmanager
+    async def _relayed(self, params: StdioServerParameters) -> AsyncIterator[tuple[Any, Any]]:
+        """The SDK's stdio transport, relayed so that the connection is marked lost first."""
+        async with stdio_client(params) as (read, write):
+            send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+            async def relay() -> None:
+                fault = "connection_lost"
+                try:
+                    async for item in read:
+                        if isinstance(item, Exception):
+                            fault = "malformed_reply"
+                            break
+                        await send.send(item)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass
+                finally:
+                    self._lose(fault)
+                    send.close()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(relay)
+                try:
+                    yield receive, write
+                finally:
+                    group.cancel_scope.cancel()
+
+    def _lose(self, fault: str) -> None:
+        if not self.lost:
+            self.lost, self.fault = True, fault
+        self._leave.set()
+
+    def _fail(self, why: str) -> None:
+        if not self._ready.done():
+            self._ready.set_exception(ToolFailed("server_unavailable", f"MCP server {self.name!r} {why}"))
+
+    def _why(self) -> str:
+        failure = None if self._ready.cancelled() else self._ready.exception()
+        if isinstance(failure, ToolFailed):
+            return failure.reason
+        return f"MCP server {self.name!r} ended its connection ({self.fault}) before the call was sent"
+
+
+class McpSession:
+    """The connections of one configured server: the current one, and those still shutting down.
+
+    Args:
+        config: the server's configuration.
+        start_timeout_s: limit for one start (spawn, handshake, first listing), seconds.
+    """
+
+    def __init__(self, config: McpServerConfig, start_timeout_s: float) -> None:
+        self.config = config
+        self._start_timeout_s = start_timeout_s
+        self._current: Connection | None = None
+        self._open: set[Connection] = set()
+
+    def connection(self) -> Connection:
+        """The current connection, or a new one (starting) when there is none or it was lost."""
+        current = self._current
+        if current is None or current.lost:
+            current = self._current = Connection(self.config, self._start_timeout_s)
+            self._open.add(current)
+            current.owner.add_done_callback(lambda _: self._open.discard(current))
+        return current
+
+    async def stop(self) -> None:
+        """Stop every connection and wait for its server process to end.
+
+        Safe while calls are in flight or after they were cancelled (they end as their
+        connection is lost). Raises nothing, ``CancelledError`` included, unless the
+        calling task itself is cancelled.
+        """
+        connections, self._current = set(self._open), None
+        for connection in connections:
+            connection.close()
+        pending = await _wait_owners(connections, _GRACE_S)
+        for connection in pending:
+            connection.cancel()
+        pending = await _wait_owners(pending, _GRACE_S)
+        for connection in pending:
+            connection.owner.cancel()
+        await _wait_owners(pending, _GRACE_S)
+
+
+async def _wait_owners(connections: set[Connection], timeout_s: float) -> set[Connection]:
+    """Wait up to ``timeout_s`` for the owners to end; return the connections still running."""
+    owners = {connection.owner for connection in connections if not connection.owner.done()}
+    if owners:
+        await asyncio.wait(owners, timeout=timeout_s)
+    return {connection for connection in connections if not connection.owner.done()}
+
+
+async def _list_tools(client: Client) -> list[McpToolInfo]:
+    """Every page of ``tools/list``, as :class:`McpToolInfo`."""
+    found: list[McpToolInfo] = []
+    cursor: str | None = None
+    for _ in range(_MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        found += [tool_from_wire(tool.model_dump(by_alias=True, mode="json", exclude_none=True)) for tool in page.tools]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return found
+
+
+def _announces_changes(client: Client) -> bool:
+    """Whether a 2026-07-28 server serves ``tools.listChanged`` on ``subscriptions/listen``."""
+    tools = client.server_capabilities.tools
+    return client.protocol_version in MODERN_PROTOCOL_VERSIONS and bool(tools and tools.list_changed)
+
+
+def _now() -> float:
+    """The event loop's clock, seconds (anyio's deadlines use the same clock on asyncio)."""
+    return asyncio.get_running_loop().time()
+
+
+def _retrieved(future: asyncio.Future[Client]) -> None:
+    """Mark a start failure as seen: no call may be waiting for it."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _summary(exc: BaseException) -> str:
+    """A short, secret-free account of a start failure: the error's type and code, never its text."""
+    if isinstance(exc, MCPError):
+        return f"failed its start-up (JSON-RPC error {exc.code})"
+    return f"failed its start-up ({type(exc).__name__})"

@@ -1,0 +1,159 @@
+"""The executor's :class:`~toolgate.executor.ports.Bus` on NATS JetStream.
+
+Reads take the *first* message on a per-request subject (``$JS.API.STREAM.MSG.GET`` with
+``next_by_subj`` from sequence 1): the events that matter are published first-on-subject,
+so a message published later on the same subject (a copy, a forgery) is never what is read.
+Receipts, claims and result chunks are published with
+``Nats-Expected-Last-Subject-Sequence: 0`` (one per subject, forever). Large results are
+gzip-compressed (RFC 1952) and cut into chunks of :data:`CHUNK_BYTES` in
+:data:`catalog.RESULTS_STREAM`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+import msgspec
+import nats.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+
+from toolgate.executor.ports import ApprovalTrail
+from toolgate.shared import catalog
+from toolgate.shared.bus import publish_once
+from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.shared.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalRequested,
+    DecisionMade,
+    EffectClaimed,
+    ReceiptIssued,
+    ResultRef,
+    decode_event,
+)
+from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+
+__all__ = ["CHUNK_BYTES", "StreamBus"]
+
+log = logging.getLogger("toolgate.executor")
+E = TypeVar("E")
+
+CHUNK_BYTES = 262_144
+"""Largest result chunk, bytes (well under the 1 MiB NATS payload limit)."""
+
+MAX_EVENTS_PER_SUBJECT = 16
+"""How many messages of one per-request subject are read at most (grants, rejections)."""
+
+_answer = msgspec.json.Decoder(RecheckAnswer)
+
+
+class StreamBus:
+    """:class:`~toolgate.executor.ports.Bus` over one NATS connection.
+
+    Args:
+        nc: the connection (request/reply for re-checks).
+        js: its JetStream context.
+        recheck_timeout_s: how long to wait for the policy's re-check answer, seconds.
+    """
+
+    def __init__(self, nc: Client, js: JetStreamContext, recheck_timeout_s: float = 2.0) -> None:
+        self._nc, self._js, self._recheck_timeout_s = nc, js, recheck_timeout_s
+
+    async def publish_receipt(self, receipt: ReceiptIssued) -> bool:
+        """See :meth:`~toolgate.executor.ports.Bus.publish_receipt`."""
+        return await publish_once(self._js, Subjects.receipt(receipt.principal, receipt.request_id), receipt)
+
+    async def decision(self, principal: str, request_id: str) -> DecisionMade | None:
+        """See :meth:`~toolgate.executor.ports.Bus.decision`."""
+        return _first(await self._events(Subjects.decision(principal, request_id), 1), DecisionMade)
+
+    async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
+        """See :meth:`~toolgate.executor.ports.Bus.receipt`."""
+        return _first(await self._events(Subjects.receipt(principal, request_id), 1), ReceiptIssued)
+
+    async def approvals(self, principal: str, request_id: str) -> ApprovalTrail:
+        """See :meth:`~toolgate.executor.ports.Bus.approvals`."""
+        requested = await self._events(Subjects.approval("requested", principal, request_id), 1)
+        granted = await self._events(Subjects.approval("granted", principal, request_id))
+        rejected = await self._events(Subjects.approval("rejected", principal, request_id))
+        return ApprovalTrail(
+            requested=_first(requested, ApprovalRequested),
+            granted=tuple(e for e in granted if isinstance(e, ApprovalGranted)),
+            rejected=tuple(e for e in rejected if isinstance(e, ApprovalRejected)),
+        )
+
+    async def claim_effect(self, claim: EffectClaimed, key_digest: str) -> EffectClaimed | None:
+        """See :meth:`~toolgate.executor.ports.Bus.claim_effect`."""
+        subject = Subjects.claim(claim.principal, key_digest)
+        if await publish_once(self._js, subject, claim):
+            return None
+        prior = _first(await self._events(subject, 1), EffectClaimed)
+        if prior is None:
+            log.error("the claim subject %s holds something that is not a claim", subject)
+            return msgspec.structs.replace(claim, request_id="", request_hash="")
+        return prior
+
+    async def store_result(self, principal: str, request_id: str, data: bytes) -> ResultRef:
+        """See :meth:`~toolgate.executor.ports.Bus.store_result` (one run id per call, so chunks never mix)."""
+        run_id = f"{request_id}_{secrets.token_hex(4)}"
+        packed = gzip.compress(data, mtime=0)
+        chunks = [packed[i : i + CHUNK_BYTES] for i in range(0, len(packed), CHUNK_BYTES)]
+        for index, chunk in enumerate(chunks):
+            headers = {"Nats-Expected-Last-Subject-Sequence": "0"}
+            subject = Subjects.result_chunk(principal, run_id, index)
+            await self._js.publish(subject, chunk, stream=catalog.RESULTS_STREAM, headers=headers, timeout=10.0)
+        prefix = Subjects.result_chunk(principal, run_id, 0).rsplit(".", 1)[0]
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        return ResultRef(
+            subject_prefix=prefix, chunks=len(chunks), size_bytes=len(data), stored_bytes=len(packed), sha256=digest
+        )
+
+    async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
+        """See :meth:`~toolgate.executor.ports.Bus.recheck`."""
+        try:
+            reply = await self._nc.request(Rpc.POLICY_RECHECK, msgspec.json.encode(query), self._recheck_timeout_s)
+            return _answer.decode(reply.data)
+        except (nats.errors.Error, msgspec.DecodeError) as error:
+            log.warning("policy re-check failed: %s", type(error).__name__)
+            return None
+
+    async def claims(self) -> AsyncIterator[EffectClaimed]:
+        """See :meth:`~toolgate.executor.ports.Bus.claims`."""
+        seq = 1
+        while (message := await self._next(Subjects.CLAIMS, seq)) is not None:
+            seq = message.seq + 1
+            event = _decoded(message.data)
+            if isinstance(event, EffectClaimed):
+                yield event
+
+    async def _events(self, subject: str, most: int = MAX_EVENTS_PER_SUBJECT) -> list[Any]:
+        found: list[Any] = []
+        seq = 1
+        while len(found) < most and (message := await self._next(subject, seq)) is not None:
+            found.append(_decoded(message.data))
+            seq = message.seq + 1
+        return found
+
+    async def _next(self, subject: str, seq: int) -> Any:
+        try:
+            return await self._js.get_msg(catalog.STREAM, seq=seq, subject=subject, next=True)
+        except NotFoundError:
+            return None
+
+
+def _decoded(data: bytes | None) -> Any:
+    try:
+        return decode_event(data or b"")
+    except msgspec.DecodeError:
+        return None
+
+
+def _first(events: list[Any], kind: type[E]) -> E | None:
+    return events[0] if events and isinstance(events[0], kind) else None

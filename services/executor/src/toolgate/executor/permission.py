@@ -1,0 +1,91 @@
+"""Whether a permission is still good at the moment of effect (checked before a new run starts).
+
+In order: a replay decision whose stored receipt is gone runs nothing; an expired approval
+runs nothing; a decision older than ``decision_max_age_s`` runs nothing; a grant, or a
+decision older than ``recheck_after_s``, is re-checked with the policy service now
+(:mod:`toolgate.shared.recheck`), and runs only when the policy's signed, fresh answer for
+exactly this request hash says it is still allowed. Checked only for a new run, so a
+redelivery after a crash mid-write ends ``uncertain``, never ``denied``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolgate.executor.ports import Bus
+from toolgate.executor.timing import Timing
+from toolgate.shared.events import ApprovalGranted, DecisionMade
+from toolgate.shared.recheck import RecheckAnswer, RecheckQuery, valid_answer
+from toolgate.shared.vocabulary import Outcome
+
+__all__ = ["Permission", "RecheckUnavailable", "Stop"]
+
+log = logging.getLogger("toolgate.executor")
+
+Stop = tuple[Outcome, str, str]
+"""How a request ends without running: ``(outcome, reason_code, reason)``."""
+
+
+class RecheckUnavailable(Exception):
+    """The policy service gave no valid answer: nothing may run yet (transient)."""
+
+
+@dataclass
+class Permission:
+    """Checks that a decided (or granted) call may still run now."""
+
+    bus: Bus
+    policy_key: Ed25519PublicKey
+    clock: Callable[[], datetime]
+    timing: Timing
+
+    async def check(self, decision: DecisionMade, grant: ApprovalGranted | None) -> Stop | None:
+        """Return how the request ends without running, or ``None`` when it may run.
+
+        Raises:
+            RecheckUnavailable: the re-check got no valid answer.
+        """
+        if barred := self._barred(decision, grant):
+            return barred
+        if not self._needs_recheck(decision, grant):
+            return None
+        answer = await self._recheck(decision, grant)
+        if answer.allowed:
+            return None
+        return Outcome.DENIED, answer.reason_code, f"not run: {answer.reason}"
+
+    def _barred(self, decision: DecisionMade, grant: ApprovalGranted | None) -> Stop | None:
+        now = self.clock()
+        if decision.reason_code == "idempotent_replay":
+            reason = "the key's stored receipt is gone (expired): nothing ran; retry with a new idempotency key"
+            return Outcome.REFUSED, "replay_record_missing", reason
+        if grant is not None and grant.expires_at <= now:
+            return Outcome.DENIED, "approval_expired", "the approval expired before use"
+        if (now - decision.occurred_at).total_seconds() > self.timing.decision_max_age_s:
+            reason = f"the decision is older than {self.timing.decision_max_age_s:g}s: nothing ran"
+            return Outcome.DENIED, "decision_expired", reason
+        return None
+
+    def _needs_recheck(self, decision: DecisionMade, grant: ApprovalGranted | None) -> bool:
+        age_s = (self.clock() - decision.occurred_at).total_seconds()
+        return grant is not None or age_s > self.timing.recheck_after_s
+
+    async def _recheck(self, decision: DecisionMade, grant: ApprovalGranted | None) -> RecheckAnswer:
+        assert decision.request is not None
+        query = RecheckQuery(
+            principal=decision.principal,
+            request=decision.request,
+            request_hash=decision.request_hash or "",
+            version_pinned=decision.version_pinned,
+            approver=grant.approver if grant else None,
+        )
+        answer = await self.bus.recheck(query)
+        if answer is None or not valid_answer(answer, query, self.policy_key, self.clock()):
+            log.warning("no valid re-check answer for %s/%s", decision.principal, decision.request_id)
+            raise RecheckUnavailable(decision.request_id)
+        return answer

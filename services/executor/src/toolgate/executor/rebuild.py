@@ -1,0 +1,66 @@
+"""Rebuilding the idempotency index from the stream after Redis lost it.
+
+The stream is the record, Redis an index: every write's claim is in the stream
+(``tg.claim.<p>.<key digest>``, :class:`EffectClaimed`) and so is every receipt. When the
+index has no epoch marker (Redis restarted empty, or is new), one executor instance
+takes the rebuild lock, writes back every claim younger than the idempotency TTL — done
+with its receipt when the request has one, else in flight (its run may have happened, so
+a later claim ends it ``uncertain``, never runs it again) — and only then sets the epoch.
+Until then every claim answers "index lost" and is retried: nothing runs on an index
+that may be incomplete. READ_ONLY calls leave no claim in the stream: after a loss, a
+read under a used key runs again, which has no effect.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+import msgspec
+
+from toolgate.executor.ports import Bus, IdempotencyStore, Restored
+
+__all__ = ["rebuild_index"]
+
+log = logging.getLogger("toolgate.executor")
+
+LOCK_S = 300.0
+"""How long one rebuild may hold the lock, seconds."""
+
+
+async def rebuild_index(
+    store: IdempotencyStore, bus: Bus, clock: Callable[[], datetime], owner: str, ttl_s: float
+) -> bool:
+    """Rebuild the index if its epoch is missing; True when the index is complete afterwards.
+
+    Returns ``False`` when another instance holds the rebuild lock (try again later).
+
+    Raises:
+        StoreUnavailable: Redis cannot be reached.
+        nats.errors.Error: the stream cannot be read.
+    """
+    if await store.has_epoch():
+        return True
+    if not await store.lock_rebuild(owner, LOCK_S):
+        return False
+    restored = 0
+    async for claim in bus.claims():
+        age_s = (clock() - claim.occurred_at).total_seconds()
+        if age_s >= ttl_s:
+            continue
+        found = await bus.receipt(claim.principal, claim.request_id)
+        record = Restored(
+            fingerprint=claim.request_hash,
+            owner=claim.request_id,
+            instance=claim.instance,
+            claimed_at_ms=int(claim.occurred_at.timestamp() * 1000),
+            receipt=msgspec.json.encode(found) if found else None,
+            ttl_s=ttl_s - age_s,
+        )
+        await store.restore(claim.principal, claim.key_digest, record)
+        restored += 1
+    await store.set_epoch(uuid.uuid4().hex)
+    log.warning("idempotency index rebuilt from the stream: %d write claims restored", restored)
+    return True

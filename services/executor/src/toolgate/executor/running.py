@@ -1,0 +1,178 @@
+"""One run of a tool: the call under its timeout and the shutdown abort, then the receipt.
+
+What a run ends as (guarantee 3: unknown is ``uncertain``, never ``failed``):
+
+- the tool refused before any effect (:class:`ToolRefused`) → ``refused``;
+- the tool answered that it failed, or could not be reached (:class:`ToolFailed`) → ``failed``;
+- no definitive answer — timeout after sending, connection lost, killed, malformed reply,
+  the executor shutting down mid-call, an unexpected adapter fault, an output that fails
+  its schema or has no canonical JSON form — → ``uncertain`` for a write, ``failed`` for
+  a READ_ONLY operation (a read has no effect to reconcile);
+- otherwise ``succeeded`` with the scrubbed result: inline when its JSON is at most
+  ``inline_result_bytes``, else kept out of band (:meth:`Bus.store_result`, gzip chunks
+  in the results stream) and referenced by the receipt; a result over ``max_result_bytes``
+  is not kept (a read then ``failed``; a write ``succeeded``, result withheld).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import msgspec
+
+from toolgate.executor.domain import effect_id, receipt, scrub
+from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
+from toolgate.executor.ports import Bus
+from toolgate.shared.canonical import unrepresentable
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.events import DecisionMade, ReceiptIssued
+from toolgate.shared.failpoints import failpoint
+from toolgate.shared.schemas import first_error
+from toolgate.shared.vocabulary import Outcome, SideEffectClass
+
+__all__ = ["Runner", "ToolHost"]
+
+log = logging.getLogger("toolgate.executor")
+
+
+class ToolHost(Protocol):
+    """Runs one operation of a tool (file system, MCP server, …)."""
+
+    async def call(self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]) -> Any:
+        """Return the operation's result; raise :class:`ExecutorError` subclasses on failure."""
+        ...
+
+
+class _Aborted(Exception):
+    """The executor is shutting down and the grace period ended before the call did."""
+
+
+@dataclass
+class Runner:
+    """Runs calls and turns what happened into receipts.
+
+    Attributes:
+        tools: the tool host.
+        bus: where large results are kept.
+        clock: current UTC time.
+        inline_result_bytes: largest result JSON carried in the receipt itself, bytes.
+        max_result_bytes: largest result JSON kept at all, bytes.
+    """
+
+    tools: ToolHost
+    bus: Bus
+    clock: Callable[[], datetime]
+    inline_result_bytes: int = 262_144
+    max_result_bytes: int = 16_777_216
+    _abort: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def abort(self) -> None:
+        """End every call still running now: each ends ``uncertain`` (writes) or ``failed`` (reads)."""
+        self._abort.set()
+
+    async def run(self, decision: DecisionMade, descriptor: ToolDescriptor) -> ReceiptIssued:
+        """Run the decided call once and return its receipt (never raises for the tool's behaviour)."""
+        assert decision.request is not None
+        bound, started = decision.request, time.perf_counter()
+        side_effect = descriptor.operations[bound.operation].side_effect_class
+        try:
+            result = await self._call(decision.request_id, descriptor, bound.operation, bound.arguments)
+        except ToolRefused as error:
+            return receipt(decision, self.clock(), Outcome.REFUSED, error.reason_code, error.reason)
+        except ToolFailed as error:
+            return self._ended(decision, Outcome.FAILED, error.reason_code, error.reason)
+        except (ToolTimeout, ToolOutcomeUnknown) as error:
+            return self._unknown(decision, side_effect, error.reason_code, error.reason)
+        except _Aborted:
+            return self._unknown(decision, side_effect, "executor_shutdown", "the executor stopped during the call")
+        elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
+        return await self._finished(decision, descriptor, result, elapsed_ms)
+
+    async def _call(
+        self, request_id: str, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]
+    ) -> Any:
+        call = asyncio.ensure_future(self._tool(request_id, descriptor, operation, arguments))
+        stop = asyncio.ensure_future(self._abort.wait())
+        try:
+            await asyncio.wait({call, stop}, timeout=descriptor.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        finally:
+            stop.cancel()
+        if call.done():
+            return _outcome(call)
+        call.cancel()
+        await asyncio.gather(call, return_exceptions=True)
+        if self._abort.is_set():
+            raise _Aborted()
+        raise ToolTimeout(reason=f"no answer in {descriptor.timeout_s:g}s")
+
+    async def _tool(
+        self, request_id: str, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]
+    ) -> Any:
+        await failpoint("executor.run", request_id)  # inert unless TOOLGATE_FAILPOINTS names it
+        return await self.tools.call(descriptor, operation, arguments)
+
+    async def _finished(
+        self, decision: DecisionMade, descriptor: ToolDescriptor, result: Any, elapsed_ms: float
+    ) -> ReceiptIssued:
+        assert decision.request is not None
+        spec = descriptor.operations[decision.request.operation]
+        if problem := unrepresentable(result):
+            return self._unknown(decision, spec.side_effect_class, "output_unrepresentable", f"output at {problem}")
+        if problem := first_error(spec.output_schema, result):
+            return self._unknown(decision, spec.side_effect_class, "output_invalid", f"output invalid at {problem}")
+        clean = scrub(result)
+        data = msgspec.json.encode(clean)
+        fields: dict[str, Any] = {"result": clean, "duration_ms": elapsed_ms}
+        if len(data) > self.max_result_bytes:
+            why = f"its result is {len(data)} bytes, over the limit of {self.max_result_bytes}"
+            return self._not_kept(decision, spec.side_effect_class, why, elapsed_ms)
+        if len(data) > self.inline_result_bytes:
+            try:
+                ref = await self.bus.store_result(decision.principal, decision.request_id, data)
+            except Exception:  # the tool ran: its receipt must still say so
+                log.exception("%s: the result could not be stored", decision.request_id)
+                return self._not_kept(decision, spec.side_effect_class, "it could not be stored", elapsed_ms)
+            fields = {"result_ref": ref, "duration_ms": elapsed_ms}
+        return self._ended(decision, Outcome.SUCCEEDED, "ok", "the tool ran", **fields)
+
+    def _not_kept(
+        self, decision: DecisionMade, side_effect: SideEffectClass, why: str, elapsed_ms: float
+    ) -> ReceiptIssued:
+        """The tool ran but its result is not kept: a read failed, a write succeeded (result withheld)."""
+        if side_effect is SideEffectClass.READ_ONLY:
+            return self._ended(decision, Outcome.FAILED, "output_too_large", f"the tool ran; {why}")
+        reason = f"the tool ran; {why}, so its result was not kept"
+        return self._ended(decision, Outcome.SUCCEEDED, "output_withheld", reason, duration_ms=elapsed_ms)
+
+    def _ended(self, decision: DecisionMade, outcome: Outcome, code: str, reason: str, **fields: Any) -> ReceiptIssued:
+        effect = effect_id(decision.principal, decision.idempotency_key or "")
+        return receipt(decision, self.clock(), outcome, code, reason, effect_id=effect, **fields)
+
+    def _unknown(self, decision: DecisionMade, side_effect: SideEffectClass, code: str, reason: str) -> ReceiptIssued:
+        if side_effect is SideEffectClass.READ_ONLY:
+            return self._ended(decision, Outcome.FAILED, code, reason)
+        suffix = "; whether the write happened is unknown — reconcile it"
+        return self._ended(decision, Outcome.UNCERTAIN, code, reason + suffix)
+
+
+def _outcome(call: asyncio.Future[Any]) -> Any:
+    """The call's result; a fault that is not the tool's own answer becomes an unknown outcome."""
+    try:
+        return call.result()
+    except ExecutorError:
+        raise
+    except asyncio.CancelledError:
+        log.error("a tool call was cancelled from inside its adapter")
+        raise ToolOutcomeUnknown("interrupted", "the call was interrupted inside its adapter") from None
+    except Exception as error:
+        log.exception("a tool adapter failed unexpectedly")
+        raise ToolOutcomeUnknown("adapter_fault", f"the tool adapter failed: {type(error).__name__}") from None

@@ -1,0 +1,88 @@
+"""Background upkeep of one executor instance: its heartbeat and the index rebuild.
+
+The heartbeat (``tg:exec:alive:<instance>``, renewed every ``heartbeat_every_s`` with a
+lifetime of ``alive_for_s``) lets another delivery tell a run that is still going from one
+whose executor died: a dead owner's write ends ``uncertain`` at once instead of after its
+timeout. The rebuild runs at start, whenever a claim reports the index lost, and when a
+heartbeat finds the epoch marker gone (the policy waits on a lost index too, even while no
+claim is being made); one instance rebuilds at a time (:func:`~toolgate.executor.rebuild.rebuild_index`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from toolgate.executor.errors import ExecutorError
+from toolgate.executor.ports import Bus, IdempotencyStore
+from toolgate.executor.rebuild import rebuild_index
+
+__all__ = ["Upkeep"]
+
+log = logging.getLogger("toolgate.executor")
+
+
+class Upkeep:
+    """Heartbeat and index rebuild tasks of one executor instance.
+
+    Args:
+        store: the idempotency index.
+        bus: the stream (claims and receipts, for the rebuild).
+        clock: current UTC time.
+        instance: this executor instance's id.
+        ttl_s: idempotency retention, seconds.
+        heartbeat_every_s / alive_for_s: heartbeat period and lifetime, seconds.
+    """
+
+    def __init__(
+        self,
+        store: IdempotencyStore,
+        bus: Bus,
+        clock: Callable[[], datetime],
+        instance: str,
+        ttl_s: float,
+        heartbeat_every_s: float = 1.0,
+        alive_for_s: float = 5.0,
+    ) -> None:
+        self._store, self._bus, self._clock, self._instance, self._ttl_s = store, bus, clock, instance, ttl_s
+        self._every_s, self._alive_s = heartbeat_every_s, alive_for_s
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebuild: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the heartbeat and a first rebuild check."""
+        self._tasks.append(asyncio.create_task(self._beat(), name="executor-heartbeat"))
+        self.index_lost()
+
+    def index_lost(self) -> None:
+        """Rebuild the index now unless a rebuild is already running."""
+        if self._rebuild is None or self._rebuild.done():
+            self._rebuild = asyncio.create_task(self._rebuild_until_done(), name="executor-rebuild")
+
+    async def stop(self) -> None:
+        """Cancel the background tasks."""
+        tasks = [*self._tasks, *([self._rebuild] if self._rebuild else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _beat(self) -> None:
+        """Renew the heartbeat; notice a lost index even when no claim is being made."""
+        while True:
+            with contextlib.suppress(ExecutorError):
+                await self._store.heartbeat(self._instance, self._alive_s)
+                if not await self._store.has_epoch():
+                    self.index_lost()
+            await asyncio.sleep(self._every_s)
+
+    async def _rebuild_until_done(self) -> None:
+        while True:
+            try:
+                if await rebuild_index(self._store, self._bus, self._clock, self._instance, self._ttl_s):
+                    return
+            except Exception as error:  # the store or the stream is not reachable yet: keep trying, loudly
+                log.warning("index rebuild not possible yet: %s: %s", type(error).__name__, error)
+            await asyncio.sleep(1.0)

@@ -1,0 +1,84 @@
+"""Re-checking one bound call against the current policy, directory and registry.
+
+Asked at the moment of effect (``tg.policy.recheck``; see :mod:`toolgate.shared.recheck`):
+a grant runs only if, now, the principal is still in the directory, the current policy
+still permits the call directly or with an approval the granting approver is entitled to,
+and the descriptor it was decided under is still the one that would be chosen (the
+latest version, unless the request pinned its version; same digest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from toolgate.policy.domain import PolicyPorts
+from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+from toolgate.shared.vocabulary import Verdict
+
+__all__ = ["recheck"]
+
+
+class _Changed(Exception):
+    def __init__(self, reason_code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.reason_code, self.reason = reason_code, reason
+
+
+async def recheck(query: RecheckQuery, ports: PolicyPorts, clock: Callable[[], datetime]) -> RecheckAnswer:
+    """Answer whether ``query``'s call may still run now (unsigned; the handler signs it).
+
+    Never raises: a check that cannot run answers ``allowed=False`` (fail closed).
+    """
+    try:
+        descriptor = await _current_descriptor(query, ports)
+        reason = _still_permitted(query, descriptor, ports)
+    except _Changed as changed:
+        return _answer(query, clock, False, changed.reason_code, changed.reason)
+    return _answer(query, clock, True, "still_allowed", reason)
+
+
+def _answer(query: RecheckQuery, clock: Callable[[], datetime], ok: bool, code: str, reason: str) -> RecheckAnswer:
+    hashed = query.request_hash
+    return RecheckAnswer(request_hash=hashed, allowed=ok, reason_code=code, reason=reason, checked_at=clock())
+
+
+async def _current_descriptor(query: RecheckQuery, ports: PolicyPorts) -> ToolDescriptor:
+    bound = query.request
+    try:
+        descriptor = await ports.descriptors.get(bound.tool, bound.version)
+        latest = descriptor if query.version_pinned else await ports.descriptors.get(bound.tool, None)
+    except Exception:  # any registry fault: not allowed (fail closed)
+        raise _Changed("registry_unavailable", "the registry cannot be read to re-check the call") from None
+    if descriptor is None or descriptor_digest(descriptor) != bound.descriptor_digest:
+        raise _Changed("descriptor_changed", f"{bound.tool}@{bound.version} is no longer the descriptor decided on")
+    if latest is None or latest.version != bound.version:
+        newer = latest.version if latest else "none"
+        reason = f"{bound.tool}@{bound.version} was superseded by {newer} and the request did not pin its version"
+        raise _Changed("descriptor_superseded", reason)
+    return descriptor
+
+
+def _still_permitted(query: RecheckQuery, descriptor: ToolDescriptor, ports: PolicyPorts) -> str:
+    bound = query.request
+    if ports.engine is None:
+        raise _Changed("no_policy", "no valid policy is loaded now")
+    spec = descriptor.operations.get(bound.operation)
+    if spec is None:
+        raise _Changed("descriptor_changed", f"{bound.tool}@{bound.version} has no operation {bound.operation!r}")
+    outcome = ports.engine.decide(query.principal, bound.tool, bound.version, bound.operation, spec)
+    if outcome.verdict is Verdict.EXECUTE:
+        return f"the current policy permits it ({outcome.reason})"
+    if outcome.verdict is not Verdict.NEEDS_APPROVAL:
+        raise _Changed(outcome.reason_code, f"the current policy no longer allows it: {outcome.reason}")
+    return _approval_still_enough(query, outcome.approver_role or "", ports)
+
+
+def _approval_still_enough(query: RecheckQuery, role: str, ports: PolicyPorts) -> str:
+    approver = query.approver
+    if approver is None:
+        raise _Changed("approval_required", f"the current policy requires an approval by role {role!r}")
+    if approver == query.principal or ports.engine is None or not ports.engine.directory.is_approver(approver, role):
+        raise _Changed("approver_not_entitled", f"{approver!r} may no longer approve it (role {role!r} required now)")
+    return f"the current policy permits it with an approval by role {role!r}"

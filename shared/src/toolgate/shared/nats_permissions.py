@@ -1,0 +1,310 @@
+"""Who may publish and subscribe what on the bus: every NATS user of toolgate and its rights.
+
+Pure: derived from :mod:`toolgate.shared.catalog` (no subject is spelled here) and a
+:class:`~toolgate.shared.directory.PrincipalDirectory`. :mod:`toolgate.shared.nats_config`
+renders the result as nats-server configuration text.
+
+The users:
+
+- one per service (``registry``, ``policy``, ``approvals``, ``executor``, ``audit``),
+  each with the JetStream API subjects of its own durable consumers only;
+- ``agent-<p>`` for each principal ``<p>`` under ``[principals]``: publishes only
+  ``tg.req.<p>`` and reads only its own receipts and stored results;
+- ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
+  only as ``<n>`` (``tg.approvals.decide.<n>``);
+- ``admin`` with every right, only when asked for (a test observer).
+
+The prefixes keep an agent and an approver of the same name apart. Every client that is
+not a service reads replies on its private inbox prefix ``_INBOX_<user>``: whoever may
+subscribe to ``_INBOX.>`` reads every reply sent to a default-prefix client.
+
+Rules follow the NATS docs: "Authorization"
+(https://docs.nats.io/running-a-nats-service/configuration/securing_nats/authorization)
+and the JetStream wire API reference
+(https://docs.nats.io/reference/reference-protocols/nats_api_reference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from toolgate.shared import catalog
+from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
+
+__all__ = ["ADMIN", "SERVICES", "NatsUser", "Rule", "agent_user", "approver_user", "nats_users", "private_inbox"]
+
+SERVICES = ("registry", "policy", "approvals", "executor", "audit")
+"""The service users; each is also the service's name."""
+
+ADMIN = "admin"
+"""The user with every right, generated only on request."""
+
+SERVICE_INBOXES = "_INBOX.>"
+"""Replies to the services, which keep nats-py's default inbox prefix."""
+
+KV_STREAM = f"KV_{catalog.TOOLS_BUCKET}"
+"""The stream behind the tools bucket (NATS KV naming)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One subject a user may (or may not) use, and why.
+
+    Attributes:
+        subject: a NATS subject, wildcards allowed.
+        why: a one-line reason, rendered as a comment; empty for none.
+    """
+
+    subject: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class NatsUser:
+    """One NATS user and its permissions.
+
+    Attributes:
+        name: the user name (``registry``, ``agent-<p>``, ``approver-<n>``, ``admin``).
+        title: what the user is, one line.
+        publish: subjects it may publish to.
+        subscribe: subjects it may subscribe to.
+        deny_publish: subjects refused even where ``publish`` allows them.
+        inbox_prefix: its private reply prefix; ``None`` for nats-py's default ``_INBOX``.
+        notes: comment lines explaining the user.
+    """
+
+    name: str
+    title: str
+    publish: tuple[Rule, ...]
+    subscribe: tuple[Rule, ...]
+    deny_publish: tuple[Rule, ...] = ()
+    inbox_prefix: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def agent_user(principal: str) -> str:
+    """The NATS user of the agent ``principal``: ``agent-<principal>``."""
+    return f"agent-{principal}"
+
+
+def approver_user(approver: str) -> str:
+    """The NATS user of the approver ``approver``: ``approver-<approver>``."""
+    return f"approver-{approver}"
+
+
+def private_inbox(user: str) -> str:
+    """The inbox prefix of a non-service client: ``_INBOX_<user>`` (nats-py ``inbox_prefix``)."""
+    return f"_INBOX_{user}"
+
+
+def _api(*tokens: str) -> str:
+    return ".".join(("$JS.API", *tokens))
+
+
+def _consumer(spec: catalog.ConsumerSpec) -> tuple[Rule, ...]:
+    """Bind (nats-py pull_subscribe), pull, and ack/nak/term one durable consumer of the stream."""
+    return (
+        Rule(_api("CONSUMER.INFO", catalog.STREAM, spec.durable), f"bind {spec.durable}"),
+        Rule(_api("CONSUMER.MSG.NEXT", catalog.STREAM, spec.durable), "pull"),
+        Rule(f"$JS.ACK.{catalog.STREAM}.{spec.durable}.>", "ack, nak with delay, term"),
+    )
+
+
+def _kv_reads() -> tuple[Rule, ...]:
+    """Bind the tools bucket and read descriptors (direct get once the bucket allows it)."""
+    return (
+        Rule(_api("STREAM.INFO", KV_STREAM), "bind the tools bucket"),
+        Rule(_api("STREAM.MSG.GET", KV_STREAM), "read descriptors"),
+        Rule(_api("DIRECT.GET", KV_STREAM), "... by direct get"),
+        Rule(_api("DIRECT.GET", KV_STREAM, ">")),
+    )
+
+
+def _replies_to(clients: Iterable[str]) -> tuple[Rule, ...]:
+    """Answers to the services' default inboxes and to each client's private inbox."""
+    private = tuple(Rule(f"{private_inbox(user)}.>", f"replies to {user}") for user in clients)
+    return (Rule(SERVICE_INBOXES, "replies to services and default-prefix callers"), *private)
+
+
+def _check(directory: PrincipalDirectory) -> None:
+    """Every name becomes a subject token and part of a user name.
+
+    Raises:
+        DirectoryInvalid: a name is not one subject token (:data:`catalog.TOKEN`).
+    """
+    for table, names in (("principals", directory.principals), ("approvers", directory.approvers)):
+        for name in names:
+            if not catalog.TOKEN.match(name):
+                raise DirectoryInvalid(f"[{table}.{name}]: the name must match {catalog.TOKEN.pattern}")
+
+
+def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[NatsUser, ...]:
+    """Every NATS user of toolgate for ``directory``, services first.
+
+    Args:
+        directory: the agents (``principals``) and people (``approvers``).
+        admin: also generate :data:`ADMIN`, which may publish and subscribe everything.
+
+    Returns:
+        The users in a stable order: services, approvers, agents (each sorted), then admin.
+
+    Raises:
+        DirectoryInvalid: a principal or approver name is not one subject token.
+    """
+    _check(directory)
+    agents = tuple(agent_user(p) for p in sorted(directory.principals))
+    approvers = tuple(approver_user(n) for n in sorted(directory.approvers))
+    users = (
+        _registry(approvers + agents),
+        _policy(),
+        _approvals(approvers),
+        _executor(),
+        _audit(approvers),
+        *(_approver(name) for name in sorted(directory.approvers)),
+        *(_agent(principal) for principal in sorted(directory.principals)),
+    )
+    return (*users, _admin()) if admin else users
+
+
+def _registry(clients: tuple[str, ...]) -> NatsUser:
+    return NatsUser(
+        name="registry",
+        title="registry: owns the bus layout and the tools bucket",
+        publish=(
+            Rule(_api(">"), "provisions both streams, the consumers, the KV bucket"),
+            Rule(Subjects.tool_published("*"), "ToolPublished events (only the registry)"),
+            Rule(f"$KV.{catalog.TOOLS_BUCKET}.>", "KV create/put of descriptors (only the registry)"),
+            Rule(f"$JS.FC.{KV_STREAM}.>", "flow control of the ordered consumer behind kv.keys()"),
+            *_replies_to(clients),
+        ),
+        deny_publish=(
+            Rule(_api("CONSUMER.MSG.NEXT", ">")),
+            Rule(_api("STREAM.DELETE", ">")),
+            Rule(_api("STREAM.PURGE", ">")),
+            Rule(_api("STREAM.MSG.DELETE", ">")),
+        ),
+        subscribe=(
+            *(Rule(subject) for subject in (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST)),
+            Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, KV watch"),
+        ),
+        notes=(
+            "Owning the layout is not owning the traffic: no pulling from the services'",
+            "consumers, and no erasing events the audit trail is built from. Stream updates",
+            "stay allowed for provisioning changes, so a stolen registry password could",
+            "still shorten max_age: guard it like an operator credential.",
+        ),
+    )
+
+
+def _policy() -> NatsUser:
+    return NatsUser(
+        name="policy",
+        title="policy: tool requests in, signed decisions out",
+        publish=(
+            Rule(Subjects.DECISIONS, "only policy decides"),
+            *_consumer(catalog.POLICY_CONSUMER),
+            *_kv_reads(),
+            Rule(SERVICE_INBOXES, f"answers {Rpc.POLICY_RECHECK} (callers are services)"),
+        ),
+        subscribe=(
+            Rule(Rpc.POLICY_RECHECK, "re-check at the moment of effect (executor, approvals)"),
+            Rule(SERVICE_INBOXES),
+        ),
+    )
+
+
+def _approvals(approvers: tuple[str, ...]) -> NatsUser:
+    return NatsUser(
+        name="approvals",
+        title="approvals: decisions in, approval requests and signed outcomes out",
+        publish=(
+            Rule(Subjects.APPROVALS, "only approvals grants"),
+            *_consumer(catalog.APPROVALS_CONSUMER),
+            Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its index from the stream, reads receipts"),
+            Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
+            Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy"),
+            *_replies_to(approvers),
+        ),
+        subscribe=(
+            Rule(Rpc.APPROVALS_LIST),
+            Rule(Rpc.APPROVALS_DECIDE, "the approver is the last token"),
+            Rule(SERVICE_INBOXES),
+        ),
+    )
+
+
+def _executor() -> NatsUser:
+    return NatsUser(
+        name="executor",
+        title="executor: decisions and approvals in; claims, results and receipts out",
+        publish=(
+            Rule(Subjects.RECEIPTS, "only the executor issues receipts"),
+            Rule(Subjects.CLAIMS, "durable claims of writes"),
+            *(Rule(subject, f"result chunks ({catalog.RESULTS_STREAM})") for subject in catalog.RESULTS_SUBJECTS),
+            *_consumer(catalog.EXECUTOR_DECISIONS),
+            *_consumer(catalog.EXECUTOR_APPROVALS),
+            *_consumer(catalog.BACKSTOP_CONSUMER),
+            Rule(_api("STREAM.MSG.GET", catalog.STREAM), "decisions, receipts, claims, approvals by subject"),
+            Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get"),
+            *_kv_reads(),
+            Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy before the effect"),
+        ),
+        subscribe=(Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, recheck answers"),),
+    )
+
+
+def _audit(approvers: tuple[str, ...]) -> NatsUser:
+    return NatsUser(
+        name="audit",
+        title="audit: every stream event in, trail and verify answered",
+        publish=(
+            *_consumer(catalog.AUDIT_CONSUMER),
+            Rule(_api("STREAM.INFO", catalog.STREAM), "verify: how far the stream is ahead"),
+            *_replies_to(approvers),
+        ),
+        subscribe=(Rule(Rpc.AUDIT_TRAIL), Rule(Rpc.AUDIT_VERIFY), Rule(SERVICE_INBOXES)),
+    )
+
+
+def _approver(name: str) -> NatsUser:
+    user = approver_user(name)
+    return NatsUser(
+        name=user,
+        title=f"approver {name}: answers approvals as {name} only, reads the trail",
+        publish=(
+            Rule(Rpc.approvals_decide(name), "nobody answers as someone else"),
+            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY)),
+            *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET)),
+        ),
+        subscribe=(Rule(f"{private_inbox(user)}.>"),),
+        inbox_prefix=private_inbox(user),
+        notes=(f'Connect with inbox_prefix=b"{private_inbox(user)}".',),
+    )
+
+
+def _agent(principal: str) -> NatsUser:
+    user = agent_user(principal)
+    return NatsUser(
+        name=user,
+        title=f"agent {principal}: its own requests, receipts and results",
+        publish=(
+            Rule(Subjects.request(principal), "its own tool requests only (PubAck to its inbox)"),
+            *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET)),
+            Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.receipts_of(principal)), "its stored receipts"),
+            Rule(_api("DIRECT.GET", catalog.RESULTS_STREAM, Subjects.results_of(principal)), "its stored results"),
+        ),
+        subscribe=(Rule(Subjects.receipts_of(principal)), Rule(f"{private_inbox(user)}.>")),
+        inbox_prefix=private_inbox(user),
+        notes=(f'Connect with inbox_prefix=b"{private_inbox(user)}": PubAcks and answers arrive there.',),
+    )
+
+
+def _admin() -> NatsUser:
+    return NatsUser(
+        name=ADMIN,
+        title="admin: every right (a test observer; never in production)",
+        publish=(Rule(">"),),
+        subscribe=(Rule(">"),),
+    )
