@@ -128,7 +128,19 @@ def stack_redis_url() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def stack(e2e_paths: Paths, stack_env: dict[str, str], stack_redis_url: str | None, repo_root: Path) -> Iterator[Stack]:
+def stack_redis_persistent() -> bool:
+    """Whether the started redis-server keeps what it acknowledged across a restart (override in a module)."""
+    return False
+
+
+@pytest.fixture(scope="module")
+def stack(
+    e2e_paths: Paths,
+    stack_env: dict[str, str],
+    stack_redis_url: str | None,
+    stack_redis_persistent: bool,
+    repo_root: Path,
+) -> Iterator[Stack]:
     """The running system: nats-server, redis-server and the five services."""
     env = {
         "TOOLGATE_POLICY_POLICY_FILE": str(repo_root / "deploy/policy/policy.cedar"),
@@ -144,7 +156,7 @@ def stack(e2e_paths: Paths, stack_env: dict[str, str], stack_redis_url: str | No
             patch.setenv("REDIS_URL", stack_redis_url)
         else:
             patch.delenv("REDIS_URL", raising=False)
-        with running_stack(e2e_paths.state, env, auth=AUTH) as running:
+        with running_stack(e2e_paths.state, env, auth=AUTH, redis_persistent=stack_redis_persistent) as running:
             yield running
 
 

@@ -203,7 +203,7 @@ def up(state_dir: Path = STATE_DIR) -> None:
     try:
         with contextlib.ExitStack() as resources:
             with console.status("starting nats-server, redis-server and the five services…"):
-                stack = resources.enter_context(running_stack(state, env))
+                stack = resources.enter_context(running_stack(state, env, redis_persistent=True))
             url_file = state / "nats_url"
             url_file.write_text(stack.nats_url)
             resources.callback(url_file.unlink, missing_ok=True)

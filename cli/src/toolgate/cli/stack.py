@@ -32,7 +32,7 @@ from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import connect_once
 from toolgate.shared.nats_permissions import ADMIN
-from toolgate.shared.servers import nats_server, redis_server
+from toolgate.shared.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.signing import generate_keypair
 
 __all__ = ["DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "running_stack"]
@@ -71,6 +71,8 @@ class Stack:
     env: dict[str, str]
     credentials: BusCredentials | None = None
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    servers: dict[str, ServerProcess] = field(default_factory=dict)
+    """The nats-server and redis-server started for this stack (not those given by URL)."""
 
     def has_user(self, user: str) -> bool:
         """Whether the NATS server knows ``user`` (``False`` for every user when ``open``)."""
@@ -196,17 +198,30 @@ async def _ready(nc: Client, service: str) -> bool:
 
 
 @contextlib.contextmanager
-def running_servers(state_dir: Path, nats_config: Path | None = None) -> Iterator[tuple[str, str]]:
-    """``(nats_url, redis_url)``: from the environment, or local servers started here.
+def running_servers(
+    state_dir: Path, nats_config: Path | None = None, redis_persistent: bool = False
+) -> Iterator[dict[str, ServerProcess | str]]:
+    """``{"nats": …, "redis": …}``: a URL from the environment, or a server started here.
 
     Args:
         state_dir: where started servers keep their data and logs.
         nats_config: a nats-server config (users, permissions) for a started nats-server.
+        redis_persistent: a started redis-server fsyncs an append-only file before every
+            reply, so a restart keeps what it acknowledged (``toolgate up``); without it a
+            restart starts empty and the services rebuild their indexes from the stream.
     """
     with contextlib.ExitStack() as stack:
-        nats_url = os.environ.get("NATS_URL") or stack.enter_context(nats_server(state_dir / "nats", nats_config)).url
-        redis_url = os.environ.get("REDIS_URL") or stack.enter_context(redis_server(state_dir / "redis")).url
-        yield nats_url, redis_url
+        nats: ServerProcess | str = os.environ.get("NATS_URL") or stack.enter_context(
+            nats_server(state_dir / "nats", nats_config)
+        )
+        redis: ServerProcess | str = os.environ.get("REDIS_URL") or stack.enter_context(
+            redis_server(state_dir / "redis", persistent=redis_persistent)
+        )
+        yield {"nats": nats, "redis": redis}
+
+
+def _url(server: ServerProcess | str) -> str:
+    return server if isinstance(server, str) else server.url
 
 
 def _secure(state_dir: Path, extra_env: dict[str, str], auth: AuthMode) -> tuple[BusCredentials | None, Path | None]:
@@ -226,13 +241,19 @@ def _secure(state_dir: Path, extra_env: dict[str, str], auth: AuthMode) -> tuple
 
 
 @contextlib.contextmanager
-def running_stack(state_dir: Path, extra_env: dict[str, str] | None = None, auth: AuthMode = "open") -> Iterator[Stack]:
+def running_stack(
+    state_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    auth: AuthMode = "open",
+    redis_persistent: bool = False,
+) -> Iterator[Stack]:
     """Servers, keys and all five services; everything is stopped on exit.
 
     Args:
         state_dir: keys, logs, server data and (``secured``) the NATS config with its passwords.
         extra_env: service environment on top of :func:`base_env`.
         auth: ``open`` or ``secured`` (see :data:`AuthMode`).
+        redis_persistent: see :func:`running_servers`.
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
@@ -240,9 +261,11 @@ def running_stack(state_dir: Path, extra_env: dict[str, str] | None = None, auth
     state_dir.mkdir(parents=True, exist_ok=True)
     ensure_keys(state_dir / "keys")
     credentials, nats_config = _secure(state_dir, extra_env or {}, auth)
-    with running_servers(state_dir, nats_config) as (nats_url, redis_url):
+    with running_servers(state_dir, nats_config, redis_persistent) as servers:
+        nats_url, redis_url = _url(servers["nats"]), _url(servers["redis"])
         env = base_env(state_dir, nats_url, redis_url, extra_env or {})
         stack = Stack(state_dir, nats_url, redis_url, env, credentials)
+        stack.servers = {name: server for name, server in servers.items() if not isinstance(server, str)}
         try:
             stack.start("registry")
             asyncio.run(wait_ready(stack, ("registry",)))
