@@ -11,16 +11,25 @@ let it suppress someone else's event. Other events are deduplicated by ``Nats-Ms
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import msgspec
+import nats.errors
+from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import PubAck
+from nats.js.api import PubAck, RawStreamMsg
 from nats.js.errors import APIError, NotFoundError
 
 from toolgate.shared import catalog
+from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import AnyEvent, decode_event, encode
+from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
-__all__ = ["AlreadyPublished", "fetch_last", "publish_event", "publish_once"]
+__all__ = ["AlreadyPublished", "fetch_last", "next_message", "publish_event", "publish_once", "request_recheck"]
+
+log = logging.getLogger("toolgate")
+_answer = msgspec.json.Decoder(RecheckAnswer)
 
 WRONG_LAST_SEQUENCE = 10071
 """JetStream API error code of a failed ``Nats-Expected-Last-Subject-Sequence`` check."""
@@ -88,3 +97,32 @@ async def fetch_last(js: JetStreamContext, subject: str) -> AnyEvent | None:
     except NotFoundError:
         return None
     return decode_event(message.data or b"")
+
+
+async def next_message(js: JetStreamContext, subject: str, seq: int = 1) -> RawStreamMsg | None:
+    """The first message on ``subject`` (wildcards allowed) at or after stream sequence ``seq``, or ``None``.
+
+    ``$JS.API.STREAM.MSG.GET`` with ``next_by_subj``: from ``seq=1`` it reads the *first*
+    message of a subject, which for a first-on-subject event is the only one that counts.
+
+    Raises:
+        nats.errors.Error: the stream could not be read.
+    """
+    try:
+        message: RawStreamMsg = await js.get_msg(catalog.STREAM, seq=seq, subject=subject, next=True)
+    except NotFoundError:
+        return None
+    return message
+
+
+async def request_recheck(nc: Client, query: RecheckQuery, timeout_s: float) -> RecheckAnswer | None:
+    """Ask the policy service to re-check ``query`` (``tg.policy.recheck``); ``None`` without an answer.
+
+    The answer is returned as received: the caller verifies it (``recheck.valid_answer``).
+    """
+    try:
+        reply = await nc.request(Rpc.POLICY_RECHECK, msgspec.json.encode(query), timeout_s)
+        return _answer.decode(reply.data)
+    except (nats.errors.Error, msgspec.DecodeError) as error:
+        log.warning("policy re-check failed: %s", type(error).__name__)
+        return None

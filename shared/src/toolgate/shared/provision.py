@@ -25,30 +25,29 @@ RESULTS_MAX_AGE_S = 8 * 24 * 3600.0
 """How long stored results are kept, seconds: longer than any idempotency record that replays them."""
 
 
-def stream_config(max_age_s: float = STREAM_MAX_AGE_S) -> StreamConfig:
-    """The :data:`catalog.STREAM` configuration: limits retention, file storage."""
+def _limits_stream(name: str, subjects: tuple[str, ...], max_age_s: float) -> StreamConfig:
+    """Limits retention, file storage, a 2-minute duplicate window, and direct get by subject
+    (which lets NATS permissions scope reads to one principal's subjects).
+    """
     return StreamConfig(
-        name=catalog.STREAM,
-        subjects=list(catalog.STREAM_SUBJECTS),
-        retention=RetentionPolicy.LIMITS,
-        storage=StorageType.FILE,
-        max_age=max_age_s,
-        duplicate_window=120.0,
-        allow_direct=True,  # direct get by subject: lets NATS permissions scope reads per principal
-    )
-
-
-def results_stream_config(max_age_s: float = RESULTS_MAX_AGE_S) -> StreamConfig:
-    """The :data:`catalog.RESULTS_STREAM` configuration: compressed result chunks, read by subject."""
-    return StreamConfig(
-        name=catalog.RESULTS_STREAM,
-        subjects=list(catalog.RESULTS_SUBJECTS),
+        name=name,
+        subjects=list(subjects),
         retention=RetentionPolicy.LIMITS,
         storage=StorageType.FILE,
         max_age=max_age_s,
         duplicate_window=120.0,
         allow_direct=True,
     )
+
+
+def stream_config(max_age_s: float = STREAM_MAX_AGE_S) -> StreamConfig:
+    """The :data:`catalog.STREAM` configuration: the record of every event."""
+    return _limits_stream(catalog.STREAM, catalog.STREAM_SUBJECTS, max_age_s)
+
+
+def results_stream_config(max_age_s: float = RESULTS_MAX_AGE_S) -> StreamConfig:
+    """The :data:`catalog.RESULTS_STREAM` configuration: compressed result chunks, read by subject."""
+    return _limits_stream(catalog.RESULTS_STREAM, catalog.RESULTS_SUBJECTS, max_age_s)
 
 
 def consumer_config(spec: catalog.ConsumerSpec) -> ConsumerConfig:

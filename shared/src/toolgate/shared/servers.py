@@ -153,26 +153,50 @@ def nats_server(
         RuntimeError / TimeoutError: the server did not come up.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    log = workdir / "nats.log"
-    for attempt in range(attempts):
-        args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", str(_free_port()), "-m", "-1"]
+
+    def start(port: int) -> ServerProcess:
+        args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", str(port), "-m", "-1"]
         args += ["-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
         args += ["-c", str(config)] if config else []
-        with log.open("ab") as sink:
-            proc = subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-        server = ServerProcess("", proc, log, lambda started: _nats_ready(workdir, started.pid))
+        proc = _spawn(args, workdir / "nats.log")
+        server = ServerProcess("", proc, workdir / "nats.log", lambda started: _nats_ready(workdir, started.pid))
+        server.url = _ready_or_stopped(server, partial(_nats_ready, workdir, proc.pid), timeout_s)
+        return server
+
+    server = _started_on_a_free_port(start, attempts)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _ready_or_stopped(server: ServerProcess, ready: Callable[[], T | None], timeout_s: float) -> T:
+    """Wait for ``server`` to serve; stop it if it does not (no half-started server is left behind)."""
+    try:
+        return _wait(server.process, server.log, ready, timeout_s)
+    except BaseException:
+        server.stop()
+        raise
+
+
+def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as sink:
+        return subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _started_on_a_free_port(start: Callable[[int], ServerProcess], attempts: int) -> ServerProcess:
+    """``start(port)`` on a free port, again on another one when it loses the port to a race.
+
+    Raises:
+        RuntimeError / TimeoutError: the last attempt's failure.
+    """
+    for attempt in range(attempts):
         try:
-            server.url = _wait(proc, log, partial(_nats_ready, workdir, proc.pid), timeout_s)
+            return start(_free_port())
         except RuntimeError:
-            server.stop()
             if attempt == attempts - 1:
                 raise
-            continue
-        try:
-            yield server
-        finally:
-            server.stop()
-        return
+    raise RuntimeError("no attempt was made")
 
 
 def _free_port() -> int:
@@ -199,10 +223,7 @@ def _start_redis(workdir: Path, port: int, persistent: bool) -> subprocess.Popen
     args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
     # persistent: every write is in the append-only file before Redis answers (appendfsync always)
     args += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
-    with (workdir / "redis.log").open("ab") as sink:
-        return subprocess.Popen(
-            [*args, "--dir", str(workdir)], stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-        )
+    return _spawn([*args, "--dir", str(workdir)], workdir / "redis.log")
 
 
 @contextlib.contextmanager
@@ -222,19 +243,15 @@ def redis_server(
         RuntimeError / TimeoutError: the server did not come up.
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    for attempt in range(attempts):
-        port = _free_port()
+
+    def start(port: int) -> ServerProcess:
         proc = _start_redis(workdir, port, persistent)
         server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, workdir / "redis.log", partial(_redis_up, port))
-        try:
-            _wait(proc, server.log, partial(_redis_ready, port), timeout_s)
-        except RuntimeError:
-            server.stop()
-            if attempt == attempts - 1:
-                raise
-            continue
-        try:
-            yield server
-        finally:
-            server.stop()
-        return
+        _ready_or_stopped(server, partial(_redis_ready, port), timeout_s)
+        return server
+
+    server = _started_on_a_free_port(start, attempts)
+    try:
+        yield server
+    finally:
+        server.stop()

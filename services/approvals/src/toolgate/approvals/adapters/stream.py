@@ -11,20 +11,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.shared.bus import next_message, request_recheck
+from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import ApprovalRequested, decode_event
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = ["StreamApprovalsBus"]
 
 log = logging.getLogger("toolgate.approvals")
-_answer = msgspec.json.Decoder(RecheckAnswer)
 
 
 class StreamApprovalsBus:
@@ -64,15 +61,7 @@ class StreamApprovalsBus:
 
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
         """See :meth:`~toolgate.approvals.ports.ApprovalsBus.recheck`."""
-        try:
-            reply = await self._nc.request(Rpc.POLICY_RECHECK, msgspec.json.encode(query), self._timeout_s)
-            return _answer.decode(reply.data)
-        except (nats.errors.Error, msgspec.DecodeError) as error:
-            log.warning("policy re-check failed: %s", type(error).__name__)
-            return None
+        return await request_recheck(self._nc, query, self._timeout_s)
 
     async def _next(self, subject: str, seq: int) -> Any:
-        try:
-            return await self._js.get_msg(catalog.STREAM, seq=seq, subject=subject, next=True)
-        except NotFoundError:
-            return None
+        return await next_message(self._js, subject, seq)

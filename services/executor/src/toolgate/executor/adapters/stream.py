@@ -19,15 +19,13 @@ from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import msgspec
-import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.errors import NotFoundError
 
 from toolgate.executor.ports import ApprovalTrail
 from toolgate.shared import catalog
-from toolgate.shared.bus import publish_once
-from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.shared.bus import next_message, publish_once, request_recheck
+from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import (
     ApprovalGranted,
     ApprovalRejected,
@@ -50,8 +48,6 @@ CHUNK_BYTES = 262_144
 
 MAX_EVENTS_PER_SUBJECT = 16
 """How many messages of one per-request subject are read at most (grants, rejections)."""
-
-_answer = msgspec.json.Decoder(RecheckAnswer)
 
 
 class StreamBus:
@@ -117,12 +113,7 @@ class StreamBus:
 
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
         """See :meth:`~toolgate.executor.ports.Bus.recheck`."""
-        try:
-            reply = await self._nc.request(Rpc.POLICY_RECHECK, msgspec.json.encode(query), self._recheck_timeout_s)
-            return _answer.decode(reply.data)
-        except (nats.errors.Error, msgspec.DecodeError) as error:
-            log.warning("policy re-check failed: %s", type(error).__name__)
-            return None
+        return await request_recheck(self._nc, query, self._recheck_timeout_s)
 
     async def claims(self) -> AsyncIterator[EffectClaimed]:
         """See :meth:`~toolgate.executor.ports.Bus.claims`."""
@@ -142,10 +133,7 @@ class StreamBus:
         return found
 
     async def _next(self, subject: str, seq: int) -> Any:
-        try:
-            return await self._js.get_msg(catalog.STREAM, seq=seq, subject=subject, next=True)
-        except NotFoundError:
-            return None
+        return await next_message(self._js, subject, seq)
 
 
 def _decoded(data: bytes | None) -> Any:
