@@ -26,8 +26,9 @@ RESULTS_MAX_AGE_S = 8 * 24 * 3600.0
 
 
 def _limits_stream(name: str, subjects: tuple[str, ...], max_age_s: float) -> StreamConfig:
-    """Limits retention, file storage, a 2-minute duplicate window, and direct get by subject
-    (which lets NATS permissions scope reads to one principal's subjects).
+    """Limits retention, file storage, a 2-minute duplicate window, direct get by subject.
+
+    Direct get by subject lets NATS permissions scope reads to one principal's subjects.
     """
     return StreamConfig(
         name=name,
