@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import subprocess
@@ -220,6 +221,26 @@ def running_servers(
         yield {"nats": nats, "redis": redis}
 
 
+@contextlib.contextmanager
+def _only_stack_on(state_dir: Path) -> Iterator[None]:
+    """Hold ``<state_dir>/stack.lock`` (``flock``): two stacks on one JetStream store would corrupt it.
+
+    Raises:
+        RuntimeError: another stack holds the lock (its pid is named).
+    """
+    with (state_dir / "stack.lock").open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise RuntimeError(f"a toolgate stack is already running on {state_dir} (pid {holder})") from None
+        lock.truncate(0)
+        lock.write(str(os.getpid()))
+        lock.flush()
+        yield
+
+
 def _url(server: ServerProcess | str) -> str:
     return server if isinstance(server, str) else server.url
 
@@ -259,19 +280,28 @@ def running_stack(
         RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
     """
     state_dir.mkdir(parents=True, exist_ok=True)
-    ensure_keys(state_dir / "keys")
-    credentials, nats_config = _secure(state_dir, extra_env or {}, auth)
-    with running_servers(state_dir, nats_config, redis_persistent) as servers:
+    with contextlib.ExitStack() as held:
+        held.enter_context(_only_stack_on(state_dir))
+        ensure_keys(state_dir / "keys")
+        credentials, nats_config = _secure(state_dir, extra_env or {}, auth)
+        servers = held.enter_context(running_servers(state_dir, nats_config, redis_persistent))
         nats_url, redis_url = _url(servers["nats"]), _url(servers["redis"])
-        env = base_env(state_dir, nats_url, redis_url, extra_env or {})
-        stack = Stack(state_dir, nats_url, redis_url, env, credentials)
+        stack = Stack(state_dir, nats_url, redis_url, base_env(state_dir, nats_url, redis_url, extra_env or {}))
+        stack.credentials = credentials
         stack.servers = {name: server for name, server in servers.items() if not isinstance(server, str)}
-        try:
-            stack.start("registry")
-            asyncio.run(wait_ready(stack, ("registry",)))
-            for service in SERVICES[1:]:
-                stack.start(service)
-            asyncio.run(wait_ready(stack, SERVICES[1:]))
-            yield stack
-        finally:
-            stack.stop_all()
+        held.callback(stack.stop_all)
+        _start_services(stack)
+        yield stack
+
+
+def _start_services(stack: Stack) -> None:
+    """Start the registry (it provisions the bus), then the other services; wait until each serves.
+
+    Raises:
+        RuntimeError / TimeoutError: a service did not come up.
+    """
+    stack.start("registry")
+    asyncio.run(wait_ready(stack, ("registry",)))
+    for service in SERVICES[1:]:
+        stack.start(service)
+    asyncio.run(wait_ready(stack, SERVICES[1:]))

@@ -48,7 +48,8 @@ async def rebuild_approvals(store: ApprovalStore, bus: ApprovalsBus, owner: str)
         await store.restore(pending)
         reopened += 1
     await store.set_epoch(uuid.uuid4().hex)
-    log.warning("approval store rebuilt from the stream: %d pending approvals re-opened", reopened)
+    report = log.warning if reopened else log.info  # nothing to re-open: a new (or empty) store
+    report("approval store rebuilt from the stream: %d pending approvals re-opened", reopened)
     return True
 
 

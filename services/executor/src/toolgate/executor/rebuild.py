@@ -62,5 +62,6 @@ async def rebuild_index(
         await store.restore(claim.principal, claim.key_digest, record)
         restored += 1
     await store.set_epoch(uuid.uuid4().hex)
-    log.warning("idempotency index rebuilt from the stream: %d write claims restored", restored)
+    report = log.warning if restored else log.info  # nothing to restore: a new (or empty) index
+    report("idempotency index rebuilt from the stream: %d write claims restored", restored)
     return True
