@@ -6,7 +6,9 @@ NATS outage is retried with the same request id). Autonomy-2 agents write direct
 autonomy-1 agents' writes wait for an approval that a background approver (``alice``)
 gives. Meanwhile a schedule SIGKILLs and restarts the executor, the policy service, Redis
 (this module's Redis keeps nothing on disk: every restart is a total loss) and nats-server
-(same port, same JetStream store). Then:
+(same port, same JetStream store). Every other executor kill waits for a write's durable
+claim, so it lands while that write runs; every other NATS outage outlasts the clients'
+publish timeout, so submissions fail and are repeated. Then:
 
 - every submitted request has exactly one receipt (guarantee 2);
 - no effect ran twice, counted at the tool: each write replaces its own file with a unique
@@ -16,8 +18,10 @@ gives. Meanwhile a schedule SIGKILLs and restarts the executor, the policy servi
 - the audit chain verifies once audit has caught up, with no stream sequence missing.
 
 ``TOOLGATE_CHAOS_S`` is the load's duration in seconds (default 120; the fault schedule
-scales with it) and ``TOOLGATE_CHAOS_SEED`` fixes the schedule's random choices. The summary
-line is printed past pytest's output capture and kept with every request's outcome in
+scales with it); ``TOOLGATE_CHAOS_SEED`` seeds the random choices (fault kinds and times,
+outages, calls), the summary names the seed of each run. The summary is printed past pytest's
+output capture (``capsys.disabled()``), recorded as the test's ``chaos`` property (JUnit XML)
+and kept with every request's outcome and every fault's window in
 ``<state_dir>/chaos-report.json``.
 """
 
@@ -276,9 +280,27 @@ FAULTS: dict[str, Callable[[Any, Ledger], Awaitable[None]]] = {
 }
 
 
+async def _aim(gate: Any, kind: str, ledger: Ledger) -> None:
+    """Every other executor kill waits for a write's durable claim, so that it lands while the write runs."""
+    if kind != "executor" or sum(fault.kind == "executor" for fault in ledger.faults) % 2:
+        return
+    claimed = asyncio.Event()
+
+    async def on_claim(_msg: Any) -> None:
+        claimed.set()
+
+    subscription = await gate.nc.subscribe(Subjects.CLAIMS, cb=on_claim)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(claimed.wait(), timeout=FAULT_EVERY_S)
+    finally:
+        await subscription.unsubscribe()
+
+
 async def _inject_faults(gate: Any, ledger: Ledger, started: float) -> None:
     for at_s, kind in _schedule(ledger.rng):
         await asyncio.sleep(max(0.0, started + at_s - time.monotonic()))
+        await _aim(gate, kind, ledger)
         began = _now()
         await FAULTS[kind](gate, ledger)
         ledger.faults.append(Fault(kind, began, _now()))

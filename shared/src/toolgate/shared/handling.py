@@ -197,25 +197,30 @@ class DurableWorker:
         await self._settle(msg, outcome)
 
     async def _handled(self, delivery: Delivery) -> Settlement:
-        durable = self._consumer.spec.durable
+        durable, limit = self._consumer.spec.durable, asyncio.timeout(self._consumer.handler_timeout_s)
         try:
-            async with asyncio.timeout(self._consumer.handler_timeout_s):
+            async with limit:
                 return await self._consumer.handle(delivery)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # the worker is stopping this handler
             log.error("%s: a handler leaked a cancellation on seq %s; retrying", durable, delivery.stream_seq)
-        except TimeoutError:
+        except Exception as error:
+            self._log_fault(delivery, error, limit.expired())
+        return Settle.RETRY
+
+    def _log_fault(self, delivery: Delivery, error: Exception, timed_out: bool) -> None:
+        durable, seq = self._consumer.spec.durable, delivery.stream_seq
+        if timed_out and isinstance(error, TimeoutError):
             log.error(
                 "%s: handler still running after %ss on seq %s; retrying",
                 durable,
                 self._consumer.handler_timeout_s,
-                delivery.stream_seq,
+                seq,
             )
-        except Exception:
-            log.exception("%s: handler failed on seq %s; retrying", durable, delivery.stream_seq)
-        return Settle.RETRY
+        else:
+            log.error("%s: handler failed on seq %s; retrying", durable, seq, exc_info=error)
 
     async def _given_up(self, delivery: Delivery) -> Settlement:
         durable, give_up = self._consumer.spec.durable, self._consumer.give_up
