@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
@@ -21,8 +22,8 @@ pytestmark = pytest.mark.connected
 class Bench:
     """A stream of its own, one consumer, and a worker around a handler the test writes."""
 
-    def __init__(self, js: JetStreamContext, ns: str) -> None:
-        self.js, self.ns, self.stream = js, ns, f"S{ns}"
+    def __init__(self, nc: Client, js: JetStreamContext, ns: str) -> None:
+        self.nc, self.js, self.ns, self.stream = nc, js, ns, f"S{ns}"
         self.seen: list[tuple[bytes, int]] = []
         self.given_up: list[bytes] = []
         self.workers: list[DurableWorker] = []
@@ -54,7 +55,7 @@ class Bench:
 
         spec = ConsumerSpec("c", None, max_deliver=max_deliver, ack_wait_s=ack_wait_s)
         consumer = Consumer(spec, recorded, giving_up, max_workers, handler_timeout_s)
-        worker = DurableWorker(self.js, consumer, 0.2, self.stream)
+        worker = DurableWorker(self.nc, consumer, 0.2, self.stream)
         await worker.start()
         self.workers.append(worker)
         return worker
@@ -78,8 +79,8 @@ class Bench:
 
 
 @pytest_asyncio.fixture
-async def bench(js: JetStreamContext, ns: str) -> AsyncIterator[Bench]:
-    made = Bench(js, ns)
+async def bench(nc: Client, js: JetStreamContext, ns: str) -> AsyncIterator[Bench]:
+    made = Bench(nc, js, ns)
     yield made
     for worker in made.workers:
         await worker.stop(grace_s=1.0)
@@ -148,8 +149,11 @@ async def test_later_is_redelivered_after_its_delay_not_before(bench: Bench) -> 
 
 
 async def test_a_leaked_cancellation_does_not_end_the_consumer(bench: Bench) -> None:
+    leaked: list[bytes] = []
+
     async def leak(delivery: Delivery) -> Settlement:
-        if delivery.data.startswith(b"leak"):
+        if delivery.data.startswith(b"leak") and delivery.data not in leaked:
+            leaked.append(delivery.data)
             raise asyncio.CancelledError()
         return Settle.ACK
 
@@ -232,3 +236,32 @@ async def test_stop_drains_then_aborts_then_cancels(bench: Bench) -> None:
             break
         await asyncio.sleep(0.1)
     assert await bench.quiet() == {"ack_pending": 0, "pending": 0}, "a drained or aborted handler was not acked"
+
+
+@pytest.mark.parametrize("status", ["404", "408", "409", "503", "100"])
+async def test_a_message_carrying_its_own_status_header_is_delivered_like_any_other(bench: Bench, status: str) -> None:
+    await bench.start(_by_body({b"plain": _ack, b"headed": _ack}))
+    await bench.js.publish(f"{bench.ns}.m", b"headed", stream=bench.stream, headers={"Status": status})
+    await bench.send(b"plain")
+    await bench.until(lambda: bench.deliveries(b"headed") == [1] and bench.deliveries(b"plain") == [1])
+    for _ in range(20):
+        if await bench.quiet() == {"ack_pending": 0, "pending": 0}:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("a message with a Status header was not acknowledged")
+
+
+async def test_one_worker_keeps_stream_order_when_a_message_fails(bench: Bench) -> None:
+    order: list[bytes] = []
+
+    async def flaky_first(delivery: Delivery) -> Settlement:
+        if delivery.data == b"first" and order.count(b"first?") < 2:
+            order.append(b"first?")
+            return Settle.RETRY
+        order.append(delivery.data)
+        return Settle.ACK
+
+    await bench.start(flaky_first, max_workers=1)
+    await bench.send(b"first", b"second", b"third")
+    await bench.until(lambda: b"third" in order)
+    assert [body for body in order if not body.endswith(b"?")] == [b"first", b"second", b"third"]

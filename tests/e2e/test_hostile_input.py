@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import nats.js.errors
 import pytest
 
 from toolgate.shared.catalog import Subjects
@@ -136,3 +138,34 @@ async def test_malformed_request_gets_a_refusal_receipt_and_is_audited(gate: Any
     assert Subjects.receipt(agent, request_id) in subjects
     receipts = [r["event_type"] for r in trail if r["subject"] == Subjects.receipt(agent, request_id)]
     assert receipts == ["receipt.issued"]
+
+
+@pytest.mark.parametrize(
+    ("subject", "body", "reply_to"),
+    [
+        ("tg.registry.get", {"tool": "nope"}, "$KV.TOOLGATE_TOOLS.latest.file_system"),
+        ("tg.registry.list", {}, "$KV.TOOLGATE_TOOLS.file_system.9.9.9"),
+        ("tg.approvals.list", {}, "tg.approval.granted.{agent}.squat"),
+        ("tg.audit.verify", {}, "tg.receipt.{agent}.squat"),
+        ("tg.policy.recheck", {}, "tg.decision.{agent}.squat"),
+    ],
+)
+async def test_a_service_never_answers_onto_a_subject_the_requester_chose(
+    gate: Any, subject: str, body: dict[str, Any], reply_to: str
+) -> None:
+    agent = gate.agent()
+    target = reply_to.format(agent=agent)
+    await gate.nc.publish(subject, json.dumps(body).encode(), reply=target)
+    await gate.nc.flush()
+    await asyncio.sleep(1.0)
+    if target.startswith("$KV."):
+        key = target.removeprefix("$KV.TOOLGATE_TOOLS.")
+        kv = await gate.js.key_value("TOOLGATE_TOOLS")
+        entry = await kv.get(key) if key.startswith("latest.") else None
+        assert entry is None or entry.value == b"1.0.0", f"the registry wrote {entry and entry.value!r} into {key}"
+        with pytest.raises(nats.js.errors.KeyNotFoundError):
+            await kv.get("file_system.9.9.9")
+    else:
+        assert await gate.count(target) == 0, f"a service published its answer on {target}"
+    issued = await gate.call(agent, "read", {"path": "hello.txt"})
+    assert issued.outcome == "succeeded", issued.reason

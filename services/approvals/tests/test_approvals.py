@@ -32,7 +32,7 @@ class Clock:
         return self.now
 
 
-def _decision(rid: str, verdict: Verdict = Verdict.NEEDS_APPROVAL) -> DecisionMade:
+def _decision(rid: str, verdict: Verdict = Verdict.NEEDS_APPROVAL, pinned: bool = False) -> DecisionMade:
     bound = BoundRequest(
         principal="demo-agent",
         tool="file_system",
@@ -52,6 +52,7 @@ def _decision(rid: str, verdict: Verdict = Verdict.NEEDS_APPROVAL) -> DecisionMa
         request=bound,
         request_hash="sha256:h-" + rid,
         approver_role="operator",
+        version_pinned=pinned,
     )
     return sign_event(decision, POLICY)
 
@@ -280,3 +281,49 @@ async def test_a_lost_store_refuses_until_rebuilt_from_the_stream(
     pending = await store.list_pending()
     assert [p.request_id for p in pending] == [ns + "open"]
     assert pending[0].expires_at == bus.requests[0].expires_at
+
+
+async def test_a_rebuilt_approval_still_knows_its_request_pinned_the_version(
+    store: ApprovalStore, redis_client: aioredis.Redis, ns: str
+) -> None:
+    queries: list[RecheckQuery] = []
+
+    def answer(query: RecheckQuery) -> RecheckAnswer:
+        queries.append(query)
+        return _answer(True)(query)  # type: ignore[no-any-return]
+
+    published: list[tuple[str, Any]] = []
+    bus = InMemoryApprovalsBus(answer=answer)
+    approvals = _approvals(store, Clock(), published, bus)
+    await approvals.on_decision(_decision(ns, pinned=True))
+    bus.requests = [e for _, e in published if isinstance(e, ApprovalRequested)]
+    assert [e.version_pinned for e in bus.requests] == [True]
+    await _lose_everything(store, redis_client)
+    assert await rebuild_approvals(store, bus, "me")
+    assert (
+        await approvals.answer("alice", DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True))
+    ).ok
+    assert [q.version_pinned for q in queries] == [True]
+
+
+async def test_a_rebuild_whose_store_is_lost_again_midway_starts_over(
+    store: ApprovalStore, redis_client: aioredis.Redis, ns: str
+) -> None:
+    published: list[tuple[str, Any]] = []
+    bus = InMemoryApprovalsBus(answer=_answer(True))
+    approvals = _approvals(store, Clock(), published, bus)
+    for suffix in ("a", "b"):
+        await approvals.on_decision(_decision(ns + suffix))
+    requests = [e for _, e in published if isinstance(e, ApprovalRequested)]
+    await _lose_everything(store, redis_client)
+
+    class LosingBus(InMemoryApprovalsBus):
+        async def requested(self) -> Any:
+            yield requests[0]
+            await _lose_everything(store, redis_client)  # Redis restarts empty again, mid-rebuild
+            yield requests[1]
+
+    assert not await rebuild_approvals(store, LosingBus(), "me"), "a half-rebuilt store was declared complete"
+    assert not await store.has_epoch()
+    assert await rebuild_approvals(store, InMemoryApprovalsBus(requests=requests), "me")
+    assert {p.request_id for p in await store.list_pending()} == {ns + "a", ns + "b"}

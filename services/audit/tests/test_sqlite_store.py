@@ -157,3 +157,16 @@ async def test_coverage_names_stream_sequences_that_never_reached_the_chain(stor
     missing, last = await store.coverage()
     assert (missing, last) == ([6, 7, 9, 10, 11], 12)
     assert (await store.coverage(limit=2))[0] == [6, 7]
+
+
+async def test_a_chain_appended_out_of_stream_order_is_named(store: SqliteAuditStore) -> None:
+    for stream_seq in (10, 12, 11, 13, 9):
+        await _append(store, stream_seq)
+    assert await store.out_of_order() == [3, 5]
+    assert (await store.verify()).ok, "the links themselves are intact"
+
+
+async def test_a_chain_in_stream_order_has_nothing_out_of_order(store: SqliteAuditStore) -> None:
+    for stream_seq in (10, 12, 13):
+        await _append(store, stream_seq)
+    assert await store.out_of_order() == []

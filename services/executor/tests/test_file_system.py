@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.errors import ExecutorError, ToolRefused
+from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
@@ -438,3 +438,37 @@ def test_descriptor_input_schemas_reject_bad_arguments(operation: str, value: di
 def test_descriptor_output_schemas_reject_other_shapes(operation: str, value: dict[str, Any]) -> None:
     spec = load_descriptor().operations[operation]
     assert not jsonschema_rs.validator_for(spec.output_schema).is_valid(value)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["n1/n2/n3/" + "é" * 130, "n4/n5/" + "x" * 300, "n6/" + "d" * 256 + "/f.txt", "n7/" + "é" * 128 + ".txt"],
+    ids=["multibyte-name", "long-name", "long-directory", "multibyte-just-over"],
+)
+async def test_a_write_refused_for_a_long_name_leaves_nothing_behind(tool: Any, root: Path, path: str) -> None:
+    before = _tree(root)
+    error = await refused(tool, "write", {"path": path, "content": "x"})
+    assert (error.reason_code, error.argument) == ("invalid_argument", "path") and "255 bytes" in error.reason
+    assert _tree(root) == before, "a refused write created directories"
+
+
+def _tree(root: Path) -> list[Path]:
+    return sorted(p.relative_to(root) for p in root.rglob("*"))
+
+
+async def test_a_name_of_exactly_255_bytes_is_written(tool: Any, root: Path) -> None:
+    name = "é" * 127 + "x"
+    assert len(name.encode()) == 255
+    await tool.call("write", {"path": f"deep/{name}", "content": "ok"})
+    assert (root / "deep" / name).read_text() == "ok"
+
+
+async def test_no_write_takes_effect_once_the_lease_lapsed(root: Path) -> None:
+    (root / "kept.txt").write_text("before")
+    lapsed = FileSystemTool(root, may_write=lambda: False)
+    for path in ("kept.txt", "new.txt"):
+        with pytest.raises(ToolFailed) as caught:
+            await lapsed.call("write", {"path": path, "content": "after"})
+        assert caught.value.reason_code == "lease_lost"
+    assert (root / "kept.txt").read_text() == "before" and not (root / "new.txt").exists()
+    assert not [p for p in _tree(root) if p.name.startswith(".toolgate-")], "a temporary file was left behind"

@@ -321,5 +321,10 @@ async def test_heartbeats_and_the_rebuild_lock(store: IdempotencyStore, principa
     owner = f"owner-{principal}"
     if isinstance(store, RedisIdempotencyStore):
         await store._redis.delete("tg:rebuild:idem")  # type: ignore[attr-defined]
-    assert await store.lock_rebuild(owner, 5) and await store.lock_rebuild(owner, 5)
+    assert await store.lock_rebuild(owner, 5)
+    assert not await store.lock_rebuild(owner, 5), "a held lock was taken again instead of renewed"
     assert not await store.lock_rebuild("someone-else", 5)
+    assert await store.renew_rebuild(owner, 5) and not await store.renew_rebuild("someone-else", 5)
+    assert not await store.finish_rebuild("someone-else", "e-other")
+    assert await store.finish_rebuild(owner, "e-new") and await store.has_epoch()
+    assert not await store.renew_rebuild(owner, 5), "a finished rebuild still held its lock"

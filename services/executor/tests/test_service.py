@@ -329,3 +329,55 @@ async def test_a_rebuilt_index_waits_for_a_run_that_is_still_live(harness: Any) 
     retry = harness.decision("write", {"path": "w.txt", "content": "x"}, rid="r2")
     settle = await harness.executor.on_decision(retry)
     assert isinstance(settle, Later) and harness.receipts == [], "the key of a live run was not waited for"
+
+
+async def test_a_rebuild_whose_index_is_lost_again_midway_starts_over(harness: Any) -> None:
+    from toolgate.executor.rebuild import rebuild_index
+
+    for n in range(2):
+        await harness.executor.on_decision(
+            harness.decision("write", {"path": f"q{n}.txt", "content": "x"}, rid=f"r{n}", key=f"k{n}")
+        )
+    claims = list(harness.bus.claims_made.values())
+    harness.store.lose_everything()
+
+    class LosingBus:
+        async def claims(self) -> Any:
+            yield claims[0]
+            harness.store.lose_everything()  # Redis restarts empty again, mid-rebuild
+            yield claims[1]
+
+        async def receipt(self, principal: str, request_id: str) -> Any:
+            return await harness.bus.receipt(principal, request_id)
+
+    assert not await rebuild_index(harness.store, LosingBus(), harness.clock, "exec-1", 3600)
+    assert not await harness.store.has_epoch(), "a half-rebuilt index was declared complete"
+    assert await rebuild_index(harness.store, harness.bus, harness.clock, "exec-1", 3600)
+    for n in range(2):
+        await harness.executor.on_decision(
+            harness.decision("write", {"path": f"q{n}.txt", "content": "x"}, rid=f"s{n}", key=f"k{n}")
+        )
+        assert harness.receipt(f"s{n}") == (Outcome.REPLAYED, "ok")
+
+
+async def test_an_executor_whose_lease_lapsed_starts_no_write_and_frees_the_key(harness: Any, sandbox: Path) -> None:
+    harness.executor.lease = lambda: False
+    decision = harness.decision("write", {"path": "lease.txt", "content": "x"})
+    assert await harness.executor.on_decision(decision) is Settle.RETRY
+    assert not (sandbox / "lease.txt").exists() and harness.receipts == [] and harness.bus.claims_made == {}
+    harness.executor.lease = lambda: True
+    assert await harness.executor.on_decision(decision) is Settle.ACK
+    assert (sandbox / "lease.txt").read_text() == "x"
+
+
+def test_the_lease_lapses_without_heartbeats() -> None:
+    from toolgate.executor.upkeep import Lease
+
+    now = [100.0]
+    lease = Lease(valid_s=3.0, clock=lambda: now[0])
+    assert not lease.held(), "a lease never renewed is not held"
+    lease.renewed()
+    now[0] += 2.9
+    assert lease.held()
+    now[0] += 0.2
+    assert not lease.held()

@@ -277,3 +277,30 @@ async def test_recheck_refuses_a_version_republished_with_other_content(
     changed = PolicyPorts(**{**ports.__dict__, "descriptors": InMemoryDescriptorSource([republished])})
     answer = await recheck(_query(read), changed, lambda: NOW)
     assert (answer.allowed, answer.reason_code) == (False, "descriptor_changed")
+
+
+async def test_recheck_vouches_only_for_the_hash_of_the_request_it_checked(ports: PolicyPorts) -> None:
+    read = await _decided(ports, "demo-agent", "read")
+    write = await _decided(ports, "demo-agent", "write")
+    assert write.request_hash is not None and read.request is not None
+    borrowed = msgspec.structs.replace(_query(read), request_hash=write.request_hash)
+    answer = await recheck(borrowed, ports, lambda: NOW)
+    assert (answer.allowed, answer.reason_code) == (False, "hash_mismatch")
+    other = msgspec.structs.replace(_query(write, approver="alice"), principal="ops-agent")
+    answer = await recheck(other, ports, lambda: NOW)
+    assert (answer.allowed, answer.reason_code) == (False, "hash_mismatch")
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"request_id": "abc\n"}, "invalid_request_id"),
+        ({"tool": "file_system\n"}, "invalid_tool"),
+        ({"version": "1.0.0\n"}, "invalid_version"),
+        ({"idempotency_key": ""}, "invalid_idempotency_key"),
+    ],
+)
+async def test_a_trailing_newline_is_no_valid_name(ports: PolicyPorts, fields: dict[str, Any], code: str) -> None:
+    decision = await decide(_env(_body({"path": "a.txt"}, **fields)), ports)
+    assert (decision.verdict, decision.reason_code) == (Verdict.REFUSE, code)
+    assert "\n" not in decision.request_id

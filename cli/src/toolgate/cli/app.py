@@ -144,6 +144,9 @@ def audit_verify(nats_url: NatsUrl = "") -> None:
     if missing:
         err_console.print(f"[red]events never audited[/red]: stream sequences {', '.join(map(str, missing))}")
         raise typer.Exit(1)
+    if disordered := reply.get("out_of_stream_order") or []:
+        err_console.print(f"[red]chain out of stream order[/red] at records {', '.join(map(str, disordered))}")
+        raise typer.Exit(1)
     console.print(f"[green]audit chain intact[/green]: {result['checked']} of {reply['total']} records verified")
     behind = (reply.get("stream_last_seq") or 0) - (reply.get("audited_last_seq") or 0)
     if behind > 0:

@@ -41,7 +41,7 @@ __all__ = [
     "Subjects",
 ]
 
-TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 """What a principal, approver or request id may be: one safe subject token."""
 
 STREAM: Final = "TOOLGATE"

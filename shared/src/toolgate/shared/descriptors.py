@@ -25,10 +25,10 @@ __all__ = [
     "semver_key",
 ]
 
-TOOL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+TOOL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
 """Tool names are one NATS subject token and one KV key segment."""
 
-SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$")
+SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z")
 """Semantic Versioning 2.0.0 §2 and §9 (build metadata is not accepted: ``+`` is no KV key character)."""
 
 

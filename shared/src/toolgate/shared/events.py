@@ -122,7 +122,11 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
 
 
 class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requested"):
-    """A pending approval was opened for a ``needs_approval`` decision."""
+    """A pending approval was opened for a ``needs_approval`` decision.
+
+    Carries everything the approval needs, so a lost approval store is rebuilt from it;
+    ``version_pinned`` as on the decision.
+    """
 
     request_id: str
     principal: str
@@ -131,6 +135,7 @@ class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requeste
     approver_role: str
     expires_at: datetime
     request: BoundRequest
+    version_pinned: bool = False
 
 
 class ApprovalGranted(Event, frozen=True, kw_only=True, tag="approval.granted"):

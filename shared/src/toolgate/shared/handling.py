@@ -6,7 +6,8 @@ JetStream consumer semantics: docs.nats.io "Consumers", "Acknowledgement Models"
 
 - the handler answers :class:`Settle.ACK` (handled, a refusal included), :class:`Settle.TERM`
   (undecodable or forged: never again), :class:`Settle.RETRY` (transient fault: nak with
-  ``retry_delay_s``) or :class:`Later` (not a fault: nak with its delay);
+  ``retry_delay_s``, doubled at each delivery up to 30 s) or :class:`Later` (not a fault:
+  nak with its delay);
 - an exception escaping the handler is a transient fault (RETRY), and so is a
   ``CancelledError`` raised inside it while the worker itself is not cancelling it —
   a leaked cancellation never ends the consumer — and so is a handler still running
@@ -16,8 +17,12 @@ JetStream consumer semantics: docs.nats.io "Consumers", "Acknowledgement Models"
   ``give_up`` ends the request instead (a decision, a rejection or a receipt) and the
   message is acked; if even that fails the message is terminated and left to the
   executor's backstop, which ends every request that outlived its deadlines;
+- a consumer with one worker keeps stream order: a message that fails is retried in
+  place (with the same back-off) and the next message waits for it (the audit chain);
 - while a handler runs longer than a third of ``ack_wait`` the worker sends
   ``+WPI`` (in progress), so a long tool call is not redelivered to another worker;
+- messages are pulled with :class:`~toolgate.shared.pulling.Puller`, which knows a stored
+  message by its acknowledgement subject, never by a header its publisher chose;
 - :meth:`DurableWorker.stop` stops fetching, lets in-flight handlers finish within a
   grace period, then calls the service's ``abort`` (which ends what still runs) and only
   then cancels; unacknowledged messages come back after ``ack_wait``.
@@ -33,10 +38,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import nats.errors
+from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
 
 from toolgate.shared import catalog
+from toolgate.shared.pulling import Puller
 from toolgate.shared.settle import Later, Settle, Settlement
 
 __all__ = ["Consumer", "Delivery", "DurableWorker", "Later", "Settle", "Settlement"]
@@ -44,7 +50,10 @@ __all__ = ["Consumer", "Delivery", "DurableWorker", "Later", "Settle", "Settleme
 log = logging.getLogger("toolgate")
 
 RETRY_DELAY_S = 2.0
-"""Delay before a transient fault is retried, seconds."""
+"""Delay before a transient fault is first retried, seconds (doubled at each further delivery)."""
+
+MAX_RETRY_DELAY_S = 30.0
+"""Longest delay between two retries of a transient fault, seconds."""
 
 ABORT_GRACE_S = 5.0
 """After ``abort``, how long handlers get to publish what they ended, seconds."""
@@ -102,7 +111,7 @@ class DurableWorker:
     """Fetches from one durable pull consumer and settles every message explicitly.
 
     Args:
-        js: JetStream context.
+        nc: the connection.
         consumer: what to run.
         retry_delay_s: nak delay of a transient fault, seconds.
         stream: the stream the durable consumer belongs to.
@@ -110,12 +119,12 @@ class DurableWorker:
 
     def __init__(
         self,
-        js: JetStreamContext,
+        nc: Client,
         consumer: Consumer,
         retry_delay_s: float = RETRY_DELAY_S,
         stream: str = catalog.STREAM,
     ) -> None:
-        self._js, self._consumer, self._retry_delay_s, self._stream = js, consumer, retry_delay_s, stream
+        self._nc, self._consumer, self._retry_delay_s, self._stream = nc, consumer, retry_delay_s, stream
         self._inflight: set[asyncio.Task[None]] = set()
         self._running = False
         self._loop: asyncio.Task[None] | None = None
@@ -128,12 +137,13 @@ class DurableWorker:
             nats.js.errors.NotFoundError: the consumer was not provisioned.
         """
         spec = self._consumer.spec
-        info = await self._js.consumer_info(self._stream, spec.durable)
+        info = await self._nc.jetstream().consumer_info(self._stream, spec.durable)
         self._max_deliver = info.config.max_deliver or -1
         self._ack_wait_s = info.config.ack_wait or spec.ack_wait_s
-        subscription = await self._js.pull_subscribe_bind(spec.durable, self._stream)
+        puller = Puller(self._nc, self._stream, spec.durable)
+        await puller.start()
         self._running = True
-        self._loop = asyncio.create_task(self._fetch_loop(subscription), name=f"consume-{spec.durable}")
+        self._loop = asyncio.create_task(self._fetch_loop(puller), name=f"consume-{spec.durable}")
 
     async def stop(self, grace_s: float = 10.0, abort: Callable[[], None] | None = None) -> None:
         """Stop fetching; give in-flight handlers ``grace_s`` seconds, then ``abort``, then cancel."""
@@ -149,24 +159,21 @@ class DurableWorker:
             task.cancel()
         await asyncio.gather(*self._inflight, return_exceptions=True)
 
-    async def _fetch_loop(self, subscription: JetStreamContext.PullSubscription) -> None:
+    async def _fetch_loop(self, puller: Puller) -> None:
         try:
             while self._running:
                 free = self._consumer.max_workers - len(self._inflight)
                 if free <= 0:
                     await asyncio.wait(set(self._inflight), return_when=asyncio.FIRST_COMPLETED)
                     continue
-                for msg in await self._fetch(subscription, free):
+                for msg in await self._fetch(puller, free):
                     await (self._dispatch(msg) if self._running else self._hand_back(msg))
         finally:
-            with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
+            await puller.stop()
 
-    async def _fetch(self, subscription: JetStreamContext.PullSubscription, batch: int) -> list[Msg]:
+    async def _fetch(self, puller: Puller, batch: int) -> list[Msg]:
         try:
-            return await subscription.fetch(batch=batch, timeout=1.0)
-        except (TimeoutError, nats.errors.TimeoutError):
-            return []
+            return await puller.fetch(batch, wait_s=1.0)
         except nats.errors.Error as error:  # reconnecting, draining: the consumer keeps every message
             log.warning("%s: fetch failed (%s); retrying", self._consumer.spec.durable, type(error).__name__)
             await asyncio.sleep(0.5)
@@ -190,11 +197,24 @@ class DurableWorker:
         keepalive = asyncio.create_task(self._keepalive(msg))
         try:
             outcome = await self._handled(delivery)
+            if self._consumer.max_workers == 1:
+                outcome = await self._retried_in_place(delivery, outcome)
         finally:
             keepalive.cancel()
         if outcome not in (Settle.ACK, Settle.TERM) and delivery.last:
             outcome = await self._given_up(delivery)
         await self._settle(msg, outcome)
+
+    async def _retried_in_place(self, delivery: Delivery, outcome: Settlement) -> Settlement:
+        """One worker keeps stream order: a message that fails is retried here, and the next waits.
+
+        (A nak would let the following messages overtake it.) Stops retrying when the worker stops.
+        """
+        attempt = 1
+        while outcome is Settle.RETRY and self._running:
+            await asyncio.sleep(min(self._retry_delay_s * 2 ** min(attempt - 1, 16), MAX_RETRY_DELAY_S))
+            outcome, attempt = await self._handled(delivery), attempt + 1
+        return outcome
 
     async def _handled(self, delivery: Delivery) -> Settlement:
         durable, limit = self._consumer.spec.durable, asyncio.timeout(self._consumer.handler_timeout_s)
@@ -243,10 +263,17 @@ class DurableWorker:
             elif outcome is Settle.TERM:
                 await msg.term()
             else:
-                delay = outcome.delay_s if isinstance(outcome, Later) else self._retry_delay_s
-                await msg.nak(delay=delay)
+                await msg.nak(delay=outcome.delay_s if isinstance(outcome, Later) else self._backoff_s(msg))
         except nats.errors.Error as error:  # the message comes back after ack_wait: handlers are idempotent
             log.warning("%s: could not settle (%s)", self._consumer.spec.durable, type(error).__name__)
+
+    def _backoff_s(self, msg: Msg) -> float:
+        """``retry_delay_s`` doubled per delivery, at most :data:`MAX_RETRY_DELAY_S`, seconds.
+
+        A fault that lasts is retried less and less often: a consumer that never gives up never spins.
+        """
+        delivered = msg.metadata.num_delivered or 1
+        return float(min(self._retry_delay_s * 2 ** min(delivered - 1, 16), MAX_RETRY_DELAY_S))
 
     async def _keepalive(self, msg: Msg) -> None:
         interval = max(self._ack_wait_s / 3, 1.0)

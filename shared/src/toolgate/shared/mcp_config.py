@@ -40,7 +40,7 @@ __all__ = ["SERVER_NAME", "McpServerConfig", "Override", "load_mcp_servers", "re
 
 _T = TypeVar("_T")
 
-SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
+SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}\Z")
 """What an MCP server name may be; ``mcp_<name>`` is then a valid tool name."""
 
 

@@ -33,7 +33,7 @@ __all__ = [
 PasswordValue = Callable[[str], str]
 """``value(user)``: the config text standing for ``user``'s password."""
 
-SAFE_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{15,}$")
+SAFE_PASSWORD = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{15,}\Z")
 """A password usable in ``NATS_URL`` (URL-safe) and as a ``$VAR`` value (starts with a letter)."""
 
 HEADER = """\

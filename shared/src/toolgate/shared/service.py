@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from faststream import FastStream
-from faststream.nats import NatsBroker, NatsMessage
+from faststream.nats import NatsBroker, NatsMessage, NatsRouter
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from nats.js import JetStreamContext
 
@@ -24,7 +24,11 @@ from toolgate.shared.handling import Consumer, DurableWorker
 from toolgate.shared.settings import ServiceSettings
 from toolgate.shared.telemetry import tracer_provider
 
-__all__ = ["Lifecycle", "RuntimeCell", "new_app", "new_broker", "raw_body"]
+__all__ = ["Lifecycle", "RuntimeCell", "is_inbox", "new_app", "new_broker", "raw_body", "rpc"]
+
+log = logging.getLogger("toolgate")
+
+Answer = Callable[[NatsMessage], Awaitable[bytes]]
 
 R = TypeVar("R")
 
@@ -58,6 +62,34 @@ async def raw_body(msg: NatsMessage) -> bytes:
     inside the framework.
     """
     return bytes(msg.body)
+
+
+def is_inbox(subject: str) -> bool:
+    """Whether ``subject`` is a request inbox (``_INBOX.…`` or a private ``_INBOX_<user>.…``)."""
+    return subject.startswith(("_INBOX.", "_INBOX_"))
+
+
+def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answer]:
+    """Register a request/reply handler that answers only to a request inbox.
+
+    A requester names the reply subject itself; a service that answered anywhere would
+    publish there with its own rights (e.g. the registry into the tools bucket). So a
+    request whose reply subject is not an inbox gets no answer, and a warning is logged.
+    The handler receives the raw message and returns the reply's bytes.
+    """
+
+    def register(answer: Answer) -> Answer:
+        async def on_request(msg: NatsMessage) -> None:
+            reply_to = msg.raw_message.reply
+            if not reply_to or not is_inbox(reply_to):
+                log.warning("request on %s asked for its answer on %r, not an inbox: not answered", subject, reply_to)
+                return
+            await msg.raw_message.respond(await answer(msg))
+
+        router.subscriber(subject, queue=queue, decoder=raw_body, no_reply=True, include_in_schema=False)(on_request)
+        return answer
+
+    return register
 
 
 def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
@@ -109,7 +141,7 @@ def new_app(
         js = broker.connection.jetstream()
         await build(js)
         for consumer in plan.consumers:
-            worker = DurableWorker(js, consumer)
+            worker = DurableWorker(broker.connection, consumer)
             await worker.start()
             workers.append(worker)
 

@@ -14,7 +14,7 @@ from toolgate.approvals.service import Approvals
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
-from toolgate.shared.service import raw_body
+from toolgate.shared.service import rpc
 
 __all__ = ["ApprovalsRuntime", "build_router", "consumers"]
 
@@ -50,11 +50,11 @@ def build_router(runtime: Callable[[], ApprovalsRuntime]) -> NatsRouter:
     """Route list and decide commands to the :class:`Approvals` workflow."""
     router = NatsRouter()
 
-    @router.subscriber(Rpc.APPROVALS_LIST, queue="approvals", decoder=raw_body, include_in_schema=False)
+    @rpc(router, Rpc.APPROVALS_LIST, "approvals")
     async def on_list(msg: NatsMessage) -> bytes:
         return msgspec.json.encode(await runtime().approvals.list_pending())
 
-    @router.subscriber(Rpc.APPROVALS_DECIDE, queue="approvals", decoder=raw_body, include_in_schema=False)
+    @rpc(router, Rpc.APPROVALS_DECIDE, "approvals")
     async def on_decide(msg: NatsMessage) -> bytes:
         approver = msg.raw_message.subject.rsplit(".", 1)[1]
         return msgspec.json.encode(await runtime().approvals.answer_bytes(approver, msg.raw_message.data or b""))

@@ -63,7 +63,15 @@ class ApprovalStore(Protocol):
         ...
 
     async def lock_rebuild(self, owner: str, ttl_s: float) -> bool:
-        """Take the rebuild lock; ``False`` when another owner holds it."""
+        """Take the rebuild lock for ``ttl_s`` seconds; ``False`` when another owner holds it."""
+        ...
+
+    async def renew_rebuild(self, owner: str, ttl_s: float) -> bool:
+        """Renew ``owner``'s rebuild lock; ``False`` when it no longer holds it (start over)."""
+        ...
+
+    async def finish_rebuild(self, owner: str, epoch: str) -> bool:
+        """Mark the store complete if ``owner`` still holds the rebuild lock; ``False``: start over."""
         ...
 
 
@@ -94,6 +102,7 @@ class InMemoryApprovalStore:
         self._items: dict[str, PendingApproval] = {}
         self._tokens: dict[str, str] = {}
         self.epoch: str | None = "test"
+        self.lock_owner: str | None = None
 
     async def open(self, pending: PendingApproval) -> bool:  # noqa: D102
         self._check()
@@ -135,12 +144,24 @@ class InMemoryApprovalStore:
         self.epoch = epoch
 
     async def lock_rebuild(self, owner: str, ttl_s: float) -> bool:  # noqa: D102
+        if self.lock_owner is not None:
+            return False
+        self.lock_owner = owner
+        return True
+
+    async def renew_rebuild(self, owner: str, ttl_s: float) -> bool:  # noqa: D102
+        return self.lock_owner == owner
+
+    async def finish_rebuild(self, owner: str, epoch: str) -> bool:  # noqa: D102
+        if self.lock_owner != owner:
+            return False
+        self.epoch, self.lock_owner = epoch, None
         return True
 
     def lose_everything(self) -> None:
         """Forget every approval and the epoch, as a Redis restarted empty would."""
         self._items.clear()
-        self.epoch = None
+        self.epoch = self.lock_owner = None
 
     def _check(self) -> None:
         if self.epoch is None:

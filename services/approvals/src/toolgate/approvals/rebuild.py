@@ -15,10 +15,15 @@ import uuid
 
 from toolgate.approvals.domain import PendingApproval
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
+from toolgate.shared.events import ApprovalRequested
+from toolgate.shared.rebuild_lock import LEASE_S
 
 __all__ = ["Rebuilder", "rebuild_approvals"]
 
 log = logging.getLogger("toolgate.approvals")
+
+RENEW_EVERY = 100
+"""Approval events read between two renewals of the rebuild lock."""
 
 
 async def rebuild_approvals(store: ApprovalStore, bus: ApprovalsBus, owner: str) -> bool:
@@ -30,27 +35,39 @@ async def rebuild_approvals(store: ApprovalStore, bus: ApprovalsBus, owner: str)
     """
     if await store.has_epoch():
         return True
-    if not await store.lock_rebuild(owner, 300.0):
+    if not await store.lock_rebuild(owner, LEASE_S):
         return False
-    reopened = 0
+    reopened = seen = 0
     async for event in bus.requested():
-        if await bus.resolved(event.principal, event.request_id):
-            continue
-        pending = PendingApproval(
-            approval_id=event.approval_id,
-            request_id=event.request_id,
-            principal=event.principal,
-            request_hash=event.request_hash,
-            approver_role=event.approver_role,
-            expires_at=event.expires_at,
-            request=event.request,
-        )
-        await store.restore(pending)
-        reopened += 1
-    await store.set_epoch(uuid.uuid4().hex)
+        reopened += await _reopen(store, bus, event)
+        seen += 1
+        if seen % RENEW_EVERY == 0 and not await store.renew_rebuild(owner, LEASE_S):
+            log.warning("the rebuild lock was lost (Redis restarted?): starting over")
+            return False
+    if not await store.finish_rebuild(owner, uuid.uuid4().hex):
+        log.warning("the approval store changed during its rebuild (Redis restarted?): starting over")
+        return False
     report = log.warning if reopened else log.info  # nothing to re-open: a new (or empty) store
     report("approval store rebuilt from the stream: %d pending approvals re-opened", reopened)
     return True
+
+
+async def _reopen(store: ApprovalStore, bus: ApprovalsBus, event: ApprovalRequested) -> int:
+    """Re-open one requested approval that has no answer and no receipt; 1 when re-opened."""
+    if await bus.resolved(event.principal, event.request_id):
+        return 0
+    pending = PendingApproval(
+        approval_id=event.approval_id,
+        request_id=event.request_id,
+        principal=event.principal,
+        request_hash=event.request_hash,
+        approver_role=event.approver_role,
+        expires_at=event.expires_at,
+        request=event.request,
+        version_pinned=event.version_pinned,
+    )
+    await store.restore(pending)
+    return 1
 
 
 class Rebuilder:

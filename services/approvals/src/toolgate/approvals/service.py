@@ -283,4 +283,5 @@ def _requested(pending: PendingApproval, now: datetime) -> ApprovalRequested:
         approver_role=pending.approver_role,
         expires_at=pending.expires_at,
         request=pending.request,
+        version_pinned=pending.version_pinned,
     )

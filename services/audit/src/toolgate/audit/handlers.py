@@ -14,7 +14,7 @@ from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import decode_untrusted
 from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
-from toolgate.shared.service import RuntimeCell, raw_body
+from toolgate.shared.service import RuntimeCell, rpc
 
 __all__ = ["build_router", "consumers"]
 
@@ -37,7 +37,7 @@ def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
     """Route the two queries to the store."""
     router = NatsRouter()
 
-    @router.subscriber(Rpc.AUDIT_TRAIL, queue="audit", decoder=raw_body, include_in_schema=False)
+    @rpc(router, Rpc.AUDIT_TRAIL, "audit")
     async def on_trail(msg: NatsMessage) -> bytes:
         try:
             query = decode_untrusted(_trail, msg.raw_message.data or b"")
@@ -45,7 +45,7 @@ def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
             return msgspec.json.encode(TrailReply(ok=False, reason=f"not a trail query: {error}"))
         return msgspec.json.encode(await cell().trail(query.request_id))
 
-    @router.subscriber(Rpc.AUDIT_VERIFY, queue="audit", decoder=raw_body, include_in_schema=False)
+    @rpc(router, Rpc.AUDIT_VERIFY, "audit")
     async def on_verify(msg: NatsMessage) -> bytes:
         return msgspec.json.encode(await cell().verify())
 

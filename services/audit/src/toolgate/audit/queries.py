@@ -27,10 +27,11 @@ class VerifyReply(msgspec.Struct, frozen=True, kw_only=True):
     """The chain check, and whether every stream event reached the chain.
 
     Attributes:
-        ok: the chain verifies and no stream sequence is missing.
+        ok: the chain verifies, no stream sequence is missing and the chain follows stream order.
         result: the chain check.
         total: records in the chain.
         missing_stream_seqs: stream sequences never audited (first few), oldest first.
+        out_of_stream_order: chain positions holding an event appended after a later one (first few).
         audited_last_seq: highest audited stream sequence.
         stream_last_seq: the stream's last sequence when asked (audit may still be catching up).
     """
@@ -39,5 +40,6 @@ class VerifyReply(msgspec.Struct, frozen=True, kw_only=True):
     result: VerifyResult
     total: int
     missing_stream_seqs: list[int] = []
+    out_of_stream_order: list[int] = []
     audited_last_seq: int | None = None
     stream_last_seq: int | None = None

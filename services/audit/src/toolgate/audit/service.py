@@ -24,14 +24,16 @@ class Audit:
         return TrailReply(ok=True, reason=f"{len(records)} records", records=records)
 
     async def verify(self) -> VerifyReply:
-        """Check the chain's links and that no stream event is missing from it."""
+        """Check the chain's links, that no stream event is missing from it, and that it follows the bus's order."""
         result = await self.store.verify()
         missing, audited_last = await self.store.coverage()
+        disordered = await self.store.out_of_order()
         return VerifyReply(
-            ok=result.ok and not missing,
+            ok=result.ok and not missing and not disordered,
             result=result,
             total=await self.store.count(),
             missing_stream_seqs=missing,
+            out_of_stream_order=disordered,
             audited_last_seq=audited_last,
             stream_last_seq=await self.stream_last_seq(),
         )

@@ -21,7 +21,7 @@ from toolgate.executor.running import Runner
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.settings import ExecutorSettings
 from toolgate.executor.timing import Timing
-from toolgate.executor.upkeep import Upkeep
+from toolgate.executor.upkeep import Lease, Upkeep
 from toolgate.shared.connections import redis_client
 from toolgate.shared.mcp_config import load_mcp_servers
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
@@ -29,6 +29,9 @@ from toolgate.shared.signing import load_public_key
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
+
+LEASE_VALID_S = 3.0
+"""An executor acts on its heartbeat for 3 s; others take it for dead after 5 s without one."""
 
 
 def _mcp(settings: ExecutorSettings) -> McpToolHost | None:
@@ -58,7 +61,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         approvals=load_public_key(settings.keys_dir / "approvals.pub"),
     )
     mcp, timing, instance = _mcp(settings), _timing(settings), uuid.uuid4().hex[:12]
-    tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve()), mcp)
+    lease = Lease(valid_s=LEASE_VALID_S)
+    tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve(), may_write=lease.held), mcp)
     broker = new_broker("executor", settings)
     cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
 
@@ -79,10 +83,11 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
             clock=clock,
             instance=instance,
             timing=timing,
+            lease=lease.held,
         )
         limits = Deadlines(undecided_s=settings.backstop_undecided_s, margin_s=settings.backstop_margin_s)
         backstop = Backstop(executor, bus, store, keys, clock, timing, limits)
-        upkeep = Upkeep(store, bus, clock, instance, timing.idempotency_ttl_s)
+        upkeep = Upkeep(store, bus, clock, instance, timing.idempotency_ttl_s, lease=lease)
         await upkeep.start()
         cell.set(ExecutorRuntime(executor, backstop, upkeep))
 

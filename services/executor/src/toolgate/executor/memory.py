@@ -142,16 +142,27 @@ class InMemoryIdempotencyStore:
 
     async def lock_rebuild(self, owner: str, ttl_s: float) -> bool:
         """See :meth:`~toolgate.executor.ports.IdempotencyStore.lock_rebuild`."""
-        if self.lock_owner not in (None, owner):
+        if self.lock_owner is not None:
             return False
         self.lock_owner = owner
+        return True
+
+    async def renew_rebuild(self, owner: str, ttl_s: float) -> bool:
+        """See :meth:`~toolgate.executor.ports.IdempotencyStore.renew_rebuild`."""
+        return self.lock_owner == owner
+
+    async def finish_rebuild(self, owner: str, epoch: str) -> bool:
+        """See :meth:`~toolgate.executor.ports.IdempotencyStore.finish_rebuild`."""
+        if self.lock_owner != owner:
+            return False
+        self.epoch, self.lock_owner = epoch, None
         return True
 
     def lose_everything(self) -> None:
         """Forget every record, marker and the epoch, as a Redis restarted empty would."""
         self._records.clear()
         self._markers.clear()
-        self.epoch = None
+        self.epoch = self.lock_owner = None
 
     def _check_epoch(self) -> None:
         if self.epoch is None:

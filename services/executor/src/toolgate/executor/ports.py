@@ -185,6 +185,14 @@ class IdempotencyStore(Protocol):
         """Take the rebuild lock for ``ttl_s`` seconds; False when another owner holds it."""
         ...
 
+    async def renew_rebuild(self, owner: str, ttl_s: float) -> bool:
+        """Renew ``owner``'s rebuild lock; False when it no longer holds it (Redis restarted?)."""
+        ...
+
+    async def finish_rebuild(self, owner: str, epoch: str) -> bool:
+        """Set the epoch if ``owner`` still holds the rebuild lock (Redis did not restart meanwhile)."""
+        ...
+
 
 def ttl_ms(ttl_s: float) -> int:
     """Convert a positive ``ttl_s`` to whole milliseconds, at least 1.

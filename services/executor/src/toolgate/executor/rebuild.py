@@ -21,13 +21,15 @@ from datetime import datetime
 import msgspec
 
 from toolgate.executor.ports import Bus, IdempotencyStore, Restored
+from toolgate.shared.events import EffectClaimed
+from toolgate.shared.rebuild_lock import LEASE_S
 
 __all__ = ["rebuild_index"]
 
 log = logging.getLogger("toolgate.executor")
 
-LOCK_S = 300.0
-"""How long one rebuild may hold the lock, seconds."""
+RENEW_EVERY = 100
+"""Claims restored between two renewals of the rebuild lock."""
 
 
 async def rebuild_index(
@@ -43,25 +45,38 @@ async def rebuild_index(
     """
     if await store.has_epoch():
         return True
-    if not await store.lock_rebuild(owner, LOCK_S):
+    if not await store.lock_rebuild(owner, LEASE_S):
         return False
-    restored = 0
+    restored = seen = 0
     async for claim in bus.claims():
-        age_s = (clock() - claim.occurred_at).total_seconds()
-        if age_s >= ttl_s:
-            continue
-        found = await bus.receipt(claim.principal, claim.request_id)
-        record = Restored(
-            fingerprint=claim.request_hash,
-            owner=claim.request_id,
-            instance=claim.instance,
-            claimed_at_ms=int(claim.occurred_at.timestamp() * 1000),
-            receipt=msgspec.json.encode(found) if found else None,
-            ttl_s=ttl_s - age_s,
-        )
-        await store.restore(claim.principal, claim.key_digest, record)
-        restored += 1
-    await store.set_epoch(uuid.uuid4().hex)
+        restored += await _restore(store, bus, clock, claim, ttl_s)
+        seen += 1
+        if seen % RENEW_EVERY == 0 and not await store.renew_rebuild(owner, LEASE_S):
+            log.warning("the rebuild lock was lost (Redis restarted?): starting over")
+            return False
+    if not await store.finish_rebuild(owner, uuid.uuid4().hex):
+        log.warning("the idempotency index changed during its rebuild (Redis restarted?): starting over")
+        return False
     report = log.warning if restored else log.info  # nothing to restore: a new (or empty) index
     report("idempotency index rebuilt from the stream: %d write claims restored", restored)
     return True
+
+
+async def _restore(
+    store: IdempotencyStore, bus: Bus, clock: Callable[[], datetime], claim: EffectClaimed, ttl_s: float
+) -> int:
+    """Write one claim back (done with its receipt, or in flight); 0 when it is past the retention."""
+    age_s = (clock() - claim.occurred_at).total_seconds()
+    if age_s >= ttl_s:
+        return 0
+    found = await bus.receipt(claim.principal, claim.request_id)
+    record = Restored(
+        fingerprint=claim.request_hash,
+        owner=claim.request_id,
+        instance=claim.instance,
+        claimed_at_ms=int(claim.occurred_at.timestamp() * 1000),
+        receipt=msgspec.json.encode(found) if found else None,
+        ttl_s=ttl_s - age_s,
+    )
+    await store.restore(claim.principal, claim.key_digest, record)
+    return 1

@@ -81,6 +81,7 @@ class Executor:
     clock: Callable[[], datetime]
     instance: str
     timing: Timing = field(default_factory=Timing)
+    lease: Callable[[], bool] = field(default=lambda: True)
     _running: set[tuple[str, str]] = field(default_factory=set, init=False)
 
     async def on_decision(self, decision: DecisionMade) -> Settlement:
@@ -233,6 +234,9 @@ class Executor:
                 decision.principal, decision.idempotency_key or "", claim.owner_request_id or "", decision.request_id
             )
         if _side_effect(decision) is not SideEffectClass.READ_ONLY:
+            if not self.lease():  # this instance may be taken for dead: start nothing, try again later
+                await self._release(decision)
+                return Settle.RETRY
             if await self.bus.receipt(decision.principal, decision.request_id) is not None:
                 await self._release(decision)
                 return Settle.ACK

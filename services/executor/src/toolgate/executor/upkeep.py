@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -20,9 +22,34 @@ from toolgate.executor.errors import ExecutorError
 from toolgate.executor.ports import Bus, IdempotencyStore
 from toolgate.executor.rebuild import rebuild_index
 
-__all__ = ["Upkeep"]
+__all__ = ["Lease", "Upkeep"]
 
 log = logging.getLogger("toolgate.executor")
+
+
+class Lease:
+    """This instance's own view of its heartbeat: held while its last beat is younger than ``valid_s``.
+
+    Another executor declares this one dead once its heartbeat key expires (``alive_for_s``),
+    and may then end its runs ``uncertain``. An instance that was paused (SIGSTOP, a long
+    GC, a starved host) must not make an effect after that: it asks :meth:`held` right
+    before one, and ``valid_s`` is shorter than the heartbeat's lifetime.
+
+    Args:
+        valid_s: seconds a successful beat keeps the lease, below the heartbeat's lifetime.
+        clock: monotonic seconds (it keeps counting while the process is stopped).
+    """
+
+    def __init__(self, valid_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._valid_s, self._clock, self._last = valid_s, clock, -math.inf
+
+    def renewed(self) -> None:
+        """A heartbeat was stored just now."""
+        self._last = self._clock()
+
+    def held(self) -> bool:
+        """Whether the last stored heartbeat is recent enough to act on."""
+        return self._clock() - self._last < self._valid_s
 
 
 class Upkeep:
@@ -35,6 +62,11 @@ class Upkeep:
         instance: this executor instance's id.
         ttl_s: idempotency retention, seconds.
         heartbeat_every_s / alive_for_s: heartbeat period and lifetime, seconds.
+        lease: the lease every stored heartbeat renews (default: one valid for
+            ``alive_for_s - 2 * heartbeat_every_s``).
+
+    Attributes:
+        lease: this instance's :class:`Lease`, renewed by every stored heartbeat.
     """
 
     def __init__(
@@ -46,9 +78,11 @@ class Upkeep:
         ttl_s: float,
         heartbeat_every_s: float = 1.0,
         alive_for_s: float = 5.0,
+        lease: Lease | None = None,
     ) -> None:
         self._store, self._bus, self._clock, self._instance, self._ttl_s = store, bus, clock, instance, ttl_s
         self._every_s, self._alive_s = heartbeat_every_s, alive_for_s
+        self.lease = lease or Lease(valid_s=alive_for_s - 2 * heartbeat_every_s)
         self._tasks: list[asyncio.Task[None]] = []
         self._rebuild: asyncio.Task[None] | None = None
 
@@ -74,6 +108,7 @@ class Upkeep:
         while True:
             with contextlib.suppress(ExecutorError):
                 await self._store.heartbeat(self._instance, self._alive_s)
+                self.lease.renewed()
                 if not await self._store.has_epoch():
                     self.index_lost()
             await asyncio.sleep(self._every_s)

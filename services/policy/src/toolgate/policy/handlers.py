@@ -20,7 +20,7 @@ from toolgate.shared.events import DecisionMade, decode_untrusted, request_ident
 from toolgate.shared.failpoints import failpoint
 from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
 from toolgate.shared.recheck import RecheckQuery
-from toolgate.shared.service import raw_body
+from toolgate.shared.service import rpc
 from toolgate.shared.signing import sign_event
 
 __all__ = ["PolicyRuntime", "build_router", "consumers", "envelope_of"]
@@ -73,7 +73,7 @@ def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datet
     """Answer ``tg.policy.recheck`` with a signed :class:`~toolgate.shared.recheck.RecheckAnswer`."""
     router = NatsRouter()
 
-    @router.subscriber(Rpc.POLICY_RECHECK, queue="policy", decoder=raw_body, include_in_schema=False)
+    @rpc(router, Rpc.POLICY_RECHECK, "policy")
     async def on_recheck(msg: NatsMessage) -> bytes:
         rt = runtime()
         try:

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from toolgate.policy.domain import PolicyPorts
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.shared.events import request_hash
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.vocabulary import Verdict
 
@@ -29,8 +30,13 @@ class _Changed(Exception):
 async def recheck(query: RecheckQuery, ports: PolicyPorts, clock: Callable[[], datetime]) -> RecheckAnswer:
     """Answer whether ``query``'s call may still run now (unsigned; the handler signs it).
 
+    The answer vouches for ``query.request_hash``, so that hash must be the hash of the
+    request that is checked, and the principal checked is the bound request's own.
+
     Never raises: a check that cannot run answers ``allowed=False`` (fail closed).
     """
+    if query.principal != query.request.principal or request_hash(query.request) != query.request_hash:
+        return _answer(query, clock, False, "hash_mismatch", "the query's request does not hash to its request hash")
     try:
         descriptor = await _current_descriptor(query, ports)
         reason = _still_permitted(query, descriptor, ports)

@@ -10,7 +10,7 @@ from toolgate.registry.errors import RegistryError
 from toolgate.registry.service import Registry
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import decode_untrusted
-from toolgate.shared.service import RuntimeCell, raw_body
+from toolgate.shared.service import RuntimeCell, rpc
 
 __all__ = ["build_router"]
 
@@ -29,14 +29,14 @@ def build_router(cell: RuntimeCell[Registry]) -> NatsRouter:
     """Route the three registry requests."""
     router = NatsRouter()
 
-    @router.subscriber(Rpc.REGISTRY_PUBLISH, queue="registry", decoder=raw_body, include_in_schema=False)
+    @rpc(router, Rpc.REGISTRY_PUBLISH, "registry")
     async def on_publish(msg: NatsMessage) -> bytes:
         try:
             return _reply(await cell().publish(parse_descriptor(msg.raw_message.data or b"")))
         except RegistryError as error:
             return _refusal(error)
 
-    @router.subscriber(Rpc.REGISTRY_GET, queue="registry", decoder=raw_body, include_in_schema=False)
+    @rpc(router, Rpc.REGISTRY_GET, "registry")
     async def on_get(msg: NatsMessage) -> bytes:
         try:
             query = decode_untrusted(_query, msg.raw_message.data or b"")
@@ -44,7 +44,7 @@ def build_router(cell: RuntimeCell[Registry]) -> NatsRouter:
             return _refusal(RegistryError("malformed", f"not a lookup: {error}"))
         return _reply(await cell().get(query.tool, query.version))
 
-    @router.subscriber(Rpc.REGISTRY_LIST, queue="registry", decoder=raw_body, include_in_schema=False)
+    @rpc(router, Rpc.REGISTRY_LIST, "registry")
     async def on_list(msg: NatsMessage) -> bytes:
         return _reply(await cell().list())
 

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 
 from toolgate.approvals.domain import ApprovalState, PendingApproval
 from toolgate.approvals.errors import IndexLost, StoreUnavailable
+from toolgate.shared.rebuild_lock import RebuildLock
 
 __all__ = ["RedisApprovalStore"]
 
@@ -88,6 +89,7 @@ class RedisApprovalStore:
 
     def __init__(self, redis: aioredis.Redis) -> None:
         self._redis = redis
+        self._lock = RebuildLock(redis, "tg:rebuild:approvals", EPOCH)
         self._resolve = redis.register_script(_RESOLVE)
         self._open_script = redis.register_script(_OPEN)
 
@@ -143,7 +145,10 @@ class RedisApprovalStore:
         await _safe(self._redis.set(EPOCH, epoch))
 
     async def lock_rebuild(self, owner: str, ttl_s: float) -> bool:  # noqa: D102
-        key = "tg:rebuild:approvals"
-        if await _safe(self._redis.set(key, owner, nx=True, px=int(ttl_s * 1000))):
-            return True
-        return _text(await _safe(self._redis.get(key)) or b"") == owner
+        return await _safe(self._lock.take(owner, ttl_s))
+
+    async def renew_rebuild(self, owner: str, ttl_s: float) -> bool:  # noqa: D102
+        return await _safe(self._lock.renew(owner, ttl_s))
+
+    async def finish_rebuild(self, owner: str, epoch: str) -> bool:  # noqa: D102
+        return await _safe(self._lock.finish(owner, epoch))

@@ -125,6 +125,21 @@ class SqliteAuditStore:
         """
         return await self._run(lambda: self._coverage(limit))
 
+    async def out_of_order(self, limit: int = 20) -> list[int]:
+        """Chain positions whose stream sequence is below the previous record's (first ``limit``).
+
+        The audit consumer appends in stream order, so the chain repeats the bus's order;
+        a position listed here holds an event appended after one that came later on the bus.
+
+        Raises:
+            StoreError: the store is closed or the read failed.
+        """
+        sql = (
+            "SELECT sequence FROM (SELECT sequence, stream_seq, LAG(stream_seq) OVER (ORDER BY sequence)"
+            " AS prev FROM audit_records) WHERE stream_seq < prev ORDER BY sequence LIMIT ?"
+        )
+        return await self._run(lambda: [int(row[0]) for row in self._conn.execute(sql, (limit,))])
+
     def _coverage(self, limit: int) -> tuple[list[int], int | None]:
         sql = (
             "SELECT prev + 1, stream_seq - 1 FROM (SELECT stream_seq, LAG(stream_seq) OVER (ORDER BY stream_seq)"

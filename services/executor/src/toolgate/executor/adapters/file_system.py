@@ -51,7 +51,7 @@ _REFUSALS = {
     errno.ENOENT: ("not_found", "no such file or directory"),
     errno.ENOTDIR: ("not_a_directory", "a component of 'path' is not a directory"),
     errno.EISDIR: ("not_a_file", "'path' is a directory"),
-    errno.ELOOP: ("path_outside_sandbox", "'path' changed to a symlink during the call"),
+    errno.ELOOP: ("path_outside_sandbox", "'path' is a symlink, a symlink loop, or became one during the call"),
     errno.ENAMETOOLONG: ("invalid_argument", "a component of 'path' is too long"),
 }
 """errno of a failed call → (reason_code, reason) of the refusal it means."""
@@ -74,11 +74,17 @@ class FileSystemTool:
     Args:
         root: the sandbox directory; resolved once, here.
         max_read_bytes: largest file read, and largest content written, in bytes.
+        may_write: asked right before a write takes effect (the ``rename``); when it says
+            no (this executor's lease lapsed: another may already have ended the call
+            ``uncertain``), nothing is written and the call fails ``lease_lost``.
     """
 
-    def __init__(self, root: Path, max_read_bytes: int = 1_048_576) -> None:
+    def __init__(
+        self, root: Path, max_read_bytes: int = 1_048_576, may_write: Callable[[], bool] = lambda: True
+    ) -> None:
         self._root = Path(os.path.realpath(root))
         self._max_bytes = max_read_bytes
+        self._may_write = may_write
         self._operations: dict[str, Operation] = {
             "read": self._read,
             "list": self._list,
@@ -133,8 +139,9 @@ class FileSystemTool:
         rel = self._resolve(arguments, "path")
         data = self._content_bytes(arguments)
         parent, name = _split(rel)
+        _check_name_lengths(rel)  # before any directory is created: a refusal leaves nothing behind
         with self._directory(parent, create=True) as dir_fd:
-            created = _replace_at(dir_fd, name, data, rel.as_posix())
+            created = _replace_at(dir_fd, name, data, rel.as_posix(), self._may_write)
         return {"path": rel.as_posix(), **_digest(data), "created": created}
 
     def _resolve(self, arguments: dict[str, Any], key: str, default: str | None = None) -> PurePosixPath:
@@ -231,6 +238,18 @@ def _outside(key: str, raw: str, why: str) -> ToolRefused:
     return ToolRefused("path_outside_sandbox", f"{key!r} {raw[:120]!r} {why}", argument=key)
 
 
+NAME_MAX_BYTES = 255
+"""Longest file name component, bytes (POSIX ``NAME_MAX`` on Linux file systems)."""
+
+
+def _check_name_lengths(rel: PurePosixPath) -> None:
+    """Refuse a path with a component longer than :data:`NAME_MAX_BYTES` (UTF-8) before any effect."""
+    for part in rel.parts:
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX_BYTES:
+            reason = f"a component of 'path' is over {NAME_MAX_BYTES} bytes: {part[:40]!r}…"
+            raise ToolRefused("invalid_argument", reason, argument="path")
+
+
 def _split(rel: PurePosixPath) -> tuple[PurePosixPath, str]:
     """Split into (parent directory, file name); the root itself names no file."""
     if not rel.parts:
@@ -247,7 +266,7 @@ def _opened(name: str, flags: int, dir_fd: int, mode: int = 0o644) -> Iterator[i
         os.close(fd)
 
 
-def _replace_at(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
+def _replace_at(dir_fd: int, name: str, data: bytes, shown: str, may_write: Callable[[], bool]) -> bool:
     """Atomically make ``name`` (in ``dir_fd``) hold ``data``; True if it did not exist.
 
     An existing ``name`` must be a regular file with one link (``shown`` is the path a
@@ -260,7 +279,7 @@ def _replace_at(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
         if not stat.S_ISREG(existing.st_mode):
             raise ToolRefused("not_a_file", f"{name!r} exists and is not a regular file", argument="path")
         _refuse_hard_link(existing, shown)
-    temp = f".{name[:200]}.{secrets.token_hex(8)}.tmp"
+    temp = f".toolgate-{secrets.token_hex(8)}.tmp"  # short whatever the name: its length cannot fail
     try:
         with _opened(temp, _TEMP_FLAGS, dir_fd) as fd:
             if existing is not None:
@@ -268,6 +287,8 @@ def _replace_at(dir_fd: int, name: str, data: bytes, shown: str) -> bool:
             with open(fd, "wb", closefd=False) as stream:
                 stream.write(data)
             os.fsync(fd)
+        if not may_write():
+            raise ToolFailed("lease_lost", "this executor's lease lapsed before the write: nothing was written")
         os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         with contextlib.suppress(OSError):

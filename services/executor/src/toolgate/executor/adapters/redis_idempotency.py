@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 from toolgate.executor.errors import IndexLost, StoreUnavailable
 from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, Restored, ttl_ms
 from toolgate.shared.idempotency import EPOCH_KEY, key_digest
+from toolgate.shared.rebuild_lock import RebuildLock
 
 __all__ = ["RedisIdempotencyStore"]
 
@@ -135,6 +136,7 @@ class RedisIdempotencyStore:
 
     def __init__(self, redis: aioredis.Redis, *, timeout_s: float = 1.0) -> None:
         self._redis, self._timeout_s = redis, timeout_s
+        self._lock = RebuildLock(redis, "tg:rebuild:idem", EPOCH_KEY)
         self._scripts = {
             name: redis.register_script(text)
             for name, text in (
@@ -217,11 +219,18 @@ class RedisIdempotencyStore:
 
     async def lock_rebuild(self, owner: str, ttl_s: float) -> bool:
         """See :meth:`~toolgate.executor.ports.IdempotencyStore.lock_rebuild`."""
-        key = "tg:rebuild:idem"
-        if await self._call(self._redis.set(key, owner.encode(), nx=True, px=ttl_ms(ttl_s))):
-            return True
-        holder: bytes | None = await self._call(self._redis.get(key))
-        return holder == owner.encode()
+        taken: bool = await self._call(self._lock.take(owner, ttl_s))
+        return taken
+
+    async def renew_rebuild(self, owner: str, ttl_s: float) -> bool:
+        """See :meth:`~toolgate.executor.ports.IdempotencyStore.renew_rebuild`."""
+        held: bool = await self._call(self._lock.renew(owner, ttl_s))
+        return held
+
+    async def finish_rebuild(self, owner: str, epoch: str) -> bool:
+        """See :meth:`~toolgate.executor.ports.IdempotencyStore.finish_rebuild`."""
+        done: bool = await self._call(self._lock.finish(owner, epoch))
+        return done
 
     async def _script(self, name: str, keys: list[str], args: list[Any]) -> Any:
         return await self._call(self._scripts[name](keys=keys, args=args))

@@ -2,7 +2,9 @@
 
 Reads take the *first* message on a per-request subject (``$JS.API.STREAM.MSG.GET`` with
 ``next_by_subj`` from sequence 1): the events that matter are published first-on-subject,
-so a message published later on the same subject (a copy, a forgery) is never what is read.
+so a message published later on the same subject (a copy, a forgery) is never what is read;
+and an event is taken only for the request its subject names (a validly signed event of
+another request, copied there first, is treated as absent).
 Receipts, claims and result chunks are published with
 ``Nats-Expected-Last-Subject-Sequence: 0`` (one per subject, forever). Large results are
 gzip-compressed (RFC 1952) and cut into chunks of :data:`CHUNK_BYTES` in
@@ -68,21 +70,24 @@ class StreamBus:
 
     async def decision(self, principal: str, request_id: str) -> DecisionMade | None:
         """See :meth:`~toolgate.executor.ports.Bus.decision`."""
-        return _first(await self._events(Subjects.decision(principal, request_id), 1), DecisionMade)
+        found = _first(await self._events(Subjects.decision(principal, request_id), 1), DecisionMade)
+        return found if _about(found, principal, request_id) else None
 
     async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
         """See :meth:`~toolgate.executor.ports.Bus.receipt`."""
-        return _first(await self._events(Subjects.receipt(principal, request_id), 1), ReceiptIssued)
+        found = _first(await self._events(Subjects.receipt(principal, request_id), 1), ReceiptIssued)
+        return found if _about(found, principal, request_id) else None
 
     async def approvals(self, principal: str, request_id: str) -> ApprovalTrail:
         """See :meth:`~toolgate.executor.ports.Bus.approvals`."""
         requested = await self._events(Subjects.approval("requested", principal, request_id), 1)
         granted = await self._events(Subjects.approval("granted", principal, request_id))
         rejected = await self._events(Subjects.approval("rejected", principal, request_id))
+        first = _first(requested, ApprovalRequested)
         return ApprovalTrail(
-            requested=_first(requested, ApprovalRequested),
-            granted=tuple(e for e in granted if isinstance(e, ApprovalGranted)),
-            rejected=tuple(e for e in rejected if isinstance(e, ApprovalRejected)),
+            requested=first if _about(first, principal, request_id) else None,
+            granted=tuple(e for e in granted if isinstance(e, ApprovalGranted) and _about(e, principal, request_id)),
+            rejected=tuple(e for e in rejected if isinstance(e, ApprovalRejected) and _about(e, principal, request_id)),
         )
 
     async def claim_effect(self, claim: EffectClaimed, key_digest: str) -> EffectClaimed | None:
@@ -91,7 +96,7 @@ class StreamBus:
         if await publish_once(self._js, subject, claim):
             return None
         prior = _first(await self._events(subject, 1), EffectClaimed)
-        if prior is None:
+        if prior is None or prior.principal != claim.principal or prior.key_digest != key_digest:
             log.error("the claim subject %s holds something that is not a claim", subject)
             return msgspec.structs.replace(claim, request_id="", request_hash="")
         return prior
@@ -141,6 +146,11 @@ def _decoded(data: bytes | None) -> Any:
         return decode_event(data or b"")
     except msgspec.DecodeError:
         return None
+
+
+def _about(event: Any, principal: str, request_id: str) -> bool:
+    """Whether ``event`` is about the request its subject names (a copy of another request's event is not)."""
+    return event is not None and (event.principal, event.request_id) == (principal, request_id)
 
 
 def _first(events: list[Any], kind: type[E]) -> E | None:
