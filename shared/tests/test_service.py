@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import nats.errors
 import pytest
 from faststream.nats import NatsBroker, NatsMessage, NatsRouter
 from nats.aio.client import Client
@@ -36,9 +37,21 @@ async def test_an_answer_goes_to_an_inbox_and_never_to_a_chosen_subject(nats_url
             squatted.append(msg.data)
 
         await nc.subscribe(f"squat.{ns}", cb=spy)
-        await nc.publish(f"ask.{ns}", b"{}", reply=f"squat.{ns}")
-        reply = await nc.request(f"ask.{ns}", b"{}", timeout=5)
-        await asyncio.sleep(0.3)
+        reply = await _asked(nc, f"ask.{ns}")  # the service is serving
+        for _ in range(10):
+            await nc.publish(f"ask.{ns}", b"{}", reply=f"squat.{ns}")
+        await _asked(nc, f"ask.{ns}")  # answered after the ten above: they were handled
+        await asyncio.sleep(0.2)
     finally:
         await broker.stop()
     assert reply.data == b"the answer" and squatted == []
+
+
+async def _asked(nc: Client, subject: str) -> Msg:
+    """A request answered, asked again until the subscription is in place (at most 5 s)."""
+    for _ in range(50):
+        try:
+            return await nc.request(subject, b"{}", timeout=0.5)
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.1)
+    raise TimeoutError(f"nobody answers on {subject}")
