@@ -6,12 +6,14 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.shared.bus import publish_event
+from toolgate.shared import catalog
+from toolgate.shared.bus import fetch_last, publish_event
 from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalGranted, BoundRequest, request_hash
+from toolgate.shared.events import ApprovalGranted, BoundRequest, DecisionMade, encode, request_hash
 from toolgate.shared.signing import load_private_key, sign_event
 
 pytestmark = pytest.mark.e2e
@@ -114,3 +116,44 @@ async def test_only_an_entitled_other_approver_can_approve(gate: Any, watch: Any
     assert (again["ok"], again["reason_code"]) == (False, "not_pending")
     await gate.settle()
     assert watch.count(name, IN_MOVED_TO) == 1
+
+
+async def test_later_messages_on_the_decision_subject_do_not_change_what_the_grant_runs(
+    gate: Any, watch: Any, new_id: Any
+) -> None:
+    agent, name = gate.agent(), new_id("second-") + ".txt"
+    watch.watch(gate.paths.sandbox)
+    request_id = await gate.submit(agent, "write", {"path": name, "content": "original"})
+    pending = await gate.pending(request_id)
+    subject = Subjects.decision(agent, request_id)
+    first = await fetch_last(gate.js, subject)
+    assert isinstance(first, DecisionMade) and first.request is not None
+
+    other = msgspec.structs.replace(first.request, arguments={"path": name, "content": "tampered"})
+    foreign = Ed25519PrivateKey.generate()
+    tampered = msgspec.structs.replace(first, event_id=new_id("e-"), request=other, request_hash=request_hash(other))
+    later = [
+        b"not an event",
+        encode(msgspec.structs.replace(tampered, signature="")),  # unsigned
+        encode(sign_event(tampered, foreign)),  # signed, by a key that is not the policy's
+        await _decision_bytes(gate, agent, await gate.submit(agent, "read", {"path": "x.txt"})),  # a real one,
+        await _decision_bytes(gate, agent, await gate.submit(agent, "no_such_operation", {})),  # copied
+    ]
+    for data in later:
+        await gate.publish_raw(subject, data, new_id("later-"))
+    assert await gate.count(subject) == 1 + len(later)
+
+    assert (await gate.decide("alice", pending["approval_id"]))["ok"]
+    issued = await gate.receipt(agent, request_id)
+    await gate.settle()
+    assert (issued.outcome, issued.request_hash) == ("succeeded", pending["request_hash"]), issued.reason
+    assert (gate.paths.sandbox / name).read_text() == "original"
+    assert watch.count(name, IN_MOVED_TO) == 1
+    assert await gate.count(Subjects.receipt(agent, request_id)) == 1
+
+
+async def _decision_bytes(gate: Any, principal: str, request_id: str) -> bytes:
+    """The stored decision of another request, as its bytes (what a copier would publish)."""
+    await gate.receipt(principal, request_id)
+    stored = await gate.js.get_last_msg(catalog.STREAM, Subjects.decision(principal, request_id))
+    return bytes(stored.data)
