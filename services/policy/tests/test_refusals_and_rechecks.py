@@ -96,6 +96,29 @@ async def test_values_without_a_canonical_form_are_refused_naming_the_path(
     assert verify_event(sign_event(decision, KEY), KEY.public_key()), "the refusal itself must be signable"
 
 
+@pytest.mark.parametrize(
+    ("raw_arguments", "where"),
+    [
+        (b'{"path": "a\\ud800b"}', "byte "),
+        (b'{"path": "a", "k": {"\\udfff": 1}}', "byte "),
+        (b'{"path": 1e400}', "$.arguments"),
+        (b'{"path": "a", "n": [-1e999]}', "$.arguments"),
+        (b'{"path": NaN}', "byte "),
+    ],
+    ids=["lone-surrogate", "lone-surrogate-in-a-name", "infinity", "negative-infinity", "nan"],
+)
+async def test_raw_values_no_hash_can_carry_are_refused_by_the_decoder_saying_where(
+    ports: PolicyPorts, raw_arguments: bytes, where: str
+) -> None:
+    """JSON text whose value has no canonical form is refused as malformed before anything hashes it."""
+    body = _body({"path": "a.txt"}).replace(b'{"path":"a.txt"}', raw_arguments)
+    assert raw_arguments in body
+    decision = await decide(_env(body), ports)
+    assert (decision.verdict, decision.reason_code) == (Verdict.REFUSE, "malformed"), decision.reason
+    assert where in decision.reason
+    assert verify_event(sign_event(decision, KEY), KEY.public_key()), "the refusal itself must be signable"
+
+
 async def test_the_largest_exact_integer_is_accepted_and_hashed(ports: PolicyPorts) -> None:
     decision = await decide(_env(_body({"path": "a.txt"}, idempotency_key=str(2**53 - 1))), ports)
     assert decision.verdict is Verdict.EXECUTE
