@@ -19,6 +19,7 @@ import msgspec
 from toolgate.approvals.domain import ApprovalState, PendingApproval
 from toolgate.approvals.errors import IndexLost
 from toolgate.shared.events import ApprovalRequested
+from toolgate.shared.rebuilding import MemoryEpoch
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = ["ApprovalStore", "ApprovalsBus", "InMemoryApprovalStore", "InMemoryApprovalsBus"]
@@ -95,14 +96,13 @@ class ApprovalsBus(Protocol):
         ...
 
 
-class InMemoryApprovalStore:
+class InMemoryApprovalStore(MemoryEpoch):
     """:class:`ApprovalStore` in a dict."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._items: dict[str, PendingApproval] = {}
         self._tokens: dict[str, str] = {}
-        self.epoch: str | None = "test"
-        self.lock_owner: str | None = None
 
     async def open(self, pending: PendingApproval) -> bool:  # noqa: D102
         self._check()
@@ -137,31 +137,10 @@ class InMemoryApprovalStore:
     async def restore(self, pending: PendingApproval) -> None:  # noqa: D102
         self._items.setdefault(pending.approval_id, pending)
 
-    async def has_epoch(self) -> bool:  # noqa: D102
-        return self.epoch is not None
-
-    async def set_epoch(self, epoch: str) -> None:  # noqa: D102
-        self.epoch = epoch
-
-    async def lock_rebuild(self, owner: str, ttl_s: float) -> bool:  # noqa: D102
-        if self.lock_owner is not None:
-            return False
-        self.lock_owner = owner
-        return True
-
-    async def renew_rebuild(self, owner: str, ttl_s: float) -> bool:  # noqa: D102
-        return self.lock_owner == owner
-
-    async def finish_rebuild(self, owner: str, epoch: str) -> bool:  # noqa: D102
-        if self.lock_owner != owner:
-            return False
-        self.epoch, self.lock_owner = epoch, None
-        return True
-
     def lose_everything(self) -> None:
         """Forget every approval and the epoch, as a Redis restarted empty would."""
         self._items.clear()
-        self.epoch = self.lock_owner = None
+        self.forget_epoch()
 
     def _check(self) -> None:
         if self.epoch is None:

@@ -16,14 +16,11 @@ import uuid
 from toolgate.approvals.domain import PendingApproval
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
 from toolgate.shared.events import ApprovalRequested
-from toolgate.shared.rebuild_lock import LEASE_S
+from toolgate.shared.rebuilding import rebuild
 
 __all__ = ["Rebuilder", "rebuild_approvals"]
 
 log = logging.getLogger("toolgate.approvals")
-
-RENEW_EVERY = 100
-"""Approval events read between two renewals of the rebuild lock."""
 
 
 async def rebuild_approvals(store: ApprovalStore, bus: ApprovalsBus, owner: str) -> bool:
@@ -33,23 +30,11 @@ async def rebuild_approvals(store: ApprovalStore, bus: ApprovalsBus, owner: str)
         ApprovalsError: the store cannot be reached.
         nats.errors.Error: the stream cannot be read.
     """
-    if await store.has_epoch():
-        return True
-    if not await store.lock_rebuild(owner, LEASE_S):
-        return False
-    reopened = seen = 0
-    async for event in bus.requested():
-        reopened += await _reopen(store, bus, event)
-        seen += 1
-        if seen % RENEW_EVERY == 0 and not await store.renew_rebuild(owner, LEASE_S):
-            log.warning("the rebuild lock was lost (Redis restarted?): starting over")
-            return False
-    if not await store.finish_rebuild(owner, uuid.uuid4().hex):
-        log.warning("the approval store changed during its rebuild (Redis restarted?): starting over")
-        return False
-    report = log.warning if reopened else log.info  # nothing to re-open: a new (or empty) store
-    report("approval store rebuilt from the stream: %d pending approvals re-opened", reopened)
-    return True
+
+    async def reopen(event: ApprovalRequested) -> int:
+        return await _reopen(store, bus, event)
+
+    return await rebuild(store, bus.requested(), reopen, owner, "approval store")
 
 
 async def _reopen(store: ApprovalStore, bus: ApprovalsBus, event: ApprovalRequested) -> int:

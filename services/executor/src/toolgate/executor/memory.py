@@ -20,6 +20,7 @@ from toolgate.executor.ports import (
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
 from toolgate.shared.idempotency import key_digest
+from toolgate.shared.rebuilding import MemoryEpoch
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = ["InMemoryBus", "InMemoryIdempotencyStore"]
@@ -37,7 +38,7 @@ class _Record:
     receipt: bytes | None = None
 
 
-class InMemoryIdempotencyStore:
+class InMemoryIdempotencyStore(MemoryEpoch):
     """:class:`~toolgate.executor.ports.IdempotencyStore` in one process's memory.
 
     Each method runs without awaiting, so it is atomic on one event loop.
@@ -47,12 +48,11 @@ class InMemoryIdempotencyStore:
     """
 
     def __init__(self, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        super().__init__()
         self._clock_ms = clock_ms
         self._records: dict[tuple[str, str], _Record] = {}
         self._markers: dict[tuple[str, str], str] = {}
         self._alive: dict[str, int] = {}
-        self.epoch: str | None = "test"
-        self.lock_owner: str | None = None
 
     async def claim(self, request: ClaimRequest) -> Claim:
         """See :meth:`~toolgate.executor.ports.IdempotencyStore.claim`."""
@@ -132,37 +132,11 @@ class InMemoryIdempotencyStore:
         fields = (record.fingerprint, record.owner, record.claimed_at_ms, expires, record.instance, "")
         self._records[(principal, key_digest)] = _Record(state, *fields, receipt=record.receipt)
 
-    async def has_epoch(self) -> bool:
-        """See :meth:`~toolgate.executor.ports.IdempotencyStore.has_epoch`."""
-        return self.epoch is not None
-
-    async def set_epoch(self, epoch: str) -> None:
-        """See :meth:`~toolgate.executor.ports.IdempotencyStore.set_epoch`."""
-        self.epoch = epoch
-
-    async def lock_rebuild(self, owner: str, ttl_s: float) -> bool:
-        """See :meth:`~toolgate.executor.ports.IdempotencyStore.lock_rebuild`."""
-        if self.lock_owner is not None:
-            return False
-        self.lock_owner = owner
-        return True
-
-    async def renew_rebuild(self, owner: str, ttl_s: float) -> bool:
-        """See :meth:`~toolgate.executor.ports.IdempotencyStore.renew_rebuild`."""
-        return self.lock_owner == owner
-
-    async def finish_rebuild(self, owner: str, epoch: str) -> bool:
-        """See :meth:`~toolgate.executor.ports.IdempotencyStore.finish_rebuild`."""
-        if self.lock_owner != owner:
-            return False
-        self.epoch, self.lock_owner = epoch, None
-        return True
-
     def lose_everything(self) -> None:
         """Forget every record, marker and the epoch, as a Redis restarted empty would."""
         self._records.clear()
         self._markers.clear()
-        self.epoch = self.lock_owner = None
+        self.forget_epoch()
 
     def _check_epoch(self) -> None:
         if self.epoch is None:

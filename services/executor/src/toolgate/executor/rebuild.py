@@ -13,8 +13,6 @@ read under a used key runs again, which has no effect.
 
 from __future__ import annotations
 
-import logging
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 
@@ -22,14 +20,9 @@ import msgspec
 
 from toolgate.executor.ports import Bus, IdempotencyStore, Restored
 from toolgate.shared.events import EffectClaimed
-from toolgate.shared.rebuild_lock import LEASE_S
+from toolgate.shared.rebuilding import rebuild
 
 __all__ = ["rebuild_index"]
-
-log = logging.getLogger("toolgate.executor")
-
-RENEW_EVERY = 100
-"""Claims restored between two renewals of the rebuild lock."""
 
 
 async def rebuild_index(
@@ -37,29 +30,17 @@ async def rebuild_index(
 ) -> bool:
     """Rebuild the index if its epoch is missing; True when the index is complete afterwards.
 
-    Returns ``False`` when another instance holds the rebuild lock (try again later).
+    Returns ``False`` when another instance holds the rebuild lock or it was lost (try again later).
 
     Raises:
         StoreUnavailable: Redis cannot be reached.
         nats.errors.Error: the stream cannot be read.
     """
-    if await store.has_epoch():
-        return True
-    if not await store.lock_rebuild(owner, LEASE_S):
-        return False
-    restored = seen = 0
-    async for claim in bus.claims():
-        restored += await _restore(store, bus, clock, claim, ttl_s)
-        seen += 1
-        if seen % RENEW_EVERY == 0 and not await store.renew_rebuild(owner, LEASE_S):
-            log.warning("the rebuild lock was lost (Redis restarted?): starting over")
-            return False
-    if not await store.finish_rebuild(owner, uuid.uuid4().hex):
-        log.warning("the idempotency index changed during its rebuild (Redis restarted?): starting over")
-        return False
-    report = log.warning if restored else log.info  # nothing to restore: a new (or empty) index
-    report("idempotency index rebuilt from the stream: %d write claims restored", restored)
-    return True
+
+    async def restore(claim: EffectClaimed) -> int:
+        return await _restore(store, bus, clock, claim, ttl_s)
+
+    return await rebuild(store, bus.claims(), restore, owner, "idempotency index")
 
 
 async def _restore(
