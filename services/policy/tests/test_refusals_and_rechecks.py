@@ -327,3 +327,23 @@ async def test_a_trailing_newline_is_no_valid_name(ports: PolicyPorts, fields: d
     decision = await decide(_env(_body({"path": "a.txt"}, **fields)), ports)
     assert (decision.verdict, decision.reason_code) == (Verdict.REFUSE, code)
     assert "\n" not in decision.request_id
+
+
+@pytest.mark.parametrize(
+    ("arguments", "pointer"),
+    [
+        ({"path": 2**60}, "/request/arguments/path"),
+        ({"path": "a", "n": [_nested(100)]}, "/request/arguments/n/0"),
+    ],
+    ids=["big-int", "too-deep"],
+)
+async def test_a_recheck_query_no_hash_can_carry_is_answered_not_allowed(
+    ports: PolicyPorts, arguments: dict[str, Any], pointer: str
+) -> None:
+    read = await _decided(ports, "demo-agent", "read")
+    assert read.request is not None
+    hostile = msgspec.structs.replace(_query(read), request=msgspec.structs.replace(read.request, arguments=arguments))
+    answer = await recheck(hostile, ports, lambda: NOW)
+    assert (answer.allowed, answer.reason_code) == (False, "unrepresentable_value"), answer.reason
+    assert pointer in answer.reason
+    assert verify_event(sign_event(answer, KEY), KEY.public_key()), "the answer itself must be signable"

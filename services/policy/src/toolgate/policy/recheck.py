@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+import msgspec
+
 from toolgate.policy.domain import PolicyPorts
+from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import request_hash
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
@@ -33,8 +36,12 @@ async def recheck(query: RecheckQuery, ports: PolicyPorts, clock: Callable[[], d
     The answer vouches for ``query.request_hash``, so that hash must be the hash of the
     request that is checked, and the principal checked is the bound request's own.
 
-    Never raises: a check that cannot run answers ``allowed=False`` (fail closed).
+    Never raises: a check that cannot run answers ``allowed=False`` (fail closed), and a
+    query holding a value without a canonical form (RFC 8785) is answered
+    ``unrepresentable_value``, naming its JSON Pointer, before anything hashes it.
     """
+    if problem := unrepresentable(msgspec.to_builtins(query)):
+        return _answer(query, clock, False, "unrepresentable_value", f"query value at {problem}")
     if query.principal != query.request.principal or request_hash(query.request) != query.request_hash:
         return _answer(query, clock, False, "hash_mismatch", "the query's request does not hash to its request hash")
     try:
