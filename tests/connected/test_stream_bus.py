@@ -1,10 +1,12 @@
-"""The executor reads a request's events from the stream: only the first, and only if it is about that request."""
+"""The executor reads a request's events from the stream: only the first, only if it is about that request,
+and for receipts only one its own key signed."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -12,6 +14,7 @@ from toolgate.executor.adapters.stream import StreamBus
 from toolgate.shared.bus import publish_event
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import ApprovalGranted, DecisionMade, ReceiptIssued
+from toolgate.shared.signing import sign_event
 from toolgate.shared.vocabulary import Outcome, Verdict
 
 pytestmark = pytest.mark.connected
@@ -30,7 +33,7 @@ def _decision(principal: str, request_id: str, reason: str = "first") -> Decisio
 
 
 async def test_a_copied_event_of_another_request_counts_as_absent(nc: Client, js: JetStreamContext, ns: str) -> None:
-    bus, victim, other = StreamBus(nc, js), f"{ns}v", f"{ns}o"
+    bus, victim, other = StreamBus(nc, js, Ed25519PrivateKey.generate()), f"{ns}v", f"{ns}o"
     await publish_event(js, Subjects.decision("p", victim), _decision("p", other))
     receipt = ReceiptIssued(
         event_id=f"r-{other}",
@@ -59,8 +62,40 @@ async def test_a_copied_event_of_another_request_counts_as_absent(nc: Client, js
 
 
 async def test_the_first_event_of_a_subject_is_the_one_read(nc: Client, js: JetStreamContext, ns: str) -> None:
-    bus = StreamBus(nc, js)
+    bus = StreamBus(nc, js, Ed25519PrivateKey.generate())
     await publish_event(js, Subjects.decision("p", ns), _decision("p", ns, "first"))
     await publish_event(js, Subjects.decision("p", ns), _decision("p", ns, "later"))
     found = await bus.decision("p", ns)
     assert found is not None and found.reason == "first"
+
+
+def _receipt(principal: str, request_id: str, reason: str) -> ReceiptIssued:
+    return ReceiptIssued(
+        event_id=f"r-{request_id}-{reason}",
+        occurred_at=datetime.now(UTC),
+        request_id=request_id,
+        principal=principal,
+        outcome=Outcome.SUCCEEDED,
+        reason_code="ok",
+        reason=reason,
+    )
+
+
+@pytest.mark.parametrize("forgery", ["unsigned", "foreign-signed", "signed-for-another-request"])
+async def test_a_forged_receipt_first_on_the_subject_neither_ends_the_request_nor_blocks_the_real_one(
+    nc: Client, js: JetStreamContext, ns: str, forgery: str
+) -> None:
+    key = Ed25519PrivateKey.generate()
+    bus = StreamBus(nc, js, key)
+    forged = {
+        "unsigned": _receipt("p", ns, "forged"),
+        "foreign-signed": sign_event(_receipt("p", ns, "forged"), Ed25519PrivateKey.generate()),
+        "signed-for-another-request": sign_event(_receipt("p", f"{ns}x", "forged"), key),
+    }[forgery]
+    await publish_event(js, Subjects.receipt("p", ns), forged)
+    assert await bus.receipt("p", ns) is None
+    assert await bus.publish_receipt(_receipt("p", ns, "real")) is True
+    found = await bus.receipt("p", ns)
+    assert found is not None and found.reason == "real" and found.signature
+    assert await bus.publish_receipt(_receipt("p", ns, "again")) is False
+    assert (await bus.receipt("p", ns)) == found

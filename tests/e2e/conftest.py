@@ -193,7 +193,8 @@ class Gate:
         which is how a test shows the policy service refusing it too.
         """
         user = agent_user(principal) if self.stack.has_user(agent_user(principal)) else ADMIN
-        return await ToolClient.connect(self.stack.nats_url, principal, **self.stack.connect_options(user))
+        options = self.stack.connect_options(user)
+        return await ToolClient.connect(self.stack.nats_url, principal, public_keys=self.stack.public_keys, **options)
 
     async def approver(self, name: str) -> Client:
         """The connection of approver ``name``'s own user, or ``admin``'s when the server has no such user.

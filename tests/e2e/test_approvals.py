@@ -55,7 +55,7 @@ async def test_grant_for_other_arguments_runs_nothing_and_real_grant_runs_the_or
     assert pending["request_hash"] == request_hash(BoundRequest(**pending["request"]))
 
     other = BoundRequest(**{**pending["request"], "arguments": {"path": name, "content": "tampered"}})
-    real_key = load_private_key(gate.stack.state_dir / "keys" / "approvals.key")
+    real_key = load_private_key(gate.stack.keys_dir("approvals") / "approvals.key")
     forged = _grant(pending, new_id("forged-"), request_hash(other), real_key)
     await publish_event(gate.js, Subjects.approval("granted", agent, request_id), forged)
     await _nothing_ran(gate, watch, pending, name)

@@ -22,7 +22,7 @@ from toolgate.cli.render import approvals_table, tools_table, trail_table
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import NatsUnreachable, connect_once, redact
 from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.signing import generate_keypair
+from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
 
 __all__ = ["main"]
 
@@ -31,7 +31,7 @@ app = typer.Typer(help="toolgate: a governed gateway between AI agents and their
 tools_app = typer.Typer(help="The tool registry.", no_args_is_help=True)
 approvals_app = typer.Typer(help="Answer pending approvals.", no_args_is_help=True)
 audit_app = typer.Typer(help="Read and verify the audit chain.", no_args_is_help=True)
-keys_app = typer.Typer(help="Signing keys of the policy and approvals services.", no_args_is_help=True)
+keys_app = typer.Typer(help="Signing keys: one directory per holder, its own private key only.", no_args_is_help=True)
 for sub, name in ((tools_app, "tools"), (approvals_app, "approvals"), (audit_app, "audit"), (keys_app, "keys")):
     app.add_typer(sub, name=name)
 console = Console()
@@ -155,11 +155,14 @@ def audit_verify(nats_url: NatsUrl = "") -> None:
 
 @keys_app.command("generate")
 def keys_generate(directory: Path) -> None:
-    """Create policy and approvals Ed25519 key pairs in DIRECTORY (existing keys are kept)."""
-    for name in ("policy", "approvals"):
-        if not (directory / f"{name}.key").exists():
-            generate_keypair(directory, name)
-    console.print(f"keys in {directory}")
+    """Lay out every signing key under DIRECTORY, one directory per holder (existing keys are kept).
+
+    DIRECTORY/<service> is what that service mounts as TOOLGATE_KEYS_DIR; DIRECTORY/public
+    holds every public key (agents, offline audit verification); DIRECTORY/operator is the
+    operator's own.
+    """
+    lay_out_keys(directory)
+    console.print(f"keys in {directory}: " + ", ".join(sorted(HOLDERS)) + f", {PUBLIC}")
 
 
 Principals = Annotated[Path, typer.Option(help="Principal directory TOML: its agents (principals) and approvers.")]

@@ -27,7 +27,6 @@ from rich.table import Table
 
 from toolgate.cli.stack import DEPLOY_DIR, running_stack
 from toolgate.sdk import ToolClient
-from toolgate.shared.catalog import Rpc
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.schemas import first_error
 
@@ -97,10 +96,8 @@ async def _bare(url: str, calls: int, concurrency: int) -> Figures:
         await responder.close()
 
 
-async def _governed(url: str, calls: int, concurrency: int) -> Figures:
-    async with await ToolClient.connect(url, AGENT) as agent:
-        reply = await agent._nc.request(Rpc.REGISTRY_PUBLISH, msgspec.json.encode(_bench_descriptor()), timeout=5)
-        assert msgspec.json.decode(reply.data)["ok"], reply.data
+async def _governed(url: str, public_keys: Path, calls: int, concurrency: int) -> Figures:
+    async with await ToolClient.connect(url, AGENT, public_keys=public_keys) as agent:
 
         async def call() -> None:
             receipt = await agent.invoke("bench_fs", "read", {"path": "data.txt"}, idempotency_key=uuid.uuid4().hex)
@@ -153,13 +150,18 @@ def run_bench(console: Console, calls: int, concurrency: int) -> int:
     root = Path(tempfile.mkdtemp(prefix="toolgate-bench-"))
     (root / "sandbox").mkdir()
     (root / "sandbox" / "data.txt").write_text("benchmark payload\n" * 8)
-    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(root / "sandbox")}
+    tools = root / "tools"
+    tools.mkdir()
+    for shipped in (DEPLOY_DIR / "tools").glob("*.json"):
+        (tools / shipped.name).write_bytes(shipped.read_bytes())
+    (tools / "bench_fs.json").write_bytes(msgspec.json.encode(_bench_descriptor()))
+    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(root / "sandbox"), "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(tools)}
     with contextlib.ExitStack() as resources:
         with console.status("starting the system…"):
             stack = resources.enter_context(running_stack(root / "state", env))
         url = stack.nats_url
         console.print(f"{calls} sequential calls for latency, {calls} at concurrency {concurrency} for throughput")
         bare = asyncio.run(_bare(url, calls, concurrency))
-        governed = asyncio.run(_governed(url, calls, concurrency))
+        governed = asyncio.run(_governed(url, stack.public_keys, calls, concurrency))
     console.print(_table(bare, governed, *_in_process_us()))
     return 0

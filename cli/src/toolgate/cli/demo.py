@@ -97,7 +97,7 @@ class _Steps:
 
 async def _script(console: Console, stack: Stack, sandbox: Path, repo: Path) -> list[str]:
     steps = _Steps(console)
-    async with await ToolClient.connect(stack.nats_url, AGENT) as agent:
+    async with await ToolClient.connect(stack.nats_url, AGENT, public_keys=stack.public_keys) as agent:
         console.print(tools_table(await agent.list_tools()))
         write_id = await _files(steps, agent, stack, sandbox)
         await _rate_limit(steps, agent)

@@ -32,9 +32,9 @@ from toolgate.cli.credentials import BusCredentials, stack_directory, write_priv
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import connect_once
+from toolgate.shared.keyring import PUBLIC, lay_out_keys
 from toolgate.shared.nats_permissions import ADMIN
 from toolgate.shared.servers import ServerProcess, nats_server, redis_server
-from toolgate.shared.signing import generate_keypair
 
 __all__ = ["DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "running_stack"]
 
@@ -102,11 +102,20 @@ class Stack:
         with (logs / f"{service}.log").open("ab") as sink:
             self.processes[service] = subprocess.Popen(
                 [sys.executable, "-m", f"toolgate.{service}"],
-                env={**self.env, "NATS_URL": self.url_for(service)},
+                env={**self.env, "NATS_URL": self.url_for(service), "TOOLGATE_KEYS_DIR": str(self.keys_dir(service))},
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def keys_dir(self, holder: str) -> Path:
+        """The keys directory of ``holder`` (a service, ``operator`` or ``public``; :mod:`toolgate.shared.keyring`)."""
+        return self.state_dir / "keys" / holder
+
+    @property
+    def public_keys(self) -> Path:
+        """Every public key: what an agent needs to verify receipts."""
+        return self.keys_dir(PUBLIC)
 
     def stop(self, service: str, kill: bool = False) -> None:
         """Stop one service (SIGTERM, or SIGKILL when ``kill``)."""
@@ -138,7 +147,6 @@ def base_env(state_dir: Path, nats_url: str, redis_url: str, extra: dict[str, st
         {
             "NATS_URL": nats_url,
             "REDIS_URL": redis_url,
-            "TOOLGATE_KEYS_DIR": str(state_dir / "keys"),
             "TOOLGATE_AUDIT_DATABASE": str(state_dir / "audit.sqlite3"),
         }
     )
@@ -155,13 +163,6 @@ def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
         "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(policy / "principals.toml"),
         "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(deploy_dir / "tools"),
     }
-
-
-def ensure_keys(keys_dir: Path) -> None:
-    """Generate the policy and approvals signing keys unless they exist."""
-    for name in ("policy", "approvals"):
-        if not (keys_dir / f"{name}.key").exists():
-            generate_keypair(keys_dir, name)
 
 
 async def wait_ready(stack: Stack, services: tuple[str, ...], timeout_s: float = 60.0) -> None:
@@ -282,7 +283,7 @@ def running_stack(
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
         held.enter_context(_only_stack_on(state_dir))
-        ensure_keys(state_dir / "keys")
+        lay_out_keys(state_dir / "keys")
         credentials, nats_config = _secure(state_dir, extra_env or {}, auth)
         servers = held.enter_context(running_servers(state_dir, nats_config, redis_persistent))
         nats_url, redis_url = _url(servers["nats"]), _url(servers["redis"])

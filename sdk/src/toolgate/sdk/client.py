@@ -5,6 +5,11 @@ The agent's principal is the token of the subject it publishes on
 principal is proven by the transport, not claimed in the body. Receipts arrive on
 ``tg.receipt.<principal>.<request_id>``; the client subscribes before it publishes,
 so no receipt is missed, including one that arrives after a long pending approval.
+
+Every receipt is signed by the executor's receipts key (Ed25519). The client verifies each
+one with the executor's public key (``receipts.pub`` in the public keys directory) over the
+fields as sent, and ignores an unsigned or forged receipt (logged), so it keeps waiting for
+the real one.
 """
 
 from __future__ import annotations
@@ -12,24 +17,28 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import uuid
 import zlib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import nats
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from toolgate.shared import catalog
-from toolgate.shared.bus import fetch_last, publish_event
+from toolgate.shared.bus import publish_event
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested, decode_untrusted
+from toolgate.shared.signing import load_public_key, verify_body
 
-__all__ = ["DuplicateRequest", "RegistryUnavailable", "ResultUnavailable", "ToolClient"]
+__all__ = ["DuplicateRequest", "ReceiptKeyMissing", "RegistryUnavailable", "ResultUnavailable", "ToolClient"]
 
 _receipt = msgspec.json.Decoder(ReceiptIssued)
 
@@ -43,6 +52,10 @@ async def _log_error(error: Exception) -> None:
 
 class DuplicateRequest(Exception):
     """The stream already held a message with this request id: nothing new was submitted."""
+
+
+class ReceiptKeyMissing(Exception):
+    """No executor public key to verify receipts with, and unverified receipts were not asked for."""
 
 
 class RegistryUnavailable(Exception):
@@ -63,35 +76,60 @@ class _Listing(msgspec.Struct):
 class ToolClient:
     """An agent's connection to toolgate.
 
-    Use ``async with await ToolClient.connect(url, principal) as client``.
+    Use ``async with await ToolClient.connect(url, principal, public_keys=…) as client``.
+
+    Args:
+        nc: a connected NATS client.
+        principal: the agent's principal (the token of ``tg.req.<principal>``).
+        receipts_key: the executor's public key; ``None`` accepts receipts unverified
+            (only through ``connect(..., verify_receipts=False)``).
     """
 
-    def __init__(self, nc: Client, principal: str) -> None:
+    def __init__(self, nc: Client, principal: str, receipts_key: Ed25519PublicKey | None) -> None:
         if not TOKEN.match(principal):
             raise ValueError(f"principal {principal!r} must match {TOKEN.pattern}")
-        self._nc, self.principal = nc, principal
+        self._nc, self.principal, self._receipts_key = nc, principal, receipts_key
         self._js = nc.jetstream()
         self._waiting: dict[str, asyncio.Future[ReceiptIssued]] = {}
         self._arrived: dict[str, ReceiptIssued] = {}
         self._subscription: Any = None
 
     @classmethod
-    async def connect(cls, url: str, principal: str, **options: Any) -> ToolClient:
+    async def connect(
+        cls,
+        url: str,
+        principal: str,
+        *,
+        public_keys: Path | None = None,
+        verify_receipts: bool = True,
+        **options: Any,
+    ) -> ToolClient:
         """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, …).
 
         Defaults: 5 s connect timeout, then up to 30 attempts one second apart (for the first
         connection and for each reconnection), each failure logged as one warning line.
 
+        Args:
+            url: the NATS server URL (credentials may be in it).
+            principal: the agent's principal.
+            public_keys: directory holding the executor's ``receipts.pub`` (``toolgate up``:
+                ``.toolgate/keys/public``); default ``$TOOLGATE_PUBLIC_KEYS_DIR``.
+            verify_receipts: ``False`` accepts unsigned receipts (logged loudly; never in production).
+            options: further ``nats.connect`` keyword arguments.
+
         Raises:
+            ReceiptKeyMissing: no ``receipts.pub`` and ``verify_receipts`` is true.
+            ValueError: ``receipts.pub`` is not a base64 Ed25519 public key.
             nats.errors.NoServersError: the server could not be reached.
         """
+        key = _receipts_key(public_keys, verify_receipts)
         defaults: dict[str, Any] = {
             "connect_timeout": 5.0,
             "max_reconnect_attempts": 30,
             "reconnect_time_wait": 1.0,
             "error_cb": _log_error,
         }
-        client = cls(await nats.connect(url, **{**defaults, **options}), principal)
+        client = cls(await nats.connect(url, **{**defaults, **options}), principal, key)
         await client.start()
         return client
 
@@ -100,9 +138,8 @@ class ToolClient:
         self._subscription = await self._nc.subscribe(Subjects.receipts_of(self.principal), cb=self._on_receipt)
 
     async def _on_receipt(self, msg: Msg) -> None:
-        try:
-            issued = decode_untrusted(_receipt, msg.data)
-        except msgspec.DecodeError:
+        issued = self._verified(msg.data)
+        if issued is None:
             return
         future = self._waiting.pop(issued.request_id, None)
         if future is not None and not future.done():
@@ -237,11 +274,23 @@ class ToolClient:
             raise ResultUnavailable(f"result chunk {subject} cannot be read: {type(error).__name__}") from None
 
     async def _stored(self, request_id: str) -> ReceiptIssued | None:
+        subject = Subjects.receipt(self.principal, request_id)
         try:
-            found = await fetch_last(self._js, Subjects.receipt(self.principal, request_id))
-        except (nats.errors.Error, msgspec.DecodeError):
+            stored = await self._js.get_last_msg(catalog.STREAM, subject, direct=True)
+        except nats.errors.Error:
             return None
-        return found if isinstance(found, ReceiptIssued) else None
+        return self._verified(stored.data or b"")
+
+    def _verified(self, data: bytes) -> ReceiptIssued | None:
+        """The receipt in ``data`` when it is one and its signature verifies; else ``None`` (logged)."""
+        try:
+            body, issued = msgspec.json.decode(data), decode_untrusted(_receipt, data)
+        except msgspec.DecodeError:
+            return None
+        if self._receipts_key is None or (isinstance(body, dict) and verify_body(body, self._receipts_key)):
+            return issued
+        log.warning("receipt for %s ignored: not signed by the executor's receipts key", issued.request_id)
+        return None
 
     async def invoke(
         self,
@@ -260,6 +309,24 @@ class ToolClient:
         """
         request_id = await self.submit(tool, operation, arguments, idempotency_key=idempotency_key, version=version)
         return await self.receipt(request_id, timeout_s)
+
+
+def _receipts_key(public_keys: Path | None, verify: bool) -> Ed25519PublicKey | None:
+    """The executor's public key from ``public_keys`` (or ``$TOOLGATE_PUBLIC_KEYS_DIR``).
+
+    Raises:
+        ReceiptKeyMissing: none found and ``verify``.
+    """
+    directory = public_keys or (Path(found) if (found := os.environ.get("TOOLGATE_PUBLIC_KEYS_DIR")) else None)
+    if directory is not None and (directory / "receipts.pub").exists():
+        return load_public_key(directory / "receipts.pub")
+    if verify:
+        raise ReceiptKeyMissing(
+            "no receipts.pub to verify receipts with: pass public_keys= (toolgate up: .toolgate/keys/public) "
+            "or set TOOLGATE_PUBLIC_KEYS_DIR"
+        )
+    log.warning("receipts are NOT verified (verify_receipts=False): a forged receipt would be believed")
+    return None
 
 
 def _gunzip(packed: bytes, size_bytes: int) -> bytes:

@@ -40,7 +40,13 @@ class AlreadyPublished(Exception):
 
 
 async def publish_event(
-    js: JetStreamContext, subject: str, event: Any, *, first_on_subject: bool = False, timeout_s: float = 5.0
+    js: JetStreamContext,
+    subject: str,
+    event: Any,
+    *,
+    first_on_subject: bool = False,
+    after_seq: int = 0,
+    timeout_s: float = 5.0,
 ) -> PubAck:
     """Publish ``event`` to the stream, deduplicated by its ``event_id``.
 
@@ -49,14 +55,16 @@ async def publish_event(
         subject: a subject of :data:`catalog.STREAM`.
         event: a msgspec event with an ``event_id``.
         first_on_subject: require that nothing was ever published on ``subject``
-            (and skip ``Nats-Msg-Id``).
+            (and skip ``Nats-Msg-Id``); with ``after_seq``, that the subject's last message
+            is the one at stream sequence ``after_seq``.
+        after_seq: see ``first_on_subject`` (``Nats-Expected-Last-Subject-Sequence``).
         timeout_s: PubAck wait, seconds.
 
     Raises:
-        AlreadyPublished: ``first_on_subject`` and the subject already has a message.
+        AlreadyPublished: ``first_on_subject`` and the subject holds another message than expected.
         nats.errors.TimeoutError / nats.js.errors.APIError: the stream did not store it.
     """
-    once = {"Nats-Expected-Last-Subject-Sequence": "0"}
+    once = {"Nats-Expected-Last-Subject-Sequence": str(after_seq)}
     headers = once if first_on_subject else {"Nats-Msg-Id": event.event_id}
     try:
         return await js.publish(subject, encode(event), timeout=timeout_s, stream=catalog.STREAM, headers=headers)
@@ -66,8 +74,8 @@ async def publish_event(
         raise
 
 
-async def publish_once(js: JetStreamContext, subject: str, event: Any) -> bool:
-    """Publish ``event`` as the only message ``subject`` will ever hold.
+async def publish_once(js: JetStreamContext, subject: str, event: Any, after_seq: int = 0) -> bool:
+    """Publish ``event`` as the only message ``subject`` will ever hold (after ``after_seq``, when given).
 
     Returns:
         ``True`` when stored now, ``False`` when the subject already held a message
@@ -77,7 +85,7 @@ async def publish_once(js: JetStreamContext, subject: str, event: Any) -> bool:
         nats.errors.TimeoutError / nats.js.errors.APIError: the stream did not answer.
     """
     try:
-        await publish_event(js, subject, event, first_on_subject=True)
+        await publish_event(js, subject, event, first_on_subject=True, after_seq=after_seq)
     except AlreadyPublished:
         return False
     return True

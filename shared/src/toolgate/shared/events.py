@@ -197,6 +197,8 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
         effect_id: identity of the effect (``<principal>:<idempotency_key>``), when it ran.
         replay_of: request id whose stored receipt this one replays.
         duration_ms: execution time of the tool, milliseconds.
+        signature: base64 Ed25519 signature by the executor's receipts key over the canonical
+            event without it (:mod:`toolgate.shared.signing`); the SDK and the audit verify it.
     """
 
     request_id: str
@@ -214,6 +216,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     effect_id: str | None = None
     replay_of: str | None = None
     duration_ms: float | None = None
+    signature: str = ""
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):

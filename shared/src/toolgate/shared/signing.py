@@ -23,6 +23,7 @@ __all__ = [
     "load_public_key",
     "sign_event",
     "signed_bytes",
+    "verify_body",
     "verify_event",
 ]
 
@@ -44,10 +45,20 @@ def sign_event(event: E, key: Ed25519PrivateKey) -> E:
 
 def verify_event(event: msgspec.Struct, key: Ed25519PublicKey) -> bool:
     """Return whether the event's ``signature`` is valid under ``key``; never raises."""
+    return verify_body(msgspec.to_builtins(event), key)
+
+
+def verify_body(body: dict[str, Any], key: Ed25519PublicKey) -> bool:
+    """Whether ``body`` (an event as decoded from its wire JSON) carries a valid signature under ``key``.
+
+    Checks exactly the fields that were sent, so an event signed by a newer or older
+    version of the signer still verifies. Never raises.
+    """
+    unsigned = {name: value for name, value in body.items() if name != "signature"}
     try:
-        signature = base64.b64decode(getattr(event, "signature", ""), validate=True)
-        key.verify(signature, signed_bytes(event))
-    except (InvalidSignature, ValueError):
+        signature = base64.b64decode(str(body.get("signature") or ""), validate=True)
+        key.verify(signature, canonical_bytes(unsigned))
+    except (InvalidSignature, ValueError, TypeError):
         return False
     return True
 

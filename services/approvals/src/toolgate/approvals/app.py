@@ -22,8 +22,8 @@ from toolgate.shared.bus import publish_event, publish_once
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import load_directory
 from toolgate.shared.events import ApprovalRequested
+from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
-from toolgate.shared.signing import load_private_key, load_public_key
 
 __all__ = ["create_app"]
 
@@ -48,10 +48,11 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
 
     Raises:
         OSError / ValueError: a key or the principal directory is missing or invalid.
+        toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds another service's private key.
     """
     settings = settings or ApprovalsSettings()
-    key = load_private_key(settings.keys_dir / "approvals.key")
-    policy_key = load_public_key(settings.keys_dir / "policy.pub")
+    key = load_own_private_key(settings.keys_dir, "approvals")
+    policy_key = public_key_of(settings.keys_dir, "policy")
     approvers = load_directory(settings.principals_file).approvers
     broker = new_broker("approvals", settings)
     cell: RuntimeCell[ApprovalsRuntime] = RuntimeCell()

@@ -23,9 +23,9 @@ from toolgate.executor.settings import ExecutorSettings
 from toolgate.executor.timing import Timing
 from toolgate.executor.upkeep import Lease, Upkeep
 from toolgate.shared.connections import redis_client
+from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.mcp_config import load_mcp_servers
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
-from toolgate.shared.signing import load_public_key
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
@@ -53,12 +53,14 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     """Build the executor service.
 
     Raises:
-        OSError / ValueError: a public key or the MCP servers file is missing or invalid.
+        OSError / ValueError: a key or the MCP servers file is missing or invalid.
+        toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds another service's private key.
     """
     settings = settings or ExecutorSettings()
+    receipts_key = load_own_private_key(settings.keys_dir, "executor")
     keys = Keys(
-        policy=load_public_key(settings.keys_dir / "policy.pub"),
-        approvals=load_public_key(settings.keys_dir / "approvals.pub"),
+        policy=public_key_of(settings.keys_dir, "policy"),
+        approvals=public_key_of(settings.keys_dir, "approvals"),
     )
     mcp, timing, instance = _mcp(settings), _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
@@ -70,7 +72,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         return datetime.now(UTC)
 
     async def build(js: JetStreamContext) -> None:
-        bus, store = StreamBus(broker.connection, js), RedisIdempotencyStore(redis_client(settings))
+        bus, store = StreamBus(broker.connection, js, receipts_key), RedisIdempotencyStore(redis_client(settings))
         runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes)
         executor = Executor(
             store=store,

@@ -16,8 +16,8 @@ from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.handlers import PolicyRuntime, build_router, consumers
 from toolgate.policy.settings import PolicySettings
 from toolgate.shared.connections import redis_client
+from toolgate.shared.keyring import load_own_private_key
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
-from toolgate.shared.signing import load_private_key
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
@@ -38,9 +38,10 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
 
     Raises:
         OSError / ValueError: the signing key ``<keys_dir>/policy.key`` is missing or invalid.
+        toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds another service's private key.
     """
     settings = settings or PolicySettings()
-    key = load_private_key(settings.keys_dir / "policy.key")
+    key = load_own_private_key(settings.keys_dir, "policy")
     broker = new_broker("policy", settings)
     cell: RuntimeCell[PolicyRuntime] = RuntimeCell()
     clock = lambda: datetime.now(UTC)  # noqa: E731

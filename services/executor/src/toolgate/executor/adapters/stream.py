@@ -6,7 +6,11 @@ so a message published later on the same subject (a copy, a forgery) is never wh
 and an event is taken only for the request its subject names (a validly signed event of
 another request, copied there first, is treated as absent).
 Receipts, claims and result chunks are published with
-``Nats-Expected-Last-Subject-Sequence: 0`` (one per subject, forever). Large results are
+``Nats-Expected-Last-Subject-Sequence: 0`` (one per subject, forever). Receipts are signed
+with the executor's receipts key (Ed25519); a receipt on a request's subject counts only when
+it verifies under that key, so a forged one published there first (by a client whose NATS
+permissions are wrong) neither ends the request nor blocks the real receipt, which is
+published after it. Large results are
 gzip-compressed (RFC 1952) and cut into chunks of :data:`CHUNK_BYTES` in
 :data:`catalog.RESULTS_STREAM`.
 """
@@ -21,6 +25,7 @@ from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
@@ -39,6 +44,7 @@ from toolgate.shared.events import (
     decode_event,
 )
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+from toolgate.shared.signing import sign_event, verify_body
 
 __all__ = ["CHUNK_BYTES", "StreamBus"]
 
@@ -61,12 +67,24 @@ class StreamBus:
         recheck_timeout_s: how long to wait for the policy's re-check answer, seconds.
     """
 
-    def __init__(self, nc: Client, js: JetStreamContext, recheck_timeout_s: float = 2.0) -> None:
+    def __init__(
+        self, nc: Client, js: JetStreamContext, receipts_key: Ed25519PrivateKey, recheck_timeout_s: float = 2.0
+    ) -> None:
         self._nc, self._js, self._recheck_timeout_s = nc, js, recheck_timeout_s
+        self._signer, self._verifier = receipts_key, receipts_key.public_key()
 
     async def publish_receipt(self, receipt: ReceiptIssued) -> bool:
-        """See :meth:`~toolgate.executor.ports.Bus.publish_receipt`."""
-        return await publish_once(self._js, Subjects.receipt(receipt.principal, receipt.request_id), receipt)
+        """See :meth:`~toolgate.executor.ports.Bus.publish_receipt`; signed, published after any forgery."""
+        subject, signed = Subjects.receipt(receipt.principal, receipt.request_id), sign_event(receipt, self._signer)
+        after = 0
+        for _ in range(MAX_EVENTS_PER_SUBJECT):
+            if await publish_once(self._js, subject, signed, after_seq=after):
+                return True
+            found, after = await self._receipt_on(subject, receipt.principal, receipt.request_id)
+            if found is not None:
+                return False
+            log.error("%s holds no receipt signed by this executor: publishing the real one after it", subject)
+        raise RuntimeError(f"{subject}: receipt not published after {MAX_EVENTS_PER_SUBJECT} attempts")
 
     async def decision(self, principal: str, request_id: str) -> DecisionMade | None:
         """See :meth:`~toolgate.executor.ports.Bus.decision`."""
@@ -74,9 +92,20 @@ class StreamBus:
         return found if _about(found, principal, request_id) else None
 
     async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
-        """See :meth:`~toolgate.executor.ports.Bus.receipt`."""
-        found = _first(await self._events(Subjects.receipt(principal, request_id), 1), ReceiptIssued)
-        return found if _about(found, principal, request_id) else None
+        """See :meth:`~toolgate.executor.ports.Bus.receipt`: the first one this executor's key signed."""
+        found, _ = await self._receipt_on(Subjects.receipt(principal, request_id), principal, request_id)
+        return found
+
+    async def _receipt_on(self, subject: str, principal: str, request_id: str) -> tuple[ReceiptIssued | None, int]:
+        """The first validly signed receipt of the request on ``subject``, and the subject's last sequence."""
+        seq, last = 1, 0
+        while (message := await self._next(subject, seq)) is not None:
+            seq, last = message.seq + 1, message.seq
+            event = _decoded(message.data)
+            mine = isinstance(event, ReceiptIssued) and _about(event, principal, request_id)
+            if mine and _signed_by(message.data, self._verifier):
+                return event, last
+        return None, last
 
     async def approvals(self, principal: str, request_id: str) -> ApprovalTrail:
         """See :meth:`~toolgate.executor.ports.Bus.approvals`."""
@@ -146,6 +175,15 @@ def _decoded(data: bytes | None) -> Any:
         return decode_event(data or b"")
     except msgspec.DecodeError:
         return None
+
+
+def _signed_by(data: bytes | None, key: Ed25519PublicKey) -> bool:
+    """Whether the raw event ``data`` carries a valid signature under ``key`` (over the fields sent)."""
+    try:
+        body = msgspec.json.decode(data or b"")
+    except msgspec.DecodeError:
+        return False
+    return isinstance(body, dict) and verify_body(body, key)
 
 
 def _about(event: Any, principal: str, request_id: str) -> bool:
