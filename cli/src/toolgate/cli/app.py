@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import msgspec
 import nats
 import typer
 from nats.aio.client import Client
@@ -76,9 +77,38 @@ def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
 def tools_list(nats_url: NatsUrl = "") -> None:
     """List every tool's latest version, one row per operation."""
     reply: dict[str, Any] = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.REGISTRY_LIST, {}))
-    import msgspec
-
     console.print(tools_table(msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])))
+
+
+OperatorKey = Annotated[
+    Path,
+    typer.Option(
+        "--key",
+        envvar="TOOLGATE_OPERATOR_KEY",
+        help="The operator's private key (toolgate up: .toolgate/keys/operator).",
+    ),
+]
+
+
+@tools_app.command("publish")
+def tools_publish(
+    file: Path, key: OperatorKey = STATE_DIR / "keys" / "operator" / "operator.key", nats_url: NatsUrl = ""
+) -> None:
+    """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable)."""
+    from toolgate.shared.signing import load_private_key, sign_value
+
+    try:
+        descriptor = msgspec.json.decode(file.read_bytes())
+        body = {"descriptor": descriptor, "signature": sign_value(descriptor, load_private_key(key))}
+    except (OSError, ValueError, msgspec.DecodeError) as error:
+        err_console.print("[red]error:[/red]", escape(str(error)))
+        raise typer.Exit(2) from None
+    reply: dict[str, Any] = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.REGISTRY_PUBLISH, body))
+    code, reason = escape(str(reply.get("reason_code"))), escape(str(reply.get("reason")))
+    if not reply.get("ok"):
+        err_console.print(f"[red]{code}[/red]:", reason)
+        raise typer.Exit(1)
+    console.print(f"[green]{code}[/green]:", reason)
 
 
 @approvals_app.command("list")
@@ -133,14 +163,27 @@ def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
 
 
 @audit_app.command("verify")
-def audit_verify(nats_url: NatsUrl = "") -> None:
-    """Check the whole hash chain; name the first broken record."""
+def audit_verify(
+    nats_url: NatsUrl = "",
+    file: Annotated[Path | None, typer.Option(help="Verify an exported chain (audit export) offline.")] = None,
+    keys: Annotated[
+        Path | None, typer.Option(help="Public keys for --file (toolgate up: .toolgate/keys/public).")
+    ] = None,
+) -> None:
+    """Check the whole hash chain and every signature; name the first broken record.
+
+    With --file and --keys it needs no bus: an exported chain is verified with the public keys alone.
+    """
+    if file is not None:
+        _verify_offline(file, keys)
+        return
     reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_VERIFY, {}, timeout_s=60))
     result, missing = reply["result"], reply.get("missing_stream_seqs") or []
     if not result["ok"]:
         broken = f"[red]audit chain broken at record {result['first_broken']}[/red]:"
         err_console.print(broken, escape(str(result["reason"])))
         raise typer.Exit(1)
+    _fail_on_bad_signatures(reply.get("bad_signatures") or [], int(reply.get("bad_signature_count") or 0))
     if missing:
         err_console.print(f"[red]events never audited[/red]: stream sequences {', '.join(map(str, missing))}")
         raise typer.Exit(1)
@@ -151,6 +194,63 @@ def audit_verify(nats_url: NatsUrl = "") -> None:
     behind = (reply.get("stream_last_seq") or 0) - (reply.get("audited_last_seq") or 0)
     if behind > 0:
         console.print(f"audit is {behind} event(s) behind the stream (still consuming)")
+
+
+def _verify_offline(file: Path, keys: Path | None) -> None:
+    from toolgate.cli.audit_file import ExportInvalid, verify_file
+
+    if keys is None:
+        err_console.print(
+            "[red]error:[/red] --file needs --keys (the directory of policy.pub, approvals.pub, receipts.pub)"
+        )
+        raise typer.Exit(2)
+    try:
+        found = verify_file(file, keys)
+    except (ExportInvalid, OSError, ValueError) as error:
+        err_console.print("[red]error:[/red]", escape(str(error)))
+        raise typer.Exit(2) from None
+    if not found.result.ok:
+        err_console.print(
+            f"[red]audit chain broken at record {found.result.first_broken}[/red]:", escape(found.result.reason)
+        )
+        raise typer.Exit(1)
+    faults = [msgspec.to_builtins(fault) for fault in found.bad_signatures]
+    _fail_on_bad_signatures(faults, found.bad_signature_count)
+    console.print(f"[green]audit chain intact[/green]: {found.result.checked} records and their signatures verified")
+
+
+def _fail_on_bad_signatures(faults: list[dict[str, Any]], count: int) -> None:
+    if not count:
+        return
+    err_console.print(f"[red]{count} record(s) with a signature that does not verify[/red] (forged or edited):")
+    for fault in faults:
+        err_console.print(
+            f"  record {fault['sequence']} ({escape(str(fault['event_type']))}): {escape(str(fault['reason']))}"
+        )
+    raise typer.Exit(1)
+
+
+@audit_app.command("export")
+def audit_export(file: Path, nats_url: NatsUrl = "") -> None:
+    """Write the whole chain to FILE (JSON Lines), for `audit verify --file FILE --keys DIR` anywhere."""
+    from toolgate.cli.audit_file import ExportInvalid, export_chain
+
+    async def work(nc: Client) -> int:
+        async def page(after: int, limit: int) -> dict[str, Any]:
+            reply: dict[str, Any] = await rpc.request(
+                nc, Rpc.AUDIT_EXPORT, {"after": after, "limit": limit}, timeout_s=30
+            )
+            return reply
+
+        with file.open("wb") as sink:
+            return await export_chain(page, sink)
+
+    try:
+        written = _on_bus(nats_url, work)
+    except ExportInvalid as error:
+        err_console.print("[red]error:[/red]", escape(str(error)))
+        raise typer.Exit(1) from None
+    console.print(f"{written} records written to {file}")
 
 
 @keys_app.command("generate")

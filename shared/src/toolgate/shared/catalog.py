@@ -131,6 +131,7 @@ class Rpc:
     APPROVALS_DECIDE: Final = "tg.approvals.decide.*"
     AUDIT_TRAIL: Final = "tg.audit.trail"
     AUDIT_VERIFY: Final = "tg.audit.verify"
+    AUDIT_EXPORT: Final = "tg.audit.export"
 
     @staticmethod
     def approvals_decide(approver: str) -> str:

@@ -264,7 +264,7 @@ def _audit(approvers: tuple[str, ...]) -> NatsUser:
             Rule(_api("STREAM.INFO", catalog.STREAM), "verify: how far the stream is ahead"),
             *_replies_to(approvers),
         ),
-        subscribe=(Rule(Rpc.AUDIT_TRAIL), Rule(Rpc.AUDIT_VERIFY), Rule(SERVICE_INBOXES)),
+        subscribe=(Rule(Rpc.AUDIT_TRAIL), Rule(Rpc.AUDIT_VERIFY), Rule(Rpc.AUDIT_EXPORT), Rule(SERVICE_INBOXES)),
     )
 
 
@@ -275,7 +275,7 @@ def _approver(name: str) -> NatsUser:
         title=f"approver {name}: answers approvals as {name} only, reads the trail",
         publish=(
             Rule(Rpc.approvals_decide(name), "nobody answers as someone else"),
-            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY)),
+            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
             *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET)),
         ),
         subscribe=(Rule(f"{private_inbox(user)}.>"),),

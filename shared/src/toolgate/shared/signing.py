@@ -22,9 +22,11 @@ __all__ = [
     "load_private_key",
     "load_public_key",
     "sign_event",
+    "sign_value",
     "signed_bytes",
     "verify_body",
     "verify_event",
+    "verify_value",
 ]
 
 E = TypeVar("E", bound=msgspec.Struct)
@@ -55,9 +57,22 @@ def verify_body(body: dict[str, Any], key: Ed25519PublicKey) -> bool:
     version of the signer still verifies. Never raises.
     """
     unsigned = {name: value for name, value in body.items() if name != "signature"}
+    return verify_value(unsigned, str(body.get("signature") or ""), key)
+
+
+def sign_value(value: Any, key: Ed25519PrivateKey) -> str:
+    """The base64 Ed25519 signature of the RFC 8785 canonical JSON of ``value`` (a detached signature).
+
+    Raises:
+        rfc8785.CanonicalizationError: ``value`` has no canonical JSON form.
+    """
+    return base64.b64encode(key.sign(canonical_bytes(value))).decode()
+
+
+def verify_value(value: Any, signature: str, key: Ed25519PublicKey) -> bool:
+    """Whether ``signature`` (base64) is ``key``'s signature of the canonical JSON of ``value``; never raises."""
     try:
-        signature = base64.b64decode(str(body.get("signature") or ""), validate=True)
-        key.verify(signature, canonical_bytes(unsigned))
+        key.verify(base64.b64decode(signature, validate=True), canonical_bytes(value))
     except (InvalidSignature, ValueError, TypeError):
         return False
     return True

@@ -11,6 +11,7 @@ from toolgate.audit.handlers import build_router, consumers
 from toolgate.audit.service import Audit
 from toolgate.audit.settings import AuditSettings
 from toolgate.shared.catalog import STREAM
+from toolgate.shared.keyring import HOLDERS, check_holds_only_own, load_public_keys
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 
 __all__ = ["create_app"]
@@ -21,8 +22,12 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
 
     Raises:
         toolgate.audit.errors.StoreError (at start-up): the database cannot be opened.
+        toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds a private key.
+        ValueError: a public key in ``keys_dir`` is invalid (a missing one leaves its events unverifiable).
     """
     settings = settings or AuditSettings()
+    check_holds_only_own(settings.keys_dir, "audit")
+    keys = load_public_keys(settings.keys_dir, HOLDERS["audit"].verifies)
     broker = new_broker("audit", settings)
     cell: RuntimeCell[Audit] = RuntimeCell()
     broker.include_router(build_router(cell))
@@ -34,7 +39,8 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
             except (nats.errors.Error, OSError):
                 return None
 
-        cell.set(Audit(store=SqliteAuditStore(settings.database), stream_last_seq=stream_last_seq))
+        store = SqliteAuditStore(settings.database)
+        cell.set(Audit(store=store, stream_last_seq=stream_last_seq, keys=keys))
 
     async def close() -> None:
         await cell().store.close()

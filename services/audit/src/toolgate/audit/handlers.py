@@ -8,7 +8,7 @@ import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
 from toolgate.audit.intake import entry_of
-from toolgate.audit.queries import TrailQuery, TrailReply
+from toolgate.audit.queries import ExportQuery, ExportReply, TrailQuery, TrailReply
 from toolgate.audit.service import Audit
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
@@ -19,6 +19,7 @@ from toolgate.shared.service import RuntimeCell, rpc
 __all__ = ["build_router", "consumers"]
 
 _trail = msgspec.json.Decoder(TrailQuery)
+_export = msgspec.json.Decoder(ExportQuery)
 
 
 def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
@@ -34,7 +35,7 @@ def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
 
 
 def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
-    """Route the two queries to the store."""
+    """Route the queries (trail, verify, export) to the store."""
     router = NatsRouter()
 
     @rpc(router, Rpc.AUDIT_TRAIL, "audit")
@@ -48,5 +49,13 @@ def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
     @rpc(router, Rpc.AUDIT_VERIFY, "audit")
     async def on_verify(msg: NatsMessage) -> bytes:
         return msgspec.json.encode(await cell().verify())
+
+    @rpc(router, Rpc.AUDIT_EXPORT, "audit")
+    async def on_export(msg: NatsMessage) -> bytes:
+        try:
+            query = decode_untrusted(_export, msg.raw_message.data or b"")
+        except msgspec.DecodeError as error:
+            return msgspec.json.encode(ExportReply(ok=False, reason=f"not an export query: {error}"))
+        return msgspec.json.encode(await cell().export(query))
 
     return router

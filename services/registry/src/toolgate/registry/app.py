@@ -21,6 +21,7 @@ from toolgate.registry.service import Registry
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.bus import publish_event
 from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.keyring import check_holds_only_own, load_public_keys
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
 from toolgate.shared.provision import ensure_bus
 from toolgate.shared.service import RuntimeCell, new_app, new_broker
@@ -65,9 +66,12 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
 
     Raises:
         RegistryError / OSError / ValueError (at start-up): a configured descriptor or MCP
-            server is invalid or unreachable.
+            server is invalid or unreachable, or ``<keys_dir>/operator.pub`` is invalid.
+        toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds a private key.
     """
     settings = settings or RegistrySettings()
+    check_holds_only_own(settings.keys_dir, "registry")
+    operator_key = load_public_keys(settings.keys_dir, ("operator",)).get("operator")
     broker = new_broker("registry", settings)
     cell: RuntimeCell[Registry] = RuntimeCell()
     broker.include_router(build_router(cell))
@@ -78,7 +82,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
         async def announce(subject: str, event: Any) -> object:
             return await publish_event(js, subject, event)
 
-        registry = Registry(bucket=await ToolsBucket.open(js), publish_event=announce, clock=lambda: datetime.now(UTC))
+        bucket, clock = await ToolsBucket.open(js), lambda: datetime.now(UTC)
+        registry = Registry(bucket=bucket, publish_event=announce, clock=clock, operator_key=operator_key)
         for descriptor in await _seed(settings):
             await _publish(registry, descriptor)
         cell.set(registry)

@@ -8,14 +8,26 @@ is ever fetched (:func:`toolgate.shared.schemas.check_schema`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.registry.errors import PublishRefused
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
 from toolgate.shared.events import decode_untrusted
 from toolgate.shared.schemas import SchemaError, check_schema
+from toolgate.shared.signing import verify_value
 
-__all__ = ["MAX_DESCRIPTOR_BYTES", "GetQuery", "RegistryReply", "parse_descriptor", "validate_descriptor"]
+__all__ = [
+    "MAX_DESCRIPTOR_BYTES",
+    "GetQuery",
+    "PublishRequest",
+    "RegistryReply",
+    "parse_descriptor",
+    "parse_publish_request",
+    "validate_descriptor",
+]
 
 _descriptor = msgspec.json.Decoder(ToolDescriptor)
 MAX_DESCRIPTOR_BYTES = 262_144
@@ -27,6 +39,22 @@ class GetQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     tool: str
     version: str | None = None
+
+
+class PublishRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``tg.registry.publish``: a descriptor and the operator's detached signature of it.
+
+    Attributes:
+        descriptor: the tool descriptor as JSON.
+        signature: base64 Ed25519 signature of its RFC 8785 canonical JSON by the operator key
+            (:func:`toolgate.shared.signing.sign_value`; ``toolgate tools publish`` makes it).
+    """
+
+    descriptor: dict[str, Any]
+    signature: str
+
+
+_publish = msgspec.json.Decoder(PublishRequest)
 
 
 class RegistryReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -51,6 +79,38 @@ def parse_descriptor(data: bytes) -> ToolDescriptor:
     try:
         descriptor = decode_untrusted(_descriptor, data)
     except msgspec.DecodeError as error:
+        raise PublishRefused("malformed", f"not a tool descriptor: {error}") from None
+    validate_descriptor(descriptor)
+    return descriptor
+
+
+def parse_publish_request(data: bytes, operator_key: Ed25519PublicKey | None) -> ToolDescriptor:
+    """Decode a publish request, check the operator's signature, then the descriptor.
+
+    Publishing is an operator's act: NATS permissions keep agents off ``tg.registry.publish``,
+    and this check refuses a request that reached it anyway (permissions misconfigured).
+
+    Raises:
+        PublishRefused: ``oversized``, ``malformed``, ``not_operator`` (no operator key is
+            configured, or the signature does not verify under it), or as :func:`validate_descriptor`.
+    """
+    if len(data) > MAX_DESCRIPTOR_BYTES:
+        raise PublishRefused("oversized", f"request is {len(data)} bytes; the limit is {MAX_DESCRIPTOR_BYTES}")
+    try:
+        request = decode_untrusted(_publish, data)
+    except msgspec.DecodeError as error:
+        raise PublishRefused("malformed", f"not a publish request ({{descriptor, signature}}): {error}") from None
+    if operator_key is None:
+        raise PublishRefused(
+            "not_operator", "no operator key is configured: descriptors are published at start-up only"
+        )
+    if not verify_value(request.descriptor, request.signature, operator_key):
+        raise PublishRefused(
+            "not_operator", "the descriptor is not signed by the operator key: only the operator publishes"
+        )
+    try:
+        descriptor = msgspec.convert(request.descriptor, ToolDescriptor)
+    except msgspec.ValidationError as error:
         raise PublishRefused("malformed", f"not a tool descriptor: {error}") from None
     validate_descriptor(descriptor)
     return descriptor

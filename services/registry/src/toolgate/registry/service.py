@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.registry.domain import RegistryReply, validate_descriptor
 from toolgate.registry.errors import PublishRefused
@@ -29,11 +30,15 @@ VERSION_PROBES = 100
 
 @dataclass
 class Registry:
-    """Publishes descriptors to the bucket and announces them on the stream."""
+    """Publishes descriptors to the bucket and announces them on the stream.
+
+    ``operator_key`` verifies descriptors published over the bus (``None``: none may be).
+    """
 
     bucket: ToolsBucket
     publish_event: Callable[[str, Any], Awaitable[object]]
     clock: Callable[[], datetime]
+    operator_key: Ed25519PublicKey | None = None
 
     async def publish(self, descriptor: ToolDescriptor) -> RegistryReply:
         """Publish ``descriptor``; identical re-publication is accepted, other content refused.

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from toolgate.audit.domain import AuditEntry, AuditRecord, VerifyResult, next_record, verify_chain
 from toolgate.audit.errors import StoreError
+from toolgate.audit.signatures import SignatureCheck
 
 __all__ = ["SqliteAuditStore"]
 
@@ -99,8 +100,8 @@ class SqliteAuditStore:
         sql = f"SELECT {_COLUMNS} FROM audit_records WHERE request_id = ? ORDER BY stream_seq"
         return await self._run(lambda: [_record(row) for row in self._conn.execute(sql, (request_id,))])
 
-    async def verify(self) -> VerifyResult:
-        """Verify the whole chain, streaming records in sequence order.
+    async def verify(self, signatures: SignatureCheck) -> VerifyResult:
+        """Verify the whole chain, streaming records in sequence order; ``signatures`` sees each record.
 
         Returns:
             The :class:`~toolgate.audit.domain.VerifyResult`; a broken chain is a value.
@@ -108,7 +109,16 @@ class SqliteAuditStore:
         Raises:
             StoreError: the store is closed or the read failed.
         """
-        return await self._run(lambda: verify_chain(self._records()))
+        return await self._run(lambda: verify_chain(signatures.watch(self._records())))
+
+    async def page(self, after: int, limit: int) -> list[AuditRecord]:
+        """Up to ``limit`` records with a chain sequence above ``after``, in chain order.
+
+        Raises:
+            StoreError: the store is closed or the read failed.
+        """
+        sql = f"SELECT {_COLUMNS} FROM audit_records WHERE sequence > ? ORDER BY sequence LIMIT ?"
+        return await self._run(lambda: [_record(row) for row in self._conn.execute(sql, (after, limit))])
 
     async def coverage(self, limit: int = 20) -> tuple[list[int], int | None]:
         """Which stream sequences between the first and last audited one are missing.

@@ -1,0 +1,89 @@
+"""Which recorded events must carry a signature, and checking it while the chain is verified.
+
+Decisions are signed by the policy key, approval outcomes by the approvals key, receipts by
+the executor's receipts key (Ed25519, RFC 8032, over the RFC 8785 canonical JSON of the event
+as sent without its ``signature``: :func:`toolgate.shared.signing.verify_body`). A record of
+one of those types whose signature does not verify under its signer's public key is a
+forgery (published under wrong NATS permissions) or an edit; verification names it. With
+the public keys alone an exported chain can be checked anywhere (``toolgate audit verify
+--file … --keys …``).
+
+Pure: no I/O; keys are passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Final
+
+import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolgate.audit.domain import AuditRecord
+from toolgate.shared.signing import verify_body
+
+__all__ = ["SIGNED_BY", "SignatureCheck", "SignatureFault", "signature_fault"]
+
+SIGNED_BY: Final[Mapping[str, str]] = {
+    "decision.made": "policy",
+    "approval.granted": "approvals",
+    "approval.rejected": "approvals",
+    "receipt.issued": "receipts",
+}
+"""Event type → the name of the key that signs it (``<name>.pub`` verifies it)."""
+
+
+class SignatureFault(msgspec.Struct, frozen=True, kw_only=True):
+    """A record whose signature does not verify.
+
+    Attributes:
+        sequence: the record's position in the chain.
+        event_type: its event type.
+        reason: what is wrong (unsigned, invalid under ``<key>.pub``, no key to check it).
+    """
+
+    sequence: int
+    event_type: str
+    reason: str
+
+
+def signature_fault(record: AuditRecord, keys: Mapping[str, Ed25519PublicKey]) -> str | None:
+    """Why ``record``'s signature does not verify, or ``None`` (also for unsigned event types)."""
+    signer = SIGNED_BY.get(record.event_type)
+    if signer is None:
+        return None
+    key = keys.get(signer)
+    if key is None:
+        return f"no {signer}.pub to verify a {record.event_type} with"
+    try:
+        body = msgspec.json.decode(record.payload)
+    except msgspec.DecodeError:
+        return "payload is not JSON"
+    if not isinstance(body, dict) or not body.get("signature"):
+        return f"unsigned {record.event_type}"
+    return None if verify_body(body, key) else f"signature does not verify under {signer}.pub"
+
+
+class SignatureCheck:
+    """Checks signatures of the records passing through :meth:`watch`, keeping the first few faults.
+
+    Args:
+        keys: key name (``policy``, ``approvals``, ``receipts``) → public key.
+        keep: how many faults to keep (all are counted).
+    """
+
+    def __init__(self, keys: Mapping[str, Ed25519PublicKey], keep: int = 20) -> None:
+        self._keys, self._keep = keys, keep
+        self.faults: list[SignatureFault] = []
+        self.count = 0
+
+    def watch(self, records: Iterable[AuditRecord]) -> Iterator[AuditRecord]:
+        """Yield ``records`` unchanged, checking each one's signature on the way."""
+        for record in records:
+            if (reason := signature_fault(record, self._keys)) is not None:
+                self.count += 1
+                if len(self.faults) < self._keep:
+                    self.faults.append(
+                        SignatureFault(sequence=record.sequence, event_type=record.event_type, reason=reason)
+                    )
+            yield record
