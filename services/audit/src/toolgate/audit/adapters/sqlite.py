@@ -100,8 +100,8 @@ class SqliteAuditStore:
         sql = f"SELECT {_COLUMNS} FROM audit_records WHERE request_id = ? ORDER BY stream_seq"
         return await self._run(lambda: [_record(row) for row in self._conn.execute(sql, (request_id,))])
 
-    async def verify(self, signatures: SignatureCheck) -> VerifyResult:
-        """Verify the whole chain, streaming records in sequence order; ``signatures`` sees each record.
+    async def verify(self, signatures: SignatureCheck | None = None) -> VerifyResult:
+        """Verify the whole chain, streaming records in sequence order; ``signatures`` (if any) sees each record.
 
         Returns:
             The :class:`~toolgate.audit.domain.VerifyResult`; a broken chain is a value.
@@ -109,7 +109,8 @@ class SqliteAuditStore:
         Raises:
             StoreError: the store is closed or the read failed.
         """
-        return await self._run(lambda: verify_chain(signatures.watch(self._records())))
+        records = self._records
+        return await self._run(lambda: verify_chain(signatures.watch(records()) if signatures else records()))
 
     async def page(self, after: int, limit: int) -> list[AuditRecord]:
         """Up to ``limit`` records with a chain sequence above ``after``, in chain order.
