@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 from rich.console import Console
@@ -42,6 +43,19 @@ def test_approvals_show_hostile_text_verbatim_and_arguments_in_full() -> None:
 def test_audit_trail_with_hostile_type_renders() -> None:
     record = {"sequence": 1, "event_type": "[/bold]x", "subject": "tg.req.a", "payload": "{", "hash": "sha256:00"}
     assert "[/bold]x" in _render(trail_table(HOSTILE, [record]))
+
+
+def test_audit_trail_shows_that_the_policy_hid_a_tool() -> None:
+    """The agent was told ``unknown_tool``; the operator reads that the policy hid it."""
+    decision = {
+        "verdict": "deny",
+        "reason_code": "unknown_tool",
+        "reason": "no tool",
+        "hidden_reason_code": "no_permit",
+    }
+    record = {"sequence": 1, "event_type": "decision.made", "subject": "tg.decision.a.r", "hash": "sha256:00"}
+    shown = _render(trail_table("r", [{**record, "payload": json.dumps(decision)}]))
+    assert "hidden_reason_code=no_permit" in shown and "reason_code=unknown_tool" in shown
 
 
 def test_credentials_are_redacted_from_messages() -> None:

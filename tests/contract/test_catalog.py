@@ -19,6 +19,9 @@ def test_subject_builders_are_pinned() -> None:
     assert Subjects.result_chunk("a", "r", 3) == "tg.result.a.r.3"
     assert Subjects.results_of("a") == "tg.result.a.>"
     assert Rpc.POLICY_RECHECK == "tg.policy.recheck"
+    assert Rpc.POLICY_READY == "tg.policy.ready"
+    assert (Rpc.tools_list("a"), Rpc.tools_get("a")) == ("tg.tools.list.a", "tg.tools.get.a")
+    assert (Rpc.TOOLS_LIST, Rpc.TOOLS_GET) == ("tg.tools.list.*", "tg.tools.get.*")
     assert Rpc.approvals_decide("alice") == "tg.approvals.decide.alice"
 
 

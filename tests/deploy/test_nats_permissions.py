@@ -59,7 +59,7 @@ SERVICE_CONSUMERS = {
 }
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
-    "policy": (Rpc.POLICY_RECHECK,),
+    "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY),
     "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
     "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY),
 }
@@ -75,14 +75,19 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     "tools-kv": (lambda key: f"$KV.{catalog.TOOLS_BUCKET}.{key}", "registry"),
 }
 DECIDE = {name: Rpc.approvals_decide(name) for name in ("alice", "bob", "demo-agent")}
+LISTINGS = {name: (Rpc.tools_list(name), Rpc.tools_get(name)) for name in ("demo-agent", "other-agent", "alice")}
 RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
-    *(Rpc.AUDIT_VERIFY, Rpc.POLICY_RECHECK, *DECIDE.values()),
+    *(Rpc.AUDIT_VERIFY, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, *DECIDE.values()),
+    *(subject for pair in LISTINGS.values() for subject in pair),
 )
-OPERATOR_CALLS = {Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET}
+OPERATOR_CALLS = {
+    *(Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)
+}
 MAY_CALL = {  # each approver answers approvals as themselves only; nobody publishes tools over RPC
-    AGENT: {Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET},
-    ALICE_AGENT: {Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET},
+    AGENT: set(LISTINGS["demo-agent"]),  # its own listing only: not another's, not the registry's full one
+    OTHER: set(LISTINGS["other-agent"]),
+    ALICE_AGENT: set(LISTINGS["alice"]),
     ALICE: OPERATOR_CALLS | {DECIDE["alice"]},
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
     "executor": {Rpc.POLICY_RECHECK},
@@ -232,7 +237,7 @@ async def in_effect(conn: Conn) -> None:
     write buffer, so a PONG does not prove a subscription is active; a request's reply does
     (the request follows the SUB in the buffer, and the server handles a client in order).
     """
-    await conn.nc.request(Rpc.REGISTRY_LIST, b"{}", timeout=5)
+    await conn.nc.request(Rpc.tools_list("demo-agent"), b"{}", timeout=5)
 
 
 async def test_agent_receives_its_own_receipts(conns: dict[str, Conn], ns: str) -> None:
@@ -277,7 +282,13 @@ async def test_clients_cannot_subscribe_beyond_their_own(
 
 
 @pytest.mark.parametrize("caller", [AGENT, ALICE_AGENT, ALICE, BOB])
-@pytest.mark.parametrize("subject", [Rpc.APPROVALS_DECIDE, Rpc.POLICY_RECHECK, Rpc.AUDIT_TRAIL, Rpc.REGISTRY_LIST])
+@pytest.mark.parametrize(
+    "subject",
+    [
+        *(Rpc.APPROVALS_DECIDE, Rpc.POLICY_RECHECK, Rpc.AUDIT_TRAIL, Rpc.REGISTRY_LIST, Rpc.POLICY_READY),
+        *(Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.tools_list("demo-agent"), Rpc.tools_get("alice")),
+    ],
+)
 async def test_clients_cannot_answer_for_a_service(conns: dict[str, Conn], caller: str, subject: str) -> None:
     """Nobody but the service takes its requests: no approving, re-checking or listing in its place."""
     conn = conns[caller]
@@ -344,7 +355,8 @@ async def test_nobody_answers_an_approval_as_someone_else(conns: dict[str, Conn]
 @pytest.mark.parametrize(
     ("caller", "subject", "responder"),
     [
-        (AGENT, Rpc.REGISTRY_LIST, "registry"),
+        (AGENT, Rpc.tools_list("demo-agent"), "policy"),
+        (ALICE, Rpc.REGISTRY_LIST, "registry"),
         (ALICE, Rpc.APPROVALS_LIST, "approvals"),
         (ALICE, Rpc.AUDIT_VERIFY, "audit"),
         ("executor", Rpc.POLICY_RECHECK, "policy"),

@@ -7,8 +7,9 @@ share a stream or a Redis. Tests isolate themselves inside a module by taking fr
 principals from :meth:`Gate.agent` (the rate limit is per principal and tool) and fresh
 file names.
 
-A module changes its stack by overriding ``stack_env`` (extra service environment)
-or ``stack_redis_url`` (a Redis URL to use instead of starting one).
+A module changes its stack by overriding ``stack_env`` (extra service environment),
+``stack_redis_url`` (a Redis URL to use instead of starting one) or
+``stack_policy_required`` (``False``: start although the policy service is not ready).
 
 ``TOOLGATE_E2E_AUTH`` picks the NATS mode: ``secured`` (default) runs nats-server with the
 generated users and permissions (``toolgate.shared.nats_permissions``) for the module's
@@ -134,11 +135,18 @@ def stack_redis_persistent() -> bool:
 
 
 @pytest.fixture(scope="module")
+def stack_policy_required() -> bool:
+    """Whether the stack must start with a usable policy (override in a module that runs without one)."""
+    return True
+
+
+@pytest.fixture(scope="module")
 def stack(
     e2e_paths: Paths,
     stack_env: dict[str, str],
     stack_redis_url: str | None,
     stack_redis_persistent: bool,
+    stack_policy_required: bool,
     repo_root: Path,
 ) -> Iterator[Stack]:
     """The running system: nats-server, redis-server and the five services."""
@@ -156,7 +164,14 @@ def stack(
             patch.setenv("REDIS_URL", stack_redis_url)
         else:
             patch.delenv("REDIS_URL", raising=False)
-        with running_stack(e2e_paths.state, env, auth=AUTH, redis_persistent=stack_redis_persistent) as running:
+        started = running_stack(
+            e2e_paths.state,
+            env,
+            auth=AUTH,
+            redis_persistent=stack_redis_persistent,
+            policy_required=stack_policy_required,
+        )
+        with started as running:
             yield running
 
 

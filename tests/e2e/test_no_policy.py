@@ -10,6 +10,11 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
+def stack_policy_required() -> bool:
+    return False  # this stack runs without a policy on purpose
+
+
+@pytest.fixture(scope="module")
 def stack_env(e2e_paths: Any) -> dict[str, str]:
     missing = e2e_paths.state.parent / "no-such-policy.cedar"
     return {"TOOLGATE_POLICY_POLICY_FILE": str(missing)}

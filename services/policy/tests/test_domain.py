@@ -155,7 +155,11 @@ async def test_calls_cedar_denies_do_not_use_up_the_same_principals_rate(
     ports = PolicyPorts(**{**ports.__dict__, "engine": PolicyEngine(text, ports.engine.directory)})
     for n in range(20):
         write = await decide(_env(_request("write", {"path": "a", "content": "x"}, request_id=f"w{n}")), ports)
-        assert (write.verdict, write.reason_code) == (Verdict.DENY, "forbidden")
+        assert (write.verdict, write.reason_code, write.hidden_reason_code) == (
+            Verdict.DENY,
+            "unknown_operation",
+            "forbidden",
+        )
     calls = file_system.rate_limit.calls
     verdicts = [(await decide(_env(_request(request_id=f"r{n}")), ports)).verdict for n in range(calls + 1)]
     assert verdicts == [Verdict.EXECUTE] * calls + [Verdict.DENY], "the same principal's rate was used up"

@@ -173,7 +173,11 @@ async def test_a_replay_reaches_only_a_caller_the_current_policy_still_allows(
     )
     forbidden = PolicyPorts(**{**replaying.__dict__, "engine": PolicyEngine(forbid, engine.directory)})
     denied = await decide(_env(_body(WRITE, operation="write", request_id="r4"), "ops-agent"), forbidden)
-    assert (denied.verdict, denied.reason_code) == (Verdict.DENY, "forbidden")
+    assert (denied.verdict, denied.reason_code, denied.hidden_reason_code) == (
+        Verdict.DENY,
+        "unknown_operation",
+        "forbidden",
+    )
 
 
 async def test_replays_use_up_the_rate_limit(ports: PolicyPorts, file_system: ToolDescriptor) -> None:

@@ -116,5 +116,8 @@ def _detail(payload: str) -> str:
         event = json.loads(payload)
     except ValueError:
         return _short(payload)
-    keys = ("verdict", "outcome", "reason_code", "reason", "approver", "approver_role", "operation", "arguments")
+    keys = (
+        *("verdict", "outcome", "hidden_reason_code", "reason_code", "reason"),
+        *("approver", "approver_role", "operation", "arguments"),
+    )
     return _short(", ".join(f"{k}={_short(event[k], 40)}" for k in keys if event.get(k) is not None), 120)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 import nats
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
@@ -33,6 +34,7 @@ from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import connect_once
 from toolgate.shared.keyring import PUBLIC, lay_out_keys
+from toolgate.shared.listing import Readiness
 from toolgate.shared.nats_permissions import ADMIN
 from toolgate.shared.servers import ServerProcess, nats_server, redis_server
 
@@ -165,11 +167,21 @@ def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
     }
 
 
-async def wait_ready(stack: Stack, services: tuple[str, ...], timeout_s: float = 60.0) -> None:
+class PolicyNotReady(RuntimeError):
+    """The policy service runs but has no valid, non-empty policy: every request would be denied."""
+
+
+async def wait_ready(
+    stack: Stack, services: tuple[str, ...], timeout_s: float = 60.0, *, policy_required: bool = True
+) -> None:
     """Wait until each service answers (registry) or pulls from its consumer (the others), watching as ``admin``.
+
+    The policy service must then also answer ``tg.policy.ready`` with ``ready``; with
+    ``policy_required=False`` its reason is only logged.
 
     Raises:
         RuntimeError: a service exited; TimeoutError: not ready in ``timeout_s`` seconds.
+        PolicyNotReady: the policy service holds no usable policy (the message says why).
     """
     nc = await connect_once(stack.nats_url, **stack.connect_options(ADMIN))
     try:
@@ -181,8 +193,21 @@ async def wait_ready(stack: Stack, services: tuple[str, ...], timeout_s: float =
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{service} not ready after {timeout_s}s")
                 await asyncio.sleep(0.1)
+            if service == "policy":
+                await _policy_ready(nc, policy_required)
     finally:
         await nc.close()
+
+
+async def _policy_ready(nc: Client, required: bool) -> None:
+    """Ask ``tg.policy.ready``; raise (or log) its reason when no usable policy is loaded."""
+    reply = await nc.request(Rpc.POLICY_READY, b"{}", timeout=5)
+    readiness = msgspec.json.decode(reply.data, type=Readiness)
+    if readiness.ready:
+        return
+    if required:
+        raise PolicyNotReady(f"the policy service is not ready: {readiness.reason}")
+    log.warning("the policy service is not ready: %s", readiness.reason)
 
 
 async def _ready(nc: Client, service: str) -> bool:
@@ -268,6 +293,7 @@ def running_stack(
     extra_env: dict[str, str] | None = None,
     auth: AuthMode = "open",
     redis_persistent: bool = False,
+    policy_required: bool = True,
 ) -> Iterator[Stack]:
     """Servers, keys and all five services; everything is stopped on exit.
 
@@ -276,6 +302,8 @@ def running_stack(
         extra_env: service environment on top of :func:`base_env`.
         auth: ``open`` or ``secured`` (see :data:`AuthMode`).
         redis_persistent: see :func:`running_servers`.
+        policy_required: a policy service without a usable policy fails the start
+            (:class:`PolicyNotReady`); ``False`` only logs it (a stack that must deny everything).
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
@@ -291,11 +319,11 @@ def running_stack(
         stack.credentials = credentials
         stack.servers = {name: server for name, server in servers.items() if not isinstance(server, str)}
         held.callback(stack.stop_all)
-        _start_services(stack)
+        _start_services(stack, policy_required)
         yield stack
 
 
-def _start_services(stack: Stack) -> None:
+def _start_services(stack: Stack, policy_required: bool = True) -> None:
     """Start the registry (it provisions the bus), then the other services; wait until each serves.
 
     Raises:
@@ -305,4 +333,4 @@ def _start_services(stack: Stack) -> None:
     asyncio.run(wait_ready(stack, ("registry",)))
     for service in SERVICES[1:]:
         stack.start(service)
-    asyncio.run(wait_ready(stack, SERVICES[1:]))
+    asyncio.run(wait_ready(stack, SERVICES[1:], policy_required=policy_required))

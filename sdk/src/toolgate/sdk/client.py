@@ -59,7 +59,7 @@ class ReceiptKeyMissing(Exception):
 
 
 class RegistryUnavailable(Exception):
-    """The registry did not answer or refused the lookup."""
+    """The tool listing did not answer or refused the lookup."""
 
 
 class ResultUnavailable(Exception):
@@ -158,21 +158,25 @@ class ToolClient:
         await self.close()
 
     async def list_tools(self, timeout_s: float = 5.0) -> list[ToolDescriptor]:
-        """The latest version of every registered tool.
+        """The tools this principal may call, each at its latest version.
+
+        Each shows only the operations the current policy lets this principal call
+        (directly or with an approval). Asked on ``tg.tools.list.<principal>``; the policy service answers.
 
         Raises:
             RegistryUnavailable: no answer within ``timeout_s`` seconds, or a refusal.
         """
-        return (await self._registry(Rpc.REGISTRY_LIST, b"{}", timeout_s)).descriptors or []
+        return (await self._registry(Rpc.tools_list(self.principal), b"{}", timeout_s)).descriptors or []
 
     async def describe(self, tool: str, version: str | None = None, timeout_s: float = 5.0) -> ToolDescriptor:
-        """One tool's descriptor (``version=None``: the latest).
+        """One tool's descriptor as this principal sees it (``version=None``: the latest).
 
         Raises:
-            RegistryUnavailable: no answer, or no such tool.
+            RegistryUnavailable: no answer, or no such tool for this principal (a tool it
+                may not call is answered exactly like one that does not exist).
         """
         body = msgspec.json.encode({"tool": tool, "version": version})
-        found = (await self._registry(Rpc.REGISTRY_GET, body, timeout_s)).descriptor
+        found = (await self._registry(Rpc.tools_get(self.principal), body, timeout_s)).descriptor
         assert found is not None
         return found
 
@@ -180,7 +184,7 @@ class ToolClient:
         try:
             reply = await self._nc.request(subject, body, timeout=timeout_s)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
-            raise RegistryUnavailable(f"registry did not answer on {subject}: {error!r}") from None
+            raise RegistryUnavailable(f"no answer on {subject}: {error!r}") from None
         listing = msgspec.json.decode(reply.data, type=_Listing)
         if not listing.ok:
             raise RegistryUnavailable(listing.reason)

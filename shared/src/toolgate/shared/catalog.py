@@ -127,11 +127,24 @@ class Rpc:
     REGISTRY_GET: Final = "tg.registry.get"
     REGISTRY_LIST: Final = "tg.registry.list"
     POLICY_RECHECK: Final = "tg.policy.recheck"
+    POLICY_READY: Final = "tg.policy.ready"
+    TOOLS_LIST: Final = "tg.tools.list.*"
+    TOOLS_GET: Final = "tg.tools.get.*"
     APPROVALS_LIST: Final = "tg.approvals.list"
     APPROVALS_DECIDE: Final = "tg.approvals.decide.*"
     AUDIT_TRAIL: Final = "tg.audit.trail"
     AUDIT_VERIFY: Final = "tg.audit.verify"
     AUDIT_EXPORT: Final = "tg.audit.export"
+
+    @staticmethod
+    def tools_list(principal: str) -> str:
+        """``tg.tools.list.<principal>``: the tools ``principal`` may call (answered by the policy service)."""
+        return f"tg.tools.list.{principal}"
+
+    @staticmethod
+    def tools_get(principal: str) -> str:
+        """``tg.tools.get.<principal>``: one tool as ``principal`` sees it (answered by the policy service)."""
+        return f"tg.tools.get.{principal}"
 
     @staticmethod
     def approvals_decide(approver: str) -> str:

@@ -103,6 +103,11 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
         timeout_s: the descriptor's per-call timeout, seconds.
         version_pinned: the request named its version (``False``: it asked for the
             latest, so a newer version published before the call runs supersedes it).
+        hidden_reason_code: set when the policy hides the tool or operation from the
+            principal: ``reason_code``/``reason`` (what the agent's receipt says) are then
+            exactly those of a tool or operation that does not exist, and this field and
+            ``hidden_reason`` keep what the policy said (e.g. ``no_permit``) for the audit.
+        hidden_reason: the policy's own reason, with ``hidden_reason_code``.
         signature: base64 Ed25519 signature over the canonical event without it.
     """
 
@@ -118,6 +123,8 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
     approver_role: str | None = None
     timeout_s: float | None = None
     version_pinned: bool = False
+    hidden_reason_code: str | None = None
+    hidden_reason: str | None = None
     signature: str = ""
 
 

@@ -9,7 +9,9 @@ The users:
 - one per service (``registry``, ``policy``, ``approvals``, ``executor``, ``audit``),
   each with the JetStream API subjects of its own durable consumers only;
 - ``agent-<p>`` for each principal ``<p>`` under ``[principals]``: publishes only
-  ``tg.req.<p>`` and reads only its own receipts and stored results;
+  ``tg.req.<p>``, lists tools only as itself (``tg.tools.{list,get}.<p>``, answered by
+  the policy service with what ``<p>`` may call; never the registry's full listing), and
+  reads only its own receipts and stored results;
 - ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
   only as ``<n>`` (``tg.approvals.decide.<n>``);
 - ``admin`` with every right, only when asked for (a test observer).
@@ -158,7 +160,7 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
     approvers = tuple(approver_user(n) for n in sorted(directory.approvers))
     users = (
         _registry(approvers + agents),
-        _policy(),
+        _policy(approvers + agents),
         _approvals(approvers),
         _executor(),
         _audit(approvers),
@@ -198,18 +200,21 @@ def _registry(clients: tuple[str, ...]) -> NatsUser:
     )
 
 
-def _policy() -> NatsUser:
+def _policy(clients: tuple[str, ...]) -> NatsUser:
     return NatsUser(
         name="policy",
-        title="policy: tool requests in, signed decisions out",
+        title="policy: tool requests in, signed decisions out; per-caller tool listings",
         publish=(
             Rule(Subjects.DECISIONS, "only policy decides"),
             *_consumer(catalog.POLICY_CONSUMER),
             *_kv_reads(),
-            Rule(SERVICE_INBOXES, f"answers {Rpc.POLICY_RECHECK} (callers are services)"),
+            *_replies_to(clients),
         ),
         subscribe=(
             Rule(Rpc.POLICY_RECHECK, "re-check at the moment of effect (executor, approvals)"),
+            Rule(Rpc.TOOLS_LIST, "each agent's listing: what it may call (the principal is the last token)"),
+            Rule(Rpc.TOOLS_GET),
+            Rule(Rpc.POLICY_READY, "readiness: is a valid policy loaded"),
             Rule(SERVICE_INBOXES),
         ),
     )
@@ -276,7 +281,7 @@ def _approver(name: str) -> NatsUser:
         publish=(
             Rule(Rpc.approvals_decide(name), "nobody answers as someone else"),
             *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
-            *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET)),
+            *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)),
         ),
         subscribe=(Rule(f"{private_inbox(user)}.>"),),
         inbox_prefix=private_inbox(user),
@@ -291,7 +296,8 @@ def _agent(principal: str) -> NatsUser:
         title=f"agent {principal}: its own requests, receipts and results",
         publish=(
             Rule(Subjects.request(principal), "its own tool requests only (PubAck to its inbox)"),
-            *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET)),
+            Rule(Rpc.tools_list(principal), "the tools it may call (not the registry's full listing)"),
+            Rule(Rpc.tools_get(principal)),
             Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.receipts_of(principal)), "its stored receipts"),
             Rule(_api("DIRECT.GET", catalog.RESULTS_STREAM, Subjects.results_of(principal)), "its stored results"),
         ),

@@ -17,6 +17,7 @@ from toolgate.policy.handlers import PolicyRuntime, build_router, consumers
 from toolgate.policy.settings import PolicySettings
 from toolgate.shared.connections import redis_client
 from toolgate.shared.keyring import load_own_private_key
+from toolgate.shared.listing import Readiness
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
 
@@ -25,12 +26,19 @@ __all__ = ["create_app"]
 log = logging.getLogger("toolgate.policy")
 
 
-def _engine(settings: PolicySettings) -> PolicyEngine | None:
+def _engine(settings: PolicySettings) -> tuple[PolicyEngine | None, Readiness]:
+    """The engine (``None`` when the policy cannot be used) and whether the service is ready."""
     try:
-        return load_policy(settings.policy_file, settings.principals_file)
+        engine = load_policy(settings.policy_file, settings.principals_file)
     except PolicyInvalid as error:
-        log.error("policy not loaded, every request will be denied: %s", error)
-        return None
+        log.error("NOT READY: policy not loaded, every request will be denied: %s", error)
+        return None, Readiness(ready=False, reason=f"no valid policy is loaded: {error.reason}")
+    if not engine.policy_ids:
+        reason = f"{settings.policy_file} holds no policy: every request will be denied"
+        log.error("NOT READY: %s", reason)
+        return engine, Readiness(ready=False, reason=reason)
+    log.info("policy loaded: %d policies from %s", len(engine.policy_ids), settings.policy_file)
+    return engine, Readiness(ready=True, reason=f"{len(engine.policy_ids)} policies loaded")
 
 
 def create_app(settings: PolicySettings | None = None) -> FastStream:
@@ -49,14 +57,15 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
 
     async def build(js: JetStreamContext) -> None:
         redis = redis_client(settings)
+        engine, readiness = _engine(settings)
         ports = PolicyPorts(
-            engine=_engine(settings),
+            engine=engine,
             descriptors=await ToolsBucket.open(js),
             limiter=RedisRateLimiter(redis),
             replays=RedisReplayIndex(redis),
             clock=clock,
             max_request_bytes=settings.max_request_bytes,
         )
-        cell.set(PolicyRuntime(ports=ports, key=key, js=js))
+        cell.set(PolicyRuntime(ports=ports, key=key, js=js, readiness=readiness))
 
     return new_app(broker, build, Lifecycle(consumers=consumers(cell)))

@@ -7,13 +7,17 @@ Order (each step can end the request; later steps never run for an ended request
    hash, the signatures and the audit chain could not process it),
 2. identifiers (refuse ``invalid_request_id`` / ``invalid_idempotency_key`` /
    ``invalid_tool`` / ``invalid_version``),
-3. descriptor resolution (deny ``unknown_tool`` / ``unknown_operation``),
-4. argument validation against the input schema (refuse ``schema_invalid``),
-5. the idempotency record of the key (other arguments under the same key: refuse
-   ``idempotency_key_reused``),
-6. the Cedar policy (deny ``no_permit`` / ``forbidden`` / ``unknown_principal``) — for a
-   replay too: a stored result is returned only to a caller the current policy still lets
-   make the call,
+3. a loaded policy and a known principal (deny ``no_policy`` / ``unknown_principal``),
+   before any tool is looked up,
+4. descriptor resolution (deny ``unknown_tool`` / ``unknown_operation``) and visibility:
+   a tool or operation the Cedar policy does not let the principal call (directly or
+   with an approval) is denied with exactly the code and text of a missing one, the
+   policy's own reason kept in the decision's ``hidden_reason_code``/``hidden_reason``
+   (:mod:`toolgate.policy.visibility`) — for a replay too: a stored result is returned
+   only to a caller the current policy still lets make the call,
+5. argument validation against the input schema (refuse ``schema_invalid``),
+6. the idempotency record of the key (other arguments under the same key: refuse
+   ``idempotency_key_reused``), then Cedar's verdict for the call,
 7. the rate limit, consumed only by calls the policy lets through, replays included
    (deny ``rate_limited``),
 8. a completed key executes as ``idempotent_replay`` (no second approval); any other call
@@ -37,6 +41,7 @@ import msgspec
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.errors import IndexLost, PolicyError
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
+from toolgate.policy.visibility import hidden_from, unknown_operation, unknown_tool
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, descriptor_digest
@@ -81,9 +86,9 @@ class PolicyPorts:
 
 
 class _Ended(Exception):
-    def __init__(self, verdict: Verdict, reason_code: str, reason: str) -> None:
+    def __init__(self, verdict: Verdict, reason_code: str, reason: str, hidden: PolicyOutcome | None = None) -> None:
         super().__init__(reason)
-        self.verdict, self.reason_code, self.reason = verdict, reason_code, reason
+        self.verdict, self.reason_code, self.reason, self.hidden = verdict, reason_code, reason, hidden
 
 
 def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
@@ -111,7 +116,17 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
     return request
 
 
-async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor:
+def _engine_for(principal: str, ports: PolicyPorts) -> PolicyEngine:
+    """The engine, before any tool is looked up: these answers say nothing about which tools exist."""
+    if ports.engine is None:
+        raise _Ended(Verdict.DENY, "no_policy", "no valid policy is loaded: default deny")
+    if ports.engine.directory.principal(principal) is None:
+        raise _Ended(Verdict.DENY, "unknown_principal", f"principal {principal!r} is not in the principal directory")
+    return ports.engine
+
+
+async def _resolve(principal: str, request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor:
+    engine = _engine_for(principal, ports)
     try:
         descriptor = await ports.descriptors.get(request.tool, request.version)
     except Exception:  # any registry fault denies (fail closed)
@@ -119,9 +134,11 @@ async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor
             Verdict.DENY, "registry_unavailable", "the registry cannot be read: denied (fail closed)"
         ) from None
     if descriptor is None:
-        raise _Ended(Verdict.DENY, "unknown_tool", f"no tool {request.tool!r} at version {request.version or 'latest'}")
+        raise _Ended(Verdict.DENY, *unknown_tool(request.tool, request.version))
     if request.operation not in descriptor.operations:
-        raise _Ended(Verdict.DENY, "unknown_operation", f"{request.tool} has no operation {request.operation!r}")
+        raise _Ended(Verdict.DENY, *unknown_operation(request.tool, request.operation))
+    if hidden := hidden_from(engine, principal, descriptor, request.operation, request.version):
+        raise _Ended(Verdict.DENY, hidden.reason_code, hidden.reason, hidden.policy)
     spec = descriptor.operations[request.operation]
     try:  # a stored schema that cannot be compiled (nothing is ever fetched) denies: fail closed
         ensure_usable(spec.output_schema)
@@ -150,10 +167,9 @@ async def _replay(principal: str, request: ToolRequested, digest: str, ports: Po
 
 
 def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, ports: PolicyPorts) -> PolicyOutcome:
-    if ports.engine is None:
-        raise _Ended(Verdict.DENY, "no_policy", "no valid policy is loaded: default deny")
+    engine = _engine_for(principal, ports)
     spec = descriptor.operations[request.operation]
-    outcome = ports.engine.decide(principal, descriptor.name, descriptor.version, request.operation, spec)
+    outcome = engine.decide(principal, descriptor.name, descriptor.version, request.operation, spec)
     if outcome.verdict not in (Verdict.EXECUTE, Verdict.NEEDS_APPROVAL):
         raise _Ended(Verdict.DENY, outcome.reason_code, outcome.reason)
     return outcome
@@ -203,13 +219,15 @@ def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: st
         reason_code=ended.reason_code,
         reason=ended.reason,
         idempotency_key=key,
+        hidden_reason_code=ended.hidden.reason_code if ended.hidden else None,
+        hidden_reason=ended.hidden.reason if ended.hidden else None,
     )
 
 
 async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPorts, now: datetime) -> DecisionMade:
     if not TOKEN.match(env.principal):
         raise _Ended(Verdict.REFUSE, "invalid_principal", "principal must match [A-Za-z0-9_-]{1,64}")
-    descriptor = await _resolve(request, ports)
+    descriptor = await _resolve(env.principal, request, ports)
     bound = BoundRequest(
         principal=env.principal,
         tool=descriptor.name,

@@ -34,6 +34,7 @@ import cedarpy
 
 from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE, SCHEMA_TEXT
 from toolgate.policy.errors import PolicyInvalid
+from toolgate.policy.never_match import never_matching
 from toolgate.shared.descriptors import OperationSpec
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.shared.vocabulary import Verdict
@@ -97,7 +98,8 @@ class PolicyEngine:
 
     Raises:
         PolicyInvalid: the text does not parse, fails validation against
-            :data:`SCHEMA_TEXT`, holds templates, or lacks or repeats an ``@id``.
+            :data:`SCHEMA_TEXT`, holds templates, lacks or repeats an ``@id``, or holds a
+            policy that can never match (:mod:`toolgate.policy.never_match`).
     """
 
     def __init__(self, policy_text: str, directory: PrincipalDirectory) -> None:
@@ -289,10 +291,11 @@ def _policy_info(cedar_id: str, body: Mapping[str, Any]) -> _PolicyInfo:
 
 def _validate(policy_text: str, infos: Mapping[str, _PolicyInfo]) -> None:
     result = cedarpy.validate_policies(policy_text, _SCHEMA)
-    if result.validation_passed:
-        return
-    problems = "; ".join(_readable(str(error.error), infos) for error in result.errors)
-    raise PolicyInvalid(f"policy fails validation against the toolgate Cedar schema: {problems}")
+    if not result.validation_passed:
+        problems = "; ".join(_readable(str(error.error), infos) for error in result.errors)
+        raise PolicyInvalid(f"policy fails validation against the toolgate Cedar schema: {problems}")
+    if impossible := never_matching(policy_text, _SCHEMA):
+        raise PolicyInvalid(f"policy can never match: {'; '.join(impossible)}")
 
 
 def _agent_entities(directory: PrincipalDirectory) -> cedarpy.Entities:

@@ -1,4 +1,4 @@
-"""The policy service's broker edge: request in, signed decision out; re-checks answered."""
+"""The policy service's broker edge: request in, signed decision out; re-checks, listings and readiness answered."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from nats.js import JetStreamContext
 
 from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
 from toolgate.policy.recheck import recheck
+from toolgate.policy.tool_listing import get_for, list_for, principal_of
 from toolgate.shared import catalog
 from toolgate.shared.bus import publish_once
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.events import DecisionMade, decode_untrusted, request_identity
 from toolgate.shared.failpoints import failpoint
 from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
+from toolgate.shared.listing import Readiness
 from toolgate.shared.recheck import RecheckQuery
 from toolgate.shared.service import rpc
 from toolgate.shared.signing import sign_event
@@ -38,6 +40,7 @@ class PolicyRuntime:
     ports: PolicyPorts
     key: Ed25519PrivateKey
     js: JetStreamContext
+    readiness: Readiness
 
 
 def envelope_of(delivery: Delivery) -> Envelope:
@@ -69,9 +72,33 @@ def consumers(runtime: Callable[[], PolicyRuntime]) -> list[Consumer]:
     return [Consumer(catalog.POLICY_CONSUMER, on_request, give_up, handler_timeout_s=HANDLER_TIMEOUT_S)]
 
 
+_STARTING = Readiness(ready=False, reason="the policy service is starting")
+
+
 def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datetime]) -> NatsRouter:
-    """Answer ``tg.policy.recheck`` with a signed :class:`~toolgate.shared.recheck.RecheckAnswer`."""
+    """Answer re-checks (signed), per-caller listings and readiness.
+
+    ``tg.policy.recheck``: a signed :class:`~toolgate.shared.recheck.RecheckAnswer`;
+    ``tg.tools.list.<p>`` / ``tg.tools.get.<p>``: a :class:`~toolgate.shared.listing.ToolsReply`
+    for principal ``<p>``; ``tg.policy.ready``: a :class:`~toolgate.shared.listing.Readiness`.
+    """
     router = NatsRouter()
+
+    @rpc(router, Rpc.TOOLS_LIST, "policy")
+    async def on_list(msg: NatsMessage) -> bytes:
+        return msgspec.json.encode(await list_for(principal_of(msg.raw_message.subject), runtime().ports))
+
+    @rpc(router, Rpc.TOOLS_GET, "policy")
+    async def on_get(msg: NatsMessage) -> bytes:
+        principal, body = principal_of(msg.raw_message.subject), msg.raw_message.data or b""
+        return msgspec.json.encode(await get_for(principal, body, runtime().ports))
+
+    @rpc(router, Rpc.POLICY_READY, "policy")
+    async def on_ready(msg: NatsMessage) -> bytes:
+        try:
+            return msgspec.json.encode(runtime().readiness)
+        except RuntimeError:  # not built yet
+            return msgspec.json.encode(_STARTING)
 
     @rpc(router, Rpc.POLICY_RECHECK, "policy")
     async def on_recheck(msg: NatsMessage) -> bytes:

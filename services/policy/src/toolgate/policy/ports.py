@@ -46,6 +46,10 @@ class DescriptorSource(Protocol):
         """Return ``tool`` at ``version`` (``None``: the latest version), or None when unknown."""
         ...
 
+    async def list(self) -> list[ToolDescriptor]:
+        """Return the latest version of every tool, sorted by name."""
+        ...
+
 
 class InMemoryDescriptorSource:
     """:class:`DescriptorSource` over a fixed list; "latest" is the highest SemVer."""
@@ -59,6 +63,11 @@ class InMemoryDescriptorSource:
             return self._descriptors.get((tool, version))
         versions = [d for (name, _), d in self._descriptors.items() if name == tool]
         return max(versions, key=lambda d: semver_key(d.version), default=None)
+
+    async def list(self) -> list[ToolDescriptor]:
+        """Return the latest version of every tool, sorted by name."""
+        latest = [await self.get(name) for name in sorted({name for name, _ in self._descriptors})]
+        return [d for d in latest if d is not None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,120 @@
+"""Policies that can never match, found when the policy is loaded.
+
+Cedar's validator (``cedarpy.validate_policies``) refuses an attribute read the schema
+does not declare (``principal.department``), but accepts the same attribute behind
+``has`` (``principal has department && …``): the Cedar type checker gives such a test
+the type ``False`` and reports it only as an *impossible policy* warning, which cedarpy
+(4.12) does not expose (``ValidationResult`` carries errors only). A rule like that loads
+without a word and silently never matches — or, in an ``unless``, never excludes. So this
+module does the narrowest check that closes the gap, with Cedar itself as the judge:
+
+- every ``has`` test on ``principal``, ``resource``, ``context`` or ``action`` (or an
+  attribute path under one) names an attribute the toolgate schema declares: each is
+  asked of Cedar as a probe policy reading that attribute, validated against the same
+  schema (https://docs.cedarpolicy.com/policies/syntax-operators.html#has);
+- no ``when`` condition is the constant ``false`` (``false``, ``false && …``, ``!true``,
+  …) and no ``unless`` condition the constant ``true``.
+
+A condition false for another reason (``context.risk_rank > 3 && context.risk_rank < 2``)
+is not found: that needs a solver, which neither Cedar's validator nor this check is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import cedarpy
+from cedarpy import pst
+
+__all__ = ["never_matching"]
+
+
+def never_matching(policy_text: str, schema: cedarpy.Schema) -> list[str]:
+    """Name every policy of ``policy_text`` that can never match, and why.
+
+    Args:
+        policy_text: Cedar policies that already passed schema validation.
+        schema: the Cedar schema they were validated against.
+
+    Returns:
+        One line per problem, naming the policy's ``@id`` and the field or condition;
+        empty when every policy can match.
+    """
+    problems: list[str] = []
+    for cedar_id, policy in pst_of(policy_text).static_policies.items():
+        name = policy.annotations.get("id", cedar_id)
+        for field in sorted({f for f in _has_fields(policy) if not _declared(f, schema)}):
+            problems.append(f"policy {name!r} tests `has` on {field}, which toolgate never provides: it never holds")
+        for clause in policy.clauses:
+            if _constant(clause.expr) is isinstance(clause, pst.Unless):
+                kind = "unless" if isinstance(clause, pst.Unless) else "when"
+                always = "true" if kind == "unless" else "false"
+                problems.append(f"policy {name!r} has a `{kind}` condition that is always {always}: it never matches")
+    return problems
+
+
+def pst_of(policy_text: str) -> pst.PolicySet:
+    """The policy structure tree of ``policy_text`` (``ValueError``: syntax cedarpy cannot model)."""
+    return cedarpy.policies_to_pst(policy_text)
+
+
+def _nodes(node: object) -> Iterator[object]:
+    yield node
+    children: Any = ()
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        children = (getattr(node, f.name) for f in dataclasses.fields(node))
+    elif isinstance(node, Mapping):
+        children = node.values()
+    elif isinstance(node, tuple):
+        children = node
+    for child in children:
+        yield from _nodes(child)
+
+
+def _path(expr: object) -> list[str] | None:
+    """``["principal", "a", "b"]`` for ``principal.a.b``; ``None`` for anything else."""
+    if isinstance(expr, pst.Var):
+        return [expr.name]
+    if isinstance(expr, pst.GetAttr) and (base := _path(expr.base)) is not None:
+        return [*base, expr.attr]
+    return None
+
+
+def _has_fields(policy: pst.Template) -> Iterator[str]:
+    """Each attribute path a ``has`` tests, spelled ``principal.department``."""
+    for node in _nodes(policy.clauses):
+        if isinstance(node, pst.HasAttr) and (base := _path(node.base)) is not None:
+            yield ".".join([*base, *node.attrs])
+
+
+def _declared(field: str, schema: cedarpy.Schema) -> bool:
+    """Whether Cedar accepts a read of ``field`` under ``schema`` (a probe policy is validated)."""
+    var, *attrs = field.split(".")
+    access = var + "".join(f"[{json.dumps(attr, ensure_ascii=False)}]" for attr in attrs)
+    probe = f"permit (principal, action, resource) when {{ {access} == {access} }};"
+    try:
+        return bool(cedarpy.validate_policies(probe, schema).validation_passed)
+    except ValueError:
+        return False
+
+
+def _constant(expr: object) -> bool | None:
+    """``True``/``False`` when ``expr`` is that constant whatever the request; else ``None``."""
+    if isinstance(expr, pst.BoolLit):
+        return expr.value
+    if isinstance(expr, pst.UnaryOp) and expr.op == "not":
+        inner = _constant(expr.arg)
+        return None if inner is None else not inner
+    if isinstance(expr, pst.BinaryOp) and expr.op in ("and", "or"):
+        left, right = _constant(expr.left), _constant(expr.right)
+        absorbing = expr.op == "or"  # true absorbs `or`, false absorbs `and`
+        if absorbing in (left, right):
+            return absorbing
+        return left if left is not None and left == right else None
+    if isinstance(expr, pst.IfThenElse):
+        then, other = _constant(expr.then_expr), _constant(expr.else_expr)
+        return then if then is not None and then == other else None
+    return None

@@ -1,0 +1,55 @@
+"""The wire contract of per-caller tool listing and of service readiness.
+
+``tg.tools.list.<principal>`` and ``tg.tools.get.<principal>`` (:class:`~toolgate.shared.catalog.Rpc`)
+answer with a :class:`ToolsReply`: only the tools, and of each only the operations, the
+current policy lets ``<principal>`` call (directly or with an approval). A tool or
+operation hidden from the caller is answered exactly like one that does not exist.
+``tg.policy.ready`` answers with a :class:`Readiness`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from toolgate.shared.descriptors import ToolDescriptor
+
+__all__ = ["Readiness", "ToolsQuery", "ToolsReply"]
+
+
+class ToolsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``tg.tools.get.<principal>``: a tool and an exact version, or ``None`` for the latest."""
+
+    tool: str
+    version: str | None = None
+
+
+class ToolsReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Answer of ``tg.tools.list.<principal>`` / ``tg.tools.get.<principal>``.
+
+    Attributes:
+        ok: the lookup found something (a listing is ``ok`` even when empty).
+        reason_code: ``found``, or why not (``unknown_tool``, ``invalid_tool``,
+            ``invalid_version``, ``malformed``, ``registry_unavailable``).
+        reason: human-readable reason.
+        descriptor: ``get``: the tool as the caller sees it (its callable operations only).
+        descriptors: ``list``: the latest version of each tool the caller may call, by name.
+    """
+
+    ok: bool
+    reason_code: str
+    reason: str
+    descriptor: ToolDescriptor | None = None
+    descriptors: list[ToolDescriptor] | None = None
+
+
+class Readiness(msgspec.Struct, frozen=True, kw_only=True):
+    """Whether a service can do its work now, and why not.
+
+    Attributes:
+        ready: ``True`` only when it can (for the policy service: a valid, non-empty
+            policy set is loaded).
+        reason: what it has loaded, or what is missing.
+    """
+
+    ready: bool
+    reason: str
