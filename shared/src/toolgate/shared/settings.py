@@ -33,7 +33,8 @@ class ServiceSettings(BaseSettings):
     keys_dir: Path = Field(
         default=Path("keys"),
         validation_alias=AliasChoices("TOOLGATE_KEYS_DIR"),
-        description="Directory of Ed25519 keys: policy.key/.pub, approvals.key/.pub. Env: TOOLGATE_KEYS_DIR.",
+        description="This service's own keys directory: its private key and the public keys it verifies "
+        "(toolgate.shared.keyring). Env: TOOLGATE_KEYS_DIR.",
     )
     redis_timeout_s: float = Field(
         default=0.5,
