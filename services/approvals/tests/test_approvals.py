@@ -158,7 +158,7 @@ async def test_expiry_rejects_once_and_late_answers_are_refused(store: ApprovalS
     rejected = [e for _, e in published if isinstance(e, ApprovalRejected) and e.request_id == ns]
     assert [e.reason_code for e in rejected] == ["approval_expired"]
     reply = await approvals.answer("alice", DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True))
-    assert (reply.ok, reply.reason_code) == (False, "not_pending")
+    assert (reply.ok, reply.reason_code) == (False, "expired")
 
 
 async def test_unknown_approval_is_refused(store: ApprovalStore) -> None:

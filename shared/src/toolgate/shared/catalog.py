@@ -59,6 +59,7 @@ STREAM_SUBJECTS: Final = (
     "tg.receipt.*.*",
     "tg.claim.*.*",
     "tg.tool.published.*",
+    "tg.security.*.*",
 )
 
 RESULTS_SUBJECTS: Final = ("tg.result.*.*.*",)
@@ -73,6 +74,11 @@ class Subjects:
     APPROVALS_REQUESTED: Final = "tg.approval.requested.*.*"
     RECEIPTS: Final = "tg.receipt.*.*"
     CLAIMS: Final = "tg.claim.*.*"
+    APPROVALS_GRANTED: Final = "tg.approval.granted.*.*"
+    APPROVALS_REJECTED: Final = "tg.approval.rejected.*.*"
+    SECURITY: Final = "tg.security.*.*"
+    ALARMS: Final = "tg.alarm.*"
+    """Core NATS (not in the stream): the audit's alarm for each recorded security event."""
 
     @staticmethod
     def request(principal: str) -> str:
@@ -115,6 +121,21 @@ class Subjects:
         return f"tg.result.{principal}.>"
 
     @staticmethod
+    def security(service: str, kind: str) -> str:
+        """``tg.security.<service>.<kind>``: a :class:`SecurityEvent` the service observed."""
+        return f"tg.security.{service}.{kind}"
+
+    @staticmethod
+    def security_of(service: str) -> str:
+        """``tg.security.<service>.*``: every security event one service may report."""
+        return f"tg.security.{service}.*"
+
+    @staticmethod
+    def alarm(kind: str) -> str:
+        """``tg.alarm.<kind>``: the audit's alarm for a recorded security event (core NATS)."""
+        return f"tg.alarm.{kind}"
+
+    @staticmethod
     def tool_published(tool: str) -> str:
         """``tg.tool.published.<tool>``: :class:`ToolPublished`."""
         return f"tg.tool.published.{tool}"
@@ -131,6 +152,7 @@ class Rpc:
     APPROVALS_DECIDE: Final = "tg.approvals.decide.*"
     AUDIT_TRAIL: Final = "tg.audit.trail"
     AUDIT_VERIFY: Final = "tg.audit.verify"
+    AUDIT_ALARMS: Final = "tg.audit.alarms"
 
     @staticmethod
     def approvals_decide(approver: str) -> str:

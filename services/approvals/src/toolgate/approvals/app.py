@@ -22,6 +22,7 @@ from toolgate.shared.bus import publish_event, publish_once
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import load_directory
 from toolgate.shared.events import ApprovalRequested
+from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.signing import load_private_key, load_public_key
 
@@ -53,7 +54,8 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
     key = load_private_key(settings.keys_dir / "approvals.key")
     policy_key = load_public_key(settings.keys_dir / "policy.pub")
     approvers = load_directory(settings.principals_file).approvers
-    broker = new_broker("approvals", settings)
+    reporter = SecurityReporter("approvals")
+    broker = new_broker("approvals", settings, reporter)
     cell: RuntimeCell[ApprovalsRuntime] = RuntimeCell()
     broker.include_router(build_router(cell))
     tasks: list[asyncio.Task[None]] = []
@@ -76,6 +78,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
             publish=publish,
             clock=lambda: datetime.now(UTC),
             ttl=timedelta(seconds=settings.ttl_s),
+            reporter=reporter,
         )
         runtime = ApprovalsRuntime(approvals, Rebuilder(store, bus))
         cell.set(runtime)
@@ -89,4 +92,4 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
                 await task
         await cell().rebuilder.stop()
 
-    return new_app(broker, build, Lifecycle(consumers(cell), closers=[stop_tasks]))
+    return new_app(broker, build, Lifecycle(consumers(cell), closers=[stop_tasks], reporter=reporter))
