@@ -121,7 +121,7 @@ class SecurityReporter:
             ``True`` when reported, ``False`` when suppressed (identical within the window,
             or over the window's cap).
         """
-        fields = {
+        fields: dict[str, Any] = {
             "actor": safe_token(actor),
             "principal": safe_token(principal),
             "request_id": safe_token(request_id),

@@ -136,10 +136,12 @@ class Executor:
             return self._forged_approval(event, f"the request's decision is {decision.verdict}, not needs_approval")
         return decision
 
-    def _forged_approval(self, event: ApprovalGranted | ApprovalRejected, detail: str) -> None:
+    def _forged_approval(self, event: ApprovalGranted | ApprovalRejected, detail: str) -> DecisionMade | None:
+        """Report ``event`` as ``approval_forged``; ``None`` (no decision to act on)."""
         kind = "granted" if isinstance(event, ApprovalGranted) else "rejected"
         subject = Subjects.approval(kind, event.principal, event.request_id)
         report_event(self.reporter, SecurityKind.APPROVAL_FORGED, event, subject, detail)
+        return None
 
     async def end(self, decision: DecisionMade, grant: ApprovalGranted | None = None) -> Settlement:
         """End a request that outlived its deadlines without starting anything new.

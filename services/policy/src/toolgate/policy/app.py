@@ -16,6 +16,7 @@ from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.handlers import PolicyRuntime, build_router, consumers
 from toolgate.policy.settings import PolicySettings
 from toolgate.shared.connections import redis_client
+from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.signing import load_private_key
 from toolgate.shared.tools_kv import ToolsBucket
@@ -41,7 +42,8 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
     """
     settings = settings or PolicySettings()
     key = load_private_key(settings.keys_dir / "policy.key")
-    broker = new_broker("policy", settings)
+    reporter = SecurityReporter("policy")  # permission violations on its connection
+    broker = new_broker("policy", settings, reporter)
     cell: RuntimeCell[PolicyRuntime] = RuntimeCell()
     clock = lambda: datetime.now(UTC)  # noqa: E731
     broker.include_router(build_router(cell, clock))
@@ -58,4 +60,4 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
         )
         cell.set(PolicyRuntime(ports=ports, key=key, js=js))
 
-    return new_app(broker, build, Lifecycle(consumers=consumers(cell)))
+    return new_app(broker, build, Lifecycle(consumers=consumers(cell), reporter=reporter))

@@ -23,7 +23,8 @@ from toolgate.shared.bus import publish_event
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
 from toolgate.shared.provision import ensure_bus
-from toolgate.shared.service import RuntimeCell, new_app, new_broker
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
@@ -68,7 +69,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
             server is invalid or unreachable.
     """
     settings = settings or RegistrySettings()
-    broker = new_broker("registry", settings)
+    reporter = SecurityReporter("registry")  # permission violations on its connection
+    broker = new_broker("registry", settings, reporter)
     cell: RuntimeCell[Registry] = RuntimeCell()
     broker.include_router(build_router(cell))
 
@@ -83,4 +85,4 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
             await _publish(registry, descriptor)
         cell.set(registry)
 
-    return new_app(broker, build)
+    return new_app(broker, build, Lifecycle(reporter=reporter))
