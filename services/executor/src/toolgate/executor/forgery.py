@@ -42,7 +42,8 @@ def report_message(reporter: SecurityReporter, kind: SecurityKind, subject: str,
     if event is None:
         detail = "the body is not the event this subject carries"
     else:
-        detail = f"an event about {event.principal}/{event.request_id} published on another request's subject"
+        tag = type(event).__struct_config__.tag
+        detail = f"an event {tag} about {event.principal}/{event.request_id} on a subject not its own"
     reporter.report(
         kind,
         principal=tokens[-2] if len(tokens) >= 4 else None,
