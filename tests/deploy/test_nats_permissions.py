@@ -61,7 +61,7 @@ RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
     "policy": (Rpc.POLICY_RECHECK,),
     "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
-    "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY),
+    "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     # family: (subject for a fresh token, the only user that may publish it)
@@ -73,13 +73,19 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     "result": (lambda rid: Subjects.result_chunk("demo-agent", rid, 0), "executor"),
     "tool-published": (Subjects.tool_published, "registry"),
     "tools-kv": (lambda key: f"$KV.{catalog.TOOLS_BUCKET}.{key}", "registry"),
+    **{  # each service reports security events as itself only
+        f"security-{service}": (lambda _, s=service: Subjects.security(s, "decision_forged"), service)
+        for service in SERVICES
+    },
 }
 DECIDE = {name: Rpc.approvals_decide(name) for name in ("alice", "bob", "demo-agent")}
 RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
-    *(Rpc.AUDIT_VERIFY, Rpc.POLICY_RECHECK, *DECIDE.values()),
+    *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.POLICY_RECHECK, *DECIDE.values()),
 )
-OPERATOR_CALLS = {Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET}
+OPERATOR_CALLS = {
+    *(Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET)
+}
 MAY_CALL = {  # each approver answers approvals as themselves only; nobody publishes tools over RPC
     AGENT: {Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET},
     ALICE_AGENT: {Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET},
@@ -472,3 +478,29 @@ async def test_registry_cannot_erase_the_streams(conns: dict[str, Conn], api: st
     subject = f"$JS.API.{api}.{stream}"
     conn = conns["registry"]
     assert not await allowed(conn, subject, conn.nc.request(subject, b"{}", timeout=5))
+
+
+@pytest.mark.parametrize("user", USERS)
+async def test_only_the_audit_raises_alarms_and_only_approvers_watch_them(
+    conns: dict[str, Conn], user: str, ns: str
+) -> None:
+    """Alarms are core NATS: approvers (operators) receive them, agents may not subscribe, nobody else raises one."""
+    watchers = {}
+    for watcher in (ALICE, BOB, AGENT):
+        watchers[watcher] = await conns[watcher].nc.subscribe(Subjects.ALARMS)
+        await in_effect(conns[watcher])
+    assert await reported(conns[AGENT], "subscription", Subjects.ALARMS)
+    subject, conn = Subjects.alarm(f"k{ns}"), conns[user]
+    await conn.nc.publish(subject, b"alarm")
+    await conn.nc.flush()
+    if user == "audit":
+        for watcher in (ALICE, BOB):
+            assert (await watchers[watcher].next_msg(timeout=5)).subject == subject
+    else:
+        assert await reported(conn, "publish", subject)
+        with pytest.raises(nats.errors.TimeoutError):
+            await watchers[ALICE].next_msg(timeout=0.3)
+    with pytest.raises(nats.errors.TimeoutError):
+        await watchers[AGENT].next_msg(timeout=0.3)
+    for subscription in watchers.values():
+        await subscription.unsubscribe()
