@@ -159,7 +159,7 @@ async def test_before_attaching_a_report_is_only_logged(caplog: pytest.LogCaptur
     ("text", "expected"),
     [
         ('nats: Permissions Violation for Publish to "tg.decision.a.r1"', ("publish", "tg.decision.a.r1")),
-        ('nats: permissions violation for publish to "_INBOX_ghost.1"', ("publish", "_INBOX_ghost.1")),
+        ('nats: permissions violation for publish to "_inbox_ghost.1"', ("publish", "_inbox_ghost.1")),
         ('nats: Permissions Violation for Subscription to "tg.>" using queue "q"', ("subscription", "tg.>")),
         ("nats: Authorization Violation", None),
         ("nats: stale connection", None),

@@ -92,7 +92,8 @@ def violation_of(error: BaseException) -> tuple[str, str] | None:
 
     nats-server answers a refused publish or subscription with ``-ERR 'Permissions
     Violation for Publish to "<subject>"'`` (or ``Subscription``), which nats-py hands to
-    the connection's ``error_cb`` as ``nats.errors.Error("nats: <text>")``.
+    the connection's ``error_cb`` as ``nats.errors.Error("nats: <text>")`` — lowercased
+    (nats-py 2.x), so the subject is reported in lower case.
 
     Returns:
         ``("publish" | "subscription", subject)``, the subject cut to :data:`SUBJECT_MAX_CHARS`.
