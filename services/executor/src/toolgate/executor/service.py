@@ -125,16 +125,21 @@ class Executor:
         if not verify_event(event, self.keys.approvals):
             return self._forged_approval(event, "not signed by the approvals key")
         decision = await self.bus.decision(event.principal, event.request_id)
-        if decision is None:
-            return self._forged_approval(event, "the request has no decision")
-        if not verify_event(decision, self.keys.policy):
-            subject = Subjects.decision(decision.principal, decision.request_id)
-            detail = "the first decision of the request is not signed by the policy key"
-            report_event(self.reporter, SecurityKind.DECISION_FORGED, decision, subject, detail)
+        if decision is None or not verify_event(decision, self.keys.policy):
+            self._unverified(event, decision)
             return None
         if decision.verdict is not Verdict.NEEDS_APPROVAL:
             return self._forged_approval(event, f"the request's decision is {decision.verdict}, not needs_approval")
         return decision
+
+    def _unverified(self, event: ApprovalGranted | ApprovalRejected, decision: DecisionMade | None) -> None:
+        """Report an approval event whose request has no decision, or a first decision that does not verify."""
+        if decision is None:
+            self._forged_approval(event, "the request has no decision")
+            return
+        subject = Subjects.decision(decision.principal, decision.request_id)
+        detail = "the first decision of the request is not signed by the policy key"
+        report_event(self.reporter, SecurityKind.DECISION_FORGED, decision, subject, detail)
 
     def _forged_approval(self, event: ApprovalGranted | ApprovalRejected, detail: str) -> DecisionMade | None:
         """Report ``event`` as ``approval_forged``; ``None`` (no decision to act on)."""
