@@ -13,7 +13,9 @@ Flow::
 
 The executor also records each write's claim on ``tg.claim.<p>.<key digest>`` (the
 durable half of the at-most-once record) and keeps results too large for one message
-in the results stream, on ``tg.result.<p>.<rid>.<chunk>``.
+in the results stream, on ``tg.result.<p>.<rid>.<chunk>``. Any service records a refused
+attempt on ``tg.security.<service>.<kind>`` (in the stream); the audit announces each one it
+records on the core subject ``tg.alarm.<kind>``.
 """
 
 from __future__ import annotations
