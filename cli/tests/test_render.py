@@ -7,7 +7,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from toolgate.cli.render import approvals_table, trail_table
+from toolgate.cli.render import alarm_row, alarms_table, approvals_table, trail_table
 from toolgate.shared.connections import redact as _redact
 
 HOSTILE = "[/][conceal]hidden[/conceal]\x1b[8mx"
@@ -60,3 +60,49 @@ def test_audit_trail_shows_that_the_policy_hid_a_tool() -> None:
 
 def test_credentials_are_redacted_from_messages() -> None:
     assert _redact("cannot reach nats://cli:Sup3rSecret@host:4222 now") == "cannot reach nats://***@host:4222 now"
+
+
+def test_alarms_show_kind_who_what_and_why_with_hostile_text_inert() -> None:
+    event = {
+        "occurred_at": "2026-11-30T10:00:00.123456Z",
+        "kind": "approval_refused",
+        "actor": "mallory",
+        "principal": "selfie",
+        "request_id": "r1",
+        "approval_id": "ap-1",
+        "reason_code": "self_approval",
+        "detail": HOSTILE,
+    }
+    table = alarms_table()
+    alarm_row(table, {"sequence": 42, "stream_seq": 40, "service": "approvals", "event": event})
+    alarm_row(
+        table,
+        {
+            "sequence": 43,
+            "stream_seq": 41,
+            "service": "registry",
+            "event": {
+                "occurred_at": "2026-11-30T10:00:01Z",
+                "kind": "permission_violation",
+                "subject": "_INBOX_ghost.1",
+            },
+        },
+    )
+    shown = _render(table)
+    for text in ("42", "2026-11-30T10:00:00", "approval_refused", "approvals", "mallory", "selfie/r1/ap-1"):
+        assert text in shown
+    assert "self_approval" in shown and "_INBOX_ghost.1" in shown and "permission_violation" in shown
+    assert "[/][conceal]hidden[/conceal]" in shown and "\\x1b[8m" in shown
+
+
+def test_the_trail_shows_a_security_events_kind_and_detail() -> None:
+    payload = '{"type": "security.event", "kind": "decision_forged", "detail": "not signed by the policy key"}'
+    record = {
+        "sequence": 7,
+        "event_type": "security.event",
+        "subject": "tg.security.executor.decision_forged",
+        "payload": payload,
+        "hash": "sha256:" + "b" * 64,
+    }
+    shown = _render(trail_table("r1", [record]))
+    assert "kind=decision_forged" in shown and "not signed by the policy key" in shown

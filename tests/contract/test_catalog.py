@@ -23,6 +23,10 @@ def test_subject_builders_are_pinned() -> None:
     assert (Rpc.tools_list("a"), Rpc.tools_get("a")) == ("tg.tools.list.a", "tg.tools.get.a")
     assert (Rpc.TOOLS_LIST, Rpc.TOOLS_GET) == ("tg.tools.list.*", "tg.tools.get.*")
     assert Rpc.approvals_decide("alice") == "tg.approvals.decide.alice"
+    assert Subjects.security("executor", "decision_forged") == "tg.security.executor.decision_forged"
+    assert Subjects.security_of("audit") == "tg.security.audit.*"
+    assert Subjects.alarm("approval_refused") == "tg.alarm.approval_refused" and Subjects.ALARMS == "tg.alarm.*"
+    assert Rpc.AUDIT_ALARMS == "tg.audit.alarms"
 
 
 def test_stream_and_consumers_are_pinned() -> None:
@@ -34,6 +38,7 @@ def test_stream_and_consumers_are_pinned() -> None:
         "tg.receipt.*.*",
         "tg.claim.*.*",
         "tg.tool.published.*",
+        "tg.security.*.*",
     )
     assert catalog.RESULTS_STREAM == "TOOLGATE_RESULTS" and catalog.RESULTS_SUBJECTS == ("tg.result.*.*.*",)
     assert {(c.durable, c.filter_subject, c.max_deliver) for c in catalog.CONSUMERS} == {
@@ -58,11 +63,13 @@ def test_every_event_subject_is_in_the_stream_and_rpc_subjects_are_not() -> None
         Subjects.receipt("a", "r"),
         Subjects.tool_published("t"),
         Subjects.claim("a", "k"),
+        Subjects.security("approvals", "approval_refused"),
     ] + [Subjects.approval(k, "a", "r") for k in ("requested", "granted", "rejected")]
     for subject in event_subjects:
         assert sum(_matches(p, subject) for p in catalog.STREAM_SUBJECTS) == 1, subject
     rpc = [v for k, v in vars(Rpc).items() if k.isupper()]
     assert rpc and not any(_matches(p, s.replace("*", "x")) for p in catalog.STREAM_SUBJECTS for s in rpc)
+    assert not any(_matches(p, Subjects.alarm("k")) for p in catalog.STREAM_SUBJECTS), "alarms are core NATS only"
 
 
 def test_event_tags_are_pinned_and_unique() -> None:
@@ -76,6 +83,7 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "ReceiptIssued": "receipt.issued",
         "EffectClaimed": "effect.claimed",
         "ToolPublished": "tool.published",
+        "SecurityEvent": "security.event",
     }
 
 
@@ -131,6 +139,7 @@ def test_events_are_frozen_and_required_fields_are_pinned() -> None:
             "request_id",
         ],
         "ToolPublished": ["digest", "event_id", "occurred_at", "tool", "version"],
+        "SecurityEvent": ["event_id", "kind", "occurred_at", "service"],
     }
 
 

@@ -61,7 +61,7 @@ RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
     "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY),
     "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
-    "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY),
+    "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     # family: (subject for a fresh token, the only user that may publish it)
@@ -73,16 +73,22 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     "result": (lambda rid: Subjects.result_chunk("demo-agent", rid, 0), "executor"),
     "tool-published": (Subjects.tool_published, "registry"),
     "tools-kv": (lambda key: f"$KV.{catalog.TOOLS_BUCKET}.{key}", "registry"),
+    **{  # each service reports security events as itself only
+        f"security-{service}": (lambda _, s=service: Subjects.security(s, "decision_forged"), service)
+        for service in SERVICES
+    },
 }
 DECIDE = {name: Rpc.approvals_decide(name) for name in ("alice", "bob", "demo-agent")}
 LISTINGS = {name: (Rpc.tools_list(name), Rpc.tools_get(name)) for name in ("demo-agent", "other-agent", "alice")}
 RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
-    *(Rpc.AUDIT_VERIFY, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, *DECIDE.values()),
+    *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, *DECIDE.values()),
     *(subject for pair in LISTINGS.values() for subject in pair),
 )
 OPERATOR_CALLS = {
-    *(Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)
+    *(Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET),
+    Rpc.POLICY_READY,
+    Rpc.AUDIT_EXPORT,
 }
 MAY_CALL = {  # each approver answers approvals as themselves only; nobody publishes tools over RPC
     AGENT: set(LISTINGS["demo-agent"]),  # its own listing only: not another's, not the registry's full one
@@ -230,14 +236,14 @@ async def test_only_the_owner_publishes_each_event_family(
     assert await stored(conns, subject) == before + (user == owner)
 
 
-async def in_effect(conn: Conn) -> None:
+async def in_effect(conn: Conn, via: str = Rpc.tools_list("demo-agent")) -> None:
     """Return once the server has processed every command ``conn`` sent so far.
 
     nats-py's ``flush()`` writes its PING straight to the socket, past SUBs still in its
     write buffer, so a PONG does not prove a subscription is active; a request's reply does
     (the request follows the SUB in the buffer, and the server handles a client in order).
     """
-    await conn.nc.request(Rpc.tools_list("demo-agent"), b"{}", timeout=5)
+    await conn.nc.request(via, b"{}", timeout=5)
 
 
 async def test_agent_receives_its_own_receipts(conns: dict[str, Conn], ns: str) -> None:
@@ -484,3 +490,29 @@ async def test_registry_cannot_erase_the_streams(conns: dict[str, Conn], api: st
     subject = f"$JS.API.{api}.{stream}"
     conn = conns["registry"]
     assert not await allowed(conn, subject, conn.nc.request(subject, b"{}", timeout=5))
+
+
+@pytest.mark.parametrize("user", USERS)
+async def test_only_the_audit_raises_alarms_and_only_approvers_watch_them(
+    conns: dict[str, Conn], user: str, ns: str
+) -> None:
+    """Alarms are core NATS: approvers (operators) receive them, agents may not subscribe, nobody else raises one."""
+    watchers = {}
+    for watcher in (ALICE, BOB, AGENT):
+        watchers[watcher] = await conns[watcher].nc.subscribe(Subjects.ALARMS)
+        await in_effect(conns[watcher], Rpc.tools_list("demo-agent") if watcher == AGENT else Rpc.REGISTRY_LIST)
+    assert await reported(conns[AGENT], "subscription", Subjects.ALARMS)
+    subject, conn = Subjects.alarm(f"k{ns}"), conns[user]
+    await conn.nc.publish(subject, b"alarm")
+    await conn.nc.flush()
+    if user == "audit":
+        for watcher in (ALICE, BOB):
+            assert (await watchers[watcher].next_msg(timeout=5)).subject == subject
+    else:
+        assert await reported(conn, "publish", subject)
+        with pytest.raises(nats.errors.TimeoutError):
+            await watchers[ALICE].next_msg(timeout=0.3)
+    with pytest.raises(nats.errors.TimeoutError):
+        await watchers[AGENT].next_msg(timeout=0.3)
+    for subscription in watchers.values():
+        await subscription.unsubscribe()

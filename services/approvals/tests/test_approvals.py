@@ -17,6 +17,8 @@ from toolgate.approvals.rebuild import rebuild_approvals
 from toolgate.approvals.service import Approvals
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, BoundRequest, DecisionMade
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.security import digest
 from toolgate.shared.signing import sign_event, verify_event
 from toolgate.shared.vocabulary import Verdict
 
@@ -158,7 +160,7 @@ async def test_expiry_rejects_once_and_late_answers_are_refused(store: ApprovalS
     rejected = [e for _, e in published if isinstance(e, ApprovalRejected) and e.request_id == ns]
     assert [e.reason_code for e in rejected] == ["approval_expired"]
     reply = await approvals.answer("alice", DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True))
-    assert (reply.ok, reply.reason_code) == (False, "not_pending")
+    assert (reply.ok, reply.reason_code) == (False, "expired")
 
 
 async def test_unknown_approval_is_refused(store: ApprovalStore) -> None:
@@ -327,3 +329,88 @@ async def test_a_rebuild_whose_store_is_lost_again_midway_starts_over(
     assert not await store.has_epoch()
     assert await rebuild_approvals(store, InMemoryApprovalsBus(requests=requests), "me")
     assert {p.request_id for p in await store.list_pending()} == {ns + "a", ns + "b"}
+
+
+def _reported(approvals: Approvals) -> list[Any]:
+    """Make ``approvals`` record its security reports; return the list they land in."""
+    events: list[Any] = []
+
+    async def publish(subject: str, event: Any) -> None:
+        events.append((subject, event))
+
+    approvals.reporter = SecurityReporter("approvals")
+    approvals.reporter.attach_publish(publish)
+    return events
+
+
+@pytest.mark.parametrize(
+    ("approver", "body", "code"),
+    [
+        ("mallory", None, "unknown_approver"),
+        ("a.b", None, "unknown_approver"),
+        ("demo-agent", None, "self_approval"),  # the approver named like the requesting principal
+        ("carol", None, "not_entitled"),
+        ("alice", b'{"approval_id": "ap-000000000000", "approve": true}', "unknown_approval"),
+        ("alice", b'{"approval_id": "x", "approve": "yes"}', "malformed"),
+        ("alice", b"not json", "malformed"),
+        ("alice", b'{"approval_id": "ap-1", "approve": true, "as": "admin"}', "malformed"),
+        ("alice", b" " * 5000, "oversized"),
+    ],
+)
+async def test_each_refused_answer_is_reported_once(
+    store: ApprovalStore, ns: str, approver: str, body: bytes | None, code: str
+) -> None:
+    approvals = _approvals(store, Clock(), [])
+    reports = _reported(approvals)
+    await approvals.on_decision(_decision(ns))
+    approval_id = approval_id_for("demo-agent", ns)
+    data = body if body is not None else f'{{"approval_id": "{approval_id}", "approve": true}}'.encode()
+    reply = await approvals.answer_bytes(approver, data)
+    await approvals.reporter.flush()
+    assert (reply.ok, reply.reason_code) == (False, code)
+    [(subject, event)] = reports
+    assert subject == "tg.security.approvals.approval_refused" and event.reason_code == code
+    assert event.actor == (approver if approver != "a.b" else digest("a.b"))
+    assert event.subject.startswith("tg.approvals.decide.")
+    if body is None:
+        assert (event.approval_id, event.principal, event.request_id) == (approval_id, "demo-agent", ns)
+    elif code in ("malformed", "oversized"):
+        assert (event.payload_sha256, event.principal) == (digest(body), None)
+    else:
+        assert (event.approval_id, event.principal, event.payload_sha256) == ("ap-000000000000", None, None)
+
+
+@pytest.mark.parametrize("late", ["answered", "expired", "expired_swept"])
+async def test_late_answers_are_refused_and_reported(store: ApprovalStore, ns: str, late: str) -> None:
+    clock = Clock()
+    approvals = _approvals(store, clock, [])
+    await approvals.on_decision(_decision(ns))
+    command = DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True)
+    if late == "answered":
+        assert (await approvals.answer("alice", command)).ok
+    else:
+        clock.now += timedelta(seconds=61)
+        if late == "expired_swept":
+            await approvals.expire_due()
+    reports = _reported(approvals)
+    reply = await approvals.answer("alice", command)
+    await approvals.reporter.flush()
+    code = "not_pending" if late == "answered" else "expired"
+    assert (reply.ok, reply.reason_code) == (False, code)
+    assert [(e.kind, e.reason_code, e.request_id) for _, e in reports] == [("approval_refused", code, ns)]
+
+
+async def test_granting_and_a_call_the_policy_no_longer_allows_report_nothing(store: ApprovalStore, ns: str) -> None:
+    bus = InMemoryApprovalsBus(answer=_answer(False, "forbidden"))
+    approvals = _approvals(store, Clock(), [], bus)
+    reports = _reported(approvals)
+    await approvals.on_decision(_decision(ns))
+    await approvals.on_decision(_decision(ns + "b"))
+    no_longer = await approvals.answer(
+        "alice", DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True)
+    )
+    assert (no_longer.ok, no_longer.reason_code) == (False, "forbidden")
+    rejected = DecideCommand(approval_id=approval_id_for("demo-agent", ns + "b"), approve=False)
+    assert (await approvals.answer("alice", rejected)).ok
+    await approvals.reporter.flush()
+    assert reports == []

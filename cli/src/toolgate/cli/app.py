@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from toolgate.cli import rpc
-from toolgate.cli.render import approvals_table, tools_table, trail_table
-from toolgate.shared.catalog import Rpc
+from toolgate.cli.render import alarm_row, alarms_table, approvals_table, tools_table, trail_table
+from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.connections import NatsUnreachable, connect_once, redact
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
@@ -251,6 +251,61 @@ def audit_export(file: Path, nats_url: NatsUrl = "") -> None:
         err_console.print("[red]error:[/red]", escape(str(error)))
         raise typer.Exit(1) from None
     console.print(f"{written} records written to {file}")
+
+
+Limit = Annotated[int, typer.Option(help="How many of the most recent security events to list (1-500).")]
+Follow = Annotated[bool, typer.Option("--follow", help="Keep printing new alarms as they are raised, until Ctrl-C.")]
+
+
+@audit_app.command("alarms")
+def audit_alarms(limit: Limit = 20, follow: Follow = False, nats_url: NatsUrl = "") -> None:
+    """List recent security events (refused approvals, forgeries, permission violations); --follow for new ones."""
+    try:
+        _on_bus(nats_url, lambda nc: _alarms(nc, limit, follow))
+    except KeyboardInterrupt:
+        console.print("stopped following alarms")
+
+
+async def _alarms(nc: Client, limit: int, follow: bool) -> None:
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def on_alarm(msg: Any) -> None:
+        queue.put_nowait(msg.data)
+
+    if follow:  # subscribed before listing: nothing raised in between is missed
+        await nc.subscribe(Subjects.ALARMS, cb=on_alarm)
+        await nc.flush()
+    reply = await rpc.request(nc, Rpc.AUDIT_ALARMS, {"limit": limit})
+    if not reply.get("ok"):
+        raise rpc.BusError(str(reply.get("reason")))
+    table, shown = alarms_table(), {alarm["sequence"] for alarm in reply["alarms"]}
+    for alarm in reply["alarms"]:
+        alarm_row(table, alarm)
+    console.print(table if shown else "no security events recorded")
+    if follow:
+        console.print("following new alarms (Ctrl-C to stop)")
+        await _follow(nc, queue, shown)
+
+
+async def _follow(nc: Client, queue: asyncio.Queue[bytes], shown: set[int]) -> None:
+    """Print each new alarm; a lost connection ends the command with an error."""
+    import msgspec
+
+    while True:
+        try:
+            alarm = msgspec.json.decode(await asyncio.wait_for(queue.get(), timeout=1.0))
+        except TimeoutError:
+            if nc.is_closed or not nc.is_connected:
+                raise rpc.BusError("the connection to NATS was lost; no more alarms") from None
+            continue
+        except msgspec.DecodeError:
+            continue
+        if not isinstance(alarm, dict) or alarm.get("sequence") in shown:
+            continue
+        shown.add(alarm["sequence"])
+        table = alarms_table(title="")
+        alarm_row(table, alarm)
+        console.print(table)
 
 
 @keys_app.command("generate")

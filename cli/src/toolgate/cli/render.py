@@ -11,7 +11,16 @@ from rich.text import Text
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.events import ReceiptIssued
 
-__all__ = ["OUTCOME_STYLE", "approvals_table", "receipt_row", "receipts_table", "tools_table", "trail_table"]
+__all__ = [
+    "OUTCOME_STYLE",
+    "alarm_row",
+    "alarms_table",
+    "approvals_table",
+    "receipt_row",
+    "receipts_table",
+    "tools_table",
+    "trail_table",
+]
 
 OUTCOME_STYLE = {
     "succeeded": "green",
@@ -117,7 +126,32 @@ def _detail(payload: str) -> str:
     except ValueError:
         return _short(payload)
     keys = (
-        *("verdict", "outcome", "hidden_reason_code", "reason_code", "reason"),
+        *("kind", "actor", "verdict", "outcome", "hidden_reason_code", "reason_code", "reason", "detail"),
         *("approver", "approver_role", "operation", "arguments"),
     )
     return _short(", ".join(f"{k}={_short(event[k], 40)}" for k in keys if event.get(k) is not None), 120)
+
+
+def alarms_table(title: str = "Security events") -> Table:
+    """An empty table for :func:`alarm_row` rows."""
+    table = Table(title=title, show_lines=True)
+    for column in ("#", "when (UTC)", "kind", "seen by", "actor", "about", "reason", "detail"):
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def alarm_row(table: Table, alarm: dict[str, Any]) -> None:
+    """Add one alarm (an ``Alarm`` as JSON): chain position, kind in red, who, what about, why."""
+    event = alarm["event"]
+    about = "/".join(str(event[k]) for k in ("principal", "request_id", "approval_id") if event.get(k))
+    _row(
+        table,
+        str(alarm["sequence"]),
+        str(event["occurred_at"])[:19],
+        Text(str(event["kind"]), style="bold red"),
+        alarm["service"],
+        event.get("actor") or "",
+        about or event.get("subject") or "",
+        event.get("reason_code") or "",
+        event.get("detail") or "",
+    )

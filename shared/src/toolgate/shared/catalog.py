@@ -13,7 +13,9 @@ Flow::
 
 The executor also records each write's claim on ``tg.claim.<p>.<key digest>`` (the
 durable half of the at-most-once record) and keeps results too large for one message
-in the results stream, on ``tg.result.<p>.<rid>.<chunk>``.
+in the results stream, on ``tg.result.<p>.<rid>.<chunk>``. Any service records a refused
+attempt on ``tg.security.<service>.<kind>`` (in the stream); the audit announces each one it
+records on the core subject ``tg.alarm.<kind>``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ STREAM_SUBJECTS: Final = (
     "tg.receipt.*.*",
     "tg.claim.*.*",
     "tg.tool.published.*",
+    "tg.security.*.*",
 )
 
 RESULTS_SUBJECTS: Final = ("tg.result.*.*.*",)
@@ -73,6 +76,11 @@ class Subjects:
     APPROVALS_REQUESTED: Final = "tg.approval.requested.*.*"
     RECEIPTS: Final = "tg.receipt.*.*"
     CLAIMS: Final = "tg.claim.*.*"
+    APPROVALS_GRANTED: Final = "tg.approval.granted.*.*"
+    APPROVALS_REJECTED: Final = "tg.approval.rejected.*.*"
+    SECURITY: Final = "tg.security.*.*"
+    ALARMS: Final = "tg.alarm.*"
+    """Core NATS (not in the stream): the audit's alarm for each recorded security event."""
 
     @staticmethod
     def request(principal: str) -> str:
@@ -115,6 +123,21 @@ class Subjects:
         return f"tg.result.{principal}.>"
 
     @staticmethod
+    def security(service: str, kind: str) -> str:
+        """``tg.security.<service>.<kind>``: a :class:`SecurityEvent` the service observed."""
+        return f"tg.security.{service}.{kind}"
+
+    @staticmethod
+    def security_of(service: str) -> str:
+        """``tg.security.<service>.*``: every security event one service may report."""
+        return f"tg.security.{service}.*"
+
+    @staticmethod
+    def alarm(kind: str) -> str:
+        """``tg.alarm.<kind>``: the audit's alarm for a recorded security event (core NATS)."""
+        return f"tg.alarm.{kind}"
+
+    @staticmethod
     def tool_published(tool: str) -> str:
         """``tg.tool.published.<tool>``: :class:`ToolPublished`."""
         return f"tg.tool.published.{tool}"
@@ -135,6 +158,7 @@ class Rpc:
     AUDIT_TRAIL: Final = "tg.audit.trail"
     AUDIT_VERIFY: Final = "tg.audit.verify"
     AUDIT_EXPORT: Final = "tg.audit.export"
+    AUDIT_ALARMS: Final = "tg.audit.alarms"
 
     @staticmethod
     def tools_list(principal: str) -> str:

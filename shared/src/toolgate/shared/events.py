@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from toolgate.shared.canonical import sha256_hex
+from toolgate.shared.security import SecurityKind
 from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Event",
     "ReceiptIssued",
     "ResultRef",
+    "SecurityEvent",
     "ToolPublished",
     "ToolRequested",
     "decode_event",
@@ -257,6 +259,35 @@ class ToolPublished(Event, frozen=True, kw_only=True, tag="tool.published"):
     digest: str
 
 
+class SecurityEvent(Event, frozen=True, kw_only=True, tag="security.event"):
+    """A refused attempt a service observed (``toolgate.shared.security``).
+
+    Published on ``tg.security.<service>.<kind>`` by :mod:`toolgate.shared.reporting`;
+    the subject's service token, not ``service``, is what NATS permissions vouch for.
+
+    Attributes:
+        kind: what was attempted.
+        service: the observing service.
+        actor: who attempted it, when the transport says (an approver token, a NATS user).
+        principal / request_id / approval_id: what it was about, when known.
+        subject: where it was seen (the forged event's subject, the refused subject).
+        reason_code: the refusal's code, e.g. ``self_approval``.
+        detail: one line, at most 300 characters, never a secret.
+        payload_sha256: ``sha256:<hex>`` of the refused body (never the body itself).
+    """
+
+    kind: SecurityKind
+    service: str
+    actor: str | None = None
+    principal: str | None = None
+    request_id: str | None = None
+    approval_id: str | None = None
+    subject: str | None = None
+    reason_code: str | None = None
+    detail: str = ""
+    payload_sha256: str | None = None
+
+
 AnyEvent = (
     ToolRequested
     | DecisionMade
@@ -266,6 +297,7 @@ AnyEvent = (
     | ReceiptIssued
     | EffectClaimed
     | ToolPublished
+    | SecurityEvent
 )
 
 

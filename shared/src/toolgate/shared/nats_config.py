@@ -54,6 +54,8 @@ HEADER = """\
 #     `executor` publishes claims, result chunks and receipts, only `registry` publishes
 #     tg.tool.published.* and writes the tools KV bucket; a forged decision or approval
 #     is refused at the transport, before the executor's Ed25519 check ever sees it;
+#   - each service reports security events only as itself (tg.security.<service>.*),
+#     only `audit` raises alarms (tg.alarm.*); approvers watch and list them, agents not;
 #   - no anonymous connections, and a user without a permissions block gets nothing
 #     (default_permissions below).
 #

@@ -7,13 +7,14 @@ renders the result as nats-server configuration text.
 The users:
 
 - one per service (``registry``, ``policy``, ``approvals``, ``executor``, ``audit``),
-  each with the JetStream API subjects of its own durable consumers only;
+  each with the JetStream API subjects of its own durable consumers only, reporting
+  security events only as itself (``tg.security.<service>.*``);
 - ``agent-<p>`` for each principal ``<p>`` under ``[principals]``: publishes only
   ``tg.req.<p>``, lists tools only as itself (``tg.tools.{list,get}.<p>``, answered by
   the policy service with what ``<p>`` may call; never the registry's full listing), and
   reads only its own receipts and stored results;
 - ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
-  only as ``<n>`` (``tg.approvals.decide.<n>``);
+  only as ``<n>`` (``tg.approvals.decide.<n>``), and watch and list alarms;
 - ``admin`` with every right, only when asked for (a test observer).
 
 The prefixes keep an agent and an approver of the same name apart. Every client that is
@@ -124,6 +125,11 @@ def _kv_reads() -> tuple[Rule, ...]:
     )
 
 
+def _reports(service: str) -> Rule:
+    """A service reports security events as itself only (the audit trusts the subject's token)."""
+    return Rule(Subjects.security_of(service), "its own security events")
+
+
 def _replies_to(clients: Iterable[str]) -> tuple[Rule, ...]:
     """Answers to the services' default inboxes and to each client's private inbox."""
     private = tuple(Rule(f"{private_inbox(user)}.>", f"replies to {user}") for user in clients)
@@ -179,6 +185,7 @@ def _registry(clients: tuple[str, ...]) -> NatsUser:
             Rule(Subjects.tool_published("*"), "ToolPublished events (only the registry)"),
             Rule(f"$KV.{catalog.TOOLS_BUCKET}.>", "KV create/put of descriptors (only the registry)"),
             Rule(f"$JS.FC.{KV_STREAM}.>", "flow control of the ordered consumer behind kv.keys()"),
+            _reports("registry"),
             *_replies_to(clients),
         ),
         deny_publish=(
@@ -209,6 +216,7 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
             *_consumer(catalog.POLICY_CONSUMER),
             *_kv_reads(),
             *_replies_to(clients),
+            _reports("policy"),
         ),
         subscribe=(
             Rule(Rpc.POLICY_RECHECK, "re-check at the moment of effect (executor, approvals)"),
@@ -230,6 +238,7 @@ def _approvals(approvers: tuple[str, ...]) -> NatsUser:
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its index from the stream, reads receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy"),
+            _reports("approvals"),
             *_replies_to(approvers),
         ),
         subscribe=(
@@ -255,6 +264,7 @@ def _executor() -> NatsUser:
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get"),
             *_kv_reads(),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy before the effect"),
+            _reports("executor"),
         ),
         subscribe=(Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, recheck answers"),),
     )
@@ -263,13 +273,18 @@ def _executor() -> NatsUser:
 def _audit(approvers: tuple[str, ...]) -> NatsUser:
     return NatsUser(
         name="audit",
-        title="audit: every stream event in, trail and verify answered",
+        title="audit: every stream event in; trail, verify and alarms answered",
         publish=(
             *_consumer(catalog.AUDIT_CONSUMER),
             Rule(_api("STREAM.INFO", catalog.STREAM), "verify: how far the stream is ahead"),
+            _reports("audit"),
+            Rule(Subjects.ALARMS, "an alarm for each recorded security event (only the audit)"),
             *_replies_to(approvers),
         ),
-        subscribe=(Rule(Rpc.AUDIT_TRAIL), Rule(Rpc.AUDIT_VERIFY), Rule(Rpc.AUDIT_EXPORT), Rule(SERVICE_INBOXES)),
+        subscribe=(
+            *(Rule(subject) for subject in (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT, Rpc.AUDIT_ALARMS)),
+            Rule(SERVICE_INBOXES),
+        ),
     )
 
 
@@ -277,13 +292,14 @@ def _approver(name: str) -> NatsUser:
     user = approver_user(name)
     return NatsUser(
         name=user,
-        title=f"approver {name}: answers approvals as {name} only, reads the trail",
+        title=f"approver {name}: answers approvals as {name} only, reads the trail and alarms",
         publish=(
             Rule(Rpc.approvals_decide(name), "nobody answers as someone else"),
             *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
+            Rule(Rpc.AUDIT_ALARMS, "recent security events"),
             *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)),
         ),
-        subscribe=(Rule(f"{private_inbox(user)}.>"),),
+        subscribe=(Rule(f"{private_inbox(user)}.>"), Rule(Subjects.ALARMS, "watches alarms as they are raised")),
         inbox_prefix=private_inbox(user),
         notes=(f'Connect with inbox_prefix=b"{private_inbox(user)}".',),
     )

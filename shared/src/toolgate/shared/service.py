@@ -21,6 +21,7 @@ from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from nats.js import JetStreamContext
 
 from toolgate.shared.handling import Consumer, DurableWorker
+from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.settings import ServiceSettings
 from toolgate.shared.telemetry import tracer_provider
 
@@ -92,11 +93,12 @@ def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answ
     return register
 
 
-def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
+def new_broker(service: str, settings: ServiceSettings, reporter: SecurityReporter | None = None) -> NatsBroker:
     """A NATS broker with a bounded graceful shutdown (10 s), traced when OTLP export is configured.
 
     Without an endpoint no span is created at all: spans nobody exports cost every
-    message its CPU time and nothing else.
+    message its CPU time and nothing else. With a ``reporter``, every NATS permissions
+    violation on the connection is reported as a security event.
     """
     middlewares = []
     if settings.otlp_endpoint:
@@ -107,6 +109,7 @@ def new_broker(service: str, settings: ServiceSettings) -> NatsBroker:
         graceful_timeout=10.0,
         middlewares=middlewares,
         max_reconnect_attempts=-1,
+        error_cb=reporter.on_error if reporter else None,
         log_level=logging.DEBUG,  # per-message "Received/Processed" lines; service events log at INFO
     )
 
@@ -120,12 +123,14 @@ class Lifecycle:
         grace_s: seconds in-flight handlers get to finish at shutdown.
         abort: called when the grace period ends with handlers still running.
         closers: awaited after the connection is closed (in order).
+        reporter: the service's security reporter, attached to the stream once connected.
     """
 
     consumers: Sequence[Consumer] = ()
     grace_s: float = 10.0
     abort: Callable[[], None] | None = None
     closers: Sequence[Callable[[], Awaitable[None]]] = ()
+    reporter: SecurityReporter | None = None
 
 
 def new_app(
@@ -139,6 +144,8 @@ def new_app(
     async def connect() -> None:
         await broker.connect()
         js = broker.connection.jetstream()
+        if plan.reporter:
+            plan.reporter.attach(js)
         await build(js)
         for consumer in plan.consumers:
             worker = DurableWorker(broker.connection, consumer)
@@ -148,6 +155,8 @@ def new_app(
     @app.on_shutdown
     async def drain() -> None:
         await asyncio.gather(*(worker.stop(plan.grace_s, plan.abort) for worker in workers))
+        if plan.reporter:
+            await plan.reporter.flush()
 
     @app.after_shutdown
     async def close() -> None:

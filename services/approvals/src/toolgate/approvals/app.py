@@ -23,6 +23,7 @@ from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import load_directory
 from toolgate.shared.events import ApprovalRequested
 from toolgate.shared.keyring import load_own_private_key, public_key_of
+from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 
 __all__ = ["create_app"]
@@ -54,7 +55,8 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
     key = load_own_private_key(settings.keys_dir, "approvals")
     policy_key = public_key_of(settings.keys_dir, "policy")
     approvers = load_directory(settings.principals_file).approvers
-    broker = new_broker("approvals", settings)
+    reporter = SecurityReporter("approvals")
+    broker = new_broker("approvals", settings, reporter)
     cell: RuntimeCell[ApprovalsRuntime] = RuntimeCell()
     broker.include_router(build_router(cell))
     tasks: list[asyncio.Task[None]] = []
@@ -77,6 +79,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
             publish=publish,
             clock=lambda: datetime.now(UTC),
             ttl=timedelta(seconds=settings.ttl_s),
+            reporter=reporter,
         )
         runtime = ApprovalsRuntime(approvals, Rebuilder(store, bus))
         cell.set(runtime)
@@ -90,4 +93,4 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
                 await task
         await cell().rebuilder.stop()
 
-    return new_app(broker, build, Lifecycle(consumers(cell), closers=[stop_tasks]))
+    return new_app(broker, build, Lifecycle(consumers(cell), closers=[stop_tasks], reporter=reporter))

@@ -17,7 +17,8 @@ import msgspec
 
 from toolgate.approvals.errors import DecideRefused
 from toolgate.shared.catalog import TOKEN
-from toolgate.shared.events import BoundRequest, DecisionMade
+from toolgate.shared.events import ApprovalRequested, BoundRequest, DecisionMade, decode_untrusted
+from toolgate.shared.security import safe_token
 from toolgate.shared.vocabulary import Verdict
 
 __all__ = [
@@ -25,9 +26,13 @@ __all__ = [
     "DecideCommand",
     "DecideReply",
     "PendingApproval",
+    "answerable",
     "approval_id_for",
     "check_answer",
+    "command_of",
     "open_pending",
+    "rejection_reason",
+    "requested_event",
 ]
 
 
@@ -106,7 +111,65 @@ def check_answer(
         raise DecideRefused("self_approval", "the requesting principal cannot approve its own call")
     if pending.approver_role not in approvers[approver]:
         raise DecideRefused("not_entitled", f"{approver} lacks the role {pending.approver_role!r}")
+    if pending.state is ApprovalState.EXPIRED or (pending.state is ApprovalState.PENDING and pending.expires_at <= now):
+        raise DecideRefused("expired", f"{pending.approval_id} expired at {pending.expires_at.isoformat()}")
     if pending.state is not ApprovalState.PENDING:
         raise DecideRefused("not_pending", f"{pending.approval_id} is already {pending.state}")
-    if pending.expires_at <= now:
-        raise DecideRefused("expired", f"{pending.approval_id} expired at {pending.expires_at.isoformat()}")
+
+
+def answerable(
+    pending: PendingApproval | None,
+    approval_id: str,
+    approver: str,
+    approvers: Mapping[str, frozenset[str]],
+    now: datetime,
+) -> PendingApproval:
+    """Return ``pending`` when ``approver`` may answer it now (:func:`check_answer`).
+
+    Raises:
+        DecideRefused: unknown_approval (no such approval; a non-token id is shown as its
+            SHA-256), or any refusal of :func:`check_answer`.
+    """
+    if pending is None:
+        raise DecideRefused("unknown_approval", f"no approval {safe_token(approval_id)!r}")
+    check_answer(pending, approver, approvers, now)
+    return pending
+
+
+_command = msgspec.json.Decoder(DecideCommand)
+
+
+def command_of(data: bytes, max_bytes: int) -> DecideCommand | DecideRefused:
+    """Decode one approve/reject command, or the refusal (``oversized``, ``malformed``) naming why not."""
+    if len(data) > max_bytes:
+        return DecideRefused("oversized", f"command is {len(data)} bytes; the limit is {max_bytes}")
+    try:
+        return decode_untrusted(_command, data)
+    except msgspec.DecodeError as error:
+        return DecideRefused("malformed", f"not an approve/reject command: {error}")
+
+
+def rejection_reason(code: str, approver: str | None, note: str) -> str:
+    """The human reason of a rejection with ``code``, with the approver's note appended."""
+    text = {
+        "approval_expired": "the approval expired unanswered",
+        "approval_rejected": f"rejected by {approver}",
+        "approval_store_unavailable": "the approval could not be opened (approval store unreachable)",
+    }.get(code, "the call can no longer be approved")
+    return f"{text}: {note}" if note else text
+
+
+def requested_event(pending: PendingApproval, now: datetime) -> ApprovalRequested:
+    """The :class:`ApprovalRequested` announcing ``pending`` (its event id is fixed per approval)."""
+    return ApprovalRequested(
+        event_id=f"requested:{pending.approval_id}",
+        occurred_at=now,
+        request_id=pending.request_id,
+        principal=pending.principal,
+        approval_id=pending.approval_id,
+        request_hash=pending.request_hash,
+        approver_role=pending.approver_role,
+        expires_at=pending.expires_at,
+        request=pending.request,
+        version_pinned=pending.version_pinned,
+    )

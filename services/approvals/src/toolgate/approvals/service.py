@@ -16,7 +16,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,14 +28,19 @@ from toolgate.approvals.domain import (
     DecideCommand,
     DecideReply,
     PendingApproval,
-    check_answer,
+    answerable,
+    command_of,
     open_pending,
+    rejection_reason,
+    requested_event,
 )
 from toolgate.approvals.errors import ApprovalsError, DecideRefused
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, DecisionMade, decode_untrusted
+from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, decode_untrusted
 from toolgate.shared.recheck import RecheckQuery, valid_answer
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.security import SecurityKind
 from toolgate.shared.settle import Settle
 from toolgate.shared.signing import sign_event, verify_event
 
@@ -49,7 +54,6 @@ PUBLISH_ATTEMPTS = 3
 MAX_COMMAND_BYTES = 4096
 """Largest accepted approve/reject command, bytes."""
 _decision = msgspec.json.Decoder(DecisionMade)
-_command = msgspec.json.Decoder(DecideCommand)
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Approvals:
         publish: ``publish(subject, event)`` onto the stream.
         clock: current UTC time.
         ttl: how long an approval stays open.
+        reporter: reports every refused answer (``approval_refused``) as a security event.
     """
 
     store: ApprovalStore
@@ -75,6 +80,7 @@ class Approvals:
     publish: Publish
     clock: Callable[[], datetime]
     ttl: timedelta
+    reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("approvals"))
 
     async def on_decision(self, decision: DecisionMade) -> bool:
         """Open an approval for a signed ``needs_approval`` decision; ``False`` if it is forged."""
@@ -86,7 +92,8 @@ class Approvals:
         if not await self.store.open(pending):
             pending = await self.store.get(pending.approval_id) or pending
         await self.publish(
-            Subjects.approval("requested", pending.principal, pending.request_id), _requested(pending, self.clock())
+            Subjects.approval("requested", pending.principal, pending.request_id),
+            requested_event(pending, self.clock()),
         )
         return True
 
@@ -121,13 +128,15 @@ class Approvals:
             return DecideReply(ok=False, reason_code=error.reason_code, reason=error.reason)
 
     async def answer_bytes(self, approver: str, data: bytes) -> DecideReply:
-        """Decode and carry out one approve/reject command; never raises for its content."""
-        if len(data) > MAX_COMMAND_BYTES:
-            return _refused("oversized", f"command is {len(data)} bytes; the limit is {MAX_COMMAND_BYTES}")
+        """Decode and carry out one approve/reject command; never raises for its content.
+
+        An oversized or malformed command is refused and reported (its SHA-256, not its bytes).
+        """
+        command = command_of(data, MAX_COMMAND_BYTES)
+        if isinstance(command, DecideRefused):
+            return self._refusal(approver, command, payload=data)
         try:
-            return await self.answer(approver, decode_untrusted(_command, data))
-        except msgspec.DecodeError as error:
-            return _refused("malformed", f"not an approve/reject command: {error}")
+            return await self.answer(approver, command)
         except ApprovalsError as error:
             return _refused(error.reason_code, error.reason)
 
@@ -144,18 +153,26 @@ class Approvals:
             await self._announce(pending, ApprovalState.REJECTED, None, "", code="approval_store_unavailable")
 
     async def answer(self, approver: str, command: DecideCommand) -> DecideReply:
-        """Grant or reject one approval as ``approver`` (the transport's subject token)."""
+        """Grant or reject one approval as ``approver`` (the transport's subject token).
+
+        A refusal of the attempt itself (unknown approval, approver or role, self-approval,
+        expired, already answered) is reported as ``approval_refused``; a call the policy
+        no longer allows is refused without a report (nobody attempted anything wrong).
+        """
+        pending = await self.store.get(command.approval_id)
         try:
-            pending = await self._answerable(approver, command.approval_id)
+            pending = answerable(pending, command.approval_id, approver, self.approvers, self.clock())
+        except DecideRefused as refused:
+            return self._refusal(approver, refused, command.approval_id, pending)
+        try:
             if command.approve:
                 await self._still_allowed(pending, approver)
         except DecideRefused as refused:
-            return DecideReply(ok=False, reason_code=refused.reason_code, reason=refused.reason)
+            return _refused(refused.reason_code, refused.reason)
         state = ApprovalState.GRANTED if command.approve else ApprovalState.REJECTED
         if not await self.store.resolve(pending.approval_id, state, uuid.uuid4().hex):
-            return DecideReply(
-                ok=False, reason_code="not_pending", reason=f"{pending.approval_id} was answered already"
-            )
+            answered = DecideRefused("not_pending", f"{pending.approval_id} was answered already")
+            return self._refusal(approver, answered, pending.approval_id, pending)
         await self._announce(pending, state, approver, command.note)
         return DecideReply(
             ok=True,
@@ -188,12 +205,27 @@ class Approvals:
             await self._announce(pending, ApprovalState.REJECTED, None, answer.reason, code=answer.reason_code)
         raise DecideRefused(answer.reason_code, f"the call can no longer be approved: {answer.reason}")
 
-    async def _answerable(self, approver: str, approval_id: str) -> PendingApproval:
-        pending = await self.store.get(approval_id)
-        if pending is None:
-            raise DecideRefused("unknown_approval", f"no approval {approval_id!r}")
-        check_answer(pending, approver, self.approvers, self.clock())
-        return pending
+    def _refusal(
+        self,
+        approver: str,
+        refused: DecideRefused,
+        approval_id: str | None = None,
+        pending: PendingApproval | None = None,
+        payload: bytes | None = None,
+    ) -> DecideReply:
+        """Report one refused answer as a security event (never blocks) and return the refusal."""
+        self.reporter.report(
+            SecurityKind.APPROVAL_REFUSED,
+            actor=approver,
+            principal=pending.principal if pending else None,
+            request_id=pending.request_id if pending else None,
+            approval_id=approval_id,
+            subject=Rpc.approvals_decide(approver),
+            reason_code=refused.reason_code,
+            detail=refused.reason,
+            payload=payload,
+        )
+        return _refused(refused.reason_code, refused.reason)
 
     async def expire_due(self) -> int:
         """Expire every approval past its expiry; return how many this call expired.
@@ -233,7 +265,7 @@ class Approvals:
         else:
             code = code or ("approval_expired" if state is ApprovalState.EXPIRED else "approval_rejected")
             event = ApprovalRejected(
-                **common, reason_code=code, reason=_reason(code, approver, note), approver=approver
+                **common, reason_code=code, reason=rejection_reason(code, approver, note), approver=approver
             )
         kind = "granted" if isinstance(event, ApprovalGranted) else "rejected"
         await self._publish_retried(
@@ -261,27 +293,3 @@ class Approvals:
 
 def _refused(code: str, reason: str) -> DecideReply:
     return DecideReply(ok=False, reason_code=code, reason=reason)
-
-
-def _reason(code: str, approver: str | None, note: str) -> str:
-    text = {
-        "approval_expired": "the approval expired unanswered",
-        "approval_rejected": f"rejected by {approver}",
-        "approval_store_unavailable": "the approval could not be opened (approval store unreachable)",
-    }.get(code, "the call can no longer be approved")
-    return f"{text}: {note}" if note else text
-
-
-def _requested(pending: PendingApproval, now: datetime) -> ApprovalRequested:
-    return ApprovalRequested(
-        event_id=f"requested:{pending.approval_id}",
-        occurred_at=now,
-        request_id=pending.request_id,
-        principal=pending.principal,
-        approval_id=pending.approval_id,
-        request_hash=pending.request_hash,
-        approver_role=pending.approver_role,
-        expires_at=pending.expires_at,
-        request=pending.request,
-        version_pinned=pending.version_pinned,
-    )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import nats
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from faststream import FastStream
 from nats.js import JetStreamContext
 
@@ -11,10 +15,30 @@ from toolgate.audit.handlers import build_router, consumers
 from toolgate.audit.service import Audit
 from toolgate.audit.settings import AuditSettings
 from toolgate.shared.catalog import STREAM
-from toolgate.shared.keyring import HOLDERS, check_holds_only_own, load_public_keys
+from toolgate.shared.keyring import HOLDERS, check_holds_only_own
+from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
+from toolgate.shared.signing import load_public_key
 
 __all__ = ["create_app"]
+
+log = logging.getLogger("toolgate.audit")
+
+
+def _public_keys(keys_dir: Path) -> dict[str, Ed25519PublicKey]:
+    """The public keys of the signed subjects that are present; a missing one leaves its subjects unchecked.
+
+    Raises:
+        OSError / ValueError: a key file is present but unreadable or not a key.
+    """
+    keys = {}
+    for name in HOLDERS["audit"].verifies:
+        path = keys_dir / f"{name}.pub"
+        if path.exists():
+            keys[name] = load_public_key(path)
+        else:
+            log.warning("no %s: events signed by the %s key cannot be verified (verify names them)", path, name)
+    return keys
 
 
 def create_app(settings: AuditSettings | None = None) -> FastStream:
@@ -27,8 +51,8 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
     """
     settings = settings or AuditSettings()
     check_holds_only_own(settings.keys_dir, "audit")
-    keys = load_public_keys(settings.keys_dir, HOLDERS["audit"].verifies)
-    broker = new_broker("audit", settings)
+    keys, reporter = _public_keys(settings.keys_dir), SecurityReporter("audit")
+    broker = new_broker("audit", settings, reporter)
     cell: RuntimeCell[Audit] = RuntimeCell()
     broker.include_router(build_router(cell))
 
@@ -39,10 +63,13 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
             except (nats.errors.Error, OSError):
                 return None
 
+        async def announce(subject: str, body: bytes) -> None:
+            await broker.connection.publish(subject, body)
+
         store = SqliteAuditStore(settings.database)
-        cell.set(Audit(store=store, stream_last_seq=stream_last_seq, keys=keys))
+        cell.set(Audit(store, stream_last_seq, keys=keys, reporter=reporter, announce=announce))
 
     async def close() -> None:
         await cell().store.close()
 
-    return new_app(broker, build, Lifecycle(consumers=consumers(cell), closers=[close]))
+    return new_app(broker, build, Lifecycle(consumers=consumers(cell), closers=[close], reporter=reporter))

@@ -1,4 +1,4 @@
-"""The audit service's broker edge: every stream event in, trail and verify answered."""
+"""The audit service's broker edge: every stream event in; trail, verify and alarms answered."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from toolgate.audit.intake import entry_of
 from toolgate.audit.queries import ExportQuery, ExportReply, TrailQuery, TrailReply
 from toolgate.audit.service import Audit
 from toolgate.shared import catalog
+from toolgate.shared.alarms import AlarmsQuery, AlarmsReply
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import decode_untrusted
 from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
@@ -20,22 +21,30 @@ __all__ = ["build_router", "consumers"]
 
 _trail = msgspec.json.Decoder(TrailQuery)
 _export = msgspec.json.Decoder(ExportQuery)
+_alarms = msgspec.json.Decoder(AlarmsQuery)
 
 
 def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
-    """Every stream event into the chain, in stream order; an event is never given up."""
+    """Every stream event into the chain, in stream order; an event is never given up.
+
+    A newly recorded event is inspected (forgeries reported, security events announced);
+    a redelivered one was inspected when it was recorded.
+    """
 
     async def on_event(delivery: Delivery) -> Settlement:
         now = datetime.now(UTC).isoformat()
         msg_id = delivery.headers.get("Nats-Msg-Id")
-        await cell().store.append(entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now))
+        audit = cell()
+        record = await audit.store.append(entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now))
+        if record is not None:
+            await audit.inspect(record, delivery.data)
         return Settle.ACK
 
     return [Consumer(catalog.AUDIT_CONSUMER, on_event, give_up=None, max_workers=1)]
 
 
 def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
-    """Route the queries (trail, verify, export) to the store."""
+    """Route the queries (trail, verify, export, alarms) to the store."""
     router = NatsRouter()
 
     @rpc(router, Rpc.AUDIT_TRAIL, "audit")
@@ -45,6 +54,14 @@ def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
         except msgspec.DecodeError as error:
             return msgspec.json.encode(TrailReply(ok=False, reason=f"not a trail query: {error}"))
         return msgspec.json.encode(await cell().trail(query.request_id))
+
+    @rpc(router, Rpc.AUDIT_ALARMS, "audit")
+    async def on_alarms(msg: NatsMessage) -> bytes:
+        try:
+            query = decode_untrusted(_alarms, msg.raw_message.data or b"")
+        except msgspec.DecodeError as error:
+            return msgspec.json.encode(AlarmsReply(ok=False, reason=f"not an alarms query: {error}"))
+        return msgspec.json.encode(await cell().alarms(query.limit))
 
     @rpc(router, Rpc.AUDIT_VERIFY, "audit")
     async def on_verify(msg: NatsMessage) -> bytes:

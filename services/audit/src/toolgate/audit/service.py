@@ -1,26 +1,58 @@
-"""The audit service's queries over its store: a request's trail and the full check."""
+"""The audit service over its store: a request's trail, the full check, and watching for forgeries.
+
+Each newly recorded message is inspected (:mod:`toolgate.audit.sentinel`): a forgery on a
+signed subject is reported as a security event (which comes back through the stream
+and is recorded in turn), and a recorded security event is announced as an alarm on
+``tg.alarm.<kind>``. Neither ever holds up the chain: a failed report or announcement is
+logged, and the record stays.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
+from toolgate.audit.domain import AuditRecord
 from toolgate.audit.queries import EXPORT_PAGE, ExportQuery, ExportReply, TrailReply, VerifyReply
+from toolgate.audit.sentinel import alarm_of, forgery
 from toolgate.audit.signatures import SignatureCheck
+from toolgate.shared.alarms import MAX_ALARMS, AlarmsReply
+from toolgate.shared.catalog import Subjects
+from toolgate.shared.reporting import SecurityReporter
 
 __all__ = ["Audit"]
+
+log = logging.getLogger("toolgate.audit")
+
+Announce = Callable[[str, bytes], Awaitable[None]]
+
+
+async def _nowhere(subject: str, data: bytes) -> None:
+    """Announce nothing (no bus)."""
 
 
 @dataclass
 class Audit:
-    """The store, how to ask the stream for its last sequence, and the public keys signatures verify under."""
+    """The store, how to ask the stream for its last sequence, and how to raise alarms.
+
+    Attributes:
+        store: the chain.
+        stream_last_seq: the stream's last sequence, ``None`` when it cannot be read.
+        keys: public keys by name (``policy``, ``approvals``, ``receipts``): intake and ``verify`` check signatures.
+        reporter: reports forgeries seen on intake.
+        announce: ``announce(subject, body)`` on core NATS (alarms).
+    """
 
     store: SqliteAuditStore
     stream_last_seq: Callable[[], Awaitable[int | None]]
     keys: Mapping[str, Ed25519PublicKey] = field(default_factory=dict)
+    reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("audit"))
+    announce: Announce = _nowhere
 
     async def trail(self, request_id: str) -> TrailReply:
         """Every record of one request, in bus order."""
@@ -51,3 +83,31 @@ class Audit:
             return ExportReply(ok=False, reason=f"limit must be 1..{EXPORT_PAGE} and after >= 0")
         records = await self.store.page(query.after, query.limit)
         return ExportReply(ok=True, reason=f"{len(records)} records", records=records)
+
+    async def alarms(self, limit: int) -> AlarmsReply:
+        """The ``limit`` most recent security events, oldest first; a refusal for a limit out of range."""
+        if not 1 <= limit <= MAX_ALARMS:
+            return AlarmsReply(ok=False, reason=f"limit must be between 1 and {MAX_ALARMS}, not {limit}")
+        records = await self.store.security_records(limit)
+        alarms = [alarm for alarm in map(alarm_of, reversed(records)) if alarm is not None]
+        return AlarmsReply(ok=True, reason=f"{len(alarms)} security events", alarms=alarms)
+
+    async def inspect(self, record: AuditRecord, data: bytes) -> None:
+        """Report a forgery in a newly recorded message; announce a newly recorded security event."""
+        found = forgery(record.subject, data, self.keys)
+        if found is not None:
+            tokens = record.subject.split(".")
+            self.reporter.report(
+                found.rule.kind,
+                principal=tokens[-2],
+                request_id=tokens[-1],
+                subject=record.subject,
+                detail=f"recorded at audit sequence {record.sequence}: {found.detail}",
+                payload=data,
+            )
+        alarm = alarm_of(record)
+        if alarm is not None:
+            try:
+                await self.announce(Subjects.alarm(alarm.event.kind.value), msgspec.json.encode(alarm))
+            except Exception as error:  # logged: the record is kept, the alarm is listed by tg.audit.alarms
+                log.error("could not announce the alarm of record %d: %s", record.sequence, type(error).__name__)

@@ -20,17 +20,13 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.audit.domain import AuditRecord
+from toolgate.audit.sentinel import SIGNED
 from toolgate.shared.signing import verify_body
 
 __all__ = ["SIGNED_BY", "SignatureCheck", "SignatureFault", "signature_fault"]
 
-SIGNED_BY: Final[Mapping[str, str]] = {
-    "decision.made": "policy",
-    "approval.granted": "approvals",
-    "approval.rejected": "approvals",
-    "receipt.issued": "receipts",
-}
-"""Event type → the name of the key that signs it (``<name>.pub`` verifies it)."""
+SIGNED_BY: Final[Mapping[str, str]] = {str(rule.event.__struct_config__.tag): rule.key for rule in SIGNED}
+"""Event type → the name of the key that signs it (``<name>.pub`` verifies it), from :data:`sentinel.SIGNED`."""
 
 
 class SignatureFault(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,6 +25,7 @@ from toolgate.executor.upkeep import Lease, Upkeep
 from toolgate.shared.connections import redis_client
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.mcp_config import load_mcp_servers
+from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
 
@@ -65,7 +66,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     mcp, timing, instance = _mcp(settings), _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
     tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve(), may_write=lease.held), mcp)
-    broker = new_broker("executor", settings)
+    reporter = SecurityReporter("executor")
+    broker = new_broker("executor", settings, reporter)
     cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
 
     def clock() -> datetime:
@@ -86,6 +88,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
             instance=instance,
             timing=timing,
             lease=lease.held,
+            reporter=reporter,
         )
         limits = Deadlines(undecided_s=settings.backstop_undecided_s, margin_s=settings.backstop_margin_s)
         backstop = Backstop(executor, bus, store, keys, clock, timing, limits)
@@ -100,5 +103,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         await cell().upkeep.stop()
 
     closers = [stop_upkeep, *([mcp.aclose] if mcp else [])]
-    lifecycle = Lifecycle(consumers(cell), grace_s=settings.shutdown_grace_s, abort=abort, closers=closers)
+    lifecycle = Lifecycle(
+        consumers(cell), grace_s=settings.shutdown_grace_s, abort=abort, closers=closers, reporter=reporter
+    )
     return new_app(broker, build, lifecycle)

@@ -10,6 +10,7 @@ import msgspec
 
 from toolgate.executor.backstop import Backstop
 from toolgate.executor.errors import IndexLost, StoreUnavailable
+from toolgate.executor.forgery import about_subject, report_message
 from toolgate.executor.service import Executor
 from toolgate.executor.upkeep import Upkeep
 from toolgate.shared import catalog
@@ -24,6 +25,7 @@ from toolgate.shared.events import (
 )
 from toolgate.shared.failpoints import failpoint
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
+from toolgate.shared.security import SecurityKind
 from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["ExecutorRuntime", "consumers"]
@@ -66,13 +68,19 @@ def consumers(runtime: Callable[[], ExecutorRuntime]) -> list[Consumer]:
 
     async def on_decision(delivery: Delivery) -> Settlement:
         rt, decision = runtime(), _decode(_decision, delivery)
-        if decision is None:
+        if decision is None or not about_subject(delivery.subject, decision):
+            report_message(
+                rt.executor.reporter, SecurityKind.DECISION_FORGED, delivery.subject, delivery.data, decision
+            )
             return Settle.TERM
         await failpoint("executor.decision", decision.request_id)
         return await _guarded(rt, rt.executor.on_decision(decision))
 
     async def on_approval(delivery: Delivery) -> Settlement:
         rt, event = runtime(), _decode(_approval, delivery)
+        if event is None or not isinstance(event, ApprovalRequested) and not about_subject(delivery.subject, event):
+            report_message(rt.executor.reporter, SecurityKind.APPROVAL_FORGED, delivery.subject, delivery.data, event)
+            return Settle.TERM
         if isinstance(event, ApprovalGranted):
             await failpoint("executor.grant", event.request_id)
             return await _guarded(rt, rt.executor.on_granted(event))

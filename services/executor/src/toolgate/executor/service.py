@@ -33,12 +33,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from toolgate.executor.claims import DurableClaims
 from toolgate.executor.domain import Step, effect_id, next_step, receipt, replay_receipt, stale_at_ms
 from toolgate.executor.errors import ExecutorError
+from toolgate.executor.forgery import report_event
 from toolgate.executor.permission import Permission, RecheckUnavailable
 from toolgate.executor.ports import Bus, Claim, ClaimRequest, ClaimState, IdempotencyStore
 from toolgate.executor.running import Runner
 from toolgate.executor.timing import Timing
+from toolgate.shared.catalog import Subjects
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, ReceiptIssued, request_hash
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.security import SecurityKind
 from toolgate.shared.settle import Later, Settle, Settlement
 from toolgate.shared.signing import verify_event
 from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
@@ -82,11 +86,14 @@ class Executor:
     instance: str
     timing: Timing = field(default_factory=Timing)
     lease: Callable[[], bool] = field(default=lambda: True)
+    reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("executor"))
     _running: set[tuple[str, str]] = field(default_factory=set, init=False)
 
     async def on_decision(self, decision: DecisionMade) -> Settlement:
         """Handle a decision: forged → term; deny/refuse → receipt; execute → run; approval → wait."""
         if not verify_event(decision, self.keys.policy):
+            subject = Subjects.decision(decision.principal, decision.request_id)
+            report_event(self.reporter, SecurityKind.DECISION_FORGED, decision, subject, "not signed by the policy key")
             return Settle.TERM
         if decision.verdict is Verdict.NEEDS_APPROVAL:
             return Settle.ACK
@@ -99,6 +106,8 @@ class Executor:
         """Run a granted call after checking the grant binds exactly the decided request."""
         decision = await self.approved_decision(grant)
         if decision is None or decision.request is None or grant.request_hash != request_hash(decision.request):
+            if decision is not None:
+                self._forged_approval(grant, "the grant binds other content than the request's decision")
             return Settle.TERM
         if await self.bus.receipt(decision.principal, decision.request_id) is not None:
             return Settle.TERM  # the request already ended: run nothing
@@ -114,11 +123,30 @@ class Executor:
     async def approved_decision(self, event: ApprovalGranted | ApprovalRejected) -> DecisionMade | None:
         """The signed ``needs_approval`` decision a signed approval event refers to, else ``None``."""
         if not verify_event(event, self.keys.approvals):
-            return None
+            return self._forged_approval(event, "not signed by the approvals key")
         decision = await self.bus.decision(event.principal, event.request_id)
         if decision is None or not verify_event(decision, self.keys.policy):
+            self._unverified(event, decision)
             return None
-        return decision if decision.verdict is Verdict.NEEDS_APPROVAL else None
+        if decision.verdict is not Verdict.NEEDS_APPROVAL:
+            return self._forged_approval(event, f"the request's decision is {decision.verdict}, not needs_approval")
+        return decision
+
+    def _unverified(self, event: ApprovalGranted | ApprovalRejected, decision: DecisionMade | None) -> None:
+        """Report an approval event whose request has no decision, or a first decision that does not verify."""
+        if decision is None:
+            self._forged_approval(event, "the request has no decision")
+            return
+        subject = Subjects.decision(decision.principal, decision.request_id)
+        detail = "the first decision of the request is not signed by the policy key"
+        report_event(self.reporter, SecurityKind.DECISION_FORGED, decision, subject, detail)
+
+    def _forged_approval(self, event: ApprovalGranted | ApprovalRejected, detail: str) -> DecisionMade | None:
+        """Report ``event`` as ``approval_forged``; ``None`` (no decision to act on)."""
+        kind = "granted" if isinstance(event, ApprovalGranted) else "rejected"
+        subject = Subjects.approval(kind, event.principal, event.request_id)
+        report_event(self.reporter, SecurityKind.APPROVAL_FORGED, event, subject, detail)
+        return None
 
     async def end(self, decision: DecisionMade, grant: ApprovalGranted | None = None) -> Settlement:
         """End a request that outlived its deadlines without starting anything new.

@@ -18,6 +18,7 @@ from toolgate.policy.settings import PolicySettings
 from toolgate.shared.connections import redis_client
 from toolgate.shared.keyring import load_own_private_key
 from toolgate.shared.listing import Readiness
+from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
 
@@ -50,7 +51,8 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
     """
     settings = settings or PolicySettings()
     key = load_own_private_key(settings.keys_dir, "policy")
-    broker = new_broker("policy", settings)
+    reporter = SecurityReporter("policy")  # permission violations on its connection
+    broker = new_broker("policy", settings, reporter)
     cell: RuntimeCell[PolicyRuntime] = RuntimeCell()
     clock = lambda: datetime.now(UTC)  # noqa: E731
     broker.include_router(build_router(cell, clock))
@@ -68,4 +70,4 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
         )
         cell.set(PolicyRuntime(ports=ports, key=key, js=js, readiness=readiness))
 
-    return new_app(broker, build, Lifecycle(consumers=consumers(cell)))
+    return new_app(broker, build, Lifecycle(consumers=consumers(cell), reporter=reporter))

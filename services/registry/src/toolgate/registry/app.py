@@ -24,7 +24,8 @@ from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.keyring import check_holds_only_own, load_public_keys
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
 from toolgate.shared.provision import ensure_bus
-from toolgate.shared.service import RuntimeCell, new_app, new_broker
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
@@ -72,7 +73,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
     settings = settings or RegistrySettings()
     check_holds_only_own(settings.keys_dir, "registry")
     operator_key = load_public_keys(settings.keys_dir, ("operator",)).get("operator")
-    broker = new_broker("registry", settings)
+    reporter = SecurityReporter("registry")  # permission violations on its connection
+    broker = new_broker("registry", settings, reporter)
     cell: RuntimeCell[Registry] = RuntimeCell()
     broker.include_router(build_router(cell))
 
@@ -88,4 +90,4 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
             await _publish(registry, descriptor)
         cell.set(registry)
 
-    return new_app(broker, build)
+    return new_app(broker, build, Lifecycle(reporter=reporter))

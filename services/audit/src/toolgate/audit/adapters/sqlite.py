@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS audit_records (
     hash        TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_records_request_id ON audit_records (request_id, sequence);
+CREATE INDEX IF NOT EXISTS audit_records_event_type ON audit_records (event_type, sequence);
 """
 
 _FETCH_ROWS = 500
@@ -99,6 +100,18 @@ class SqliteAuditStore:
         """
         sql = f"SELECT {_COLUMNS} FROM audit_records WHERE request_id = ? ORDER BY stream_seq"
         return await self._run(lambda: [_record(row) for row in self._conn.execute(sql, (request_id,))])
+
+    async def security_records(self, limit: int) -> list[AuditRecord]:
+        """Return the ``limit`` most recent security events (``tg.security.*``), newest first.
+
+        Raises:
+            StoreError: the store is closed or the read failed.
+        """
+        sql = (
+            f"SELECT {_COLUMNS} FROM audit_records WHERE event_type = 'security.event'"
+            " AND subject LIKE 'tg.security.%' ORDER BY sequence DESC LIMIT ?"
+        )
+        return await self._run(lambda: [_record(row) for row in self._conn.execute(sql, (limit,))])
 
     async def verify(self, signatures: SignatureCheck | None = None) -> VerifyResult:
         """Verify the whole chain, streaming records in sequence order; ``signatures`` (if any) sees each record.

@@ -1,0 +1,112 @@
+"""What the audit checks on intake: signed subjects, and the alarm of a security event.
+
+Some subjects only one service may publish, and it signs what it publishes there. The
+audit checks each such message as it records it: a body that is not the subject's event,
+an event about another request than its subject names, or a signature that does not
+verify under the publisher's key is a forgery, recorded (like every message) and reported
+as a security event. :data:`SIGNED` is the table; a new signed subject is one line.
+A rule whose public key the audit was not given is not checked (a key is loaded only
+when present in the keys directory).
+
+Pure: no I/O; keys and the reporter are passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolgate.audit.domain import AuditRecord
+from toolgate.shared.alarms import Alarm
+from toolgate.shared.catalog import Subjects
+from toolgate.shared.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    DecisionMade,
+    ReceiptIssued,
+    SecurityEvent,
+    decode_untrusted,
+)
+from toolgate.shared.security import SecurityKind
+from toolgate.shared.signing import verify_body
+
+__all__ = ["SIGNED", "Forgery", "SignedSubject", "alarm_of", "forgery", "is_security_event", "matches"]
+
+
+@dataclass(frozen=True)
+class SignedSubject:
+    """A subject only one service publishes, and signs.
+
+    Attributes:
+        pattern: the subject pattern (``*`` is one token), ending ``<principal>.<request id>``.
+        event: the event type it carries.
+        key: the signer's key name (``<key>.pub`` in the keys directory).
+        kind: what a message breaking the rule is reported as.
+    """
+
+    pattern: str
+    event: type[Any]
+    key: str
+    kind: SecurityKind
+
+
+SIGNED: tuple[SignedSubject, ...] = (
+    SignedSubject(Subjects.DECISIONS, DecisionMade, "policy", SecurityKind.DECISION_FORGED),
+    SignedSubject(Subjects.APPROVALS_GRANTED, ApprovalGranted, "approvals", SecurityKind.APPROVAL_FORGED),
+    SignedSubject(Subjects.APPROVALS_REJECTED, ApprovalRejected, "approvals", SecurityKind.APPROVAL_FORGED),
+    SignedSubject(Subjects.RECEIPTS, ReceiptIssued, "receipts", SecurityKind.RECEIPT_FORGED),
+)
+
+_decoders = {rule.event: msgspec.json.Decoder(rule.event) for rule in SIGNED}
+_security = msgspec.json.Decoder(SecurityEvent)
+
+
+@dataclass(frozen=True)
+class Forgery:
+    """A message on a signed subject that breaks its rule, and why."""
+
+    rule: SignedSubject
+    detail: str
+
+
+def matches(pattern: str, subject: str) -> bool:
+    """NATS subject matching for patterns whose wildcards are ``*`` only (one token each)."""
+    wanted, tokens = pattern.split("."), subject.split(".")
+    return len(wanted) == len(tokens) and all(w in ("*", t) for w, t in zip(wanted, tokens, strict=True))
+
+
+def forgery(subject: str, data: bytes, keys: Mapping[str, Ed25519PublicKey]) -> Forgery | None:
+    """The :class:`Forgery` of one stream message, or ``None`` (genuine, or not a checked subject)."""
+    rule = next((rule for rule in SIGNED if matches(rule.pattern, subject)), None)
+    if rule is None or rule.key not in keys:
+        return None
+    try:
+        event = decode_untrusted(_decoders[rule.event], data)
+    except msgspec.DecodeError:
+        return Forgery(rule, f"the body is not a {rule.event.__name__}")
+    if subject.split(".")[-2:] != [event.principal, event.request_id]:
+        return Forgery(rule, f"an event about {event.principal}/{event.request_id} on another request's subject")
+    if not verify_body(msgspec.json.decode(data), keys[rule.key]):
+        return Forgery(rule, f"not signed by the {rule.key} key")
+    return None
+
+
+def is_security_event(record: AuditRecord) -> bool:
+    """Whether ``record`` is a security event on ``tg.security.<service>.<kind>``."""
+    return record.event_type == "security.event" and matches(Subjects.SECURITY, record.subject)
+
+
+def alarm_of(record: AuditRecord) -> Alarm | None:
+    """The :class:`Alarm` of a recorded security event; ``None`` when its body is not one."""
+    if not is_security_event(record):
+        return None
+    try:
+        event = decode_untrusted(_security, record.payload.encode("utf-8", errors="surrogatepass"))
+    except (msgspec.DecodeError, UnicodeEncodeError):
+        return None
+    service = record.subject.split(".")[2]
+    return Alarm(sequence=record.sequence, stream_seq=record.stream_seq, service=service, event=event)

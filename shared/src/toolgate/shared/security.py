@@ -1,0 +1,104 @@
+"""What a security event says: its kinds, and the rules that keep its fields safe to record.
+
+A security event (:class:`toolgate.shared.events.SecurityEvent`) records an attempt a
+service refused because it was not allowed or not genuine: an approval answer that may
+not be carried out, an event whose signature does not verify, a publish the NATS server
+refused. It is published on ``tg.security.<service>.<kind>`` into the stream, so the
+audit chain holds it; the audit raises an alarm for each (``tg.alarm.<kind>``).
+:mod:`toolgate.shared.reporting` builds and publishes them.
+
+Fields are kept safe to record (DESIGN guarantee 7, no secret in events): identifiers
+that are not one subject token are replaced by their SHA-256, details are cut to
+:data:`DETAIL_MAX_CHARS`, and a forged or malformed body is never copied, only its
+SHA-256 (``payload_sha256``).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from enum import StrEnum
+
+from toolgate.shared.catalog import TOKEN
+
+__all__ = [
+    "DETAIL_MAX_CHARS",
+    "SUBJECT_MAX_CHARS",
+    "SecurityKind",
+    "bounded",
+    "digest",
+    "safe_token",
+    "violation_of",
+]
+
+DETAIL_MAX_CHARS = 300
+"""Longest ``detail`` kept, characters; longer text is cut and ends with ``…``."""
+
+SUBJECT_MAX_CHARS = 256
+"""Longest ``subject`` kept, characters."""
+
+
+class SecurityKind(StrEnum):
+    """What was attempted and refused; the last token of ``tg.security.<service>.<kind>``."""
+
+    APPROVAL_REFUSED = "approval_refused"
+    """An approve/reject answer was refused: unknown approver, approver without the role,
+    self-approval, expired or already answered approval, unknown approval id, malformed
+    or oversized answer (``reason_code`` says which)."""
+    DECISION_FORGED = "decision_forged"
+    """A message on a decision subject that is not a policy-signed decision for that request."""
+    APPROVAL_FORGED = "approval_forged"
+    """A grant or rejection that is not approvals-signed, is for another request, or binds
+    other content than the request's decision."""
+    RECEIPT_FORGED = "receipt_forged"
+    """A message on a receipt subject that is not an executor-signed receipt for that request."""
+    PERMISSION_VIOLATION = "permission_violation"
+    """The NATS server refused a publish or subscription on the reporting service's own connection."""
+    PUBLISH_REFUSED = "publish_refused"
+    """The stream refused to store an event where it should have (e.g. a per-request subject
+    already taken by another message)."""
+
+
+def digest(data: bytes | str) -> str:
+    """``sha256:<64 hex>`` of ``data`` (UTF-8 for text)."""
+    raw = data.encode("utf-8", errors="surrogatepass") if isinstance(data, str) else data
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def safe_token(value: str | None) -> str | None:
+    """``value`` when it is one subject token (:data:`catalog.TOKEN`), else its :func:`digest`.
+
+    An identifier an attacker chose (an approval id, an approver token) is recorded as
+    given only when it cannot carry anything but a name.
+    """
+    if value is None or TOKEN.match(value):
+        return value
+    return digest(value)
+
+
+def bounded(text: str, limit: int = DETAIL_MAX_CHARS) -> str:
+    """``text`` without control characters, cut to ``limit`` characters (ending ``…`` when cut)."""
+    clean = "".join(c if c.isprintable() else " " for c in text)
+    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+
+
+_VIOLATION = re.compile(r'permissions violation for (publish|subscription) to "([^"]*)"', re.IGNORECASE)
+
+
+def violation_of(error: BaseException) -> tuple[str, str] | None:
+    """``(operation, subject)`` of a NATS permissions violation, else ``None``.
+
+    nats-server answers a refused publish or subscription with ``-ERR 'Permissions
+    Violation for Publish to "<subject>"'`` (or ``Subscription``), which nats-py hands to
+    the connection's ``error_cb`` as ``nats.errors.Error("nats: <text>")`` — lowercased
+    (nats-py 2.x), so the subject is reported in lower case.
+
+    Returns:
+        ``("publish" | "subscription", subject)``, the subject cut to :data:`SUBJECT_MAX_CHARS`.
+    """
+    found = _VIOLATION.search(str(error))
+    if found is None:
+        return None
+    return found.group(1).lower(), bounded(found.group(2), SUBJECT_MAX_CHARS)
