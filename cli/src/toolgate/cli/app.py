@@ -22,6 +22,7 @@ from toolgate.cli.render import approvals_table, tools_table, trail_table
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import NatsUnreachable, connect_once, redact
 from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.sealing import generate_sealing_keypair
 from toolgate.shared.signing import generate_keypair
 
 __all__ = ["main"]
@@ -155,10 +156,15 @@ def audit_verify(nats_url: NatsUrl = "") -> None:
 
 @keys_app.command("generate")
 def keys_generate(directory: Path) -> None:
-    """Create policy and approvals Ed25519 key pairs in DIRECTORY (existing keys are kept)."""
+    """Create policy and approvals Ed25519 key pairs and the executor's X25519 sealing pair in DIRECTORY.
+
+    Existing keys are kept. ``sealing.pub`` is what agents seal secret arguments to.
+    """
     for name in ("policy", "approvals"):
         if not (directory / f"{name}.key").exists():
             generate_keypair(directory, name)
+    if not (directory / "sealing.key").exists():
+        generate_sealing_keypair(directory)
     console.print(f"keys in {directory}")
 
 

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.events import ReceiptIssued
+from toolgate.shared.secret_arguments import redact_sealed
 
 __all__ = ["OUTCOME_STYLE", "approvals_table", "receipt_row", "receipts_table", "tools_table", "trail_table"]
 
@@ -86,7 +87,7 @@ def approvals_table(pending: list[dict[str, Any]]) -> Table:
             item["request_id"],
             item["principal"],
             f"{request['tool']}@{request['version']}.{request['operation']}",
-            request["arguments"],  # in full: the approver sees exactly what would run
+            redact_sealed(request["arguments"]),  # in full (a sealed secret as a label): exactly what would run
             item["approver_role"],
             item["expires_at"][:19],
             item["request_hash"],
@@ -117,4 +118,5 @@ def _detail(payload: str) -> str:
     except ValueError:
         return _short(payload)
     keys = ("verdict", "outcome", "reason_code", "reason", "approver", "approver_role", "operation", "arguments")
-    return _short(", ".join(f"{k}={_short(event[k], 40)}" for k in keys if event.get(k) is not None), 120)
+    shown = ", ".join(f"{k}={_short(redact_sealed(event[k]), 40)}" for k in keys if event.get(k) is not None)
+    return _short(shown, 120)

@@ -33,6 +33,7 @@ from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import connect_once
 from toolgate.shared.nats_permissions import ADMIN
+from toolgate.shared.sealing import generate_sealing_keypair
 from toolgate.shared.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.signing import generate_keypair
 
@@ -158,10 +159,12 @@ def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
 
 
 def ensure_keys(keys_dir: Path) -> None:
-    """Generate the policy and approvals signing keys unless they exist."""
+    """Generate the policy and approvals signing keys and the executor's sealing key unless they exist."""
     for name in ("policy", "approvals"):
         if not (keys_dir / f"{name}.key").exists():
             generate_keypair(keys_dir, name)
+    if not (keys_dir / "sealing.key").exists():
+        generate_sealing_keypair(keys_dir)
 
 
 async def wait_ready(stack: Stack, services: tuple[str, ...], timeout_s: float = 60.0) -> None:

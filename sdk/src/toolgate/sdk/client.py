@@ -15,21 +15,31 @@ import logging
 import uuid
 import zlib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import nats
+from nacl.public import PublicKey
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
 from toolgate.shared import catalog
 from toolgate.shared.bus import fetch_last, publish_event
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
-from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
 from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested, decode_untrusted
 
-__all__ = ["DuplicateRequest", "RegistryUnavailable", "ResultUnavailable", "ToolClient"]
+__all__ = [
+    "DuplicateRequest",
+    "RegistryUnavailable",
+    "ResultUnavailable",
+    "SealingKeyMissing",
+    "ToolClient",
+    "UnknownTool",
+]
 
 _receipt = msgspec.json.Decoder(ReceiptIssued)
 
@@ -53,9 +63,14 @@ class ResultUnavailable(Exception):
     """A result kept out of band could not be read back (expired, missing or corrupted)."""
 
 
+class UnknownTool(RegistryUnavailable):
+    """The registry has no such tool or version."""
+
+
 class _Listing(msgspec.Struct):
     ok: bool
     reason: str
+    reason_code: str = ""
     descriptors: list[ToolDescriptor] | None = None
     descriptor: ToolDescriptor | None = None
 
@@ -66,32 +81,46 @@ class ToolClient:
     Use ``async with await ToolClient.connect(url, principal) as client``.
     """
 
-    def __init__(self, nc: Client, principal: str) -> None:
+    def __init__(self, nc: Client, principal: str, sealing_key: PublicKey | None = None) -> None:
         if not TOKEN.match(principal):
             raise ValueError(f"principal {principal!r} must match {TOKEN.pattern}")
         self._nc, self.principal = nc, principal
+        self._sealer = Sealer(sealing_key if sealing_key is not None else find_sealing_key())
         self._js = nc.jetstream()
         self._waiting: dict[str, asyncio.Future[ReceiptIssued]] = {}
         self._arrived: dict[str, ReceiptIssued] = {}
         self._subscription: Any = None
 
     @classmethod
-    async def connect(cls, url: str, principal: str, **options: Any) -> ToolClient:
+    async def connect(
+        cls,
+        url: str,
+        principal: str,
+        *,
+        public_keys: Path | None = None,
+        sealing_key: str | None = None,
+        **options: Any,
+    ) -> ToolClient:
         """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, …).
 
         Defaults: 5 s connect timeout, then up to 30 attempts one second apart (for the first
         connection and for each reconnection), each failure logged as one warning line.
+        ``public_keys`` is a directory of the gateway's public keys; its ``sealing.pub``
+        (or ``sealing_key``, base64) is what secret arguments are sealed to
+        (:mod:`toolgate.sdk.sealing`, which also names the environment fallbacks).
 
         Raises:
             nats.errors.NoServersError: the server could not be reached.
+            OSError / ValueError: a sealing key is named but unreadable or invalid.
         """
+        key = find_sealing_key(public_keys, sealing_key)
         defaults: dict[str, Any] = {
             "connect_timeout": 5.0,
             "max_reconnect_attempts": 30,
             "reconnect_time_wait": 1.0,
             "error_cb": _log_error,
         }
-        client = cls(await nats.connect(url, **{**defaults, **options}), principal)
+        client = cls(await nats.connect(url, **{**defaults, **options}), principal, sealing_key=key)
         await client.start()
         return client
 
@@ -146,7 +175,7 @@ class ToolClient:
             raise RegistryUnavailable(f"registry did not answer on {subject}: {error!r}") from None
         listing = msgspec.json.decode(reply.data, type=_Listing)
         if not listing.ok:
-            raise RegistryUnavailable(listing.reason)
+            raise (UnknownTool if listing.reason_code == "unknown_tool" else RegistryUnavailable)(listing.reason)
         return listing
 
     async def submit(
@@ -161,14 +190,20 @@ class ToolClient:
     ) -> str:
         """Publish one tool request and return its request id (the receipt comes later).
 
+        Secret arguments of the operation (``writeOnly``) are sealed to the executor first
+        (:mod:`toolgate.sdk.sealing`), which takes one registry lookup of the descriptor.
+
         Raises:
             ValueError: an argument has no canonical JSON form (e.g. an integer beyond
                 ±(2**53 − 1)); the gateway would refuse it, so it is not sent.
+            SealingKeyMissing: the operation has secret arguments and no sealing key is set.
+            RegistryUnavailable: the registry did not answer (which arguments are secret is unknown).
             nats.errors.TimeoutError: the stream did not confirm the request.
             DuplicateRequest: ``request_id`` was submitted before (inside the duplicate window).
         """
         if problem := unrepresentable(arguments):
             raise ValueError(f"argument value at {problem}")
+        arguments = await self._sealed(tool, operation, arguments, version, idempotency_key)
         request_id = request_id or uuid.uuid4().hex
         request = ToolRequested(
             event_id=request_id,
@@ -186,6 +221,17 @@ class ToolClient:
             self._waiting.pop(request_id, None)
             raise DuplicateRequest(f"the stream already holds a request with id {request_id!r}")
         return request_id
+
+    async def _sealed(
+        self, tool: str, operation: str, arguments: dict[str, Any], version: str | None, key: str | None
+    ) -> dict[str, Any]:
+        if not TOOL_NAME.match(tool) or (version is not None and not SEMVER.match(version)):
+            return arguments  # the policy refuses the name before it looks at any argument
+        try:
+            descriptor = await self.describe(tool, version)
+        except UnknownTool:
+            return arguments  # nothing is known secret; the policy denies the unknown tool
+        return self._sealer.seal_arguments(descriptor, operation, arguments, key)
 
     async def receipt(self, request_id: str, timeout_s: float = 60.0) -> ReceiptIssued:
         """Wait up to ``timeout_s`` seconds for the receipt of ``request_id``.

@@ -8,7 +8,10 @@ Order (each step can end the request; later steps never run for an ended request
 2. identifiers (refuse ``invalid_request_id`` / ``invalid_idempotency_key`` /
    ``invalid_tool`` / ``invalid_version``),
 3. descriptor resolution (deny ``unknown_tool`` / ``unknown_operation``),
-4. argument validation against the input schema (refuse ``schema_invalid``),
+4. argument validation against the input schema (refuse ``schema_invalid``); a secret
+   argument (``writeOnly``) must be a sealed envelope and an envelope must be a secret
+   (refuse ``secret_not_sealed`` / ``sealed_unexpected``, naming the pointer, never the
+   value; :mod:`toolgate.shared.secret_arguments`),
 5. the idempotency record of the key (other arguments under the same key: refuse
    ``idempotency_key_reused``),
 6. the Cedar policy (deny ``no_permit`` / ``forbidden`` / ``unknown_principal``) — for a
@@ -42,6 +45,7 @@ from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, descriptor_digest
 from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, decode_untrusted, request_hash
 from toolgate.shared.schemas import SchemaUnusable, ensure_usable, first_error
+from toolgate.shared.secret_arguments import policy_schema, sealing_problem, secret_arguments
 from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
@@ -125,7 +129,10 @@ async def _resolve(request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor
     spec = descriptor.operations[request.operation]
     try:  # a stored schema that cannot be compiled (nothing is ever fetched) denies: fail closed
         ensure_usable(spec.output_schema)
-        problem = first_error(spec.input_schema, request.arguments)
+        secrets = secret_arguments(spec.input_schema)
+        if sealed := sealing_problem(secrets, request.arguments):
+            raise _Ended(Verdict.REFUSE, sealed[0], f"arguments refused at {sealed[1]}")
+        problem = first_error(policy_schema(spec.input_schema), request.arguments)
     except SchemaUnusable as error:
         reason = f"{request.tool}.{request.operation}: {error}: denied (fail closed)"
         raise _Ended(Verdict.DENY, "schema_unusable", reason) from None
