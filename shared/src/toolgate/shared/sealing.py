@@ -25,6 +25,7 @@ from toolgate.shared.canonical import canonical_bytes, unrepresentable
 
 __all__ = [
     "MAX_SEALED_CHARS",
+    "MIN_SEALED_CHARS",
     "SEALED",
     "SEALED_LABEL",
     "SealedInvalid",
@@ -43,6 +44,8 @@ SEALED_LABEL = "«sealed secret»"
 """How a sealed value is shown to people (approval listings): never the ciphertext."""
 MAX_SEALED_CHARS = 16_384
 """Longest accepted base64 ciphertext, characters (a secret of about 12 KiB)."""
+MIN_SEALED_CHARS = 68
+"""Shortest possible base64 ciphertext: 48 bytes of sealed-box overhead and at least one byte of JSON."""
 _BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 
 
@@ -102,7 +105,7 @@ def is_envelope(value: Any) -> bool:
     if not isinstance(value, dict) or list(value) != [SEALED] or not isinstance(value[SEALED], str):
         return False
     text: str = value[SEALED]
-    return 0 < len(text) <= MAX_SEALED_CHARS and len(text) % 4 == 0 and set(text) <= _BASE64
+    return MIN_SEALED_CHARS <= len(text) <= MAX_SEALED_CHARS and len(text) % 4 == 0 and set(text) <= _BASE64
 
 
 def unseal(envelope: Any, key: PrivateKey) -> Any:

@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from toolgate.shared.schemas import SchemaUnusable
-from toolgate.shared.sealing import MAX_SEALED_CHARS, SEALED, SEALED_LABEL, is_envelope
+from toolgate.shared.sealing import MAX_SEALED_CHARS, MIN_SEALED_CHARS, SEALED, SEALED_LABEL, is_envelope
 
 __all__ = [
     "ENVELOPE_SCHEMA",
@@ -40,7 +40,7 @@ __all__ = [
 MARKERS = ("writeOnly", "x-toolgate-secret")
 ENVELOPE_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {SEALED: {"type": "string", "minLength": 1, "maxLength": MAX_SEALED_CHARS}},
+    "properties": {SEALED: {"type": "string", "minLength": MIN_SEALED_CHARS, "maxLength": MAX_SEALED_CHARS}},
     "required": [SEALED],
     "additionalProperties": False,
 }
