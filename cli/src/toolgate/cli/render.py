@@ -25,7 +25,9 @@ OUTCOME_STYLE = {
 
 
 def _short(value: Any, limit: int = 70) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+    text = (
+        value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    )
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
