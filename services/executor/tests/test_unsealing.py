@@ -113,3 +113,18 @@ def test_redact_replaces_every_occurrence_in_keys_values_and_lists() -> None:
     value = {"a": f"x{SENTINEL}y", SENTINEL: [SENTINEL, 1, None], "b": "kept"}
     shown = redact(value, (SENTINEL,))
     assert SENTINEL not in repr(shown) and shown["b"] == "kept" and shown[SEALED_LABEL][1:] == [1, None]
+
+
+async def test_a_result_that_echoes_the_secret_is_kept_out_of_the_receipt(repo_root: Path) -> None:
+    def echo(arguments: dict[str, Any]) -> Any:
+        return {"path": f"notes/{arguments['content']}.txt", "size_bytes": 1, "sha256": "0" * 64, "created": True}
+
+    harness = Harness(_secret_write(repo_root), ScriptedTool(echo))
+    harness.runner.unsealer = Unsealer(KEY)
+    await harness.executor.on_decision(
+        harness.decision("write", {"path": "s", "content": seal(SENTINEL, KEY.public_key)})
+    )
+    issued = harness.bus.receipts["r1"]
+    assert issued.outcome == Outcome.SUCCEEDED, issued.reason
+    assert issued.result["path"] == f"notes/{SEALED_LABEL}.txt"
+    assert SENTINEL not in _everything_kept(harness)

@@ -34,6 +34,7 @@ from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested, deco
 
 __all__ = [
     "DuplicateRequest",
+    "RegistryNoAnswer",
     "RegistryUnavailable",
     "ResultUnavailable",
     "SealingKeyMissing",
@@ -61,6 +62,10 @@ class RegistryUnavailable(Exception):
 
 class ResultUnavailable(Exception):
     """A result kept out of band could not be read back (expired, missing or corrupted)."""
+
+
+class RegistryNoAnswer(RegistryUnavailable, nats.errors.Error):
+    """The registry did not answer in time (a bus fault: retrying may succeed)."""
 
 
 class UnknownTool(RegistryUnavailable):
@@ -172,7 +177,7 @@ class ToolClient:
         try:
             reply = await self._nc.request(subject, body, timeout=timeout_s)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
-            raise RegistryUnavailable(f"registry did not answer on {subject}: {error!r}") from None
+            raise RegistryNoAnswer(f"registry did not answer on {subject}: {error!r}") from None
         listing = msgspec.json.decode(reply.data, type=_Listing)
         if not listing.ok:
             raise (UnknownTool if listing.reason_code == "unknown_tool" else RegistryUnavailable)(listing.reason)
@@ -197,7 +202,9 @@ class ToolClient:
             ValueError: an argument has no canonical JSON form (e.g. an integer beyond
                 ±(2**53 − 1)); the gateway would refuse it, so it is not sent.
             SealingKeyMissing: the operation has secret arguments and no sealing key is set.
-            RegistryUnavailable: the registry did not answer (which arguments are secret is unknown).
+            RegistryUnavailable: the registry refused the lookup, or did not answer
+                (:class:`RegistryNoAnswer`, also a ``nats.errors.Error``): which arguments
+                are secret is unknown, so nothing is sent.
             nats.errors.TimeoutError: the stream did not confirm the request.
             DuplicateRequest: ``request_id`` was submitted before (inside the duplicate window).
         """

@@ -153,7 +153,9 @@ class Runner:
             return self._unknown(decision, spec.side_effect_class, "output_unrepresentable", f"output at {problem}")
         if problem := first_error(spec.output_schema, result):
             return self._unknown(decision, spec.side_effect_class, "output_invalid", f"output invalid at {problem}")
-        clean = await asyncio.to_thread(lambda: scrub(redact(result, secrets)))  # large results: off the event loop
+        if secrets:  # a secret argument the tool echoed stays out of the receipt
+            result = await asyncio.to_thread(redact, result, secrets)
+        clean = await asyncio.to_thread(scrub, result)  # large results: off the event loop
         data = msgspec.json.encode(clean)
         fields: dict[str, Any] = {"result": clean, "duration_ms": elapsed_ms}
         if len(data) > self.max_result_bytes:
