@@ -128,3 +128,14 @@ async def test_a_result_that_echoes_the_secret_is_kept_out_of_the_receipt(repo_r
     assert issued.outcome == Outcome.SUCCEEDED, issued.reason
     assert issued.result["path"] == f"notes/{SEALED_LABEL}.txt"
     assert SENTINEL not in _everything_kept(harness)
+
+
+async def test_a_schema_with_a_secret_where_none_can_be_runs_nothing(repo_root: Path, sandbox: Path) -> None:
+    descriptor = _secret_write(repo_root)
+    schema = descriptor.operations["write"].input_schema
+    schema["properties"]["content"] = {"type": "string", "allOf": [{"writeOnly": True}]}
+    harness = Harness(descriptor, LocalToolHost(FileSystemTool(sandbox), None))
+    harness.runner.unsealer = Unsealer(KEY)
+    await harness.executor.on_decision(harness.decision("write", {"path": "s.txt", "content": SENTINEL}))
+    assert harness.receipt("r1") == (Outcome.REFUSED, "schema_unusable")
+    assert not (sandbox / "s.txt").exists()

@@ -23,7 +23,7 @@ from nacl.public import PrivateKey
 
 from toolgate.executor.errors import ToolRefused
 from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.schemas import first_error_pointer
+from toolgate.shared.schemas import SchemaError, first_error_pointer
 from toolgate.shared.sealing import SEALED_LABEL, SealedInvalid, unseal
 from toolgate.shared.secret_arguments import Secret, replace_secrets, secret_arguments
 
@@ -51,15 +51,20 @@ class Unsealer:
         """Return the plaintext arguments of one call.
 
         Raises:
-            ToolRefused: ``sealed_argument_invalid``, naming the pointer (module docstring).
+            ToolRefused: ``sealed_argument_invalid``, naming the pointer (module docstring), or
+                ``schema_unusable`` for an input schema with a secret where none can be.
         """
         schema = descriptor.operations[operation].input_schema
-        secrets = secret_arguments(schema)
-        if not secrets:
-            return Opened(arguments, ())
-        plain: list[Any] = []
-        opened = replace_secrets(arguments, secrets, lambda secret, value: self._open(secret, value, plain))
-        if (where := first_error_pointer(schema, opened)) is not None:
+        try:
+            secrets = secret_arguments(schema)
+            if not secrets:
+                return Opened(arguments, ())
+            plain: list[Any] = []
+            opened = replace_secrets(arguments, secrets, lambda secret, value: self._open(secret, value, plain))
+            where = first_error_pointer(schema, opened)
+        except SchemaError as error:  # the policy denies such a schema; never run on one
+            raise ToolRefused("schema_unusable", f"{descriptor.name}.{operation}: {error}") from None
+        if where is not None:
             reason = f"the arguments opened from their sealed envelopes are invalid at {where}"
             raise ToolRefused("sealed_argument_invalid", reason)
         return Opened(opened, tuple(_strings(plain)))
