@@ -106,3 +106,19 @@ def test_the_trail_shows_a_security_events_kind_and_detail() -> None:
     }
     shown = _render(trail_table("r1", [record]))
     assert "kind=decision_forged" in shown and "not signed by the policy key" in shown
+
+
+def test_a_sealed_secret_is_shown_as_a_label_never_its_ciphertext() -> None:
+    ciphertext = "Q0lQSEVSVEVYVA" * 6 + "=="
+    sealed = {"$sealed": ciphertext}
+    shown = _render(approvals_table([_pending({"path": "a.txt", "content": sealed, "nested": {"token": sealed}})]))
+    flat = shown.replace("\n", "").replace("│", "").replace(" ", "")
+    assert flat.count("«sealedsecret»") == 2 and ciphertext[:12] not in flat
+    payload = '{"type": "tool.requested", "operation": "write", "arguments": {"content": {"$sealed": "%s"}}}'
+    trail = _render(
+        trail_table(
+            "r1",
+            [{"sequence": 1, "event_type": "t", "subject": "s", "payload": payload % ciphertext, "hash": "h" * 64}],
+        )
+    )
+    assert "«sealed secret»" in trail and ciphertext[:12] not in trail

@@ -310,7 +310,7 @@ async def _follow(nc: Client, queue: asyncio.Queue[bytes], shown: set[int]) -> N
 
 @keys_app.command("generate")
 def keys_generate(directory: Path) -> None:
-    """Lay out every signing key under DIRECTORY, one directory per holder (existing keys are kept).
+    """Lay out every signing key and the sealing key under DIRECTORY, one directory per holder (keeping existing keys).
 
     DIRECTORY/<service> is what that service mounts as TOOLGATE_KEYS_DIR; DIRECTORY/public
     holds every public key (agents, offline audit verification); DIRECTORY/operator is the

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.events import ReceiptIssued
+from toolgate.shared.secret_arguments import redact_sealed
 
 __all__ = [
     "OUTCOME_STYLE",
@@ -33,7 +34,9 @@ OUTCOME_STYLE = {
 
 
 def _short(value: Any, limit: int = 70) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+    text = (
+        value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    )
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -95,7 +98,7 @@ def approvals_table(pending: list[dict[str, Any]]) -> Table:
             item["request_id"],
             item["principal"],
             f"{request['tool']}@{request['version']}.{request['operation']}",
-            request["arguments"],  # in full: the approver sees exactly what would run
+            redact_sealed(request["arguments"]),  # in full (a sealed secret as a label): exactly what would run
             item["approver_role"],
             item["expires_at"][:19],
             item["request_hash"],
@@ -129,7 +132,8 @@ def _detail(payload: str) -> str:
         *("kind", "actor", "verdict", "outcome", "hidden_reason_code", "reason_code", "reason", "detail"),
         *("approver", "approver_role", "operation", "arguments"),
     )
-    return _short(", ".join(f"{k}={_short(event[k], 40)}" for k in keys if event.get(k) is not None), 120)
+    shown = ", ".join(f"{k}={_short(redact_sealed(event[k]), 40)}" for k in keys if event.get(k) is not None)
+    return _short(shown, 120)
 
 
 def alarms_table(title: str = "Security events") -> Table:

@@ -27,18 +27,29 @@ from typing import Any
 import msgspec
 import nats
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from nacl.public import PublicKey
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
 from toolgate.shared import catalog
 from toolgate.shared.bus import publish_event
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
-from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
 from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested, decode_untrusted
 from toolgate.shared.signing import load_public_key, verify_body
 
-__all__ = ["DuplicateRequest", "ReceiptKeyMissing", "RegistryUnavailable", "ResultUnavailable", "ToolClient"]
+__all__ = [
+    "DuplicateRequest",
+    "ReceiptKeyMissing",
+    "RegistryNoAnswer",
+    "RegistryUnavailable",
+    "ResultUnavailable",
+    "SealingKeyMissing",
+    "ToolClient",
+    "UnknownTool",
+]
 
 _receipt = msgspec.json.Decoder(ReceiptIssued)
 
@@ -66,9 +77,18 @@ class ResultUnavailable(Exception):
     """A result kept out of band could not be read back (expired, missing or corrupted)."""
 
 
+class RegistryNoAnswer(RegistryUnavailable, nats.errors.Error):
+    """The registry did not answer in time (a bus fault: retrying may succeed)."""
+
+
+class UnknownTool(RegistryUnavailable):
+    """The registry has no such tool or version."""
+
+
 class _Listing(msgspec.Struct):
     ok: bool
     reason: str
+    reason_code: str = ""
     descriptors: list[ToolDescriptor] | None = None
     descriptor: ToolDescriptor | None = None
 
@@ -85,10 +105,13 @@ class ToolClient:
             (only through ``connect(..., verify_receipts=False)``).
     """
 
-    def __init__(self, nc: Client, principal: str, receipts_key: Ed25519PublicKey | None) -> None:
+    def __init__(
+        self, nc: Client, principal: str, receipts_key: Ed25519PublicKey | None, sealing_key: PublicKey | None = None
+    ) -> None:
         if not TOKEN.match(principal):
             raise ValueError(f"principal {principal!r} must match {TOKEN.pattern}")
         self._nc, self.principal, self._receipts_key = nc, principal, receipts_key
+        self._sealer = Sealer(sealing_key if sealing_key is not None else find_sealing_key())
         self._js = nc.jetstream()
         self._waiting: dict[str, asyncio.Future[ReceiptIssued]] = {}
         self._arrived: dict[str, ReceiptIssued] = {}
@@ -102,6 +125,7 @@ class ToolClient:
         *,
         public_keys: Path | None = None,
         verify_receipts: bool = True,
+        sealing_key: str | None = None,
         **options: Any,
     ) -> ToolClient:
         """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, …).
@@ -112,24 +136,30 @@ class ToolClient:
         Args:
             url: the NATS server URL (credentials may be in it).
             principal: the agent's principal.
-            public_keys: directory holding the executor's ``receipts.pub`` (``toolgate up``:
-                ``.toolgate/keys/public``); default ``$TOOLGATE_PUBLIC_KEYS_DIR``.
+            public_keys: directory of the gateway's public keys (``toolgate up``:
+                ``.toolgate/keys/public``; default ``$TOOLGATE_PUBLIC_KEYS_DIR``): the
+                executor's ``receipts.pub`` verifies receipts, its ``sealing.pub`` is what
+                secret arguments are sealed to.
             verify_receipts: ``False`` accepts unsigned receipts (logged loudly; never in production).
+            sealing_key: the executor's sealing public key (base64) instead of ``sealing.pub``
+                (:mod:`toolgate.sdk.sealing` names the environment fallbacks).
             options: further ``nats.connect`` keyword arguments.
 
         Raises:
             ReceiptKeyMissing: no ``receipts.pub`` and ``verify_receipts`` is true.
             ValueError: ``receipts.pub`` is not a base64 Ed25519 public key.
             nats.errors.NoServersError: the server could not be reached.
+            OSError / ValueError: a sealing key is named but unreadable or invalid.
         """
         key = _receipts_key(public_keys, verify_receipts)
+        sealer_key = find_sealing_key(public_keys, sealing_key)
         defaults: dict[str, Any] = {
             "connect_timeout": 5.0,
             "max_reconnect_attempts": 30,
             "reconnect_time_wait": 1.0,
             "error_cb": _log_error,
         }
-        client = cls(await nats.connect(url, **{**defaults, **options}), principal, key)
+        client = cls(await nats.connect(url, **{**defaults, **options}), principal, key, sealing_key=sealer_key)
         await client.start()
         return client
 
@@ -184,10 +214,10 @@ class ToolClient:
         try:
             reply = await self._nc.request(subject, body, timeout=timeout_s)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
-            raise RegistryUnavailable(f"no answer on {subject}: {error!r}") from None
+            raise RegistryNoAnswer(f"no answer on {subject}: {error!r}") from None
         listing = msgspec.json.decode(reply.data, type=_Listing)
         if not listing.ok:
-            raise RegistryUnavailable(listing.reason)
+            raise (UnknownTool if listing.reason_code == "unknown_tool" else RegistryUnavailable)(listing.reason)
         return listing
 
     async def submit(
@@ -202,14 +232,22 @@ class ToolClient:
     ) -> str:
         """Publish one tool request and return its request id (the receipt comes later).
 
+        Secret arguments of the operation (``writeOnly``) are sealed to the executor first
+        (:mod:`toolgate.sdk.sealing`), which takes one registry lookup of the descriptor.
+
         Raises:
             ValueError: an argument has no canonical JSON form (e.g. an integer beyond
                 ±(2**53 − 1)); the gateway would refuse it, so it is not sent.
+            SealingKeyMissing: the operation has secret arguments and no sealing key is set.
+            RegistryUnavailable: the registry refused the lookup, or did not answer
+                (:class:`RegistryNoAnswer`, also a ``nats.errors.Error``): which arguments
+                are secret is unknown, so nothing is sent.
             nats.errors.TimeoutError: the stream did not confirm the request.
             DuplicateRequest: ``request_id`` was submitted before (inside the duplicate window).
         """
         if problem := unrepresentable(arguments):
             raise ValueError(f"argument value at {problem}")
+        arguments = await self._sealed(tool, operation, arguments, version, idempotency_key)
         request_id = request_id or uuid.uuid4().hex
         request = ToolRequested(
             event_id=request_id,
@@ -227,6 +265,17 @@ class ToolClient:
             self._waiting.pop(request_id, None)
             raise DuplicateRequest(f"the stream already holds a request with id {request_id!r}")
         return request_id
+
+    async def _sealed(
+        self, tool: str, operation: str, arguments: dict[str, Any], version: str | None, key: str | None
+    ) -> dict[str, Any]:
+        if not TOOL_NAME.match(tool) or (version is not None and not SEMVER.match(version)):
+            return arguments  # the policy refuses the name before it looks at any argument
+        try:
+            descriptor = await self.describe(tool, version)
+        except UnknownTool:
+            return arguments  # nothing is known secret; the policy denies the unknown tool
+        return self._sealer.seal_arguments(descriptor, operation, arguments, key)
 
     async def receipt(self, request_id: str, timeout_s: float = 60.0) -> ReceiptIssued:
         """Wait up to ``timeout_s`` seconds for the receipt of ``request_id``.

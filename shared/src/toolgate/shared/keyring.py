@@ -4,7 +4,7 @@ Layout under a keys root (``toolgate up``: ``.toolgate/keys``; compose: ``./keys
 
     <root>/policy/     policy.key                      (signs decisions)
     <root>/approvals/  approvals.key  policy.pub       (signs approvals; verifies decisions)
-    <root>/executor/   receipts.key   policy.pub approvals.pub   (signs receipts)
+    <root>/executor/   receipts.key sealing.key  policy.pub approvals.pub   (signs receipts, opens sealed arguments)
     <root>/audit/      policy.pub approvals.pub receipts.pub     (verifies every signature)
     <root>/registry/   operator.pub                    (verifies operator publishes)
     <root>/operator/   operator.key                    (the operator's CLI: signs publishes)
@@ -24,6 +24,7 @@ from typing import Final
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from toolgate.shared.sealing import generate_sealing_keypair
 from toolgate.shared.signing import generate_keypair, load_private_key, load_public_key
 
 __all__ = [
@@ -76,7 +77,8 @@ def lay_out_keys(root: Path) -> None:
     """Create the layout of this module's docstring under ``root``; existing keys are kept.
 
     Private keys are written with mode 0600 and never copied; public keys are copied to
-    each holder that verifies them and to ``<root>/public``.
+    each holder that verifies them and to ``<root>/public`` (with the executor's X25519
+    ``sealing.pub``, which agents seal secret arguments to: :mod:`toolgate.shared.sealing`).
     """
     public = root / PUBLIC
     public.mkdir(parents=True, exist_ok=True)
@@ -86,6 +88,9 @@ def lay_out_keys(root: Path) -> None:
             generate_keypair(root / name, holder.signs)
         if holder.signs:
             shutil.copyfile(root / name / f"{holder.signs}.pub", public / f"{holder.signs}.pub")
+    if not (root / "executor" / "sealing.key").exists():
+        generate_sealing_keypair(root / "executor")
+    shutil.copyfile(root / "executor" / "sealing.pub", public / "sealing.pub")
     for name, holder in HOLDERS.items():
         for verified in holder.verifies:
             shutil.copyfile(public / f"{verified}.pub", root / name / f"{verified}.pub")

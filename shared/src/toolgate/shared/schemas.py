@@ -29,7 +29,15 @@ from typing import Any, NoReturn
 
 import jsonschema_rs
 
-__all__ = ["SchemaError", "SchemaUnusable", "check_schema", "check_self_contained", "ensure_usable", "first_error"]
+__all__ = [
+    "SchemaError",
+    "SchemaUnusable",
+    "check_schema",
+    "check_self_contained",
+    "ensure_usable",
+    "first_error",
+    "first_error_pointer",
+]
 
 _REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 _NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"})
@@ -174,4 +182,15 @@ def first_error(schema: dict[str, Any], instance: Any) -> str | None:
     for error in _usable(schema).iter_errors(instance):
         pointer = "/" + "/".join(str(part) for part in error.instance_path)
         return f"{pointer}: {error.message}"
+    return None
+
+
+def first_error_pointer(schema: dict[str, Any], instance: Any) -> str | None:
+    """The JSON Pointer of the first violation, without the message (which may quote the value), or ``None``.
+
+    Raises:
+        SchemaUnusable: as :func:`first_error`.
+    """
+    for error in _usable(schema).iter_errors(instance):
+        return "/" + "/".join(str(part) for part in error.instance_path)
     return None

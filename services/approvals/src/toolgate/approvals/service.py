@@ -40,6 +40,7 @@ from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, decode_untrusted
 from toolgate.shared.recheck import RecheckQuery, valid_answer
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.secret_arguments import redact_sealed
 from toolgate.shared.security import SecurityKind
 from toolgate.shared.settle import Settle
 from toolgate.shared.signing import sign_event, verify_event
@@ -121,9 +122,9 @@ class Approvals:
         await self.give_up(decision)
 
     async def list_pending(self) -> list[PendingApproval] | DecideReply:
-        """Pending approvals, or a refusal when the store cannot be read."""
+        """Pending approvals (a sealed secret shown as ``«sealed secret»``), or a refusal if the store is unreadable."""
         try:
-            return await self.store.list_pending()
+            return [_listed(pending) for pending in await self.store.list_pending()]
         except ApprovalsError as error:
             return DecideReply(ok=False, reason_code=error.reason_code, reason=error.reason)
 
@@ -289,6 +290,12 @@ class Approvals:
                     raise
                 log.warning("publishing %s failed; trying again", subject)
                 await asyncio.sleep(0.5 * (attempt + 1))
+
+
+def _listed(pending: PendingApproval) -> PendingApproval:
+    """A pending approval as listed: the request hash binds the envelopes, people see a label."""
+    arguments = redact_sealed(pending.request.arguments)
+    return msgspec.structs.replace(pending, request=msgspec.structs.replace(pending.request, arguments=arguments))
 
 
 def _refused(code: str, reason: str) -> DecideReply:

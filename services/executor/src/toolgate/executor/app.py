@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 from faststream import FastStream
+from nacl.public import PrivateKey
 from nats.js import JetStreamContext
 
 from toolgate.executor.adapters.file_system import FileSystemTool
@@ -21,15 +24,19 @@ from toolgate.executor.running import Runner
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.settings import ExecutorSettings
 from toolgate.executor.timing import Timing
+from toolgate.executor.unsealing import Unsealer
 from toolgate.executor.upkeep import Lease, Upkeep
 from toolgate.shared.connections import redis_client
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.mcp_config import load_mcp_servers
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.sealing import load_sealing_private_key
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
+
+log = logging.getLogger("toolgate.executor")
 
 LEASE_VALID_S = 3.0
 """An executor acts on its heartbeat for 3 s; others take it for dead after 5 s without one."""
@@ -39,6 +46,18 @@ def _mcp(settings: ExecutorSettings) -> McpToolHost | None:
     if settings.mcp_servers_file is None:
         return None
     return McpToolHost(load_mcp_servers(settings.mcp_servers_file))
+
+
+def _sealing_key(path: Path) -> PrivateKey | None:
+    """The executor's X25519 sealing key; without one, a call with a secret argument is refused.
+
+    Raises:
+        ValueError: the file exists but is not a base64 32-byte key.
+    """
+    if not path.exists():
+        log.warning("no sealing key at %s: calls with secret arguments will be refused", path)
+        return None
+    return load_sealing_private_key(path)
 
 
 def _timing(settings: ExecutorSettings) -> Timing:
@@ -63,6 +82,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         policy=public_key_of(settings.keys_dir, "policy"),
         approvals=public_key_of(settings.keys_dir, "approvals"),
     )
+    unsealer = Unsealer(_sealing_key(settings.keys_dir / "sealing.key"))
     mcp, timing, instance = _mcp(settings), _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
     tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve(), may_write=lease.held), mcp)
@@ -75,7 +95,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
 
     async def build(js: JetStreamContext) -> None:
         bus, store = StreamBus(broker.connection, js, receipts_key), RedisIdempotencyStore(redis_client(settings))
-        runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes)
+        runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes, unsealer)
         executor = Executor(
             store=store,
             bus=bus,

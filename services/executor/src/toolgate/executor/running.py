@@ -29,6 +29,7 @@ import msgspec
 from toolgate.executor.domain import effect_id, receipt, scrub
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from toolgate.executor.ports import Bus
+from toolgate.executor.unsealing import Opened, Unsealer, redact
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.events import DecisionMade, ReceiptIssued
@@ -63,6 +64,7 @@ class Runner:
         clock: current UTC time.
         inline_result_bytes: largest result JSON carried in the receipt itself, bytes.
         max_result_bytes: largest result JSON kept at all, bytes.
+        unsealer: opens sealed secret arguments (default: no key, so a call with one is refused).
     """
 
     tools: ToolHost
@@ -70,6 +72,7 @@ class Runner:
     clock: Callable[[], datetime]
     inline_result_bytes: int = 262_144
     max_result_bytes: int = 16_777_216
+    unsealer: Unsealer = field(default_factory=lambda: Unsealer(None))
     _abort: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def abort(self) -> None:
@@ -77,12 +80,28 @@ class Runner:
         self._abort.set()
 
     async def run(self, decision: DecisionMade, descriptor: ToolDescriptor) -> ReceiptIssued:
-        """Run the decided call once and return its receipt (never raises for the tool's behaviour)."""
+        """Run the decided call once and return its receipt (never raises for the tool's behaviour).
+
+        Sealed secret arguments are opened here, at the moment of effect (after the decision,
+        the grant and the request hash were verified); a secret string the tool echoes is
+        kept out of the receipt (:mod:`toolgate.executor.unsealing`).
+        """
+        assert decision.request is not None
+        try:
+            opened = self.unsealer.open(descriptor, decision.request.operation, decision.request.arguments)
+        except ToolRefused as error:
+            return receipt(decision, self.clock(), Outcome.REFUSED, error.reason_code, error.reason)
+        issued = await self._run_opened(decision, descriptor, opened)
+        return (
+            msgspec.structs.replace(issued, reason=redact(issued.reason, opened.secrets)) if opened.secrets else issued
+        )
+
+    async def _run_opened(self, decision: DecisionMade, descriptor: ToolDescriptor, opened: Opened) -> ReceiptIssued:
         assert decision.request is not None
         bound, started = decision.request, time.perf_counter()
         side_effect = descriptor.operations[bound.operation].side_effect_class
         try:
-            result = await self._call(decision.request_id, descriptor, bound.operation, bound.arguments)
+            result = await self._call(decision.request_id, descriptor, bound.operation, opened.arguments)
         except ToolRefused as error:
             return receipt(decision, self.clock(), Outcome.REFUSED, error.reason_code, error.reason)
         except ToolFailed as error:
@@ -92,7 +111,7 @@ class Runner:
         except _Aborted:
             return self._unknown(decision, side_effect, "executor_shutdown", "the executor stopped during the call")
         elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
-        return await self._finished(decision, descriptor, result, elapsed_ms)
+        return await self._finished(decision, descriptor, result, elapsed_ms, opened.secrets)
 
     async def _call(
         self, request_id: str, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]
@@ -121,7 +140,12 @@ class Runner:
         return await self.tools.call(descriptor, operation, arguments)
 
     async def _finished(
-        self, decision: DecisionMade, descriptor: ToolDescriptor, result: Any, elapsed_ms: float
+        self,
+        decision: DecisionMade,
+        descriptor: ToolDescriptor,
+        result: Any,
+        elapsed_ms: float,
+        secrets: tuple[str, ...],
     ) -> ReceiptIssued:
         assert decision.request is not None
         spec = descriptor.operations[decision.request.operation]
@@ -129,6 +153,8 @@ class Runner:
             return self._unknown(decision, spec.side_effect_class, "output_unrepresentable", f"output at {problem}")
         if problem := first_error(spec.output_schema, result):
             return self._unknown(decision, spec.side_effect_class, "output_invalid", f"output invalid at {problem}")
+        if secrets:  # a secret argument the tool echoed stays out of the receipt
+            result = await asyncio.to_thread(redact, result, secrets)
         clean = await asyncio.to_thread(scrub, result)  # large results: off the event loop
         data = msgspec.json.encode(clean)
         fields: dict[str, Any] = {"result": clean, "duration_ms": elapsed_ms}

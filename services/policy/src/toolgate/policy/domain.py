@@ -15,7 +15,10 @@ Order (each step can end the request; later steps never run for an ended request
    policy's own reason kept in the decision's ``hidden_reason_code``/``hidden_reason``
    (:mod:`toolgate.policy.visibility`) — for a replay too: a stored result is returned
    only to a caller the current policy still lets make the call,
-5. argument validation against the input schema (refuse ``schema_invalid``),
+5. argument validation against the input schema (refuse ``schema_invalid``); a secret
+   argument (``writeOnly``) must be a sealed envelope and an envelope must be a secret
+   (refuse ``secret_not_sealed`` / ``sealed_unexpected``, naming the pointer, never the
+   value; :mod:`toolgate.shared.secret_arguments`),
 6. the idempotency record of the key (other arguments under the same key: refuse
    ``idempotency_key_reused``), then Cedar's verdict for the call,
 7. the rate limit, consumed only by calls the policy lets through, replays included
@@ -47,6 +50,7 @@ from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, descriptor_digest
 from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, decode_untrusted, request_hash
 from toolgate.shared.schemas import SchemaUnusable, ensure_usable, first_error
+from toolgate.shared.secret_arguments import policy_schema, sealing_problem, secret_arguments
 from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
@@ -142,7 +146,10 @@ async def _resolve(principal: str, request: ToolRequested, ports: PolicyPorts) -
     spec = descriptor.operations[request.operation]
     try:  # a stored schema that cannot be compiled (nothing is ever fetched) denies: fail closed
         ensure_usable(spec.output_schema)
-        problem = first_error(spec.input_schema, request.arguments)
+        secrets = secret_arguments(spec.input_schema)
+        if sealed := sealing_problem(secrets, request.arguments):
+            raise _Ended(Verdict.REFUSE, sealed[0], f"arguments refused at {sealed[1]}")
+        problem = first_error(policy_schema(spec.input_schema), request.arguments)
     except SchemaUnusable as error:
         reason = f"{request.tool}.{request.operation}: {error}: denied (fail closed)"
         raise _Ended(Verdict.DENY, "schema_unusable", reason) from None

@@ -17,6 +17,7 @@ from toolgate.registry.errors import PublishRefused
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
 from toolgate.shared.events import decode_untrusted
 from toolgate.shared.schemas import SchemaError, check_schema
+from toolgate.shared.secret_arguments import secret_arguments
 from toolgate.shared.signing import verify_value
 
 __all__ = [
@@ -136,5 +137,7 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
         for kind, schema in (("input_schema", spec.input_schema), ("output_schema", spec.output_schema)):
             try:
                 check_schema(schema)
+                if kind == "input_schema":
+                    secret_arguments(schema)  # a secret marker where it could not be sealed
             except SchemaError as error:
                 raise PublishRefused("schema_invalid", f"operation {name!r} {kind}: {error}") from None
