@@ -12,6 +12,8 @@ The users:
   ``tg.req.<p>`` and reads only its own receipts and stored results;
 - ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
   only as ``<n>`` (``tg.approvals.decide.<n>``);
+- ``operator``: the operator's CLI (registry listing, lookup and publishing, the list of
+  pending approvals, the audit trail and its verification); answers no approval;
 - ``admin`` with every right, only when asked for (a test observer).
 
 The prefixes keep an agent and an approver of the same name apart. Every client that is
@@ -33,13 +35,26 @@ from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 
-__all__ = ["ADMIN", "SERVICES", "NatsUser", "Rule", "agent_user", "approver_user", "nats_users", "private_inbox"]
+__all__ = [
+    "ADMIN",
+    "OPERATOR",
+    "SERVICES",
+    "NatsUser",
+    "Rule",
+    "agent_user",
+    "approver_user",
+    "nats_users",
+    "private_inbox",
+]
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 """The service users; each is also the service's name."""
 
 ADMIN = "admin"
 """The user with every right, generated only on request."""
+
+OPERATOR = "operator"
+"""The operator's user: registry, approvals list and audit requests; never an approval answer."""
 
 SERVICE_INBOXES = "_INBOX.>"
 """Replies to the services, which keep nats-py's default inbox prefix."""
@@ -148,7 +163,8 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
         admin: also generate :data:`ADMIN`, which may publish and subscribe everything.
 
     Returns:
-        The users in a stable order: services, approvers, agents (each sorted), then admin.
+        The users in a stable order: services, the operator, approvers, agents (each
+        sorted), then admin.
 
     Raises:
         DirectoryInvalid: a principal or approver name is not one subject token.
@@ -157,11 +173,12 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
     agents = tuple(agent_user(p) for p in sorted(directory.principals))
     approvers = tuple(approver_user(n) for n in sorted(directory.approvers))
     users = (
-        _registry(approvers + agents),
+        _registry((OPERATOR, *approvers, *agents)),
         _policy(),
-        _approvals(approvers),
+        _approvals((OPERATOR, *approvers)),
         _executor(),
-        _audit(approvers),
+        _audit((OPERATOR, *approvers)),
+        _operator(),
         *(_approver(name) for name in sorted(directory.approvers)),
         *(_agent(principal) for principal in sorted(directory.principals)),
     )
@@ -215,7 +232,7 @@ def _policy() -> NatsUser:
     )
 
 
-def _approvals(approvers: tuple[str, ...]) -> NatsUser:
+def _approvals(clients: tuple[str, ...]) -> NatsUser:
     return NatsUser(
         name="approvals",
         title="approvals: decisions in, approval requests and signed outcomes out",
@@ -225,7 +242,7 @@ def _approvals(approvers: tuple[str, ...]) -> NatsUser:
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its index from the stream, reads receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy"),
-            *_replies_to(approvers),
+            *_replies_to(clients),
         ),
         subscribe=(
             Rule(Rpc.APPROVALS_LIST),
@@ -255,16 +272,32 @@ def _executor() -> NatsUser:
     )
 
 
-def _audit(approvers: tuple[str, ...]) -> NatsUser:
+def _audit(clients: tuple[str, ...]) -> NatsUser:
     return NatsUser(
         name="audit",
         title="audit: every stream event in, trail and verify answered",
         publish=(
             *_consumer(catalog.AUDIT_CONSUMER),
             Rule(_api("STREAM.INFO", catalog.STREAM), "verify: how far the stream is ahead"),
-            *_replies_to(approvers),
+            *_replies_to(clients),
         ),
         subscribe=(Rule(Rpc.AUDIT_TRAIL), Rule(Rpc.AUDIT_VERIFY), Rule(SERVICE_INBOXES)),
+    )
+
+
+def _operator() -> NatsUser:
+    inbox = private_inbox(OPERATOR)
+    return NatsUser(
+        name=OPERATOR,
+        title="operator: the registry, pending approvals and the audit trail; answers no approval",
+        publish=(
+            *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET)),
+            Rule(Rpc.REGISTRY_PUBLISH, "publishing tools is the operator's (no agent has it)"),
+            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY)),
+        ),
+        subscribe=(Rule(f"{inbox}.>"),),
+        inbox_prefix=inbox,
+        notes=(f'Connect with inbox_prefix=b"{inbox}".',),
     )
 
 
