@@ -156,7 +156,9 @@ def stack(
             patch.setenv("REDIS_URL", stack_redis_url)
         else:
             patch.delenv("REDIS_URL", raising=False)
-        with running_stack(e2e_paths.state, env, auth=AUTH, redis_persistent=stack_redis_persistent) as running:
+        with running_stack(
+            e2e_paths.state, env, auth=AUTH, redis_persistent=stack_redis_persistent, admin=True
+        ) as running:
             yield running
 
 

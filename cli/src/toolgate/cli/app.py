@@ -13,15 +13,17 @@ from typing import Annotated, Any, TypeVar
 
 import nats
 import typer
-from nats.aio.client import Client
 from rich.console import Console
 from rich.markup import escape
 
 from toolgate.cli import rpc
+from toolgate.cli.identity import identity, state_dir
 from toolgate.cli.render import approvals_table, tools_table, trail_table
 from toolgate.shared.catalog import Rpc
-from toolgate.shared.connections import NatsUnreachable, connect_once, redact
+from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
 from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.directory import DirectoryInvalid
+from toolgate.shared.nats_credentials import CredentialsInvalid
 from toolgate.shared.signing import generate_keypair
 
 __all__ = ["main"]
@@ -36,7 +38,6 @@ for sub, name in ((tools_app, "tools"), (approvals_app, "approvals"), (audit_app
     app.add_typer(sub, name=name)
 console = Console()
 err_console = Console(stderr=True)
-STATE_DIR = Path(".toolgate")
 
 NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `toolgate up` writes .toolgate/nats_url.")]
 
@@ -44,30 +45,32 @@ NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `too
 def _url(url: str | None) -> str:
     if url:
         return url
-    saved = STATE_DIR / "nats_url"
+    saved = state_dir() / "nats_url"
     return saved.read_text().strip() if saved.exists() else "nats://127.0.0.1:4222"
 
 
-async def _connect(url: str) -> Client:
-    prefix = os.environ.get("TOOLGATE_INBOX_PREFIX", "_INBOX").encode()
+async def _connect(url: str, approver: str | None) -> rpc.Bus:
+    who = identity(approver)
     try:
-        return await connect_once(url, inbox_prefix=prefix)
+        return await rpc.Bus.connect(url, who.user, **who.options, **tls_options(os.environ.get(CA_FILE_ENV)))
     except NatsUnreachable as error:
         stale = " (is `./dev up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
-        raise rpc.BusError(f"{error}{stale}") from None
+        raise rpc.BusError(f"{error}; connecting as {who.user or 'no user'} ({who.source}){stale}") from None
 
 
-def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
+def _on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: str | None = None) -> T:
+    """Run ``work`` on a connection as the operator, or as ``approver`` (see :mod:`toolgate.cli.identity`)."""
+
     async def run() -> T:
-        nc = await _connect(_url(url))
+        bus = await _connect(_url(url), approver)
         try:
-            return await work(nc)
+            return await work(bus)
         finally:
-            await nc.close()
+            await bus.close()
 
     try:
         return asyncio.run(run())
-    except (rpc.BusError, ValueError, OSError, nats.errors.Error) as error:
+    except (rpc.BusError, CredentialsInvalid, ValueError, OSError, nats.errors.Error) as error:
         err_console.print("[red]error:[/red]", escape(redact(str(error))))
         raise typer.Exit(2) from None
 
@@ -75,7 +78,7 @@ def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
 @tools_app.command("list")
 def tools_list(nats_url: NatsUrl = "") -> None:
     """List every tool's latest version, one row per operation."""
-    reply: dict[str, Any] = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.REGISTRY_LIST, {}))
+    reply: dict[str, Any] = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
     import msgspec
 
     console.print(tools_table(msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])))
@@ -84,7 +87,7 @@ def tools_list(nats_url: NatsUrl = "") -> None:
 @approvals_app.command("list")
 def approvals_list(nats_url: NatsUrl = "") -> None:
     """Show pending approvals and exactly what each would let run."""
-    pending = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.APPROVALS_LIST, {}))
+    pending = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.APPROVALS_LIST, {}))
     if isinstance(pending, dict):
         err_console.print(f"[red]{escape(str(pending.get('reason_code')))}[/red]:", escape(str(pending.get("reason"))))
         raise typer.Exit(1)
@@ -97,7 +100,7 @@ Approver = Annotated[
 
 
 def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str) -> None:
-    answer = _on_bus(url, lambda nc: rpc.decide(nc, approver, approval_id, approve, note))
+    answer = _on_bus(url, lambda bus: rpc.decide(bus, approver, approval_id, approve, note), approver)
     if not answer.get("ok"):
         err_console.print(f"[red]{escape(str(answer.get('reason_code')))}[/red]:", escape(str(answer.get("reason"))))
         raise typer.Exit(1)
@@ -122,7 +125,7 @@ def approvals_reject(approval_id: str, approver: Approver, note: Note = "", nats
 @audit_app.command("trail")
 def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
     """Print every audit record of one request, in the order the bus carried them."""
-    reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
+    reply = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
     if not reply.get("records"):
         hint = (
             " (that is an approval id: `approvals list` shows its request id)" if request_id.startswith("ap-") else ""
@@ -135,7 +138,7 @@ def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
 @audit_app.command("verify")
 def audit_verify(nats_url: NatsUrl = "") -> None:
     """Check the whole hash chain; name the first broken record."""
-    reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_VERIFY, {}, timeout_s=60))
+    reply = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.AUDIT_VERIFY, {}, timeout_s=60))
     result, missing = reply["result"], reply.get("missing_stream_seqs") or []
     if not result["ok"]:
         broken = f"[red]audit chain broken at record {result['first_broken']}[/red]:"
@@ -179,7 +182,7 @@ def nats_config(
     Without --placeholders, fresh passwords are written into the config: keep it private.
     """
     from toolgate.cli.credentials import config_text, env_lines
-    from toolgate.shared.directory import DirectoryInvalid, load_directory
+    from toolgate.shared.directory import load_directory
 
     try:
         directory = load_directory(principals)
@@ -193,12 +196,30 @@ def nats_config(
     typer.echo(text, nl=False)
 
 
-@app.command()
-def up(state_dir: Path = STATE_DIR) -> None:
-    """Run NATS, Redis (unless NATS_URL/REDIS_URL are set) and the five services until Ctrl-C."""
-    from toolgate.cli.stack import running_stack
+Insecure = Annotated[
+    bool,
+    typer.Option(
+        "--insecure", help="Run NATS without users or permissions (anyone may do anything): loud, never default."
+    ),
+]
+StateDir = Annotated[
+    Path | None,
+    typer.Option("--state-dir", help="Keys, logs, data, credentials (env TOOLGATE_STATE_DIR, default .toolgate)."),
+]
 
-    state = state_dir.resolve()
+
+@app.command()
+def up(state: StateDir = None, insecure: Insecure = False) -> None:
+    """Run NATS (secured), Redis and the five services until Ctrl-C; print how agents connect."""
+    from toolgate.cli.announce import announce, insecure_banner, outside_server_refusal
+    from toolgate.cli.stack import AuthMode, running_stack
+
+    if refusal := outside_server_refusal(insecure):
+        err_console.print("[red]error:[/red]", escape(refusal))
+        raise typer.Exit(2)
+    if insecure:
+        insecure_banner(console)
+    state = (state or state_dir()).resolve()
     sandbox = state / "sandbox"
     sandbox.mkdir(parents=True, exist_ok=True)
     env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": os.environ.get("TOOLGATE_EXECUTOR_SANDBOX_ROOT", str(sandbox))}
@@ -206,15 +227,16 @@ def up(state_dir: Path = STATE_DIR) -> None:
     try:
         with contextlib.ExitStack() as resources:
             with console.status("starting nats-server, redis-server and the five services…"):
-                stack = resources.enter_context(running_stack(state, env, redis_persistent=True))
+                auth: AuthMode = "open" if insecure else "secured"
+                stack = resources.enter_context(running_stack(state, env, auth=auth, redis_persistent=True))
             url_file = state / "nats_url"
             url_file.write_text(stack.nats_url)
             resources.callback(url_file.unlink, missing_ok=True)
-            _announce(stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
+            announce(console, stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
             _run_until_stopped(stack)
     except KeyboardInterrupt:
         pass
-    except (RuntimeError, TimeoutError, NatsUnreachable, OSError) as error:
+    except (RuntimeError, TimeoutError, NatsUnreachable, OSError, DirectoryInvalid) as error:
         err_console.print("[red]toolgate could not start:[/red]", escape(redact(str(error))))
         raise typer.Exit(1) from None
     console.print("toolgate stopped")
@@ -230,12 +252,6 @@ def _interrupt_on_signals() -> None:
         signal.signal(sig, interrupt)
 
 
-def _announce(stack: Any, sandbox: str, state: Path) -> None:
-    console.print(f"[green]toolgate is up[/green]\n  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
-    console.print(f"  file_system sandbox: {sandbox}")
-    console.print(f"  logs: {state / 'logs'}  ·  Ctrl-C stops everything")
-
-
 def _run_until_stopped(stack: Any) -> None:
     while not stack.dead():
         time.sleep(0.5)
@@ -243,19 +259,25 @@ def _run_until_stopped(stack: Any) -> None:
 
 
 @app.command()
-def demo() -> None:
-    """Run the scripted demo on real files, a real git repository, NATS and Redis."""
+def demo(insecure: Insecure = False) -> None:
+    """Run the scripted demo on real files, a real git repository, NATS (secured) and Redis."""
+    from toolgate.cli.announce import insecure_banner
     from toolgate.cli.demo import run_demo
 
-    raise typer.Exit(run_demo(console))
+    if insecure:
+        insecure_banner(console)
+    raise typer.Exit(run_demo(console, insecure))
 
 
 @app.command()
-def bench(calls: int = 300, concurrency: int = 8) -> None:
-    """Governed-call latency and throughput as ratios to a bare NATS request/reply."""
+def bench(calls: int = 300, concurrency: int = 8, insecure: Insecure = False) -> None:
+    """Governed-call latency and throughput as ratios to a bare NATS request/reply (NATS secured)."""
+    from toolgate.cli.announce import insecure_banner
     from toolgate.cli.bench import run_bench
 
-    raise typer.Exit(run_bench(console, calls, concurrency))
+    if insecure:
+        insecure_banner(console)
+    raise typer.Exit(run_bench(console, calls, concurrency, insecure))
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ import logging
 import uuid
 import zlib
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -28,6 +29,8 @@ from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested, decode_untrusted
+from toolgate.shared.nats_credentials import load_credentials
+from toolgate.shared.nats_permissions import agent_user
 
 __all__ = ["DuplicateRequest", "RegistryUnavailable", "ResultUnavailable", "ToolClient"]
 
@@ -60,6 +63,19 @@ class _Listing(msgspec.Struct):
     descriptor: ToolDescriptor | None = None
 
 
+def _agent_credentials(path: str | Path, principal: str) -> dict[str, str]:
+    """The file's ``nats.connect`` options, if they are the credentials of ``principal``'s agent user.
+
+    Raises:
+        CredentialsInvalid: as :func:`load_credentials`.
+        ValueError: the file's user is not ``agent-<principal>``.
+    """
+    options = load_credentials(path)
+    if options["user"] != agent_user(principal):
+        raise ValueError(f"{path} holds the credentials of {options['user']}, not of {agent_user(principal)}")
+    return options
+
+
 class ToolClient:
     """An agent's connection to toolgate.
 
@@ -76,15 +92,28 @@ class ToolClient:
         self._subscription: Any = None
 
     @classmethod
-    async def connect(cls, url: str, principal: str, **options: Any) -> ToolClient:
-        """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, …).
+    async def connect(
+        cls, url: str, principal: str, *, credentials: str | Path | None = None, **options: Any
+    ) -> ToolClient:
+        """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, tls, …).
+
+        Args:
+            url: the NATS server (``toolgate up`` prints it).
+            principal: the agent's principal (it publishes on ``tg.req.<principal>``).
+            credentials: a credentials file (``.toolgate/credentials/agent-<principal>.json``,
+                :mod:`toolgate.shared.nats_credentials`): its user, password and inbox prefix.
+            options: more ``nats.connect`` options; they win over the file's.
 
         Defaults: 5 s connect timeout, then up to 30 attempts one second apart (for the first
         connection and for each reconnection), each failure logged as one warning line.
 
         Raises:
+            toolgate.shared.nats_credentials.CredentialsInvalid: the file cannot be used.
+            ValueError: the file is another agent's (``agent-<other>``), or not an agent's.
             nats.errors.NoServersError: the server could not be reached.
         """
+        if credentials is not None:
+            options = {**_agent_credentials(credentials, principal), **options}
         defaults: dict[str, Any] = {
             "connect_timeout": 5.0,
             "max_reconnect_attempts": 30,
