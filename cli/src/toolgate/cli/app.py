@@ -34,7 +34,14 @@ tools_app = typer.Typer(help="The tool registry.", no_args_is_help=True)
 approvals_app = typer.Typer(help="Answer pending approvals.", no_args_is_help=True)
 audit_app = typer.Typer(help="Read and verify the audit chain.", no_args_is_help=True)
 keys_app = typer.Typer(help="Signing keys of the policy and approvals services.", no_args_is_help=True)
-for sub, name in ((tools_app, "tools"), (approvals_app, "approvals"), (audit_app, "audit"), (keys_app, "keys")):
+tls_app = typer.Typer(help="TLS certificates of the NATS server.", no_args_is_help=True)
+for sub, name in (
+    (tools_app, "tools"),
+    (approvals_app, "approvals"),
+    (audit_app, "audit"),
+    (keys_app, "keys"),
+    (tls_app, "tls"),
+):
     app.add_typer(sub, name=name)
 console = Console()
 err_console = Console(stderr=True)
@@ -163,6 +170,28 @@ def keys_generate(directory: Path) -> None:
         if not (directory / f"{name}.key").exists():
             generate_keypair(directory, name)
     console.print(f"keys in {directory}")
+
+
+Hosts = Annotated[
+    list[str], typer.Option("--host", help="A name or IP clients dial (repeat); the first is the subject.")
+]
+CaDir = Annotated[Path | None, typer.Option(help="Also write ca.pem alone here, for the clients to mount.")]
+
+
+@tls_app.command("generate")
+def tls_generate(directory: Path, host: Hosts, ca_dir: CaDir = None) -> None:
+    """Write a CA (ca.pem), a server certificate (server.pem) and its key (server.key, 0600) into DIRECTORY.
+
+    The CA's private key is discarded once it signed; existing files are kept.
+    """
+    from toolgate.cli.tls import generate_tls
+
+    try:
+        written = generate_tls(directory, host, ca_dir)
+    except (ValueError, OSError) as error:
+        err_console.print("[red]error:[/red]", escape(str(error)))
+        raise typer.Exit(2) from None
+    console.print(f"{'certificates written to' if written else 'certificates kept in'} {directory}")
 
 
 Principals = Annotated[Path, typer.Option(help="Principal directory TOML: its agents (principals) and approvers.")]
