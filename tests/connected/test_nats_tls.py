@@ -65,7 +65,8 @@ async def _quiet(error: Exception) -> None:
 
 
 async def test_a_client_verifying_the_ca_connects_as_its_user(server: Server) -> None:
-    nc = await nats.connect(server.url(), **server.login("operator"), **tls_options(server.certs / "ca.pem"))
+    options = {"allow_reconnect": False, "connect_timeout": 3, "error_cb": _quiet}
+    nc = await nats.connect(server.url(), **server.login("operator"), **tls_options(server.certs / "ca.pem"), **options)
     assert nc.is_connected
     await nc.close()
 
