@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -240,51 +237,9 @@ StateDir = Annotated[
 @app.command()
 def up(state: StateDir = None, insecure: Insecure = False) -> None:
     """Run NATS (secured), Redis and the five services until Ctrl-C; print how agents connect."""
-    from toolgate.cli.announce import announce, insecure_banner, outside_server_refusal
-    from toolgate.cli.stack import AuthMode, running_stack
+    from toolgate.cli.up import run_up
 
-    if refusal := outside_server_refusal(insecure):
-        err_console.print("[red]error:[/red]", escape(refusal))
-        raise typer.Exit(2)
-    if insecure:
-        insecure_banner(console)
-    state = (state or state_dir()).resolve()
-    sandbox = state / "sandbox"
-    sandbox.mkdir(parents=True, exist_ok=True)
-    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": os.environ.get("TOOLGATE_EXECUTOR_SANDBOX_ROOT", str(sandbox))}
-    _interrupt_on_signals()
-    try:
-        with contextlib.ExitStack() as resources:
-            with console.status("starting nats-server, redis-server and the five services…"):
-                auth: AuthMode = "open" if insecure else "secured"
-                stack = resources.enter_context(running_stack(state, env, auth=auth, redis_persistent=True))
-            url_file = state / "nats_url"
-            url_file.write_text(stack.nats_url)
-            resources.callback(url_file.unlink, missing_ok=True)
-            announce(console, stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
-            _run_until_stopped(stack)
-    except KeyboardInterrupt:
-        pass
-    except (RuntimeError, TimeoutError, NatsUnreachable, OSError, DirectoryInvalid) as error:
-        err_console.print("[red]toolgate could not start:[/red]", escape(redact(str(error))))
-        raise typer.Exit(1) from None
-    console.print("toolgate stopped")
-
-
-def _interrupt_on_signals() -> None:
-    """SIGTERM, SIGHUP and SIGINT (ignored by default in background jobs) stop ``up``, even while starting."""
-
-    def interrupt(number: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, interrupt)
-
-
-def _run_until_stopped(stack: Any) -> None:
-    while not stack.dead():
-        time.sleep(0.5)
-    console.print(f"[red]{', '.join(stack.dead())} exited[/red]; see the logs")
+    raise typer.Exit(run_up(console, err_console, (state or state_dir()).resolve(), insecure))
 
 
 @app.command()
