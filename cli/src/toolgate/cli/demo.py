@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.panel import Panel
 
 from toolgate.cli import rpc
+from toolgate.cli.announce import INSECURE_STATUS
 from toolgate.cli.render import receipt_row, receipts_table, tools_table, trail_table
 from toolgate.cli.stack import Stack, running_stack
 from toolgate.sdk import ToolClient
@@ -81,6 +82,8 @@ def run_demo(console: Console, insecure: bool = False) -> int:
         with console.status("starting nats-server, redis-server and the five services…"):
             stack = resources.enter_context(running_stack(root / "state", env, auth="open" if insecure else "secured"))
         console.print(f"[dim]NATS {stack.nats_url} · Redis {stack.redis_url} · logs {root / 'state' / 'logs'}[/dim]")
+        if stack.credentials is None:
+            console.print(f"[bold red]{INSECURE_STATUS}[/bold red]")
         failures = asyncio.run(_script(console, stack, sandbox, repo))
     console.print("[bold green]demo finished[/bold green]" if not failures else f"[bold red]{failures}[/bold red]")
     return 0 if not failures else 1
