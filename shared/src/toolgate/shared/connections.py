@@ -76,7 +76,7 @@ def warn_if_open(nc: Client, log: logging.Logger) -> None:
     Read from the server's INFO (``auth_required``, NATS client protocol), which nats-py
     keeps but does not expose.
     """
-    if not nc._server_info.get("auth_required"):
+    if not getattr(nc, "_server_info", {}).get("auth_required"):
         server = nc.connected_url.netloc.rpartition("@")[2] if nc.connected_url else "?"
         log.warning("INSECURE: NATS at %s requires no credentials: any client may publish and read anything", server)
 
