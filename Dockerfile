@@ -21,11 +21,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 RUN pip install --no-cache-dir "uv==${UV_VERSION}"
 
-# An unprivileged user; the mount points of the keys, sandbox and data volumes are
+# An unprivileged user; the mount points of the keys, sandbox, data and TLS volumes are
 # created here so that named volumes start out owned by it.
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin toolgate \
-    && mkdir -p /app /keys /sandbox /data \
-    && chown toolgate:toolgate /keys /sandbox /data
+    && mkdir -p /app /keys /sandbox /data /nats-tls /nats-ca \
+    && chown toolgate:toolgate /keys /sandbox /data /nats-tls /nats-ca
 
 WORKDIR /app
 COPY . .

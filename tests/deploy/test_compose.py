@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 NATS_CONF = ROOT / "deploy" / "nats" / "nats.conf"
+NATS_TLS_CONF = ROOT / "deploy" / "nats" / "nats-tls.conf"
 PINNED_TAG = re.compile(r"^\d+(\.\d+)*(-[A-Za-z0-9.]+)?$")  # 7, 2.10, 3.11-slim; never latest
 
 
@@ -109,17 +110,71 @@ def test_each_service_is_built_from_the_repository_dockerfile(service: str) -> N
 @pytest.mark.parametrize("service", WORKSPACE_SERVICES)
 def test_each_service_connects_to_nats_as_its_own_user(service: str) -> None:
     url = environment_of(SERVICES[service])["NATS_URL"]
-    assert re.match(rf"^nats://{service}:\$\{{[A-Z_]+[^}}]*\}}@nats:4222$", url), url
+    assert re.match(rf"^tls://{service}:\$\{{[A-Z_]+[^}}]*\}}@nats:4222$", url), url
     assert re.search(rf'\{{\s*user:\s*"{service}",', NATS_CONF.read_text()), f"no NATS user {service}"
 
 
-def test_nats_runs_jetstream_with_the_deploy_config() -> None:
+def mounts(service: dict[str, Any]) -> dict[str, str]:
+    """``{target: source}`` of a service's volumes."""
+    return {target: source for source, target in (volume.split(":")[:2] for volume in service.get("volumes", []))}
+
+
+def test_nats_runs_jetstream_with_the_deploy_config_over_tls() -> None:
     nats = SERVICES["nats"]
     command = command_of(nats)
     assert "-js" in command or "--jetstream" in command
     flag = next(i for i, arg in enumerate(command) if arg in ("-c", "--config"))
-    sources = {target: source for source, target in (volume.split(":")[:2] for volume in nats["volumes"])}
-    assert (ROOT / sources[command[flag + 1]]).resolve() == NATS_CONF
+    config = Path(command[flag + 1])
+    assert (ROOT / mounts(nats)[str(config)]).resolve() == NATS_TLS_CONF
+    included = re.search(r'^include "([^"]+)"', NATS_TLS_CONF.read_text(), re.M)
+    assert included, "nats-tls.conf must include the generated users and permissions"
+    assert (ROOT / mounts(nats)[str(config.parent / included[1])]).resolve() == NATS_CONF
+
+
+def test_nats_serves_tls_only_from_the_first_byte_with_the_generated_certificate() -> None:
+    text = re.sub(r"#.*", "", NATS_TLS_CONF.read_text())
+    block = re.search(r"^tls\s*\{([^}]*)\}", text, re.M)
+    assert block, "no tls { } block"
+    settings = dict(re.findall(r"^\s*(\w+):\s*(\S+)", block[1], re.M))
+    assert settings["handshake_first"] == "true"
+    tls_dir = next(target for target, source in mounts(SERVICES["nats"]).items() if source == "nats-tls")
+    assert settings["cert_file"].strip('"') == f"{tls_dir}/server.pem"
+    assert settings["key_file"].strip('"') == f"{tls_dir}/server.key"
+    assert "authorization" in NATS_CONF.read_text()
+
+
+def test_certificates_are_generated_once_before_nats_starts() -> None:
+    tls = SERVICES["tls"]
+    command = command_of(tls)
+    assert command[:4] == ["toolgate", "tls", "generate", "/nats-tls"]
+    hosts = {command[i + 1] for i, arg in enumerate(command) if arg == "--host"}
+    assert {"nats", "localhost"} <= hosts, "the names services and host clients dial"
+    assert command[command.index("--ca-dir") + 1] == "/nats-ca"
+    assert mounts(tls) == {"/nats-tls": "nats-tls", "/nats-ca": "nats-ca"}
+    assert SERVICES["nats"]["depends_on"]["tls"]["condition"] == "service_completed_successfully"
+
+
+@pytest.mark.parametrize("service", WORKSPACE_SERVICES)
+def test_each_service_verifies_the_server_with_the_ca_and_never_sees_its_key(service: str) -> None:
+    ca_file = environment_of(SERVICES[service])["TOOLGATE_NATS_CA_FILE"]
+    volumes = mounts(SERVICES[service])
+    assert volumes[str(Path(ca_file).parent)] == "nats-ca"
+    assert "nats-tls" not in volumes.values(), "only nats holds the server's key"
+    assert all(volume.endswith(":ro") for volume in SERVICES[service]["volumes"] if volume.startswith("nats-ca:"))
+
+
+SERVICE_MOUNTS = {
+    "registry": {"./deploy/tools", "nats-ca"},
+    "policy": {"keys", "nats-ca", "./deploy/policy"},
+    "approvals": {"keys", "nats-ca", "./deploy/policy"},
+    "executor": {"keys", "nats-ca", "sandbox"},
+    "audit": {"audit-data", "nats-ca"},
+}
+
+
+@pytest.mark.parametrize("service", WORKSPACE_SERVICES)
+def test_each_service_mounts_only_what_it_needs(service: str) -> None:
+    assert set(mounts(SERVICES[service]).values()) == SERVICE_MOUNTS[service]
 
 
 def test_nats_gets_every_password_its_config_reads() -> None:

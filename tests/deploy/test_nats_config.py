@@ -19,7 +19,7 @@ from toolgate.cli.credentials import BusCredentials, env_lines
 from toolgate.shared import catalog
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory, load_directory
 from toolgate.shared.nats_config import SAFE_PASSWORD, generate_passwords, literal, password_variable, placeholders
-from toolgate.shared.nats_permissions import ADMIN, SERVICES, agent_user, approver_user, nats_users
+from toolgate.shared.nats_permissions import ADMIN, OPERATOR, SERVICES, agent_user, approver_user, nats_users
 from toolgate.shared.servers import nats_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,10 +42,10 @@ def test_config_leaves_addresses_and_storage_to_the_command_line() -> None:
     assert not re.search(r"^\s*(listen|host|port|http|http_port|store_dir)\s*[:=]", text, re.M)
 
 
-def test_committed_config_has_a_user_per_service_agent_and_approver_and_no_admin() -> None:
+def test_committed_config_has_a_user_per_service_agent_and_approver_the_operator_and_no_admin() -> None:
     directory = load_directory(PRINCIPALS)
     users = set(re.findall(r'\{ user: "([^"]+)"', CONFIG.read_text()))
-    expected = {*SERVICES, *map(agent_user, directory.principals), *map(approver_user, directory.approvers)}
+    expected = {*SERVICES, OPERATOR, *map(agent_user, directory.principals), *map(approver_user, directory.approvers)}
     assert users == expected
 
 

@@ -27,7 +27,7 @@ from toolgate.cli.credentials import BusCredentials, write_private
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.nats_permissions import SERVICES, agent_user, approver_user
+from toolgate.shared.nats_permissions import OPERATOR, SERVICES, agent_user, approver_user
 from toolgate.shared.provision import ensure_bus
 from toolgate.shared.servers import nats_server
 
@@ -49,7 +49,7 @@ DIRECTORY = PrincipalDirectory.from_toml(
 )
 AGENT, OTHER, ALICE_AGENT = agent_user("demo-agent"), agent_user("other-agent"), agent_user("alice")
 ALICE, BOB = approver_user("alice"), approver_user("bob")
-CLIENTS = (AGENT, OTHER, ALICE_AGENT, ALICE, BOB)
+CLIENTS = (AGENT, OTHER, ALICE_AGENT, ALICE, BOB, OPERATOR)
 USERS = (*SERVICES, *CLIENTS)
 SERVICE_CONSUMERS = {
     "policy": (catalog.POLICY_CONSUMER,),
@@ -82,7 +82,8 @@ DECIDE = {name: Rpc.approvals_decide(name) for name in ("alice", "bob", "demo-ag
 LISTINGS = {name: (Rpc.tools_list(name), Rpc.tools_get(name)) for name in ("demo-agent", "other-agent", "alice")}
 RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
-    *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, *DECIDE.values()),
+    *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.POLICY_RECHECK, Rpc.POLICY_READY),
+    *DECIDE.values(),
     *(subject for pair in LISTINGS.values() for subject in pair),
 )
 OPERATOR_CALLS = {
@@ -90,10 +91,11 @@ OPERATOR_CALLS = {
     Rpc.POLICY_READY,
     Rpc.AUDIT_EXPORT,
 }
-MAY_CALL = {  # each approver answers approvals as themselves only; nobody publishes tools over RPC
+MAY_CALL = {  # each approver answers approvals as themselves only; only the operator publishes tools
     AGENT: set(LISTINGS["demo-agent"]),  # its own listing only: not another's, not the registry's full one
     OTHER: set(LISTINGS["other-agent"]),
     ALICE_AGENT: set(LISTINGS["alice"]),
+    OPERATOR: OPERATOR_CALLS | {Rpc.REGISTRY_PUBLISH},
     ALICE: OPERATOR_CALLS | {DECIDE["alice"]},
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
     "executor": {Rpc.POLICY_RECHECK},
@@ -266,6 +268,9 @@ async def test_agent_receives_its_own_receipts(conns: dict[str, Conn], ns: str) 
         (AGENT, "_INBOX.>", None, None),
         (ALICE, "_INBOX.>", None, None),
         (AGENT, "tg.receipt.>", None, None),
+        (OPERATOR, "tg.receipt.>", "executor", lambda rid: Subjects.receipt("demo-agent", rid)),
+        (OPERATOR, "tg.>", None, None),
+        (OPERATOR, "_INBOX.>", None, None),
     ],
 )
 async def test_clients_cannot_subscribe_beyond_their_own(
@@ -287,7 +292,7 @@ async def test_clients_cannot_subscribe_beyond_their_own(
     await subscription.unsubscribe()
 
 
-@pytest.mark.parametrize("caller", [AGENT, ALICE_AGENT, ALICE, BOB])
+@pytest.mark.parametrize("caller", [AGENT, ALICE_AGENT, ALICE, BOB, OPERATOR])
 @pytest.mark.parametrize(
     "subject",
     [
@@ -303,7 +308,7 @@ async def test_clients_cannot_answer_for_a_service(conns: dict[str, Conn], calle
     assert await reported(conn, "subscription", subject)
 
 
-@pytest.mark.parametrize("caller", [AGENT, ALICE])
+@pytest.mark.parametrize("caller", [AGENT, ALICE, OPERATOR])
 @pytest.mark.parametrize(
     "subject",
     [
@@ -350,10 +355,10 @@ async def test_requests_reach_services_and_replies_reach_the_caller(
 
 @pytest.mark.parametrize(
     ("caller", "victim_of"),
-    [(ALICE, "bob"), (BOB, "alice"), (ALICE_AGENT, "alice"), (AGENT, "demo-agent")],
+    [(ALICE, "bob"), (BOB, "alice"), (ALICE_AGENT, "alice"), (AGENT, "demo-agent"), (OPERATOR, "alice")],
 )
 async def test_nobody_answers_an_approval_as_someone_else(conns: dict[str, Conn], caller: str, victim_of: str) -> None:
-    """``alice`` the agent is not ``alice`` the approver; an approver's token is theirs alone."""
+    """``alice`` the agent is not ``alice`` the approver; an approver's token is theirs alone, not the operator's."""
     conn, subject = conns[caller], Rpc.approvals_decide(victim_of)
     assert not await allowed(conn, subject, conn.nc.request(subject, b"{}", timeout=5))
 
@@ -365,6 +370,7 @@ async def test_nobody_answers_an_approval_as_someone_else(conns: dict[str, Conn]
         (ALICE, Rpc.REGISTRY_LIST, "registry"),
         (ALICE, Rpc.APPROVALS_LIST, "approvals"),
         (ALICE, Rpc.AUDIT_VERIFY, "audit"),
+        (OPERATOR, Rpc.REGISTRY_PUBLISH, "registry"),
         ("executor", Rpc.POLICY_RECHECK, "policy"),
     ],
 )

@@ -170,6 +170,7 @@ def stack(
             auth=AUTH,
             redis_persistent=stack_redis_persistent,
             policy_required=stack_policy_required,
+            admin=True,
         )
         with started as running:
             yield running

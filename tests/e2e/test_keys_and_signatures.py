@@ -156,7 +156,7 @@ async def _messages(gate: Any, subject: str) -> list[Any]:
 
 
 def _cli(gate: Any, user: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NATS_URL": gate.stack.url_for(user)}
+    env = {**os.environ, "NATS_URL": gate.stack.url_for(user), "TOOLGATE_STATE_DIR": str(gate.paths.state / "no-cli")}
     if prefix := gate.stack.connect_options(user).get("inbox_prefix"):
         env["TOOLGATE_INBOX_PREFIX"] = prefix.decode()
     command = [sys.executable, "-m", "toolgate.cli", *args]

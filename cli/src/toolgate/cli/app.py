@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -19,11 +16,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from toolgate.cli import rpc
+from toolgate.cli.identity import identity, state_dir
 from toolgate.cli.render import alarm_row, alarms_table, approvals_table, tools_table, trail_table
 from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.connections import NatsUnreachable, connect_once, redact
+from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
 from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.directory import DirectoryInvalid
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
+from toolgate.shared.nats_credentials import CredentialsInvalid
 
 __all__ = ["main"]
 
@@ -33,11 +33,17 @@ tools_app = typer.Typer(help="The tool registry.", no_args_is_help=True)
 approvals_app = typer.Typer(help="Answer pending approvals.", no_args_is_help=True)
 audit_app = typer.Typer(help="Read and verify the audit chain.", no_args_is_help=True)
 keys_app = typer.Typer(help="Signing keys: one directory per holder, its own private key only.", no_args_is_help=True)
-for sub, name in ((tools_app, "tools"), (approvals_app, "approvals"), (audit_app, "audit"), (keys_app, "keys")):
+tls_app = typer.Typer(help="TLS certificates of the NATS server.", no_args_is_help=True)
+for sub, name in (
+    (tools_app, "tools"),
+    (approvals_app, "approvals"),
+    (audit_app, "audit"),
+    (keys_app, "keys"),
+    (tls_app, "tls"),
+):
     app.add_typer(sub, name=name)
 console = Console()
 err_console = Console(stderr=True)
-STATE_DIR = Path(".toolgate")
 
 NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `toolgate up` writes .toolgate/nats_url.")]
 
@@ -45,30 +51,32 @@ NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `too
 def _url(url: str | None) -> str:
     if url:
         return url
-    saved = STATE_DIR / "nats_url"
+    saved = state_dir() / "nats_url"
     return saved.read_text().strip() if saved.exists() else "nats://127.0.0.1:4222"
 
 
-async def _connect(url: str) -> Client:
-    prefix = os.environ.get("TOOLGATE_INBOX_PREFIX", "_INBOX").encode()
+async def _connect(url: str, approver: str | None) -> rpc.Bus:
+    who = identity(approver)
     try:
-        return await connect_once(url, inbox_prefix=prefix)
+        return await rpc.Bus.connect(url, who.user, **who.options, **tls_options(os.environ.get(CA_FILE_ENV)))
     except NatsUnreachable as error:
         stale = " (is `./dev up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
-        raise rpc.BusError(f"{error}{stale}") from None
+        raise rpc.BusError(f"{error}; connecting as {who.user or 'no user'} ({who.source}){stale}") from None
 
 
-def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
+def _on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: str | None = None) -> T:
+    """Run ``work`` on a connection as the operator, or as ``approver`` (see :mod:`toolgate.cli.identity`)."""
+
     async def run() -> T:
-        nc = await _connect(_url(url))
+        bus = await _connect(_url(url), approver)
         try:
-            return await work(nc)
+            return await work(bus)
         finally:
-            await nc.close()
+            await bus.close()
 
     try:
         return asyncio.run(run())
-    except (rpc.BusError, ValueError, OSError, nats.errors.Error) as error:
+    except (rpc.BusError, CredentialsInvalid, ValueError, OSError, nats.errors.Error) as error:
         err_console.print("[red]error:[/red]", escape(redact(str(error))))
         raise typer.Exit(2) from None
 
@@ -76,34 +84,33 @@ def _on_bus(url: str | None, work: Callable[[Client], Awaitable[T]]) -> T:
 @tools_app.command("list")
 def tools_list(nats_url: NatsUrl = "") -> None:
     """List every tool's latest version, one row per operation."""
-    reply: dict[str, Any] = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.REGISTRY_LIST, {}))
+    reply: dict[str, Any] = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
     console.print(tools_table(msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])))
 
 
 OperatorKey = Annotated[
-    Path,
+    Path | None,
     typer.Option(
         "--key",
         envvar="TOOLGATE_OPERATOR_KEY",
-        help="The operator's private key (toolgate up: .toolgate/keys/operator).",
+        help="The operator's private key (default <state dir>/keys/operator/operator.key).",
     ),
 ]
 
 
 @tools_app.command("publish")
-def tools_publish(
-    file: Path, key: OperatorKey = STATE_DIR / "keys" / "operator" / "operator.key", nats_url: NatsUrl = ""
-) -> None:
+def tools_publish(file: Path, key: OperatorKey | None = None, nats_url: NatsUrl = "") -> None:
     """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable)."""
     from toolgate.shared.signing import load_private_key, sign_value
 
+    key = key or state_dir() / "keys" / "operator" / "operator.key"
     try:
         descriptor = msgspec.json.decode(file.read_bytes())
         body = {"descriptor": descriptor, "signature": sign_value(descriptor, load_private_key(key))}
     except (OSError, ValueError, msgspec.DecodeError) as error:
         err_console.print("[red]error:[/red]", escape(str(error)))
         raise typer.Exit(2) from None
-    reply: dict[str, Any] = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.REGISTRY_PUBLISH, body))
+    reply: dict[str, Any] = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_PUBLISH, body))
     code, reason = escape(str(reply.get("reason_code"))), escape(str(reply.get("reason")))
     if not reply.get("ok"):
         err_console.print(f"[red]{code}[/red]:", reason)
@@ -114,7 +121,7 @@ def tools_publish(
 @approvals_app.command("list")
 def approvals_list(nats_url: NatsUrl = "") -> None:
     """Show pending approvals and exactly what each would let run."""
-    pending = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.APPROVALS_LIST, {}))
+    pending = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.APPROVALS_LIST, {}))
     if isinstance(pending, dict):
         err_console.print(f"[red]{escape(str(pending.get('reason_code')))}[/red]:", escape(str(pending.get("reason"))))
         raise typer.Exit(1)
@@ -127,7 +134,7 @@ Approver = Annotated[
 
 
 def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str) -> None:
-    answer = _on_bus(url, lambda nc: rpc.decide(nc, approver, approval_id, approve, note))
+    answer = _on_bus(url, lambda bus: rpc.decide(bus, approver, approval_id, approve, note), approver)
     if not answer.get("ok"):
         err_console.print(f"[red]{escape(str(answer.get('reason_code')))}[/red]:", escape(str(answer.get("reason"))))
         raise typer.Exit(1)
@@ -152,7 +159,7 @@ def approvals_reject(approval_id: str, approver: Approver, note: Note = "", nats
 @audit_app.command("trail")
 def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
     """Print every audit record of one request, in the order the bus carried them."""
-    reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
+    reply = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
     if not reply.get("records"):
         hint = (
             " (that is an approval id: `approvals list` shows its request id)" if request_id.startswith("ap-") else ""
@@ -177,7 +184,7 @@ def audit_verify(
     if file is not None:
         _verify_offline(file, keys)
         return
-    reply = _on_bus(nats_url, lambda nc: rpc.request(nc, Rpc.AUDIT_VERIFY, {}, timeout_s=60))
+    reply = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.AUDIT_VERIFY, {}, timeout_s=60))
     result, missing = reply["result"], reply.get("missing_stream_seqs") or []
     if not result["ok"]:
         broken = f"[red]audit chain broken at record {result['first_broken']}[/red]:"
@@ -235,10 +242,10 @@ def audit_export(file: Path, nats_url: NatsUrl = "") -> None:
     """Write the whole chain to FILE (JSON Lines), for `audit verify --file FILE --keys DIR` anywhere."""
     from toolgate.cli.audit_file import ExportInvalid, export_chain
 
-    async def work(nc: Client) -> int:
+    async def work(bus: rpc.Bus) -> int:
         async def page(after: int, limit: int) -> dict[str, Any]:
             reply: dict[str, Any] = await rpc.request(
-                nc, Rpc.AUDIT_EXPORT, {"after": after, "limit": limit}, timeout_s=30
+                bus, Rpc.AUDIT_EXPORT, {"after": after, "limit": limit}, timeout_s=30
             )
             return reply
 
@@ -261,13 +268,13 @@ Follow = Annotated[bool, typer.Option("--follow", help="Keep printing new alarms
 def audit_alarms(limit: Limit = 20, follow: Follow = False, nats_url: NatsUrl = "") -> None:
     """List recent security events (refused approvals, forgeries, permission violations); --follow for new ones."""
     try:
-        _on_bus(nats_url, lambda nc: _alarms(nc, limit, follow))
+        _on_bus(nats_url, lambda bus: _alarms(bus, limit, follow))
     except KeyboardInterrupt:
         console.print("stopped following alarms")
 
 
-async def _alarms(nc: Client, limit: int, follow: bool) -> None:
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
+async def _alarms(bus: rpc.Bus, limit: int, follow: bool) -> None:
+    nc, queue = bus.nc, asyncio.Queue[bytes]()
 
     async def on_alarm(msg: Any) -> None:
         queue.put_nowait(msg.data)
@@ -275,7 +282,7 @@ async def _alarms(nc: Client, limit: int, follow: bool) -> None:
     if follow:  # subscribed before listing: nothing raised in between is missed
         await nc.subscribe(Subjects.ALARMS, cb=on_alarm)
         await nc.flush()
-    reply = await rpc.request(nc, Rpc.AUDIT_ALARMS, {"limit": limit})
+    reply = await rpc.request(bus, Rpc.AUDIT_ALARMS, {"limit": limit})
     if not reply.get("ok"):
         raise rpc.BusError(str(reply.get("reason")))
     table, shown = alarms_table(), {alarm["sequence"] for alarm in reply["alarms"]}
@@ -289,8 +296,6 @@ async def _alarms(nc: Client, limit: int, follow: bool) -> None:
 
 async def _follow(nc: Client, queue: asyncio.Queue[bytes], shown: set[int]) -> None:
     """Print each new alarm; a lost connection ends the command with an error."""
-    import msgspec
-
     while True:
         try:
             alarm = msgspec.json.decode(await asyncio.wait_for(queue.get(), timeout=1.0))
@@ -320,6 +325,28 @@ def keys_generate(directory: Path) -> None:
     console.print(f"keys in {directory}: " + ", ".join(sorted(HOLDERS)) + f", {PUBLIC}")
 
 
+Hosts = Annotated[
+    list[str], typer.Option("--host", help="A name or IP clients dial (repeat); the first is the subject.")
+]
+CaDir = Annotated[Path | None, typer.Option(help="Also write ca.pem alone here, for the clients to mount.")]
+
+
+@tls_app.command("generate")
+def tls_generate(directory: Path, host: Hosts, ca_dir: CaDir = None) -> None:
+    """Write a CA (ca.pem), a server certificate (server.pem) and its key (server.key, 0600) into DIRECTORY.
+
+    The CA's private key is discarded once it signed; existing files are kept.
+    """
+    from toolgate.cli.tls import generate_tls
+
+    try:
+        written = generate_tls(directory, host, ca_dir)
+    except (ValueError, OSError) as error:
+        err_console.print("[red]error:[/red]", escape(str(error)))
+        raise typer.Exit(2) from None
+    console.print(f"{'certificates written to' if written else 'certificates kept in'} {directory}")
+
+
 Principals = Annotated[Path, typer.Option(help="Principal directory TOML: its agents (principals) and approvers.")]
 Placeholders = Annotated[
     bool, typer.Option(help="Passwords as $NATS_<USER>_PASSWORD, read when nats-server starts (a committed file).")
@@ -337,7 +364,7 @@ def nats_config(
     Without --placeholders, fresh passwords are written into the config: keep it private.
     """
     from toolgate.cli.credentials import config_text, env_lines
-    from toolgate.shared.directory import DirectoryInvalid, load_directory
+    from toolgate.shared.directory import load_directory
 
     try:
         directory = load_directory(principals)
@@ -351,69 +378,46 @@ def nats_config(
     typer.echo(text, nl=False)
 
 
-@app.command()
-def up(state_dir: Path = STATE_DIR) -> None:
-    """Run NATS, Redis (unless NATS_URL/REDIS_URL are set) and the five services until Ctrl-C."""
-    from toolgate.cli.stack import running_stack
-
-    state = state_dir.resolve()
-    sandbox = state / "sandbox"
-    sandbox.mkdir(parents=True, exist_ok=True)
-    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": os.environ.get("TOOLGATE_EXECUTOR_SANDBOX_ROOT", str(sandbox))}
-    _interrupt_on_signals()
-    try:
-        with contextlib.ExitStack() as resources:
-            with console.status("starting nats-server, redis-server and the five services…"):
-                stack = resources.enter_context(running_stack(state, env, redis_persistent=True))
-            url_file = state / "nats_url"
-            url_file.write_text(stack.nats_url)
-            resources.callback(url_file.unlink, missing_ok=True)
-            _announce(stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
-            _run_until_stopped(stack)
-    except KeyboardInterrupt:
-        pass
-    except (RuntimeError, TimeoutError, NatsUnreachable, OSError) as error:
-        err_console.print("[red]toolgate could not start:[/red]", escape(redact(str(error))))
-        raise typer.Exit(1) from None
-    console.print("toolgate stopped")
-
-
-def _interrupt_on_signals() -> None:
-    """SIGTERM, SIGHUP and SIGINT (ignored by default in background jobs) stop ``up``, even while starting."""
-
-    def interrupt(number: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, interrupt)
-
-
-def _announce(stack: Any, sandbox: str, state: Path) -> None:
-    console.print(f"[green]toolgate is up[/green]\n  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
-    console.print(f"  file_system sandbox: {sandbox}")
-    console.print(f"  logs: {state / 'logs'}  ·  Ctrl-C stops everything")
-
-
-def _run_until_stopped(stack: Any) -> None:
-    while not stack.dead():
-        time.sleep(0.5)
-    console.print(f"[red]{', '.join(stack.dead())} exited[/red]; see the logs")
+Insecure = Annotated[
+    bool,
+    typer.Option(
+        "--insecure", help="Run NATS without users or permissions (anyone may do anything): loud, never default."
+    ),
+]
+StateDir = Annotated[
+    Path | None,
+    typer.Option("--state-dir", help="Keys, logs, data, credentials (env TOOLGATE_STATE_DIR, default .toolgate)."),
+]
 
 
 @app.command()
-def demo() -> None:
-    """Run the scripted demo on real files, a real git repository, NATS and Redis."""
+def up(state: StateDir = None, insecure: Insecure = False) -> None:
+    """Run NATS (secured), Redis and the five services until Ctrl-C; print how agents connect."""
+    from toolgate.cli.up import run_up
+
+    raise typer.Exit(run_up(console, err_console, (state or state_dir()).resolve(), insecure))
+
+
+@app.command()
+def demo(insecure: Insecure = False) -> None:
+    """Run the scripted demo on real files, a real git repository, NATS (secured) and Redis."""
+    from toolgate.cli.announce import insecure_banner
     from toolgate.cli.demo import run_demo
 
-    raise typer.Exit(run_demo(console))
+    if insecure:
+        insecure_banner(console)
+    raise typer.Exit(run_demo(console, insecure))
 
 
 @app.command()
-def bench(calls: int = 300, concurrency: int = 8) -> None:
-    """Governed-call latency and throughput as ratios to a bare NATS request/reply."""
+def bench(calls: int = 300, concurrency: int = 8, insecure: Insecure = False) -> None:
+    """Governed-call latency and throughput as ratios to a bare NATS request/reply (NATS secured)."""
+    from toolgate.cli.announce import insecure_banner
     from toolgate.cli.bench import run_bench
 
-    raise typer.Exit(run_bench(console, calls, concurrency))
+    if insecure:
+        insecure_banner(console)
+    raise typer.Exit(run_bench(console, calls, concurrency, insecure))
 
 
 def main() -> None:

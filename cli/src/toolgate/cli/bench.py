@@ -25,9 +25,10 @@ from nats.aio.msg import Msg
 from rich.console import Console
 from rich.table import Table
 
-from toolgate.cli.stack import DEPLOY_DIR, running_stack
+from toolgate.cli.stack import DEPLOY_DIR, AuthMode, Stack, running_stack
 from toolgate.sdk import ToolClient
 from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.nats_permissions import ADMIN, agent_user
 from toolgate.shared.schemas import first_error
 
 __all__ = ["run_bench"]
@@ -77,8 +78,10 @@ async def _measure(call: Callable[[], Awaitable[None]], calls: int, concurrency:
     return Figures(quantiles[49], quantiles[98], calls / (time.perf_counter() - started))
 
 
-async def _bare(url: str, calls: int, concurrency: int) -> Figures:
-    responder, client = await nats.connect(url), await nats.connect(url)
+async def _bare(stack: Stack, calls: int, concurrency: int) -> Figures:
+    """A bare echo between two connections of ``admin``: no toolgate user may use a subject outside the catalog."""
+    options = stack.connect_options(ADMIN) if stack.has_user(ADMIN) else {}
+    responder, client = await nats.connect(stack.nats_url, **options), await nats.connect(stack.nats_url, **options)
 
     async def echo(msg: Msg) -> None:
         await msg.respond(msg.data)
@@ -96,8 +99,9 @@ async def _bare(url: str, calls: int, concurrency: int) -> Figures:
         await responder.close()
 
 
-async def _governed(url: str, public_keys: Path, calls: int, concurrency: int) -> Figures:
-    async with await ToolClient.connect(url, AGENT, public_keys=public_keys) as agent:
+async def _governed(stack: Stack, calls: int, concurrency: int) -> Figures:
+    options = stack.connect_options(agent_user(AGENT))
+    async with await ToolClient.connect(stack.nats_url, AGENT, public_keys=stack.public_keys, **options) as agent:
 
         async def call() -> None:
             receipt = await agent.invoke("bench_fs", "read", {"path": "data.txt"}, idempotency_key=uuid.uuid4().hex)
@@ -145,8 +149,8 @@ def _table(bare: Figures, governed: Figures, decide_us: float, validate_us: floa
     return table
 
 
-def run_bench(console: Console, calls: int, concurrency: int) -> int:
-    """Run the benchmark and print its table; return the exit code."""
+def run_bench(console: Console, calls: int, concurrency: int, insecure: bool = False) -> int:
+    """Run the benchmark (NATS secured unless ``insecure``) and print its table; return the exit code."""
     root = Path(tempfile.mkdtemp(prefix="toolgate-bench-"))
     (root / "sandbox").mkdir()
     (root / "sandbox" / "data.txt").write_text("benchmark payload\n" * 8)
@@ -158,10 +162,10 @@ def run_bench(console: Console, calls: int, concurrency: int) -> int:
     env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(root / "sandbox"), "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(tools)}
     with contextlib.ExitStack() as resources:
         with console.status("starting the system…"):
-            stack = resources.enter_context(running_stack(root / "state", env))
-        url = stack.nats_url
+            auth: AuthMode = "open" if insecure else "secured"
+            stack = resources.enter_context(running_stack(root / "state", env, auth=auth, admin=not insecure))
         console.print(f"{calls} sequential calls for latency, {calls} at concurrency {concurrency} for throughput")
-        bare = asyncio.run(_bare(url, calls, concurrency))
-        governed = asyncio.run(_governed(url, stack.public_keys, calls, concurrency))
+        bare = asyncio.run(_bare(stack, calls, concurrency))
+        governed = asyncio.run(_governed(stack, calls, concurrency))
     console.print(_table(bare, governed, *_in_process_us()))
     return 0

@@ -2,8 +2,10 @@
 
 The users and their rights come from :func:`toolgate.shared.nats_permissions.nats_users`,
 the text from :func:`toolgate.shared.nats_config.render_config`; this module generates the
-passwords, writes the config (mode 0600: it holds them) and tells each client how to
-connect (``NATS_URL`` with ``user:password@``, or nats-py options with its private inbox).
+passwords, writes the config (mode 0600: it holds them), writes one credentials file per
+agent, approver and the operator (:mod:`toolgate.shared.nats_credentials`) and tells each
+client how to connect (``NATS_URL`` with ``user:password@``, or nats-py options with its
+private inbox).
 """
 
 from __future__ import annotations
@@ -16,11 +18,18 @@ from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from toolgate.shared.directory import PrincipalDirectory, load_directory
-from toolgate.shared.nats_config import generate_passwords, literal, password_variable, render_config
+from toolgate.shared.nats_config import SAFE_PASSWORD, generate_passwords, literal, password_variable, render_config
 from toolgate.shared.nats_config import placeholders as _placeholders
+from toolgate.shared.nats_credentials import (
+    CredentialsInvalid,
+    NatsCredentials,
+    credentials_file,
+    dump_credentials,
+    load_credentials,
+)
 from toolgate.shared.nats_permissions import nats_users
 
-__all__ = ["BusCredentials", "config_text", "env_lines", "stack_directory", "write_private"]
+__all__ = ["BusCredentials", "config_text", "env_lines", "kept_passwords", "stack_directory", "write_private"]
 
 
 @dataclass(frozen=True)
@@ -36,14 +45,23 @@ class BusCredentials:
     inboxes: Mapping[str, str]
 
     @classmethod
-    def generate(cls, directory: PrincipalDirectory, *, admin: bool = True) -> tuple[BusCredentials, str]:
-        """Fresh passwords for every user of ``directory``, and the config text holding them.
+    def generate(
+        cls, directory: PrincipalDirectory, *, admin: bool = False, keep: Mapping[str, str] | None = None
+    ) -> tuple[BusCredentials, str]:
+        """Passwords for every user of ``directory``, and the config text holding them.
+
+        Args:
+            directory: the agents and approvers.
+            admin: also the all-rights ``admin`` user (test observers only).
+            keep: passwords to keep (by user name) instead of fresh ones, e.g. from the
+                credentials files of an earlier start; users no longer present are dropped.
 
         Raises:
             toolgate.shared.directory.DirectoryInvalid: a name is not one subject token.
         """
         users = nats_users(directory, admin=admin)
-        passwords = generate_passwords(users)
+        kept = {user: password for user, password in (keep or {}).items() if SAFE_PASSWORD.match(password)}
+        passwords = {name: kept.get(name, fresh) for name, fresh in generate_passwords(users).items()}
         inboxes = {user.name: user.inbox_prefix for user in users if user.inbox_prefix}
         return cls(passwords, inboxes), render_config(users, literal(passwords))
 
@@ -67,6 +85,33 @@ class BusCredentials:
         if prefix := self.inboxes.get(user):
             options["inbox_prefix"] = prefix.encode()
         return options
+
+    def write_files(self, folder: Path) -> None:
+        """One credentials file per client user (agents, approvers, the operator) in ``folder``.
+
+        ``folder`` is made private (mode 0700), each file is mode 0600, and files of users
+        that no longer exist are removed. Services get no file: their password reaches
+        them in ``NATS_URL``.
+        """
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o700)
+        for stale in set(folder.glob("*.json")) - {credentials_file(folder, user) for user in self.inboxes}:
+            stale.unlink()
+        for user, prefix in self.inboxes.items():
+            text = dump_credentials(NatsCredentials(user, self.passwords[user], prefix)).decode()
+            write_private(credentials_file(folder, user), text)
+
+
+def kept_passwords(folder: Path) -> dict[str, str]:
+    """The passwords of the credentials files in ``folder`` (unreadable or invalid files are skipped)."""
+    kept = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            options = load_credentials(path)
+        except CredentialsInvalid:
+            continue
+        kept[options["user"]] = options["password"]
+    return kept
 
 
 def config_text(directory: PrincipalDirectory, *, placeholders: bool, admin: bool = False) -> str:

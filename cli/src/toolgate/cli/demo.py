@@ -2,6 +2,8 @@
 
 A temporary workspace holds real files and a real git repository; nats-server and
 redis-server are started on free ports unless ``NATS_URL`` / ``REDIS_URL`` are set.
+NATS runs secured (unless ``--insecure``): the agent, the approver (through the real
+``toolgate`` command) and the operator each connect with their own credentials file.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from rich.console import Console
 from rich.panel import Panel
 
 from toolgate.cli import rpc
+from toolgate.cli.announce import INSECURE_STATUS
 from toolgate.cli.render import receipt_row, receipts_table, tools_table, trail_table
 from toolgate.cli.stack import Stack, running_stack
 from toolgate.sdk import ToolClient
 from toolgate.shared.catalog import Rpc
-from toolgate.shared.connections import connect_once
 from toolgate.shared.events import ReceiptIssued
+from toolgate.shared.nats_permissions import OPERATOR, agent_user
 
 __all__ = ["run_demo"]
 
@@ -65,8 +68,8 @@ def make_workspace(root: Path) -> tuple[Path, Path, Path]:
     return sandbox, repo, servers
 
 
-def run_demo(console: Console) -> int:
-    """Run the whole demo; return the process exit code (0 when every step behaved)."""
+def run_demo(console: Console, insecure: bool = False) -> int:
+    """Run the whole demo (NATS secured unless ``insecure``); return the exit code (0 when every step behaved)."""
     root = Path(tempfile.mkdtemp(prefix="toolgate-demo-"))
     sandbox, repo, servers = make_workspace(root)
     console.print(Panel(f"workspace {root}\nsandbox   {sandbox}\ngit repo  {repo}", title="toolgate demo"))
@@ -77,8 +80,10 @@ def run_demo(console: Console) -> int:
     }
     with contextlib.ExitStack() as resources:
         with console.status("starting nats-server, redis-server and the five services…"):
-            stack = resources.enter_context(running_stack(root / "state", env))
+            stack = resources.enter_context(running_stack(root / "state", env, auth="open" if insecure else "secured"))
         console.print(f"[dim]NATS {stack.nats_url} · Redis {stack.redis_url} · logs {root / 'state' / 'logs'}[/dim]")
+        if stack.credentials is None:
+            console.print(f"[bold red]{INSECURE_STATUS}[/bold red]")
         failures = asyncio.run(_script(console, stack, sandbox, repo))
     console.print("[bold green]demo finished[/bold green]" if not failures else f"[bold red]{failures}[/bold red]")
     return 0 if not failures else 1
@@ -97,7 +102,8 @@ class _Steps:
 
 async def _script(console: Console, stack: Stack, sandbox: Path, repo: Path) -> list[str]:
     steps = _Steps(console)
-    async with await ToolClient.connect(stack.nats_url, AGENT, public_keys=stack.public_keys) as agent:
+    options = stack.connect_options(agent_user(AGENT))
+    async with await ToolClient.connect(stack.nats_url, AGENT, public_keys=stack.public_keys, **options) as agent:
         console.print(tools_table(await agent.list_tools()))
         write_id = await _files(steps, agent, stack, sandbox)
         await _rate_limit(steps, agent)
@@ -124,7 +130,7 @@ async def _files(steps: _Steps, agent: ToolClient, stack: Stack, sandbox: Path) 
     arguments = {"path": "reports/weekly.md", "content": "# Weekly report\nAll systems nominal.\n"}
     request_id = await agent.submit("file_system", "write", arguments, idempotency_key=key)
     approval_id = await _await_approval(stack, request_id)
-    command = f"./dev toolgate approvals approve {approval_id} --as {APPROVER}"
+    command = f"TOOLGATE_STATE_DIR={stack.state_dir} ./dev toolgate approvals approve {approval_id} --as {APPROVER}"
     steps.console.print(f"[bold]write needs approval[/bold] {approval_id}; the approver runs:")
     steps.console.print(f"  $ {command}", soft_wrap=True)
     _cli(stack, "approvals", "approve", approval_id, "--as", APPROVER)
@@ -148,21 +154,27 @@ async def _files(steps: _Steps, agent: ToolClient, stack: Stack, sandbox: Path) 
     return request_id
 
 
+async def _operator(stack: Stack) -> rpc.Bus:
+    return await rpc.Bus.connect(stack.nats_url, OPERATOR, **stack.connect_options(OPERATOR))
+
+
 async def _await_approval(stack: Stack, request_id: str) -> str:
-    nc = await connect_once(stack.nats_url)
+    bus = await _operator(stack)
     try:
         for _ in range(100):
-            for item in await rpc.request(nc, Rpc.APPROVALS_LIST, {}):
+            for item in await rpc.request(bus, Rpc.APPROVALS_LIST, {}):
                 if item["request_id"] == request_id:
                     return str(item["approval_id"])
             await asyncio.sleep(0.1)
     finally:
-        await nc.close()
+        await bus.close()
     raise TimeoutError(f"no approval opened for {request_id}")
 
 
 def _cli(stack: Stack, *args: str) -> None:
-    env = {**os.environ, "NATS_URL": stack.nats_url}
+    """The real ``toolgate`` command on this stack: its identity from the stack's credentials files."""
+    env = {**os.environ, "NATS_URL": stack.nats_url, "TOOLGATE_STATE_DIR": str(stack.state_dir)}
+    env.pop("TOOLGATE_CREDENTIALS", None)
     subprocess.run([sys.executable, "-m", "toolgate.cli", *args], env=env, check=True)
 
 
@@ -191,14 +203,14 @@ async def _mcp(steps: _Steps, agent: ToolClient, repo: Path) -> None:
 
 
 async def _audit(console: Console, stack: Stack, request_id: str) -> None:
-    nc = await connect_once(stack.nats_url)
+    bus = await _operator(stack)
     try:
         for _ in range(50):
-            trail = await rpc.request(nc, Rpc.AUDIT_TRAIL, {"request_id": request_id})
+            trail = await rpc.request(bus, Rpc.AUDIT_TRAIL, {"request_id": request_id})
             if any(r["event_type"] == "receipt.issued" for r in trail["records"]):
                 break
             await asyncio.sleep(0.1)
         console.print(trail_table(request_id, trail["records"]))
     finally:
-        await nc.close()
+        await bus.close()
     _cli(stack, "audit", "verify")

@@ -1,11 +1,16 @@
 """The CLI's requests to the running services (core NATS request/reply).
 
 The approver is the last token of ``tg.approvals.decide.<approver>``; with NATS
-permissions an operator's credentials can publish only their own token.
+permissions an approver's credentials can publish only their own token. nats-py reports
+a refused publish or subscription only to the connection's error callback, never to the
+request that caused it (which would just time out); :class:`Bus` watches that callback
+and ends the request at once with :class:`PermissionRefused`, naming user and subject.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
 
 import msgspec
@@ -13,38 +18,95 @@ import nats
 from nats.aio.client import Client
 
 from toolgate.shared.catalog import TOKEN, Rpc
+from toolgate.shared.connections import connect_once
 
-__all__ = ["BusError", "decide", "request"]
+__all__ = ["Bus", "BusError", "PermissionRefused", "decide", "request"]
+
+_VIOLATION = re.compile(r"permissions violation for (publish|subscription) to \"?([^\"']+)", re.I)
 
 
 class BusError(Exception):
     """A service did not answer, or the request could not be sent."""
 
 
-async def request(nc: Client, subject: str, body: Any, timeout_s: float = 5.0) -> Any:
-    """Send ``body`` as JSON and return the decoded JSON answer.
+class PermissionRefused(BusError):
+    """The NATS server refused this connection's user a publish or a subscription."""
 
-    Raises:
-        BusError: no responder or no answer within ``timeout_s`` seconds.
+
+class Bus:
+    """One CLI connection, and the permission violations the server reported on it.
+
+    Use ``bus = await Bus.connect(url, user, **options)``, ``user`` naming the connection's
+    NATS user in messages (``options`` hold the credentials); ``bus.nc`` is the nats-py client.
     """
-    try:
-        reply = await nc.request(subject, msgspec.json.encode(body), timeout=timeout_s)
-    except nats.errors.NoRespondersError:
-        raise BusError(f"no service answers on {subject}: is `toolgate up` running?") from None
-    except nats.errors.TimeoutError:
-        raise BusError(f"no answer on {subject} within {timeout_s}s") from None
-    return msgspec.json.decode(reply.data)
+
+    def __init__(self, user: str | None) -> None:
+        self.user = user
+        self.nc: Client
+        self._refusal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    @classmethod
+    async def connect(cls, url: str, user: str | None, /, **options: Any) -> Bus:
+        """Connect once (``connect_once``) with ``options``, watching for permission violations.
+
+        Raises:
+            toolgate.shared.connections.NatsUnreachable: no connection (wrong credentials included).
+        """
+        bus = cls(user)
+        bus.nc = await connect_once(url, error_cb=bus._on_error, **options)
+        return bus
+
+    async def _on_error(self, error: Exception) -> None:
+        if (found := _VIOLATION.search(str(error))) and not self._refusal.done():
+            kind = "publish to" if found[1].lower() == "publish" else "subscribe to"
+            who = f"NATS user {self.user}" if self.user else "this connection (no credentials)"
+            self._refusal.set_result(f"permission refused: {who} may not {kind} {found[2]}")
+
+    async def request(self, subject: str, body: Any, timeout_s: float = 5.0) -> Any:
+        """Send ``body`` as JSON and return the decoded JSON answer.
+
+        Raises:
+            PermissionRefused: the server refused this user the subject (or its reply inbox).
+            BusError: no responder or no answer within ``timeout_s`` seconds.
+        """
+        asking = asyncio.ensure_future(self.nc.request(subject, msgspec.json.encode(body), timeout=timeout_s))
+        racing: set[asyncio.Future[Any]] = {asking, self._refusal}
+        await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+        if not asking.done():
+            asking.cancel()
+            raise PermissionRefused(self._refusal.result())
+        try:
+            reply = asking.result()
+        except nats.errors.NoRespondersError:
+            raise BusError(f"no service answers on {subject}: is `toolgate up` running?") from None
+        except nats.errors.TimeoutError:
+            raise BusError(f"no answer on {subject} within {timeout_s}s") from None
+        return msgspec.json.decode(reply.data)
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self.nc.close()
 
 
-async def decide(nc: Client, approver: str, approval_id: str, approve: bool, note: str = "") -> dict[str, Any]:
+async def request(bus: Bus, subject: str, body: Any, timeout_s: float = 5.0) -> Any:
+    """``bus.request``: send ``body`` as JSON and return the decoded answer (see :meth:`Bus.request`)."""
+    return await bus.request(subject, body, timeout_s)
+
+
+async def decide(bus: Bus, approver: str, approval_id: str, approve: bool, note: str = "") -> dict[str, Any]:
     """Approve or reject ``approval_id`` as ``approver``.
 
     Raises:
         ValueError: ``approver`` is not a valid identity token.
+        PermissionRefused: the connection's user may not answer as ``approver`` (says so).
         BusError: the approvals service did not answer.
     """
     if not TOKEN.match(approver):
         raise ValueError(f"approver {approver!r} must match {TOKEN.pattern}")
     body = {"approval_id": approval_id, "approve": approve, "note": note}
-    answer: dict[str, Any] = await request(nc, Rpc.approvals_decide(approver), body)
+    try:
+        answer: dict[str, Any] = await request(bus, Rpc.approvals_decide(approver), body)
+    except PermissionRefused as refused:
+        hint = f"--as {approver} answers as NATS user approver-{approver}: it needs {approver}'s own credentials"
+        raise PermissionRefused(f"{refused}; {hint}") from None
     return answer

@@ -3,10 +3,12 @@
 When ``NATS_URL`` / ``REDIS_URL`` are unset, a nats-server (JetStream) and a
 redis-server are started on free loopback ports under the state directory.
 
-Two NATS modes (:data:`AuthMode`): ``open`` runs nats-server without users (anyone may
-do anything); ``secured`` runs it with the users and permissions of
-:mod:`toolgate.shared.nats_permissions` for the stack's principal directory, fresh
-passwords, and each service connected as its own user.
+Two NATS modes (:data:`AuthMode`): ``secured`` (the default) runs nats-server with the
+users and permissions of :mod:`toolgate.shared.nats_permissions` for the stack's principal
+directory, each service connected as its own user, and writes one credentials file per
+agent, approver and the operator into ``<state_dir>/credentials/`` (passwords kept from
+an earlier start); ``open`` runs it without users (anyone may do anything) and is only
+ever asked for explicitly (``--insecure``).
 """
 
 from __future__ import annotations
@@ -29,16 +31,16 @@ import nats
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
-from toolgate.cli.credentials import BusCredentials, stack_directory, write_private
+from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_directory, write_private
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import connect_once
 from toolgate.shared.keyring import PUBLIC, lay_out_keys
 from toolgate.shared.listing import Readiness
-from toolgate.shared.nats_permissions import ADMIN
+from toolgate.shared.nats_permissions import OPERATOR
 from toolgate.shared.servers import ServerProcess, nats_server, redis_server
 
-__all__ = ["DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "running_stack"]
+__all__ = ["DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "credentials_dir", "running_stack"]
 
 DEPLOY_DIR = Path(os.environ.get("TOOLGATE_DEPLOY_DIR") or Path(__file__).resolve().parents[4] / "deploy")
 """The default policy, principal directory and tool descriptors (``TOOLGATE_DEPLOY_DIR`` overrides)."""
@@ -49,7 +51,7 @@ SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 log = logging.getLogger("toolgate.stack")
 
 AuthMode = Literal["open", "secured"]
-"""``open``: nats-server without users; ``secured``: one user per service, agent and approver."""
+"""``secured``: one NATS user per service, agent, approver and the operator; ``open``: no users."""
 
 _CONSUMERS = {
     "policy": catalog.POLICY_CONSUMER,
@@ -171,10 +173,17 @@ class PolicyNotReady(RuntimeError):
     """The policy service runs but has no valid, non-empty policy: every request would be denied."""
 
 
+def credentials_dir(state_dir: Path) -> Path:
+    """The client credentials files of a secured stack: ``<state_dir>/credentials``."""
+    return state_dir / "credentials"
+
+
 async def wait_ready(
     stack: Stack, services: tuple[str, ...], timeout_s: float = 60.0, *, policy_required: bool = True
 ) -> None:
-    """Wait until each service answers (registry) or pulls from its consumer (the others), watching as ``admin``.
+    """Wait until each service answers (registry, asked as the operator) or pulls from its consumer.
+
+    A consumer is looked at as its own service's user, the only one with that right.
 
     The policy service must then also answer ``tg.policy.ready`` with ``ready``; with
     ``policy_required=False`` its reason is only logged.
@@ -183,25 +192,30 @@ async def wait_ready(
         RuntimeError: a service exited; TimeoutError: not ready in ``timeout_s`` seconds.
         PolicyNotReady: the policy service holds no usable policy (the message says why).
     """
-    nc = await connect_once(stack.nats_url, **stack.connect_options(ADMIN))
-    try:
-        deadline = time.monotonic() + timeout_s
-        for service in services:
+    deadline = time.monotonic() + timeout_s
+    for service in services:
+        watcher = OPERATOR if service == "registry" else service
+        nc = await connect_once(stack.nats_url, **stack.connect_options(watcher))
+        try:
             while not await _ready(nc, service):
                 if dead := stack.dead():
                     raise RuntimeError(f"{', '.join(dead)} exited; see {stack.state_dir / 'logs'}")
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{service} not ready after {timeout_s}s")
                 await asyncio.sleep(0.1)
-            if service == "policy":
-                await _policy_ready(nc, policy_required)
+        finally:
+            await nc.close()
+        if service == "policy":
+            await _policy_ready(stack, policy_required)
+
+
+async def _policy_ready(stack: Stack, required: bool) -> None:
+    """Ask ``tg.policy.ready`` as the operator; raise (or log) its reason when no usable policy is loaded."""
+    nc = await connect_once(stack.nats_url, **stack.connect_options(OPERATOR))
+    try:
+        reply = await nc.request(Rpc.POLICY_READY, b"{}", timeout=5)
     finally:
         await nc.close()
-
-
-async def _policy_ready(nc: Client, required: bool) -> None:
-    """Ask ``tg.policy.ready``; raise (or log) its reason when no usable policy is loaded."""
-    reply = await nc.request(Rpc.POLICY_READY, b"{}", timeout=5)
     readiness = msgspec.json.decode(reply.data, type=Readiness)
     if readiness.ready:
         return
@@ -271,8 +285,13 @@ def _url(server: ServerProcess | str) -> str:
     return server if isinstance(server, str) else server.url
 
 
-def _secure(state_dir: Path, extra_env: dict[str, str], auth: AuthMode) -> tuple[BusCredentials | None, Path | None]:
+def _secure(
+    state_dir: Path, extra_env: dict[str, str], auth: AuthMode, admin: bool
+) -> tuple[BusCredentials | None, Path | None]:
     """Credentials and the nats-server config file of a ``secured`` stack; ``(None, None)`` when ``open``.
+
+    Writes the clients' credentials files (:func:`credentials_dir`), keeping the passwords
+    of the files an earlier start wrote, so a connected agent's file stays valid.
 
     Raises:
         RuntimeError: ``secured`` with ``NATS_URL`` set (an outside server has other users).
@@ -283,7 +302,10 @@ def _secure(state_dir: Path, extra_env: dict[str, str], auth: AuthMode) -> tuple
         return None, None
     if os.environ.get("NATS_URL"):
         raise RuntimeError("a secured stack starts its own nats-server: unset NATS_URL")
-    credentials, config = BusCredentials.generate(stack_directory({**config_env(), **extra_env}))
+    folder = credentials_dir(state_dir)
+    directory = stack_directory({**config_env(), **extra_env})
+    credentials, config = BusCredentials.generate(directory, admin=admin, keep=kept_passwords(folder))
+    credentials.write_files(folder)
     return credentials, write_private(state_dir / "nats-auth.conf", config)
 
 
@@ -291,19 +313,23 @@ def _secure(state_dir: Path, extra_env: dict[str, str], auth: AuthMode) -> tuple
 def running_stack(
     state_dir: Path,
     extra_env: dict[str, str] | None = None,
-    auth: AuthMode = "open",
+    auth: AuthMode = "secured",
     redis_persistent: bool = False,
     policy_required: bool = True,
+    admin: bool = False,
 ) -> Iterator[Stack]:
     """Servers, keys and all five services; everything is stopped on exit.
 
     Args:
-        state_dir: keys, logs, server data and (``secured``) the NATS config with its passwords.
+        state_dir: keys, logs, server data and (``secured``) the NATS config with its
+            passwords and the clients' credentials files.
         extra_env: service environment on top of :func:`base_env`.
-        auth: ``open`` or ``secured`` (see :data:`AuthMode`).
+        auth: ``secured`` or ``open`` (see :data:`AuthMode`).
         redis_persistent: see :func:`running_servers`.
         policy_required: a policy service without a usable policy fails the start
             (:class:`PolicyNotReady`); ``False`` only logs it (a stack that must deny everything).
+        admin: ``secured`` only: also the all-rights ``admin`` user (test observers, the
+            bench's bare echo); never for a stack people work with.
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
@@ -312,7 +338,7 @@ def running_stack(
     with contextlib.ExitStack() as held:
         held.enter_context(_only_stack_on(state_dir))
         lay_out_keys(state_dir / "keys")
-        credentials, nats_config = _secure(state_dir, extra_env or {}, auth)
+        credentials, nats_config = _secure(state_dir, extra_env or {}, auth, admin)
         servers = held.enter_context(running_servers(state_dir, nats_config, redis_persistent))
         nats_url, redis_url = _url(servers["nats"]), _url(servers["redis"])
         stack = Stack(state_dir, nats_url, redis_url, base_env(state_dir, nats_url, redis_url, extra_env or {}))

@@ -38,6 +38,8 @@ from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
 from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested, decode_untrusted
+from toolgate.shared.nats_credentials import load_credentials
+from toolgate.shared.nats_permissions import agent_user
 from toolgate.shared.signing import load_public_key, verify_body
 
 __all__ = [
@@ -93,6 +95,19 @@ class _Listing(msgspec.Struct):
     descriptor: ToolDescriptor | None = None
 
 
+def _agent_credentials(path: str | Path, principal: str) -> dict[str, str]:
+    """The file's ``nats.connect`` options, if they are the credentials of ``principal``'s agent user.
+
+    Raises:
+        CredentialsInvalid: as :func:`load_credentials`.
+        ValueError: the file's user is not ``agent-<principal>``.
+    """
+    options = load_credentials(path)
+    if options["user"] != agent_user(principal):
+        raise ValueError(f"{path} holds the credentials of {options['user']}, not of {agent_user(principal)}")
+    return options
+
+
 class ToolClient:
     """An agent's connection to toolgate.
 
@@ -123,19 +138,22 @@ class ToolClient:
         url: str,
         principal: str,
         *,
+        credentials: str | Path | None = None,
         public_keys: Path | None = None,
         verify_receipts: bool = True,
         sealing_key: str | None = None,
         **options: Any,
     ) -> ToolClient:
-        """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, …).
+        """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, tls, …).
 
         Defaults: 5 s connect timeout, then up to 30 attempts one second apart (for the first
         connection and for each reconnection), each failure logged as one warning line.
 
         Args:
-            url: the NATS server URL (credentials may be in it).
-            principal: the agent's principal.
+            url: the NATS server (``toolgate up`` prints it).
+            principal: the agent's principal (it publishes on ``tg.req.<principal>``).
+            credentials: a credentials file (``.toolgate/credentials/agent-<principal>.json``,
+                :mod:`toolgate.shared.nats_credentials`): its user, password and inbox prefix.
             public_keys: directory of the gateway's public keys (``toolgate up``:
                 ``.toolgate/keys/public``; default ``$TOOLGATE_PUBLIC_KEYS_DIR``): the
                 executor's ``receipts.pub`` verifies receipts, its ``sealing.pub`` is what
@@ -143,16 +161,20 @@ class ToolClient:
             verify_receipts: ``False`` accepts unsigned receipts (logged loudly; never in production).
             sealing_key: the executor's sealing public key (base64) instead of ``sealing.pub``
                 (:mod:`toolgate.sdk.sealing` names the environment fallbacks).
-            options: further ``nats.connect`` keyword arguments.
+            options: more ``nats.connect`` options; they win over the file's.
 
         Raises:
             ReceiptKeyMissing: no ``receipts.pub`` and ``verify_receipts`` is true.
-            ValueError: ``receipts.pub`` is not a base64 Ed25519 public key.
+            toolgate.shared.nats_credentials.CredentialsInvalid: the file cannot be used.
+            ValueError: ``receipts.pub`` is not a base64 Ed25519 public key; the credentials
+                file is another agent's (``agent-<other>``), or not an agent's.
             nats.errors.NoServersError: the server could not be reached.
             OSError / ValueError: a sealing key is named but unreadable or invalid.
         """
         key = _receipts_key(public_keys, verify_receipts)
         sealer_key = find_sealing_key(public_keys, sealing_key)
+        if credentials is not None:
+            options = {**_agent_credentials(credentials, principal), **options}
         defaults: dict[str, Any] = {
             "connect_timeout": 5.0,
             "max_reconnect_attempts": 30,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import ssl
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -14,7 +17,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from toolgate.shared.settings import ServiceSettings
 
-__all__ = ["NatsUnreachable", "connect_once", "redact", "redis_client"]
+__all__ = ["CA_FILE_ENV", "NatsUnreachable", "connect_once", "redact", "redis_client", "tls_options", "warn_if_open"]
+
+CA_FILE_ENV = "TOOLGATE_NATS_CA_FILE"
+"""The environment variable naming the CA (PEM) that NATS clients verify the server with."""
 
 
 class NatsUnreachable(Exception):
@@ -39,11 +45,40 @@ async def connect_once(url: str, timeout_s: float = 3.0, **options: Any) -> Clie
         NatsUnreachable: no connection within ``timeout_s`` seconds.
     """
     settings: dict[str, Any] = {"allow_reconnect": False, "max_reconnect_attempts": 1, "reconnect_time_wait": 0.2}
+    settings["error_cb"] = _quiet
     try:
-        return await nats.connect(url, connect_timeout=timeout_s, error_cb=_quiet, **{**settings, **options})
+        return await nats.connect(url, connect_timeout=timeout_s, **{**settings, **options})
     except (OSError, nats.errors.Error) as error:
         reason = str(error) or type(error).__name__
         raise NatsUnreachable(redact(f"cannot reach NATS at {url}: {reason}")) from None
+
+
+def tls_options(ca_file: str | Path | None) -> dict[str, Any]:
+    """``nats.connect`` options for a TLS connection whose server certificate ``ca_file`` signed.
+
+    With a CA file the client opens TLS before it sends anything (``tls_handshake_first``,
+    nats-server 2.10.4+: the server's ``tls {}`` block needs ``handshake_first: true``), so
+    a server, or a man in the middle, that does not offer TLS never sees the password.
+    The certificate must name the URL's host (Python ``ssl`` hostname check, RFC 6125).
+    Without a CA file: no options (a plain connection).
+
+    Raises:
+        OSError / ssl.SSLError: ``ca_file`` cannot be read or holds no certificate.
+    """
+    if not ca_file:
+        return {}
+    return {"tls": ssl.create_default_context(cafile=str(ca_file)), "tls_handshake_first": True}
+
+
+def warn_if_open(nc: Client, log: logging.Logger) -> None:
+    """Log a warning when the connected NATS server asks for no credentials (anyone may do anything).
+
+    Read from the server's INFO (``auth_required``, NATS client protocol), which nats-py
+    keeps but does not expose.
+    """
+    if not getattr(nc, "_server_info", {}).get("auth_required"):
+        server = nc.connected_url.netloc.rpartition("@")[2] if nc.connected_url else "?"
+        log.warning("INSECURE: NATS at %s requires no credentials: any client may publish and read anything", server)
 
 
 def redis_client(settings: ServiceSettings) -> aioredis.Redis:

@@ -15,6 +15,8 @@ The users:
   reads only its own receipts and stored results;
 - ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
   only as ``<n>`` (``tg.approvals.decide.<n>``), and watch and list alarms;
+- ``operator``: the operator's CLI (registry listing, lookup and publishing, the list of
+  pending approvals, the audit trail, its verification and export, alarms); answers no approval;
 - ``admin`` with every right, only when asked for (a test observer).
 
 The prefixes keep an agent and an approver of the same name apart. Every client that is
@@ -36,13 +38,26 @@ from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 
-__all__ = ["ADMIN", "SERVICES", "NatsUser", "Rule", "agent_user", "approver_user", "nats_users", "private_inbox"]
+__all__ = [
+    "ADMIN",
+    "OPERATOR",
+    "SERVICES",
+    "NatsUser",
+    "Rule",
+    "agent_user",
+    "approver_user",
+    "nats_users",
+    "private_inbox",
+]
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 """The service users; each is also the service's name."""
 
 ADMIN = "admin"
 """The user with every right, generated only on request."""
+
+OPERATOR = "operator"
+"""The operator's user: registry, approvals list and audit requests; never an approval answer."""
 
 SERVICE_INBOXES = "_INBOX.>"
 """Replies to the services, which keep nats-py's default inbox prefix."""
@@ -156,7 +171,8 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
         admin: also generate :data:`ADMIN`, which may publish and subscribe everything.
 
     Returns:
-        The users in a stable order: services, approvers, agents (each sorted), then admin.
+        The users in a stable order: services, the operator, approvers, agents (each
+        sorted), then admin.
 
     Raises:
         DirectoryInvalid: a principal or approver name is not one subject token.
@@ -165,11 +181,12 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
     agents = tuple(agent_user(p) for p in sorted(directory.principals))
     approvers = tuple(approver_user(n) for n in sorted(directory.approvers))
     users = (
-        _registry(approvers + agents),
-        _policy(approvers + agents),
-        _approvals(approvers),
+        _registry((OPERATOR, *approvers, *agents)),
+        _policy((OPERATOR, *approvers, *agents)),
+        _approvals((OPERATOR, *approvers)),
         _executor(),
-        _audit(approvers),
+        _audit((OPERATOR, *approvers)),
+        _operator(),
         *(_approver(name) for name in sorted(directory.approvers)),
         *(_agent(principal) for principal in sorted(directory.principals)),
     )
@@ -228,7 +245,7 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
     )
 
 
-def _approvals(approvers: tuple[str, ...]) -> NatsUser:
+def _approvals(clients: tuple[str, ...]) -> NatsUser:
     return NatsUser(
         name="approvals",
         title="approvals: decisions in, approval requests and signed outcomes out",
@@ -239,7 +256,7 @@ def _approvals(approvers: tuple[str, ...]) -> NatsUser:
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy"),
             _reports("approvals"),
-            *_replies_to(approvers),
+            *_replies_to(clients),
         ),
         subscribe=(
             Rule(Rpc.APPROVALS_LIST),
@@ -270,7 +287,7 @@ def _executor() -> NatsUser:
     )
 
 
-def _audit(approvers: tuple[str, ...]) -> NatsUser:
+def _audit(clients: tuple[str, ...]) -> NatsUser:
     return NatsUser(
         name="audit",
         title="audit: every stream event in; trail, verify and alarms answered",
@@ -279,12 +296,29 @@ def _audit(approvers: tuple[str, ...]) -> NatsUser:
             Rule(_api("STREAM.INFO", catalog.STREAM), "verify: how far the stream is ahead"),
             _reports("audit"),
             Rule(Subjects.ALARMS, "an alarm for each recorded security event (only the audit)"),
-            *_replies_to(approvers),
+            *_replies_to(clients),
         ),
         subscribe=(
             *(Rule(subject) for subject in (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT, Rpc.AUDIT_ALARMS)),
             Rule(SERVICE_INBOXES),
         ),
+    )
+
+
+def _operator() -> NatsUser:
+    inbox = private_inbox(OPERATOR)
+    return NatsUser(
+        name=OPERATOR,
+        title="operator: the registry, pending approvals, the audit and its alarms; answers no approval",
+        publish=(
+            *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)),
+            Rule(Rpc.REGISTRY_PUBLISH, "publishing tools is the operator's (no agent has it)"),
+            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
+            Rule(Rpc.AUDIT_ALARMS, "recent security events"),
+        ),
+        subscribe=(Rule(f"{inbox}.>"), Rule(Subjects.ALARMS, "watches alarms as they are raised")),
+        inbox_prefix=inbox,
+        notes=(f'Connect with inbox_prefix=b"{inbox}".',),
     )
 
 

@@ -18,8 +18,10 @@ from typing import Generic, TypeVar
 from faststream import FastStream
 from faststream.nats import NatsBroker, NatsMessage, NatsRouter
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
+from faststream.nats.security import NatsSecurity
 from nats.js import JetStreamContext
 
+from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.shared.handling import Consumer, DurableWorker
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.settings import ServiceSettings
@@ -106,12 +108,19 @@ def new_broker(service: str, settings: ServiceSettings, reporter: SecurityReport
         middlewares.append(NatsTelemetryMiddleware(tracer_provider=provider))
     return NatsBroker(
         settings.nats_url,
+        security=_security(settings),
         graceful_timeout=10.0,
         middlewares=middlewares,
         max_reconnect_attempts=-1,
         error_cb=reporter.on_error if reporter else None,
         log_level=logging.DEBUG,  # per-message "Received/Processed" lines; service events log at INFO
     )
+
+
+def _security(settings: ServiceSettings) -> NatsSecurity | None:
+    """TLS from the first byte, verified with ``TOOLGATE_NATS_CA_FILE`` (see :func:`tls_options`); else none."""
+    options = tls_options(settings.nats_ca_file)
+    return NatsSecurity(ssl_context=options["tls"], tls_handshake_first=True) if options else None
 
 
 @dataclass
@@ -143,6 +152,7 @@ def new_app(
     @app.on_startup
     async def connect() -> None:
         await broker.connect()
+        warn_if_open(broker.connection, log)
         js = broker.connection.jetstream()
         if plan.reporter:
             plan.reporter.attach(js)

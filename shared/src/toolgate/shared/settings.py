@@ -25,6 +25,12 @@ class ServiceSettings(BaseSettings):
         validation_alias=AliasChoices("NATS_URL"),
         description="NATS server URL (JetStream enabled). Env: NATS_URL.",
     )
+    nats_ca_file: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("TOOLGATE_NATS_CA_FILE"),
+        description="CA certificate (PEM) the NATS server's certificate is verified with; set: TLS from the "
+        "first byte (the server needs tls { handshake_first: true }). Env: TOOLGATE_NATS_CA_FILE.",
+    )
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
         validation_alias=AliasChoices("REDIS_URL"),
