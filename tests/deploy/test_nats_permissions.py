@@ -61,7 +61,7 @@ RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
     "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY),
     "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
-    "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS),
+    "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     # family: (subject for a fresh token, the only user that may publish it)
