@@ -60,6 +60,11 @@ class Up:
     def credentials(self) -> Path:
         return self.state / "credentials"
 
+    @property
+    def public_keys(self) -> Path:
+        """Every public key ``up`` laid out (receipts, sealing, …)."""
+        return self.state / "keys" / "public"
+
     def text(self) -> str:
         return self.output.read_text(errors="replace")
 
@@ -160,22 +165,31 @@ async def test_each_credentials_file_connects_and_nothing_else_does(up: Up, user
 
 
 async def test_the_printed_agent_connection_works(up: Up) -> None:
-    printed = re.search(r"export NATS_URL=(\S+) AGENT_CREDENTIALS=(\S+)", up.text())
+    printed = re.search(r"export NATS_URL=(\S+) AGENT_CREDENTIALS=(\S+) TOOLGATE_PUBLIC_KEYS_DIR=(\S+)", up.text())
     assert printed, up.text()
     assert 'ToolClient.connect(os.environ["NATS_URL"], "demo-agent", credentials=os.environ["AGENT_CREDENTIALS"])' in (
         up.text()
     )
-    url, credentials = printed[1], printed[2]
+    url, credentials, keys = printed[1], printed[2], Path(printed[3])
     assert Path(credentials) == up.credentials / "agent-demo-agent.json"
+    assert sorted(path.name for path in keys.iterdir()) == [
+        "approvals.pub",
+        "operator.pub",
+        "policy.pub",
+        "receipts.pub",
+        "sealing.pub",
+    ]
     (up.state / "sandbox" / "hello.txt").write_text("hello\n")
-    async with await ToolClient.connect(url, "demo-agent", credentials=credentials) as agent:
+    async with await ToolClient.connect(url, "demo-agent", credentials=credentials, public_keys=keys) as agent:
         receipt = await agent.invoke("file_system", "read", {"path": "hello.txt"}, timeout_s=30)
     assert receipt.outcome.value == "succeeded", receipt.reason
 
 
 async def test_an_agents_credentials_act_for_that_agent_only(up: Up) -> None:
     with pytest.raises(ValueError, match="agent-ops-agent, not of agent-demo-agent"):
-        await ToolClient.connect(up.nats_url, "demo-agent", credentials=up.credentials / "agent-ops-agent.json")
+        await ToolClient.connect(
+            up.nats_url, "demo-agent", credentials=up.credentials / "agent-ops-agent.json", public_keys=up.public_keys
+        )
 
 
 async def _pending_approval(up: Up, request_id: str) -> str:
@@ -202,7 +216,9 @@ HOLDERS = {
 
 async def test_only_alices_credentials_answer_as_alice(up: Up) -> None:
     credentials = up.credentials / "agent-demo-agent.json"
-    async with await ToolClient.connect(up.nats_url, "demo-agent", credentials=credentials) as agent:
+    async with await ToolClient.connect(
+        up.nats_url, "demo-agent", credentials=credentials, public_keys=up.public_keys
+    ) as agent:
         arguments = {"path": "approved.txt", "content": "approved by alice\n"}
         request_id = await agent.submit("file_system", "write", arguments)
         approval_id = await _pending_approval(up, request_id)
@@ -247,7 +263,7 @@ def test_a_credentials_file_others_may_read_is_refused(up: Up, tmp_path: Path) -
 @pytest.mark.parametrize(
     ("args", "shows", "agent_may"),
     [
-        (("tools", "list"), "file_system", True),
+        (("tools", "list"), "file_system", False),  # an agent lists only its own tools (tg.tools.list.<p>)
         (("approvals", "list"), "", False),
         (("audit", "verify"), "audit chain intact", False),
     ],
