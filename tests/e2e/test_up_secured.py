@@ -172,13 +172,7 @@ async def test_the_printed_agent_connection_works(up: Up) -> None:
     )
     url, credentials, keys = printed[1], printed[2], Path(printed[3])
     assert Path(credentials) == up.credentials / "agent-demo-agent.json"
-    assert sorted(path.name for path in keys.iterdir()) == [
-        "approvals.pub",
-        "operator.pub",
-        "policy.pub",
-        "receipts.pub",
-        "sealing.pub",
-    ]
+    assert keys == up.public_keys
     (up.state / "sandbox" / "hello.txt").write_text("hello\n")
     async with await ToolClient.connect(url, "demo-agent", credentials=credentials, public_keys=keys) as agent:
         receipt = await agent.invoke("file_system", "read", {"path": "hello.txt"}, timeout_s=30)
