@@ -103,6 +103,8 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
         timeout_s: the descriptor's per-call timeout, seconds.
         version_pinned: the request named its version (``False``: it asked for the
             latest, so a newer version published before the call runs supersedes it).
+        retry_after_s: for a ``rate_limited`` denial, seconds until the call would fit
+            the rate again; else ``None``.
         signature: base64 Ed25519 signature over the canonical event without it.
     """
 
@@ -118,6 +120,7 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
     approver_role: str | None = None
     timeout_s: float | None = None
     version_pinned: bool = False
+    retry_after_s: float | None = None
     signature: str = ""
 
 
@@ -197,6 +200,8 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
         effect_id: identity of the effect (``<principal>:<idempotency_key>``), when it ran.
         replay_of: request id whose stored receipt this one replays.
         duration_ms: execution time of the tool, milliseconds.
+        retry_after_s: for a ``rate_limited`` receipt, seconds until the same call would
+            fit the rate again (at the decision, or at the re-check of a granted call).
     """
 
     request_id: str
@@ -214,6 +219,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     effect_id: str | None = None
     replay_of: str | None = None
     duration_ms: float | None = None
+    retry_after_s: float | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):

@@ -14,8 +14,10 @@ Order (each step can end the request; later steps never run for an ended request
 6. the Cedar policy (deny ``no_permit`` / ``forbidden`` / ``unknown_principal``) — for a
    replay too: a stored result is returned only to a caller the current policy still lets
    make the call,
-7. the rate limit, consumed only by calls the policy lets through, replays included
-   (deny ``rate_limited``),
+7. admission (:mod:`toolgate.policy.admission`): a call that executes now — Cedar's
+   ``execute`` or a replay — consumes its rate budget, once per request id (deny
+   ``rate_limited`` with ``retry_after_s``); a call sent to approval consumes nothing
+   until it is admitted at the re-check before its effect,
 8. a completed key executes as ``idempotent_replay`` (no second approval); any other call
    gets Cedar's verdict.
 
@@ -34,8 +36,9 @@ from typing import Any
 
 import msgspec
 
+from toolgate.policy.admission import admit
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
-from toolgate.policy.errors import IndexLost, PolicyError
+from toolgate.policy.errors import IndexLost
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN
@@ -81,9 +84,10 @@ class PolicyPorts:
 
 
 class _Ended(Exception):
-    def __init__(self, verdict: Verdict, reason_code: str, reason: str) -> None:
+    def __init__(self, verdict: Verdict, reason_code: str, reason: str, retry_after_s: float | None = None) -> None:
         super().__init__(reason)
         self.verdict, self.reason_code, self.reason = verdict, reason_code, reason
+        self.retry_after_s = retry_after_s
 
 
 def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
@@ -159,14 +163,10 @@ def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, 
     return outcome
 
 
-async def _limit(principal: str, descriptor: ToolDescriptor, ports: PolicyPorts) -> None:
-    try:
-        result = await ports.limiter.acquire(principal, descriptor.name, descriptor.rate_limit)
-    except PolicyError as error:
-        raise _Ended(Verdict.DENY, error.reason_code, error.reason) from None
-    if not result.allowed:
-        retry = f"retry after {result.retry_after_s:.1f}s"
-        raise _Ended(Verdict.DENY, "rate_limited", f"rate limit of {descriptor.name} reached; {retry}")
+async def _admit(principal: str, descriptor: ToolDescriptor, request: ToolRequested, ports: PolicyPorts) -> None:
+    refused = await admit(principal, descriptor, request.operation, request.request_id, ports.limiter)
+    if refused is not None:
+        raise _Ended(Verdict.DENY, refused.reason_code, refused.reason, refused.retry_after_s)
 
 
 async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
@@ -203,6 +203,7 @@ def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: st
         reason_code=ended.reason_code,
         reason=ended.reason,
         idempotency_key=key,
+        retry_after_s=ended.retry_after_s,
     )
 
 
@@ -230,7 +231,8 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
     }
     replay = await _replay(env.principal, request, digest, ports)
     outcome = _govern(env.principal, descriptor, request, ports)
-    await _limit(env.principal, descriptor, ports)
+    if replay or outcome.verdict is Verdict.EXECUTE:
+        await _admit(env.principal, descriptor, request, ports)
     if replay:
         return _decision(
             env,

@@ -31,3 +31,10 @@ class PolicySettings(ServiceSettings):
         description="Largest accepted tool request body, bytes; larger is refused. "
         "Env: TOOLGATE_POLICY_MAX_REQUEST_BYTES.",
     )
+    admitted_ttl_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="Seconds an admitted request id is remembered, so a redelivered request or a repeated "
+        "re-check never consumes its rate budget twice. Keep it above TOOLGATE_APPROVALS_TTL_S and "
+        "TOOLGATE_EXECUTOR_DECISION_MAX_AGE_S. Env: TOOLGATE_POLICY_ADMITTED_TTL_S.",
+    )
