@@ -15,7 +15,7 @@ import pytest
 
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import load_policy
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex, ReplayState
 from toolgate.policy.recheck import recheck
 from toolgate.shared.descriptors import RateLimit, ToolDescriptor, rate_limit_problem, rate_of
 from toolgate.shared.events import DecisionMade, ToolRequested, encode, request_identity
@@ -60,7 +60,9 @@ def _with(ports: PolicyPorts, descriptor: ToolDescriptor) -> PolicyPorts:
     return PolicyPorts(**{**ports.__dict__, "descriptors": InMemoryDescriptorSource([descriptor])})
 
 
-async def _decide(ports: PolicyPorts, operation: str, rid: str, principal: str = "demo-agent") -> DecisionMade:
+async def _decide(
+    ports: PolicyPorts, operation: str, rid: str, principal: str = "demo-agent", key: str | None = None
+) -> DecisionMade:
     request = ToolRequested(
         event_id=rid,
         occurred_at=NOW,
@@ -68,7 +70,7 @@ async def _decide(ports: PolicyPorts, operation: str, rid: str, principal: str =
         tool="file_system",
         operation=operation,
         arguments=WRITE if operation == "write" else {"path": "a.txt"},
-        idempotency_key=f"k-{rid}",
+        idempotency_key=key or f"k-{rid}",
     )
     data = encode(request)
     return await decide(Envelope(principal=principal, data=data, request_id=request_identity(data, None, 1)), ports)
@@ -124,6 +126,17 @@ async def test_an_operations_own_rate_is_a_budget_of_its_own(ports: PolicyPorts,
     assert lists == ["permitted", "permitted", "rate_limited"]
     assert "file_system.list" in (await _decide(limited, "list", "l9")).reason
     assert await _reads(limited, file_system.rate_limit.calls + 1) == ["permitted"] * 5 + ["rate_limited"]
+
+
+async def test_a_replay_of_a_call_that_needed_approval_takes_the_budget(
+    ports: PolicyPorts, file_system: ToolDescriptor
+) -> None:
+    first = await _decide(ports, "write", "w0")
+    assert first.verdict is Verdict.NEEDS_APPROVAL and first.request_hash is not None
+    done = InMemoryReplayIndex({("demo-agent", "k"): ReplayState(done=True, fingerprint=first.request_hash)})
+    replaying = PolicyPorts(**{**ports.__dict__, "replays": done})
+    codes = [(await _decide(replaying, "write", f"w{n}", key="k")).reason_code for n in range(1, 7)]
+    assert codes == ["idempotent_replay"] * file_system.rate_limit.calls + ["rate_limited"]
 
 
 # --- at the re-check of a granted call ----------------------------------------------------------
