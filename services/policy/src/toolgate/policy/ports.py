@@ -173,7 +173,7 @@ class InMemoryRateLimiter:
         admitted_ttl_s: how long an admitted request id is remembered, seconds.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, admitted_ttl_s: float = 86_400.0) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, admitted_ttl_s: float = 3600.0) -> None:
         self._clock, self._admitted_ttl_us = clock, round(admitted_ttl_s * 1_000_000)
         self._tat_us: dict[str, int] = {}
         self._admitted_until_us: dict[str, int] = {}

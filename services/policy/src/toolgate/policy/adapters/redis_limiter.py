@@ -76,7 +76,7 @@ class RedisRateLimiter:
             above the longest time a request can still be decided or re-checked again.
     """
 
-    def __init__(self, redis: aioredis.Redis, *, timeout_s: float = 0.5, admitted_ttl_s: float = 86_400.0) -> None:
+    def __init__(self, redis: aioredis.Redis, *, timeout_s: float = 0.5, admitted_ttl_s: float = 3600.0) -> None:
         self._script = redis.register_script(ADMIT_LUA)
         self._timeout_s, self._marker_ttl_ms = timeout_s, max(1, round(admitted_ttl_s * 1000))
 
