@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from io import StringIO
 
+import msgspec
 from rich.console import Console
 
-from toolgate.cli.render import alarm_row, alarms_table, approvals_table, trail_table
+from toolgate.cli.render import alarm_row, alarms_table, approvals_table, tools_table, trail_table
 from toolgate.shared.connections import redact as _redact
+from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 HOSTILE = "[/][conceal]hidden[/conceal]\x1b[8mx"
 
@@ -122,3 +125,14 @@ def test_a_sealed_secret_is_shown_as_a_label_never_its_ciphertext() -> None:
         )
     )
     assert "«sealed secret»" in trail and ciphertext[:12] not in trail
+
+
+def test_the_tools_table_shows_the_budget_each_operation_uses() -> None:
+    spec = OperationSpec(
+        input_schema={}, output_schema={}, side_effect_class=SideEffectClass.READ_ONLY, risk_tier=RiskTier.LOW
+    )
+    own = msgspec.structs.replace(spec, rate_limit=RateLimit(calls=2, period_s=10.0))
+    tool = ToolDescriptor(name="t", version="1.0.0", adapter="x", operations={"shared": spec, "limited": own})
+    rows = {line.split("│")[3].strip(): line for line in _render(tools_table([tool])).splitlines() if "│" in line}
+    assert "60/60s" in rows["shared"] and "(own)" not in rows["shared"]
+    assert "2/10s (own)" in rows["limited"]

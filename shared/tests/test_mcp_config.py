@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.shared.mcp_config import McpServerConfig, Override, load_mcp_servers, resolve_command
+from toolgate.shared.descriptors import RateLimit
+from toolgate.shared.mcp_config import (
+    DEFAULT_MCP_RATE_LIMIT,
+    McpServerConfig,
+    Override,
+    load_mcp_servers,
+    resolve_command,
+)
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 VALID = """
@@ -156,3 +163,48 @@ def test_trust_and_the_operators_defaults_are_read(tmp_path: Path) -> None:
         SideEffectClass.REVERSIBLE_WRITE,
         RiskTier.MEDIUM,
     )
+
+
+def test_rate_limits_are_read_per_server_and_per_tool(tmp_path: Path) -> None:
+    text = (
+        '[servers.git]\ncommand = "sh"\nrate_limit = { calls = 100, period_s = 30 }\n'
+        "[servers.git.overrides.git_log]\nrate_limit = { calls = 3, period_s = 1.5 }\n\n"
+        '[servers.time]\ncommand = "sh"\n'
+    )
+    servers = load_mcp_servers(write(tmp_path, text))
+
+    assert servers["git"].rate_limit == RateLimit(calls=100, period_s=30.0)
+    assert servers["git"].overrides["git_log"].rate_limit == RateLimit(calls=3, period_s=1.5)
+    assert servers["time"].rate_limit == DEFAULT_MCP_RATE_LIMIT == RateLimit(calls=30, period_s=60.0)
+
+
+SERVER = '[servers.x]\ncommand = "sh"\n'
+TOOL = SERVER + "[servers.x.overrides.t1]\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        (SERVER + "rate_limit = { calls = 0, period_s = 60 }\n", r"servers\.x\.rate_limit\.calls: must be an integer"),
+        (SERVER + "rate_limit = { calls = -5, period_s = 60 }\n", r"servers\.x\.rate_limit\.calls: .*got -5"),
+        (SERVER + "rate_limit = { calls = 1000001, period_s = 60 }\n", r"servers\.x\.rate_limit\.calls"),
+        (SERVER + "rate_limit = { calls = 2.5, period_s = 60 }\n", r"`servers\.x\.rate_limit\.calls`"),
+        (SERVER + "rate_limit = { calls = true, period_s = 60 }\n", r"`servers\.x\.rate_limit\.calls`"),
+        (SERVER + "rate_limit = { calls = 5, period_s = 0 }\n", r"servers\.x\.rate_limit\.period_s: must be"),
+        (SERVER + "rate_limit = { calls = 5, period_s = -1.0 }\n", r"servers\.x\.rate_limit\.period_s"),
+        (SERVER + "rate_limit = { calls = 5, period_s = nan }\n", r"servers\.x\.rate_limit\.period_s: .*nan"),
+        (SERVER + "rate_limit = { calls = 5, period_s = inf }\n", r"servers\.x\.rate_limit\.period_s: .*inf"),
+        (SERVER + "rate_limit = { calls = 5, period_s = 4e7 }\n", r"servers\.x\.rate_limit\.period_s: .*at most"),
+        (SERVER + 'rate_limit = { calls = 5, period_s = "60" }\n', r"`servers\.x\.rate_limit\.period_s`"),
+        (SERVER + "rate_limit = { calls = 5 }\n", r"servers\.x: .*missing required field `period_s`"),
+        (SERVER + "rate_limit = { calls = 5, period = 60 }\n", r"unknown field `period`.*`servers\.x\.rate_limit`"),
+        (SERVER + "rate_limit = 30\n", r"`servers\.x\.rate_limit`"),
+        (TOOL + "rate_limit = { calls = 0, period_s = 60 }\n", r"servers\.x\.overrides\.t1\.rate_limit\.calls"),
+        (TOOL + "rate_limit = { calls = 1, period_s = 0 }\n", r"servers\.x\.overrides\.t1\.rate_limit\.period_s"),
+        (TOOL + "rate_limit = { calls = 1, per = 2 }\n", r"`servers\.x\.overrides\.t1\.rate_limit`"),
+        (TOOL + 'rate_limit = "10/min"\n', r"`servers\.x\.overrides\.t1\.rate_limit`"),
+    ],
+)
+def test_a_bad_rate_limit_is_refused_naming_the_field(tmp_path: Path, text: str, pattern: str) -> None:
+    with pytest.raises(ValueError, match=pattern):
+        load_mcp_servers(write(tmp_path, text))

@@ -5,7 +5,7 @@ import jsonschema_rs
 import msgspec
 import pytest
 
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor
+from toolgate.shared.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_of
 from toolgate.shared.mcp_config import McpServerConfig, Override
 from toolgate.shared.mcp_mapping import (
     DRAFT_2020_12,
@@ -87,6 +87,20 @@ def test_descriptor_identity_limits_and_operations() -> None:
     assert descriptor.rate_limit == RateLimit(calls=30, period_s=60.0)
     wire = msgspec.json.encode(descriptor)
     assert msgspec.json.decode(wire, type=ToolDescriptor) == descriptor
+
+
+def test_the_servers_rate_is_shared_and_a_tools_own_rate_is_its_operations() -> None:
+    overrides = {"git_log": Override(rate_limit=RateLimit(calls=2, period_s=10.0))}
+    cfg = config(rate_limit=RateLimit(calls=90, period_s=60.0), overrides=overrides)
+    descriptor = descriptor_from_mcp(cfg, "1.0.0", [tool("git_log", None), tool("git_reset", None)])
+
+    assert descriptor.rate_limit == RateLimit(calls=90, period_s=60.0)
+    assert descriptor.operations["git_log"].rate_limit == RateLimit(calls=2, period_s=10.0)
+    assert descriptor.operations["git_reset"].rate_limit is None
+    assert rate_of(descriptor, "git_log") == ("mcp_git.git_log", RateLimit(calls=2, period_s=10.0))
+    assert rate_of(descriptor, "git_reset") == ("mcp_git", RateLimit(calls=90, period_s=60.0))
+    live = operation_from_mcp(config(), tool("git_log", None))
+    assert operation_changes(descriptor.operations["git_log"], live) == [], "a rate is no tool definition change"
 
 
 def test_stricter_override_is_applied_on_a_trusted_server() -> None:

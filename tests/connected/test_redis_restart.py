@@ -57,7 +57,7 @@ async def test_every_store_answers_its_first_call_after_a_restart(persistent_red
     await approvals.open(_pending("ap-1"))
     calls: list[tuple[str, Any]] = [
         ("replay lookup", lambda: replays.lookup("p", "k")),
-        ("rate limit script", lambda: limiter.acquire("p", "t", RateLimit(calls=100, period_s=60))),
+        ("rate limit script", lambda: limiter.admit("p", "t", RateLimit(calls=100, period_s=60), "r")),
         ("approval read", lambda: approvals.get("ap-1")),
         ("approval list", lambda: approvals.list_pending()),
         ("claim script", lambda: idempotency.claim(ClaimRequest("p", "k2", "fp", "r2", "exec", "n", 60))),

@@ -414,3 +414,19 @@ async def test_granting_and_a_call_the_policy_no_longer_allows_report_nothing(st
     assert (await approvals.answer("alice", rejected)).ok
     await approvals.reporter.flush()
     assert reports == []
+
+
+async def test_an_approval_never_asks_the_policy_to_admit_the_call(store: ApprovalStore, ns: str) -> None:
+    """The rate is taken when the granted call runs (the executor's re-check), not when it is approved."""
+    queries: list[RecheckQuery] = []
+
+    def answer(query: RecheckQuery) -> RecheckAnswer:
+        queries.append(query)
+        return _answer(True)(query)  # type: ignore[no-any-return]
+
+    published: list[tuple[str, Any]] = []
+    approvals = _approvals(store, Clock(), published, InMemoryApprovalsBus(answer=answer))
+    await approvals.on_decision(_decision(ns))
+    command = DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True)
+    assert (await approvals.answer("alice", command)).ok
+    assert [q.admit_request_id for q in queries] == [None]

@@ -47,7 +47,9 @@ class Descriptors:
         return self.by_name.get(tool)
 
 
-def answer_with(allowed: bool, code: str = "still_allowed", key: Ed25519PrivateKey = POLICY) -> Any:
+def answer_with(
+    allowed: bool, code: str = "still_allowed", key: Ed25519PrivateKey = POLICY, retry_after_s: float | None = None
+) -> Any:
     def answer(query: RecheckQuery) -> RecheckAnswer:
         reply = RecheckAnswer(
             request_hash=query.request_hash,
@@ -55,6 +57,8 @@ def answer_with(allowed: bool, code: str = "still_allowed", key: Ed25519PrivateK
             reason_code=code,
             reason=code.replace("_", " "),
             checked_at=datetime.now(UTC),
+            admitted_request_id=query.admit_request_id,
+            retry_after_s=retry_after_s,
         )
         return sign_event(reply, key)
 

@@ -201,13 +201,48 @@ async def test_a_call_the_policy_no_longer_allows_is_denied_at_dispatch(
     assert len(harness.bus.rechecks) == 1
 
 
+async def test_a_grant_over_the_rate_at_the_moment_of_effect_ends_denied_with_retry_after(
+    harness: Any, sandbox: Path
+) -> None:
+    harness.bus.answer = harness.answer_with(False, "rate_limited", retry_after_s=7.25)
+    decision = harness.decision("write", {"path": "q.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
+    assert await harness.executor.on_granted(harness.grant(decision)) is Settle.ACK
+    issued = harness.bus.receipts["r1"]
+    assert (issued.outcome, issued.reason_code, issued.retry_after_s) == (Outcome.DENIED, "rate_limited", 7.25)
+    assert not (sandbox / "q.txt").exists()
+    harness.bus.answer = harness.answer_with(True)
+    later = harness.decision("write", {"path": "q.txt", "content": "x"}, rid="r2", verdict=Verdict.NEEDS_APPROVAL)
+    assert await harness.executor.on_granted(harness.grant(later)) is Settle.ACK
+    assert harness.receipt("r2") == (Outcome.SUCCEEDED, "ok"), "the limited grant kept its idempotency key"
+
+
+async def test_only_a_grant_is_admitted_at_its_recheck(harness: Any) -> None:
+    granted = harness.decision("write", {"path": "s.txt", "content": "x"}, verdict=Verdict.NEEDS_APPROVAL)
+    await harness.executor.on_granted(harness.grant(granted))
+    await harness.executor.on_decision(harness.decision("read", {"path": "a.txt"}, rid="r2", key="k2", age_s=60))
+    assert [q.admit_request_id for q in harness.bus.rechecks] == ["r1", None]
+    assert harness.receipt("r2") == (Outcome.SUCCEEDED, "ok")
+
+
+async def test_a_rate_limited_decision_gives_its_retry_after_to_the_receipt(harness: Any) -> None:
+    decision = msgspec.structs.replace(
+        harness.decision("read", {"path": "a.txt"}, verdict=Verdict.DENY),
+        reason_code="rate_limited",
+        retry_after_s=3.5,
+        signature="",
+    )
+    assert await harness.executor.on_decision(sign_event(decision, harness.policy_key)) is Settle.ACK
+    issued = harness.bus.receipts["r1"]
+    assert (issued.outcome, issued.reason_code, issued.retry_after_s) == (Outcome.DENIED, "rate_limited", 3.5)
+
+
 async def test_a_fresh_decision_is_not_rechecked(harness: Any) -> None:
     harness.bus.answer = harness.answer_with(False, "forbidden")
     await harness.executor.on_decision(harness.decision("read", {"path": "a.txt"}))
     assert harness.receipt("r1") == (Outcome.SUCCEEDED, "ok") and harness.bus.rechecks == []
 
 
-@pytest.mark.parametrize("answer", ["silent", "forged", "other-request", "stale"])
+@pytest.mark.parametrize("answer", ["silent", "forged", "other-request", "stale", "other-admission", "no-admission"])
 async def test_without_a_valid_recheck_answer_nothing_runs_and_the_call_is_retried(
     harness: Any, sandbox: Path, answer: str
 ) -> None:
@@ -216,6 +251,8 @@ async def test_without_a_valid_recheck_answer_nothing_runs_and_the_call_is_retri
         "silent": lambda query: None,
         "forged": harness.answer_with(True, key=Ed25519PrivateKey.generate()),
         "other-request": lambda query: valid(msgspec.structs.replace(query, request_hash="sha256:other")),
+        "other-admission": lambda query: valid(msgspec.structs.replace(query, admit_request_id="r-other")),
+        "no-admission": lambda query: valid(msgspec.structs.replace(query, admit_request_id=None)),
         "stale": lambda query: sign_event(
             msgspec.structs.replace(valid(query), checked_at=harness.clock() - timedelta(hours=1), signature=""),
             harness.policy_key,

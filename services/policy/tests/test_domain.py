@@ -185,7 +185,7 @@ async def test_an_unreadable_idempotency_index_denies(ports: PolicyPorts) -> Non
 
 async def test_limiter_unavailable_denies(ports: PolicyPorts) -> None:
     class Down:
-        async def acquire(self, principal: str, tool: str, rate: RateLimit) -> LimitDecision:
+        async def admit(self, principal: str, bucket: str, rate: RateLimit, request_id: str) -> LimitDecision:
             raise LimiterUnavailable("redis down")
 
     decision = await decide(_env(_request()), PolicyPorts(**{**ports.__dict__, "limiter": Down()}))

@@ -183,7 +183,7 @@ async def test_a_replay_reaches_only_a_caller_the_current_policy_still_allows(
 async def test_replays_use_up_the_rate_limit(ports: PolicyPorts, file_system: ToolDescriptor) -> None:
     replaying = await _completed(ports)
     codes = [
-        (await decide(_env(_body(WRITE, operation="write", request_id=f"r{n}"), "ops-agent"), replaying)).reason_code
+        (await decide(_env(_body(WRITE, operation="write", request_id=f"n{n}"), "ops-agent"), replaying)).reason_code
         for n in range(file_system.rate_limit.calls + 1)
     ]
     assert codes[-1] == "rate_limited" and codes.count("idempotent_replay") == file_system.rate_limit.calls - 1

@@ -17,6 +17,7 @@ from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.app import _publish
 from toolgate.registry.revisions import descriptor_changes, listing_version, next_patch
 from toolgate.registry.service import Registry
+from toolgate.shared.descriptors import RateLimit
 from toolgate.shared.mcp_config import McpServerConfig
 from toolgate.shared.tools_kv import ToolsBucket
 from toolgate.shared.vocabulary import SideEffectClass
@@ -144,3 +145,6 @@ async def test_descriptor_changes_name_operations_and_fields(listing: Listing) -
 
     assert descriptor_changes(before, before) == []
     assert descriptor_changes(before, after) == ["operation other added", "operation touch removed", "timeout_s"]
+    touch = msgspec.structs.replace(before.operations["touch"], rate_limit=RateLimit(calls=1, period_s=1.0))
+    limited = msgspec.structs.replace(before, operations={"touch": touch}, rate_limit=RateLimit(calls=1, period_s=9))
+    assert descriptor_changes(before, limited) == ["touch: rate limit", "rate_limit"]

@@ -12,7 +12,7 @@ from nats.js import JetStreamContext
 from toolgate.registry.domain import parse_descriptor
 from toolgate.registry.errors import PublishRefused
 from toolgate.registry.service import Registry
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor, descriptor_digest
+from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor, descriptor_digest
 from toolgate.shared.tools_kv import ToolsBucket
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
@@ -42,6 +42,31 @@ def test_invalid_descriptors_are_refused(descriptor: ToolDescriptor, code: str) 
     with pytest.raises(PublishRefused) as refused:
         parse_descriptor(msgspec.json.encode(descriptor))
     assert refused.value.reason_code == code
+
+
+@pytest.mark.parametrize(
+    ("rate", "named"),
+    [
+        ({"calls": 0, "period_s": 60}, "operations.get.rate_limit.calls"),
+        ({"calls": 5, "period_s": 0}, "operations.get.rate_limit.period_s"),
+        ({"calls": 5, "period_s": -1}, "operations.get.rate_limit.period_s"),
+        ({"calls": 2_000_000, "period_s": 1}, "operations.get.rate_limit.calls"),
+        ({"calls": 5, "period_s": 1e9}, "operations.get.rate_limit.period_s"),
+    ],
+)
+def test_an_operations_unusable_rate_is_refused_naming_it(rate: dict[str, Any], named: str) -> None:
+    body = msgspec.to_builtins(_descriptor("ok"))
+    body["operations"]["get"]["rate_limit"] = rate
+    with pytest.raises(PublishRefused) as refused:
+        parse_descriptor(msgspec.json.encode(body))
+    assert refused.value.reason_code == "invalid_limits" and refused.value.reason.startswith(named)
+
+
+def test_an_operations_rate_is_kept() -> None:
+    body = msgspec.to_builtins(_descriptor("ok"))
+    body["operations"]["get"]["rate_limit"] = {"calls": 2, "period_s": 10}
+    parsed = parse_descriptor(msgspec.json.encode(body))
+    assert parsed.operations["get"].rate_limit == RateLimit(calls=2, period_s=10.0)
 
 
 def test_malformed_and_oversized_bodies_are_refused() -> None:

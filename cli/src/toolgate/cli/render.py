@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.descriptors import ToolDescriptor, rate_of
 from toolgate.shared.events import ReceiptIssued
 from toolgate.shared.secret_arguments import redact_sealed
 
@@ -51,14 +51,19 @@ def _row(table: Table, *cells: Any) -> None:
 
 
 def tools_table(tools: list[ToolDescriptor]) -> Table:
-    """One row per operation: tool, version, operation, side-effect class, risk tier."""
+    """One row per operation: tool, version, operation, side-effect class, risk tier, rate limit.
+
+    The rate limit is the budget the operation uses (``descriptors.rate_of``): its own,
+    marked ``(own)``, or the tool's shared one.
+    """
     table = Table(title="Registered tools", show_lines=False)
     for column in ("tool", "version", "operation", "side-effect class", "risk", "rate limit"):
         table.add_column(column)
     for tool in tools:
-        rate = f"{tool.rate_limit.calls}/{tool.rate_limit.period_s:g}s"
         for name, spec in sorted(tool.operations.items()):
-            _row(table, tool.name, tool.version, name, spec.side_effect_class.value, spec.risk_tier.value, rate)
+            bucket, rate = rate_of(tool, name)
+            shown = f"{rate.calls}/{rate.period_s:g}s" + (" (own)" if bucket != tool.name else "")
+            _row(table, tool.name, tool.version, name, spec.side_effect_class.value, spec.risk_tier.value, shown)
     return table
 
 

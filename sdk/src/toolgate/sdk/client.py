@@ -379,6 +379,10 @@ class ToolClient:
     ) -> ReceiptIssued:
         """Submit one call and wait for its receipt.
 
+        Returns:
+            The receipt. One that ends ``denied`` with reason code ``rate_limited`` carries
+            ``retry_after_s``: seconds until the same call would fit the rate again.
+
         Raises:
             TimeoutError: no receipt within ``timeout_s`` seconds.
         """

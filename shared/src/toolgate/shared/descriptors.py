@@ -7,6 +7,7 @@ approvals bind to.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -22,6 +23,8 @@ __all__ = [
     "RateLimit",
     "ToolDescriptor",
     "descriptor_digest",
+    "rate_limit_problem",
+    "rate_of",
     "semver_key",
 ]
 
@@ -30,6 +33,17 @@ TOOL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
 
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z")
 """Semantic Versioning 2.0.0 §2 and §9 (build metadata is not accepted: ``+`` is no KV key character)."""
+
+
+class RateLimit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A per-principal rate: ``calls`` per ``period_s`` seconds, burst ``calls``.
+
+    Valid values are checked by :func:`rate_limit_problem` where a rate enters the system
+    (registry publish, MCP servers file).
+    """
+
+    calls: int
+    period_s: float
 
 
 class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -41,6 +55,8 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         side_effect_class: what the operation may change.
         risk_tier: how much harm a misuse can do.
         description: human text shown to agents and approvers.
+        rate_limit: this operation's own per-principal rate (its own budget); ``None``:
+            the operation shares the tool's ``rate_limit`` (:func:`rate_of`).
     """
 
     input_schema: dict[str, Any]
@@ -48,13 +64,7 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     side_effect_class: SideEffectClass
     risk_tier: RiskTier
     description: str = ""
-
-
-class RateLimit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A per-principal, per-tool rate: ``calls`` per ``period_s`` seconds, burst ``calls``."""
-
-    calls: int
-    period_s: float
+    rate_limit: RateLimit | None = None
 
 
 class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -66,7 +76,7 @@ class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
         adapter: how the executor reaches the tool: ``"file_system"`` or ``"mcp:<server>"``.
         operations: operation name to its :class:`OperationSpec`.
         timeout_s: wall-clock limit of one call, seconds.
-        rate_limit: per-principal rate for this tool.
+        rate_limit: per-principal rate shared by the operations without their own.
         description: human text.
     """
 
@@ -77,6 +87,41 @@ class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     timeout_s: float = 30.0
     rate_limit: RateLimit = RateLimit(calls=60, period_s=60.0)
     description: str = ""
+
+
+MAX_RATE_CALLS = 1_000_000
+"""Largest ``calls`` of a rate."""
+MAX_RATE_PERIOD_S = 31_536_000.0
+"""Longest ``period_s`` of a rate, seconds (365 days): GCRA times stay exact in microseconds."""
+
+
+def rate_limit_problem(rate: RateLimit) -> str | None:
+    """What is wrong with ``rate``, as ``"<field>: <problem>"``, or ``None`` when it is usable.
+
+    ``calls`` must be an integer from 1 to :data:`MAX_RATE_CALLS`; ``period_s`` a finite
+    number of seconds above 0 and at most :data:`MAX_RATE_PERIOD_S`.
+    """
+    if isinstance(rate.calls, bool) or not 1 <= rate.calls <= MAX_RATE_CALLS:
+        return f"calls: must be an integer from 1 to {MAX_RATE_CALLS}, got {rate.calls!r}"
+    if not (math.isfinite(rate.period_s) and 0 < rate.period_s <= MAX_RATE_PERIOD_S):
+        return f"period_s: must be a number of seconds above 0 and at most {MAX_RATE_PERIOD_S:g}, got {rate.period_s!r}"
+    return None
+
+
+def rate_of(descriptor: ToolDescriptor, operation: str) -> tuple[str, RateLimit]:
+    """The rate budget a call of ``operation`` uses: ``(bucket, rate)``.
+
+    Precedence: the operation's own ``rate_limit`` (bucket ``<tool>.<operation>``, a
+    budget of its own), else the tool's ``rate_limit`` (bucket ``<tool>``, shared by
+    every operation without its own). Tool names hold no ``.``, so the buckets never meet.
+
+    Raises:
+        KeyError: the descriptor has no such operation.
+    """
+    own = descriptor.operations[operation].rate_limit
+    if own is not None:
+        return f"{descriptor.name}.{operation}", own
+    return descriptor.name, descriptor.rate_limit
 
 
 _digests: dict[tuple[str, str], tuple[ToolDescriptor, str]] = {}

@@ -110,6 +110,8 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
             exactly those of a tool or operation that does not exist, and this field and
             ``hidden_reason`` keep what the policy said (e.g. ``no_permit``) for the audit.
         hidden_reason: the policy's own reason, with ``hidden_reason_code``.
+        retry_after_s: for a ``rate_limited`` denial, seconds until the call would fit
+            the rate again; else ``None``.
         signature: base64 Ed25519 signature over the canonical event without it.
     """
 
@@ -127,6 +129,7 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
     version_pinned: bool = False
     hidden_reason_code: str | None = None
     hidden_reason: str | None = None
+    retry_after_s: float | None = None
     signature: str = ""
 
 
@@ -208,6 +211,8 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
         duration_ms: execution time of the tool, milliseconds.
         signature: base64 Ed25519 signature by the executor's receipts key over the canonical
             event without it (:mod:`toolgate.shared.signing`); the SDK and the audit verify it.
+        retry_after_s: for a ``rate_limited`` receipt, seconds until the same call would
+            fit the rate again (at the decision, or at the re-check of a granted call).
     """
 
     request_id: str
@@ -226,6 +231,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     replay_of: str | None = None
     duration_ms: float | None = None
     signature: str = ""
+    retry_after_s: float | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):

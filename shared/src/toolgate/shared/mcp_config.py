@@ -8,9 +8,11 @@ A TOML file (read with the stdlib ``tomllib``) declares each stdio MCP server on
     env = { GIT_TERMINAL_PROMPT = "0" }
     pinned_arguments = { repo_path = "/srv/repo" }   # forced into every call
     trust_hints = true                               # believe the server's tool annotations
+    rate_limit = { calls = 60, period_s = 60 }       # shared by the server's tools (default 30 per 60 s)
     [servers.git.overrides.git_log]                  # per tool: the operator's word
     side_effect_class = "READ_ONLY"
     risk_tier = "low"
+    rate_limit = { calls = 10, period_s = 60 }       # this tool's own budget
 
     [servers.notes]
     command = "notes-mcp"
@@ -19,6 +21,8 @@ A TOML file (read with the stdlib ``tomllib``) declares each stdio MCP server on
 
 The registry turns each server's tool listing into the tool descriptor ``mcp_<server>``;
 the executor starts the same command and forces ``pinned_arguments`` into every call.
+A server's ``rate_limit`` becomes the descriptor's (the budget its tools share); a tool's
+``rate_limit`` becomes its operation's own budget (:func:`toolgate.shared.descriptors.rate_of`).
 How hints, trust, defaults and overrides combine is :mod:`toolgate.shared.mcp_mapping`'s rule.
 """
 
@@ -34,27 +38,40 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from toolgate.shared.descriptors import RateLimit, rate_limit_problem
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
-__all__ = ["SERVER_NAME", "McpServerConfig", "Override", "load_mcp_servers", "resolve_command"]
+__all__ = [
+    "DEFAULT_MCP_RATE_LIMIT",
+    "SERVER_NAME",
+    "McpServerConfig",
+    "Override",
+    "load_mcp_servers",
+    "resolve_command",
+]
 
 _T = TypeVar("_T")
 
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}\Z")
 """What an MCP server name may be; ``mcp_<name>`` is then a valid tool name."""
 
+DEFAULT_MCP_RATE_LIMIT = RateLimit(calls=30, period_s=60.0)
+"""The per-principal budget a server's tools share when its table sets no ``rate_limit``."""
+
 
 class Override(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The operator's class or tier for one tool; either field may be omitted.
+    """The operator's class, tier or rate for one tool; each field may be omitted.
 
-    On a server whose hints are trusted it must be at least as strict (same or higher
-    ``rank``) as what the annotations give; on an untrusted server it replaces the
-    server's default and the annotations may still raise it
-    (:mod:`toolgate.shared.mcp_mapping`).
+    On a server whose hints are trusted a class or tier must be at least as strict (same
+    or higher ``rank``) as what the annotations give; on an untrusted server it replaces
+    the server's default and the annotations may still raise it
+    (:mod:`toolgate.shared.mcp_mapping`). A ``rate_limit`` gives the tool a budget of its
+    own instead of the server's shared one.
     """
 
     side_effect_class: SideEffectClass | None = None
     risk_tier: RiskTier | None = None
+    rate_limit: RateLimit | None = None
 
 
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -74,6 +91,8 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         default_side_effect_class: the operator's class for the tools of an untrusted
             server that have no override.
         default_risk_tier: the operator's tier for the same tools.
+        rate_limit: the per-principal budget shared by the server's tools that have no
+            ``rate_limit`` override (default :data:`DEFAULT_MCP_RATE_LIMIT`).
     """
 
     name: str
@@ -85,6 +104,7 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     trust_hints: bool = False
     default_side_effect_class: SideEffectClass = SideEffectClass.IRREVERSIBLE_WRITE
     default_risk_tier: RiskTier = RiskTier.HIGH
+    rate_limit: RateLimit = DEFAULT_MCP_RATE_LIMIT
 
 
 _UNTRUSTED_ONLY = ("default_side_effect_class", "default_risk_tier")
@@ -126,8 +146,11 @@ def load_mcp_servers(path: Path) -> dict[str, McpServerConfig]:
         OSError: the file cannot be read.
         ValueError: invalid TOML, an unknown top-level key, a bad server name, a field
             of the wrong type or an unknown field (the message names it, e.g.
-            ``servers.git.args[0]``), a default class or tier on a server whose hints
-            are trusted (it would be ignored), or a command that cannot be found.
+            ``servers.git.args[0]``), a ``rate_limit`` whose ``calls`` is not an integer
+            from 1 to 1000000 or whose ``period_s`` is not a finite number of seconds
+            above 0 (e.g. ``servers.git.overrides.git_log.rate_limit.calls``), a default
+            class or tier on a server whose hints are trusted (it would be ignored), or a
+            command that cannot be found.
     """
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -150,6 +173,9 @@ def _server(name: str, table: Any, base_dir: Path) -> McpServerConfig:
         raise ValueError(f"{where}.overrides: expected a table of tool tables")
     config = _convert({**table, "name": name, "overrides": {}}, McpServerConfig, where)
     parsed = {tool: _convert(spec, Override, f"{where}.overrides.{tool}") for tool, spec in overrides.items()}
+    _check_rate(config.rate_limit, f"{where}.rate_limit")
+    for tool, override in parsed.items():
+        _check_rate(override.rate_limit, f"{where}.overrides.{tool}.rate_limit")
     try:
         command = resolve_command(config.command, base_dir)
     except ValueError as exc:
@@ -167,6 +193,11 @@ def _check_table(name: str, table: Any, where: str) -> None:
     ignored = [key for key in _UNTRUSTED_ONLY if key in table]
     if table.get("trust_hints") is True and ignored:
         raise ValueError(f"{where}.{ignored[0]}: has no effect when trust_hints = true; use overrides")
+
+
+def _check_rate(rate: RateLimit | None, where: str) -> None:
+    if rate is not None and (problem := rate_limit_problem(rate)):
+        raise ValueError(f"{where}.{problem}")
 
 
 def _convert(value: Any, kind: type[_T], where: str) -> _T:

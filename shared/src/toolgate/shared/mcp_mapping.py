@@ -48,7 +48,7 @@ from typing import Any
 
 import msgspec
 
-from toolgate.shared.descriptors import SEMVER, OperationSpec, RateLimit, ToolDescriptor
+from toolgate.shared.descriptors import SEMVER, OperationSpec, ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig, Override
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
@@ -142,7 +142,9 @@ def descriptor_from_mcp(config: McpServerConfig, server_version: str, tools: lis
         tools: the listed tools; each becomes one operation.
 
     Returns:
-        The descriptor, timeout 30 s, rate limit 30 calls per 60 s.
+        The descriptor, timeout 30 s, the server's ``rate_limit`` (default 30 calls per
+        60 s) shared by the tools, and each tool's ``rate_limit`` override as its
+        operation's own budget.
 
     Raises:
         ValueError: an override is looser than the annotations, or names a tool the
@@ -160,7 +162,7 @@ def descriptor_from_mcp(config: McpServerConfig, server_version: str, tools: lis
         adapter=f"mcp:{config.name}",
         operations={tool.name: operation_from_mcp(config, tool) for tool in tools},
         timeout_s=30.0,
-        rate_limit=RateLimit(calls=30, period_s=60.0),
+        rate_limit=config.rate_limit,
         description=f"Tools of the MCP server {config.name!r} (upstream version {server_version})",
     )
 
@@ -179,6 +181,7 @@ def operation_from_mcp(config: McpServerConfig, tool: McpToolInfo) -> OperationS
         side_effect_class=effect,
         risk_tier=tier,
         description=tool.description,
+        rate_limit=(config.overrides.get(tool.name) or Override()).rate_limit,
     )
 
 

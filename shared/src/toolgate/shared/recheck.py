@@ -32,6 +32,10 @@ class RecheckQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         request_hash: its hash (``events.request_hash``).
         version_pinned: the request named its tool version.
         approver: who granted the approval, when the call runs on a grant.
+        admit_request_id: set by the executor when a granted call is about to run: the
+            call is admitted now, so its rate budget is consumed, at most once per request
+            id however often it is asked; ``None`` (the approvals service on a grant): the
+            rate is not looked at.
     """
 
     principal: str
@@ -39,6 +43,7 @@ class RecheckQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     request_hash: str
     version_pinned: bool = False
     approver: str | None = None
+    admit_request_id: str | None = None
 
 
 class RecheckAnswer(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +57,9 @@ class RecheckAnswer(msgspec.Struct, frozen=True, kw_only=True):
             ``approver_not_entitled``, …).
         reason: human text naming what changed.
         checked_at: when the policy answered, UTC.
+        admitted_request_id: the query's ``admit_request_id``: whose admission the answer
+            is about.
+        retry_after_s: for ``rate_limited``, seconds until the call would fit the rate.
         signature: base64 Ed25519 signature by the policy key.
     """
 
@@ -60,10 +68,18 @@ class RecheckAnswer(msgspec.Struct, frozen=True, kw_only=True):
     reason_code: str
     reason: str
     checked_at: datetime
+    admitted_request_id: str | None = None
+    retry_after_s: float | None = None
     signature: str = ""
 
 
 def valid_answer(answer: RecheckAnswer, query: RecheckQuery, policy_key: Ed25519PublicKey, now: datetime) -> bool:
-    """Whether ``answer`` is the policy's fresh, signed answer about exactly ``query``'s request."""
+    """Whether ``answer`` is the policy's fresh, signed answer about exactly ``query``'s request.
+
+    An answer to an admitting query counts only for the request it admitted (and an answer
+    that admitted nothing never counts as an admission).
+    """
     fresh = abs((now - answer.checked_at).total_seconds()) <= ANSWER_MAX_AGE_S
+    if answer.admitted_request_id != query.admit_request_id:
+        return False
     return fresh and answer.request_hash == query.request_hash and verify_event(answer, policy_key)

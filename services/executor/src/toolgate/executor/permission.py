@@ -4,7 +4,10 @@ In order: a replay decision whose stored receipt is gone runs nothing; an expire
 runs nothing; a decision older than ``decision_max_age_s`` runs nothing; a grant, or a
 decision older than ``recheck_after_s``, is re-checked with the policy service now
 (:mod:`toolgate.shared.recheck`), and runs only when the policy's signed, fresh answer for
-exactly this request hash says it is still allowed. Checked only for a new run, so a
+exactly this request hash says it is still allowed. A grant's re-check is also its
+admission (``admit_request_id``): the policy consumes the call's rate budget then, once
+per request, and a call over the rate ends ``denied`` ``rate_limited`` with
+``retry_after_s`` (the approval is spent with its request). Checked only for a new run, so a
 redelivery after a crash mid-write ends ``uncertain``, never ``denied``.
 """
 
@@ -14,6 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -27,8 +31,14 @@ __all__ = ["Permission", "RecheckUnavailable", "Stop"]
 
 log = logging.getLogger("toolgate.executor")
 
-Stop = tuple[Outcome, str, str]
-"""How a request ends without running: ``(outcome, reason_code, reason)``."""
+
+class Stop(NamedTuple):
+    """How a request ends without running."""
+
+    outcome: Outcome
+    reason_code: str
+    reason: str
+    retry_after_s: float | None = None
 
 
 class RecheckUnavailable(Exception):
@@ -57,18 +67,18 @@ class Permission:
         answer = await self._recheck(decision, grant)
         if answer.allowed:
             return None
-        return Outcome.DENIED, answer.reason_code, f"not run: {answer.reason}"
+        return Stop(Outcome.DENIED, answer.reason_code, f"not run: {answer.reason}", answer.retry_after_s)
 
     def _barred(self, decision: DecisionMade, grant: ApprovalGranted | None) -> Stop | None:
         now = self.clock()
         if decision.reason_code == "idempotent_replay":
             reason = "the key's stored receipt is gone (expired): nothing ran; retry with a new idempotency key"
-            return Outcome.REFUSED, "replay_record_missing", reason
+            return Stop(Outcome.REFUSED, "replay_record_missing", reason)
         if grant is not None and grant.expires_at <= now:
-            return Outcome.DENIED, "approval_expired", "the approval expired before use"
+            return Stop(Outcome.DENIED, "approval_expired", "the approval expired before use")
         if (now - decision.occurred_at).total_seconds() > self.timing.decision_max_age_s:
             reason = f"the decision is older than {self.timing.decision_max_age_s:g}s: nothing ran"
-            return Outcome.DENIED, "decision_expired", reason
+            return Stop(Outcome.DENIED, "decision_expired", reason)
         return None
 
     def _needs_recheck(self, decision: DecisionMade, grant: ApprovalGranted | None) -> bool:
@@ -83,6 +93,7 @@ class Permission:
             request_hash=decision.request_hash or "",
             version_pinned=decision.version_pinned,
             approver=grant.approver if grant else None,
+            admit_request_id=decision.request_id if grant else None,
         )
         answer = await self.bus.recheck(query)
         if answer is None or not valid_answer(answer, query, self.policy_key, self.clock()):

@@ -100,7 +100,7 @@ class Executor:
         if decision.verdict is Verdict.EXECUTE:
             return await self.execute(decision)
         outcome = Outcome.REFUSED if decision.verdict is Verdict.REFUSE else Outcome.DENIED
-        return await self._issue(decision, outcome, decision.reason_code, decision.reason)
+        return await self._issue(decision, outcome, decision.reason_code, decision.reason, decision.retry_after_s)
 
     async def on_granted(self, grant: ApprovalGranted) -> Settlement:
         """Run a granted call after checking the grant binds exactly the decided request."""
@@ -313,9 +313,11 @@ class Executor:
     async def _release(self, decision: DecisionMade) -> None:
         await self.store.release(decision.principal, decision.idempotency_key or "", decision.request_id)
 
-    async def _not_started(self, decision: DecisionMade, outcome: Outcome, code: str, reason: str) -> Settlement:
+    async def _not_started(
+        self, decision: DecisionMade, outcome: Outcome, code: str, reason: str, retry_after_s: float | None = None
+    ) -> Settlement:
         await self._release(decision)
-        return await self._issue(decision, outcome, code, reason)
+        return await self._issue(decision, outcome, code, reason, retry_after_s)
 
     async def _complete(self, decision: DecisionMade, issued: ReceiptIssued) -> Settlement:
         """Store the receipt in the index, then publish it; the stream is the record either way.
@@ -331,8 +333,11 @@ class Executor:
             log.error("%s: receipt not stored in the index (%s); publishing it", decision.request_id, error.reason_code)
         return await self._send(issued)
 
-    async def _issue(self, decision: DecisionMade, outcome: Outcome, code: str, reason: str) -> Settlement:
-        return await self._send(receipt(decision, self.clock(), outcome, code, reason))
+    async def _issue(
+        self, decision: DecisionMade, outcome: Outcome, code: str, reason: str, retry_after_s: float | None = None
+    ) -> Settlement:
+        issued = receipt(decision, self.clock(), outcome, code, reason, retry_after_s=retry_after_s)
+        return await self._send(issued)
 
     async def _send(self, issued: ReceiptIssued) -> Settlement:
         await self.bus.publish_receipt(issued)

@@ -63,7 +63,7 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
         ports = PolicyPorts(
             engine=engine,
             descriptors=await ToolsBucket.open(js),
-            limiter=RedisRateLimiter(redis),
+            limiter=RedisRateLimiter(redis, admitted_ttl_s=settings.admitted_ttl_s),
             replays=RedisReplayIndex(redis),
             clock=clock,
             max_request_bytes=settings.max_request_bytes,

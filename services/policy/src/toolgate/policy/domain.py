@@ -21,8 +21,10 @@ Order (each step can end the request; later steps never run for an ended request
    value; :mod:`toolgate.shared.secret_arguments`),
 6. the idempotency record of the key (other arguments under the same key: refuse
    ``idempotency_key_reused``), then Cedar's verdict for the call,
-7. the rate limit, consumed only by calls the policy lets through, replays included
-   (deny ``rate_limited``),
+7. admission (:mod:`toolgate.policy.admission`): a call that executes now — Cedar's
+   ``execute`` or a replay — consumes its rate budget, once per request id (deny
+   ``rate_limited`` with ``retry_after_s``); a call sent to approval consumes nothing
+   until it is admitted at the re-check before its effect,
 8. a completed key executes as ``idempotent_replay`` (no second approval); any other call
    gets Cedar's verdict.
 
@@ -41,8 +43,9 @@ from typing import Any
 
 import msgspec
 
+from toolgate.policy.admission import admit
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
-from toolgate.policy.errors import IndexLost, PolicyError
+from toolgate.policy.errors import IndexLost
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
 from toolgate.policy.visibility import hidden_from, unknown_operation, unknown_tool
 from toolgate.shared.canonical import unrepresentable
@@ -90,9 +93,17 @@ class PolicyPorts:
 
 
 class _Ended(Exception):
-    def __init__(self, verdict: Verdict, reason_code: str, reason: str, hidden: PolicyOutcome | None = None) -> None:
+    def __init__(
+        self,
+        verdict: Verdict,
+        reason_code: str,
+        reason: str,
+        hidden: PolicyOutcome | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(reason)
         self.verdict, self.reason_code, self.reason, self.hidden = verdict, reason_code, reason, hidden
+        self.retry_after_s = retry_after_s
 
 
 def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
@@ -182,14 +193,10 @@ def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, 
     return outcome
 
 
-async def _limit(principal: str, descriptor: ToolDescriptor, ports: PolicyPorts) -> None:
-    try:
-        result = await ports.limiter.acquire(principal, descriptor.name, descriptor.rate_limit)
-    except PolicyError as error:
-        raise _Ended(Verdict.DENY, error.reason_code, error.reason) from None
-    if not result.allowed:
-        retry = f"retry after {result.retry_after_s:.1f}s"
-        raise _Ended(Verdict.DENY, "rate_limited", f"rate limit of {descriptor.name} reached; {retry}")
+async def _admit(principal: str, descriptor: ToolDescriptor, request: ToolRequested, ports: PolicyPorts) -> None:
+    refused = await admit(principal, descriptor, request.operation, request.request_id, ports.limiter)
+    if refused is not None:
+        raise _Ended(Verdict.DENY, refused.reason_code, refused.reason, retry_after_s=refused.retry_after_s)
 
 
 async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
@@ -228,6 +235,7 @@ def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: st
         idempotency_key=key,
         hidden_reason_code=ended.hidden.reason_code if ended.hidden else None,
         hidden_reason=ended.hidden.reason if ended.hidden else None,
+        retry_after_s=ended.retry_after_s,
     )
 
 
@@ -255,7 +263,8 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
     }
     replay = await _replay(env.principal, request, digest, ports)
     outcome = _govern(env.principal, descriptor, request, ports)
-    await _limit(env.principal, descriptor, ports)
+    if replay or outcome.verdict is Verdict.EXECUTE:
+        await _admit(env.principal, descriptor, request, ports)
     if replay:
         return _decision(
             env,

@@ -2,11 +2,12 @@
 
 - :class:`DescriptorSource`: tool descriptors by ``(tool, version)`` (the registry's KV bucket);
 - :class:`ReplayIndex`: the executor's idempotency records, read to recognise a replay;
-- :class:`RateLimiter`: per-principal, per-tool call rates.
+- :class:`RateLimiter`: per-principal call rates, consumed when a call is *admitted* to run.
 
-The rate limiter is consulted only for requests the policy would execute or send to
-approval: a denied request never consumes a call of the agent's rate. The caller
-(the request handler) guarantees that order by deciding first and acquiring second.
+A call is admitted once: at its decision when it executes directly (replays included),
+at the re-check before the effect when it runs on an approval. A call the policy denies
+or sends to approval consumes nothing at its decision. Admission is keyed by request id,
+so a redelivered request or a repeated re-check never consumes twice.
 
 Rate limits follow GCRA, the generic cell rate algorithm (ITU-T I.371; see brandur.org
 "Rate limiting, cells, and GCRA"): ``calls`` per ``period_s``, emission interval
@@ -17,6 +18,7 @@ microseconds.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,9 +35,11 @@ __all__ = [
     "RateLimiter",
     "ReplayIndex",
     "ReplayState",
+    "admitted_key",
     "gcra_parameters",
     "limiter_key",
     "no_calls",
+    "retry_after_s",
 ]
 
 
@@ -108,12 +112,14 @@ class InMemoryReplayIndex:
 
 @dataclass(frozen=True, slots=True)
 class LimitDecision:
-    """The rate limiter's answer for one call.
+    """The rate limiter's answer for one admission.
 
     Attributes:
-        allowed: the call fits in the rate and was counted.
+        allowed: the call fits in the rate and was counted (or its request was admitted
+            before and is not counted again).
         remaining: calls still allowed right now after this one (0 when limited).
-        retry_after_s: seconds until one call fits again (0.0 when allowed).
+        retry_after_s: seconds until one call fits again, rounded up to the millisecond
+            (0.0 when allowed).
     """
 
     allowed: bool
@@ -122,10 +128,13 @@ class LimitDecision:
 
 
 class RateLimiter(Protocol):
-    """Counts calls per ``(principal, tool)`` against the tool descriptor's rate."""
+    """Counts admitted calls per ``(principal, bucket)`` (bucket: ``descriptors.rate_of``)."""
 
-    async def acquire(self, principal: str, tool: str, rate: RateLimit) -> LimitDecision:
-        """Count one call of ``tool`` by ``principal`` if it fits ``rate``.
+    async def admit(self, principal: str, bucket: str, rate: RateLimit, request_id: str) -> LimitDecision:
+        """Admit request ``request_id`` of ``principal`` if one more call fits ``rate``.
+
+        Exactly once per ``(principal, request_id)``: a request admitted before is
+        allowed again without being counted; a limited one leaves nothing behind.
 
         Raises:
             LimiterUnavailable: the limiter's store failed or timed out; the caller
@@ -134,9 +143,18 @@ class RateLimiter(Protocol):
         ...
 
 
-def limiter_key(principal: str, tool: str) -> str:
-    """Return ``tg:rl:{<principal>}:<tool>`` (hash tag: one Redis Cluster slot per principal)."""
-    return f"tg:rl:{{{principal}}}:{tool}"
+def limiter_key(principal: str, bucket: str) -> str:
+    """Return ``tg:rl:{<principal>}:<bucket>`` (hash tag: one Redis Cluster slot per principal)."""
+    return f"tg:rl:{{{principal}}}:{bucket}"
+
+
+def admitted_key(principal: str, request_id: str) -> str:
+    """Return ``tg:rl:{<principal>}:admitted:<request_id>``, the marker of an admitted request.
+
+    Buckets hold no ``:`` after the tag (tool names and ``<tool>.<operation>`` with a tool
+    name first), so a marker never meets a bucket.
+    """
+    return f"tg:rl:{{{principal}}}:admitted:{request_id}"
 
 
 def gcra_parameters(rate: RateLimit) -> tuple[int, int] | None:
@@ -144,6 +162,11 @@ def gcra_parameters(rate: RateLimit) -> tuple[int, int] | None:
     if rate.calls < 1 or rate.period_s <= 0:
         return None
     return max(1, round(rate.period_s * 1_000_000 / rate.calls)), rate.calls
+
+
+def retry_after_s(wait_us: int) -> float:
+    """``wait_us`` microseconds as seconds, rounded up to the millisecond."""
+    return math.ceil(wait_us / 1000) / 1000
 
 
 def no_calls(rate: RateLimit) -> LimitDecision:
@@ -156,24 +179,27 @@ class InMemoryRateLimiter:
 
     Args:
         clock: monotonic clock in seconds (default :func:`time.monotonic`).
+        admitted_ttl_s: how long an admitted request id is remembered, seconds.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
+    def __init__(self, clock: Callable[[], float] = time.monotonic, admitted_ttl_s: float = 3600.0) -> None:
+        self._clock, self._admitted_ttl_us = clock, round(admitted_ttl_s * 1_000_000)
         self._tat_us: dict[str, int] = {}
+        self._admitted_until_us: dict[str, int] = {}
 
-    async def acquire(self, principal: str, tool: str, rate: RateLimit) -> LimitDecision:
-        """Count one call if it fits ``rate`` (see :meth:`RateLimiter.acquire`); never raises."""
+    async def admit(self, principal: str, bucket: str, rate: RateLimit, request_id: str) -> LimitDecision:
+        """See :meth:`RateLimiter.admit`; never raises."""
         parameters = gcra_parameters(rate)
         if parameters is None:
             return no_calls(rate)
         emission_us, burst = parameters
-        key, now_us = limiter_key(principal, tool), round(self._clock() * 1_000_000)
-        tolerance_us = emission_us * burst
-        new_tat_us = max(self._tat_us.get(key, now_us), now_us) + emission_us
+        key, now_us = limiter_key(principal, bucket), round(self._clock() * 1_000_000)
+        tolerance_us, tat_us = emission_us * burst, max(self._tat_us.get(key, now_us), now_us)
+        if self._admitted_until_us.get(admitted_key(principal, request_id), 0) > now_us:
+            return LimitDecision(True, max(0, (tolerance_us - (tat_us - now_us)) // emission_us), 0.0)
+        new_tat_us = tat_us + emission_us
         if new_tat_us - tolerance_us > now_us:
-            return LimitDecision(allowed=False, remaining=0, retry_after_s=(new_tat_us - tolerance_us - now_us) / 1e6)
+            return LimitDecision(False, 0, retry_after_s(new_tat_us - tolerance_us - now_us))
         self._tat_us[key] = new_tat_us
-        return LimitDecision(
-            allowed=True, remaining=(tolerance_us - (new_tat_us - now_us)) // emission_us, retry_after_s=0.0
-        )
+        self._admitted_until_us[admitted_key(principal, request_id)] = now_us + self._admitted_ttl_us
+        return LimitDecision(True, (tolerance_us - (new_tat_us - now_us)) // emission_us, 0.0)

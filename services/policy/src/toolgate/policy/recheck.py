@@ -5,6 +5,13 @@ a grant runs only if, now, the principal is still in the directory, the current 
 still permits the call directly or with an approval the granting approver is entitled to,
 and the descriptor it was decided under is still the one that would be chosen (the
 latest version, unless the request pinned its version; same digest).
+
+When the executor asks right before a granted call runs (``admit_request_id`` set), a
+call that may still run is then admitted: its rate budget is consumed, once per request
+id (:mod:`toolgate.policy.admission`); over the rate it is answered ``rate_limited`` with
+``retry_after_s``. The approvals service's question on a grant admits nothing and does
+not look at the rate: an approval is never refused for a burst that may be over by the
+time the call runs.
 """
 
 from __future__ import annotations
@@ -14,8 +21,10 @@ from datetime import datetime
 
 import msgspec
 
+from toolgate.policy.admission import admit
 from toolgate.policy.domain import PolicyPorts
 from toolgate.shared.canonical import unrepresentable
+from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import request_hash
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
@@ -25,9 +34,9 @@ __all__ = ["recheck"]
 
 
 class _Changed(Exception):
-    def __init__(self, reason_code: str, reason: str) -> None:
+    def __init__(self, reason_code: str, reason: str, retry_after_s: float | None = None) -> None:
         super().__init__(reason)
-        self.reason_code, self.reason = reason_code, reason
+        self.reason_code, self.reason, self.retry_after_s = reason_code, reason, retry_after_s
 
 
 async def recheck(query: RecheckQuery, ports: PolicyPorts, clock: Callable[[], datetime]) -> RecheckAnswer:
@@ -42,19 +51,40 @@ async def recheck(query: RecheckQuery, ports: PolicyPorts, clock: Callable[[], d
     """
     if problem := unrepresentable(msgspec.to_builtins(query)):
         return _answer(query, clock, False, "unrepresentable_value", f"query value at {problem}")
+    if query.admit_request_id is not None and not TOKEN.match(query.admit_request_id):
+        return _answer(query, clock, False, "invalid_request_id", "admit_request_id must match [A-Za-z0-9_-]{1,64}")
     if query.principal != query.request.principal or request_hash(query.request) != query.request_hash:
         return _answer(query, clock, False, "hash_mismatch", "the query's request does not hash to its request hash")
     try:
         descriptor = await _current_descriptor(query, ports)
         reason = _still_permitted(query, descriptor, ports)
+        await _admitted(query, descriptor, ports)
     except _Changed as changed:
-        return _answer(query, clock, False, changed.reason_code, changed.reason)
+        return _answer(query, clock, False, changed.reason_code, changed.reason, changed.retry_after_s)
     return _answer(query, clock, True, "still_allowed", reason)
 
 
-def _answer(query: RecheckQuery, clock: Callable[[], datetime], ok: bool, code: str, reason: str) -> RecheckAnswer:
-    hashed = query.request_hash
-    return RecheckAnswer(request_hash=hashed, allowed=ok, reason_code=code, reason=reason, checked_at=clock())
+def _answer(
+    query: RecheckQuery, clock: Callable[[], datetime], ok: bool, code: str, reason: str, retry: float | None = None
+) -> RecheckAnswer:
+    return RecheckAnswer(
+        request_hash=query.request_hash,
+        allowed=ok,
+        reason_code=code,
+        reason=reason,
+        checked_at=clock(),
+        admitted_request_id=query.admit_request_id,
+        retry_after_s=retry,
+    )
+
+
+async def _admitted(query: RecheckQuery, descriptor: ToolDescriptor, ports: PolicyPorts) -> None:
+    if query.admit_request_id is None:
+        return
+    principal, operation = query.principal, query.request.operation
+    refused = await admit(principal, descriptor, operation, query.admit_request_id, ports.limiter)
+    if refused is not None:
+        raise _Changed(refused.reason_code, f"not admitted now: {refused.reason}", refused.retry_after_s)
 
 
 async def _current_descriptor(query: RecheckQuery, ports: PolicyPorts) -> ToolDescriptor:

@@ -31,3 +31,11 @@ class PolicySettings(ServiceSettings):
         description="Largest accepted tool request body, bytes; larger is refused. "
         "Env: TOOLGATE_POLICY_MAX_REQUEST_BYTES.",
     )
+    admitted_ttl_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="Seconds an admitted request id is remembered, so a redelivered request or a repeated "
+        "re-check never consumes its rate budget twice. Keep it above TOOLGATE_APPROVALS_TTL_S (a grant is "
+        "re-checked only before its approval expires) and above the policy consumer's redelivery span "
+        "(20 deliveries, about 20 minutes). Env: TOOLGATE_POLICY_ADMITTED_TTL_S.",
+    )

@@ -14,7 +14,7 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.registry.errors import PublishRefused
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
+from toolgate.shared.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
 from toolgate.shared.events import decode_untrusted
 from toolgate.shared.schemas import SchemaError, check_schema
 from toolgate.shared.secret_arguments import secret_arguments
@@ -117,6 +117,14 @@ def parse_publish_request(data: bytes, operator_key: Ed25519PublicKey | None) ->
     return descriptor
 
 
+def _check_rates(descriptor: ToolDescriptor) -> None:
+    rates: list[tuple[str, RateLimit | None]] = [("rate_limit", descriptor.rate_limit)]
+    rates += [(f"operations.{name}.rate_limit", op.rate_limit) for name, op in descriptor.operations.items()]
+    for where, rate in rates:
+        if rate is not None and (problem := rate_limit_problem(rate)):
+            raise PublishRefused("invalid_limits", f"{where}.{problem}")
+
+
 def validate_descriptor(descriptor: ToolDescriptor) -> None:
     """Check name, version, limits and every schema.
 
@@ -131,6 +139,7 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
         raise PublishRefused("invalid_version", f"{descriptor.version!r} is not a semantic version")
     if descriptor.timeout_s <= 0 or descriptor.rate_limit.calls < 1 or descriptor.rate_limit.period_s <= 0:
         raise PublishRefused("invalid_limits", "timeout_s, rate_limit.calls and rate_limit.period_s must be positive")
+    _check_rates(descriptor)
     if not descriptor.operations:
         raise PublishRefused("schema_invalid", "a tool needs at least one operation")
     for name, spec in descriptor.operations.items():

@@ -62,7 +62,9 @@ def descriptor_changes(stored: ToolDescriptor, imported: ToolDescriptor) -> list
     changes = [f"operation {name} added" for name in sorted(set(imported.operations) - set(stored.operations))]
     changes += [f"operation {name} removed" for name in sorted(set(stored.operations) - set(imported.operations))]
     for name in sorted(set(stored.operations) & set(imported.operations)):
-        if differences := operation_changes(stored.operations[name], imported.operations[name]):
+        old, new = stored.operations[name], imported.operations[name]
+        differences = operation_changes(old, new) + (["rate limit"] if old.rate_limit != new.rate_limit else [])
+        if differences:
             changes.append(f"{name}: {', '.join(differences)}")
     fields = ("description", "timeout_s", "rate_limit", "adapter")
     return changes + [field for field in fields if getattr(stored, field) != getattr(imported, field)]

@@ -1,18 +1,21 @@
-"""GCRA rate limiter in Redis: one atomic Lua script per call.
+"""GCRA rate limiter in Redis with exactly-once admission: one atomic Lua script per call.
 
-The script reads the key's theoretical arrival time (TAT), compares it with Redis's
+The script reads the bucket's theoretical arrival time (TAT), compares it with Redis's
 own ``TIME`` (no client clock skew; safe on Redis >= 5 with effects replication) and
-writes the new TAT only when the call fits. Lua scripts run atomically, so concurrent
-calls can never over-admit. Algorithm: the generic cell rate algorithm (ITU-T I.371;
-brandur.org "Rate limiting, cells, and GCRA").
+writes the new TAT only when the call fits. Algorithm: the generic cell rate algorithm
+(ITU-T I.371; brandur.org "Rate limiting, cells, and GCRA").
 
-Only requests the policy would execute or send to approval reach the limiter: a denied
-request never consumes the agent's rate (the request handler decides first).
+Admission is keyed by request id: in the same script, a request whose marker
+(``tg:rl:{<principal>}:admitted:<request id>``) exists is allowed without being counted,
+and an admitted one gets its marker with the bucket's new TAT. A redelivered request, a
+repeated re-check or the client's one retry after a broken connection therefore never
+counts a request twice; a limited request writes nothing. Lua scripts run atomically, so
+concurrent calls can never over-admit. Both keys carry the principal's hash tag (one
+Redis Cluster slot).
 
 Any Redis error or timeout raises :class:`LimiterUnavailable`: the caller denies the
-request (guarantee 1, docs/architecture.md, fail closed). Give the client short
-timeouts and no retries (``socket_timeout=0.2``, ``retry=Retry(NoBackoff(), 0)``);
-``timeout_s`` bounds the whole call in any case.
+request (guarantee 1, docs/architecture.md, fail closed). ``timeout_s`` bounds the whole
+call.
 """
 
 from __future__ import annotations
@@ -24,48 +27,61 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from toolgate.policy.errors import LimiterUnavailable
-from toolgate.policy.ports import LimitDecision, gcra_parameters, limiter_key, no_calls
+from toolgate.policy.ports import (
+    LimitDecision,
+    admitted_key,
+    gcra_parameters,
+    limiter_key,
+    no_calls,
+    retry_after_s,
+)
 from toolgate.shared.descriptors import RateLimit
 
-__all__ = ["GCRA_LUA", "RedisRateLimiter"]
+__all__ = ["ADMIT_LUA", "RedisRateLimiter"]
 
 log = logging.getLogger("toolgate.policy")
 
-GCRA_LUA = """
--- KEYS[1] = limiter key; ARGV = emission_interval_us, burst, cost
+ADMIT_LUA = """
+-- KEYS[1] = bucket key, KEYS[2] = the request's admission marker
+-- ARGV = emission_interval_us, burst, marker_ttl_ms
 -- returns {allowed (0|1), remaining, retry_after_us}
 local emission = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
 if tat < now then tat = now end
 local tolerance = emission * burst
-local new_tat = tat + emission * cost
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return {1, math.max(0, math.floor((tolerance - (tat - now)) / emission)), 0}
+end
+local new_tat = tat + emission
 if new_tat - tolerance > now then
   return {0, 0, new_tat - tolerance - now}
 end
 redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil(tolerance / 1000) + 1)
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
 return {1, math.floor((tolerance - (new_tat - now)) / emission), 0}
 """
-"""GCRA in Lua, times in integer microseconds."""
+"""GCRA admission in Lua, times in integer microseconds."""
 
 
 class RedisRateLimiter:
-    """Per-principal, per-tool GCRA limiter on Redis, key ``tg:rl:{<principal>}:<tool>``.
+    """Per-principal, per-bucket GCRA limiter on Redis, bucket key ``tg:rl:{<principal>}:<bucket>``.
 
     Args:
-        redis: an asyncio Redis client, ideally with short timeouts and no retries.
-        timeout_s: upper bound of one :meth:`acquire`, seconds.
+        redis: an asyncio Redis client, ideally with short timeouts.
+        timeout_s: upper bound of one :meth:`admit`, seconds.
+        admitted_ttl_s: how long an admitted request id is remembered, seconds; keep it
+            above the longest time a request can still be decided or re-checked again.
     """
 
-    def __init__(self, redis: aioredis.Redis, *, timeout_s: float = 0.5) -> None:
-        self._script = redis.register_script(GCRA_LUA)
-        self._timeout_s = timeout_s
+    def __init__(self, redis: aioredis.Redis, *, timeout_s: float = 0.5, admitted_ttl_s: float = 3600.0) -> None:
+        self._script = redis.register_script(ADMIT_LUA)
+        self._timeout_s, self._marker_ttl_ms = timeout_s, max(1, round(admitted_ttl_s * 1000))
 
-    async def acquire(self, principal: str, tool: str, rate: RateLimit) -> LimitDecision:
-        """Count one call of ``tool`` by ``principal`` if it fits ``rate``.
+    async def admit(self, principal: str, bucket: str, rate: RateLimit, request_id: str) -> LimitDecision:
+        """See :meth:`toolgate.policy.ports.RateLimiter.admit`.
 
         Returns:
             The decision; a rate allowing no calls limits every call without Redis.
@@ -77,12 +93,12 @@ class RedisRateLimiter:
         parameters = gcra_parameters(rate)
         if parameters is None:
             return no_calls(rate)
-        emission_us, burst = parameters
+        keys = [limiter_key(principal, bucket), admitted_key(principal, request_id)]
         try:
             async with asyncio.timeout(self._timeout_s):
-                reply = await self._script(keys=[limiter_key(principal, tool)], args=[emission_us, burst, 1])
-            allowed, remaining, retry_after_us = (int(value) for value in reply)
+                reply = await self._script(keys=keys, args=[*parameters, self._marker_ttl_ms])
+            allowed, remaining, wait_us = (int(value) for value in reply)
         except (RedisError, OSError, TimeoutError, TypeError, ValueError) as exc:
             log.warning("rate limiter store failed: %s: %s", type(exc).__name__, exc)
             raise LimiterUnavailable("the rate limiter's store cannot be reached: denied (fail closed)") from exc
-        return LimitDecision(allowed=allowed == 1, remaining=remaining, retry_after_s=retry_after_us / 1e6)
+        return LimitDecision(allowed=allowed == 1, remaining=remaining, retry_after_s=retry_after_s(wait_us))
