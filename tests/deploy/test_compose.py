@@ -18,6 +18,8 @@ import yaml
 from pydantic import AliasChoices, AliasPath
 from pydantic_settings import BaseSettings
 
+from toolgate.shared.keyring import HOLDERS, PUBLIC
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
@@ -164,11 +166,11 @@ def test_each_service_verifies_the_server_with_the_ca_and_never_sees_its_key(ser
 
 
 SERVICE_MOUNTS = {
-    "registry": {"./deploy/tools", "nats-ca"},
-    "policy": {"keys", "nats-ca", "./deploy/policy"},
-    "approvals": {"keys", "nats-ca", "./deploy/policy"},
-    "executor": {"keys", "nats-ca", "sandbox"},
-    "audit": {"audit-data", "nats-ca"},
+    "registry": {"keys-registry", "./deploy/tools", "nats-ca"},
+    "policy": {"keys-policy", "nats-ca", "./deploy/policy"},
+    "approvals": {"keys-approvals", "nats-ca", "./deploy/policy"},
+    "executor": {"keys-executor", "nats-ca", "sandbox"},
+    "audit": {"keys-audit", "audit-data", "nats-ca"},
 }
 
 
@@ -183,12 +185,20 @@ def test_nats_gets_every_password_its_config_reads() -> None:
     assert config_vars == set(environment_of(SERVICES["nats"]))
 
 
-def test_keys_are_generated_once_before_the_services_that_sign() -> None:
+def test_keys_are_generated_once_before_the_services_that_hold_them() -> None:
     assert command_of(SERVICES["keys"]) == ["toolgate", "keys", "generate", "/keys"]
-    for service in ("policy", "approvals", "executor"):
+    assert mounts(SERVICES["keys"]) == {f"/keys/{holder}": f"keys-{holder}" for holder in (*HOLDERS, PUBLIC)}
+    for service in WORKSPACE_SERVICES:
         condition = SERVICES[service]["depends_on"]["keys"]["condition"]
         assert condition == "service_completed_successfully"
         assert environment_of(SERVICES[service])["TOOLGATE_KEYS_DIR"] == "/keys"
+
+
+@pytest.mark.parametrize("service", WORKSPACE_SERVICES)
+def test_each_service_mounts_its_own_keys_alone_read_only(service: str) -> None:
+    """The volume of a holder holds only its private key (toolgate.shared.keyring): no other is reachable."""
+    keys = [volume for volume in SERVICES[service]["volumes"] if volume.startswith("keys-")]
+    assert keys == [f"keys-{service}:/keys:ro"]
 
 
 def test_executor_sandbox_is_a_volume() -> None:
