@@ -44,6 +44,7 @@ from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.events import ReceiptIssued
 from toolgate.shared.nats_permissions import ADMIN, agent_user, approver_user
+from toolgate.shared.signing import load_private_key, sign_value
 
 AGENTS_PER_AUTONOMY = 60
 APPROVERS = {"alice": ["operator"], "bob": ["operator", "sre"], "carol": ["sre"], "selfie": ["operator"]}
@@ -309,6 +310,13 @@ class Gate:
         reply = await self.rpc(Rpc.AUDIT_TRAIL, {"request_id": request_id})
         assert reply["ok"], reply
         return list(reply["records"])
+
+    async def publish_tool(self, descriptor: dict[str, Any]) -> dict[str, Any]:
+        """Publish ``descriptor`` over the bus as the operator does: signed with the operator key."""
+        key = load_private_key(self.stack.keys_dir("operator") / "operator.key")
+        body = {"descriptor": descriptor, "signature": sign_value(descriptor, key)}
+        reply = await self.nc.request(Rpc.REGISTRY_PUBLISH, json.dumps(body).encode(), timeout=5)
+        return dict(json.loads(reply.data))
 
     async def publish_raw(self, subject: str, data: bytes, msg_id: str) -> int:
         """Publish raw bytes onto the stream with ``Nats-Msg-Id``; return the stream sequence."""

@@ -14,11 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from toolgate.cli.stack import wait_ready
-from toolgate.shared.catalog import Rpc
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 
@@ -165,7 +163,7 @@ async def test_an_approval_for_a_superseded_tool_version_runs_nothing_unless_pin
     descriptor = json.loads((repo_root / "deploy/tools/file_system.json").read_text())
     descriptor["version"] = "1.1.0"
     descriptor["operations"]["write"]["side_effect_class"] = "IRREVERSIBLE_WRITE"
-    reply = msgspec.json.decode((await gate.nc.request(Rpc.REGISTRY_PUBLISH, json.dumps(descriptor).encode(), 5)).data)
+    reply = await gate.publish_tool(descriptor)
     assert reply["ok"], reply
 
     refused = await _approve(gate, approval_id)
