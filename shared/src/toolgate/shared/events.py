@@ -197,6 +197,12 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
         effect_id: identity of the effect (``<principal>:<idempotency_key>``), when it ran.
         replay_of: request id whose stored receipt this one replays.
         duration_ms: execution time of the tool, milliseconds.
+        redactions: RFC 6901 JSON Pointers into this receipt of every text from which the
+            executor removed a secret (``/reason``, ``/result/rows/3/dsn``; an object key that
+            was a secret names its parent object), each replaced by
+            ``[redacted:<kind> sha256:<12 hex>]``; a result kept out of band is named under
+            ``/result`` too. ``()`` when nothing was redacted; ``None`` only before the
+            executor sealed the receipt.
     """
 
     request_id: str
@@ -214,6 +220,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     effect_id: str | None = None
     replay_of: str | None = None
     duration_ms: float | None = None
+    redactions: tuple[str, ...] | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):
