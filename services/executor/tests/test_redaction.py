@@ -130,7 +130,7 @@ def test_a_configured_value_shorter_than_eight_characters_is_ignored() -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "-----BEGIN PRIVATE KEY-----" * 20_000,
+        "-----BEGIN PRIVATE KEY-----" * 40_000,
         "-----BEGIN RSA PRIVATE KEY-----\n" + "A" * 500_000,
         "-" * 500_000,
         "token: " * 60_000,
