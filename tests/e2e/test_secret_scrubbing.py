@@ -4,7 +4,7 @@ A scripted MCP server answers with errors and results that carry a database URL 
 password, a token, and credentials the operator configured (the server's ``env`` value and
 a line of ``TOOLGATE_EXECUTOR_SECRETS_FILE``) that no detector could recognise. After the
 calls, every message of the streams, every Redis value and every byte of the audit
-database and of the service logs is searched for them.
+database and of the service logs (the server's own stderr included) is searched for them.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ RESULT = {"rows": [{"dsn": f"postgres://app:{DSN_PASSWORD}@db/x"}], "note": f"si
 TOOLS = [
     {"name": "fails", "behaviour": "rpc_error", "message": LEAK},
     {"name": "flags", "behaviour": "is_error", "message": f"denied: {FILE_SECRET} token={TOKEN}"},
-    {"name": "answers", "behaviour": "reply", "reply": json.dumps(RESULT)},
+    {"name": "answers", "behaviour": "reply", "reply": json.dumps(RESULT), "stderr": f"debug: {LEAK}"},
 ]
 
 
