@@ -141,6 +141,7 @@ def test_a_configured_value_shorter_than_eight_characters_is_ignored() -> None:
         "xoxb-1-" * 70_000,
         "AKIA" * 120_000,
         "ghp_" * 120_000,
+        "[redacted:keyword sha256:0123456789ab] token=Ab12Cd34Ef56 " * 12_000,
     ],
     ids=[
         "many-begins",
@@ -154,6 +155,7 @@ def test_a_configured_value_shorter_than_eight_characters_is_ignored() -> None:
         "slack",
         "aws",
         "ghp",
+        "placeholders",
     ],
 )
 def test_scrubbing_a_hostile_text_takes_linear_time(text: str) -> None:

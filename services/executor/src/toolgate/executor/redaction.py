@@ -20,6 +20,7 @@ object key that is itself a secret is replaced too, and the pointer names its pa
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from collections.abc import Callable, Iterable
@@ -139,7 +140,8 @@ class Redactor:
         if "[redacted:" not in text:
             return spans
         kept = [match.span() for match in _PLACEHOLDER.finditer(text)]
-        return [span for span in spans if not any(start < span[2] and span[1] < end for start, end in kept)]
+        starts = [start for start, _ in kept]
+        return [span for span in spans if not _inside(span, kept, starts)]
 
     def _walk(self, value: Any, at: str, found: list[str]) -> Any:
         if isinstance(value, str):
@@ -166,6 +168,12 @@ class Redactor:
             else:
                 clean[name] = self._walk(item, where, found)
         return clean
+
+
+def _inside(span: Span, kept: list[tuple[int, int]], starts: list[int]) -> bool:
+    """Whether ``span`` overlaps one of the sorted, disjoint ``kept`` ranges (binary search)."""
+    index = bisect.bisect_left(starts, span[2]) - 1  # the last range starting before the span ends
+    return index >= 0 and kept[index][1] > span[1]
 
 
 def _merged(spans: list[Span]) -> list[Span]:
