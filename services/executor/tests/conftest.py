@@ -12,11 +12,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.executor.adapters.file_system import FileSystemTool
+from toolgate.executor.adapters.secret_detectors import find_secrets
 from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.backstop import Backstop, Deadlines
 from toolgate.executor.claims import DurableClaims
 from toolgate.executor.memory import InMemoryBus, InMemoryIdempotencyStore
+from toolgate.executor.outlet import ScrubbingBus
 from toolgate.executor.permission import Permission
+from toolgate.executor.redaction import Redactor
 from toolgate.executor.running import Runner, ToolHost
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.timing import Timing
@@ -68,14 +71,22 @@ def answer_with(
 class Harness:
     """One executor instance, its ports and what it published."""
 
-    def __init__(self, descriptor: ToolDescriptor, tools: ToolHost, instance: str = "exec-1", **timing: Any) -> None:
+    def __init__(
+        self,
+        descriptor: ToolDescriptor,
+        tools: ToolHost,
+        instance: str = "exec-1",
+        known_secrets: tuple[str, ...] = (),
+        **timing: Any,
+    ) -> None:
         self.descriptor, self.clock = descriptor, Clock()
         self.store, self.bus = InMemoryIdempotencyStore(), InMemoryBus(answer=answer_with(True))
+        self.outlet = ScrubbingBus(self.bus, Redactor(find_secrets, known_secrets))
         self.timing = Timing(**timing)
-        self.runner = Runner(tools, self.bus, self.clock, inline_result_bytes=2048, max_result_bytes=65536)
+        self.runner = Runner(tools, self.outlet, self.clock, inline_result_bytes=2048, max_result_bytes=65536)
         self.executor = self.new_instance(instance)
         self.backstop = Backstop(
-            self.executor, self.bus, self.store, self.keys, self.clock, self.timing, Deadlines(60, 10, 300)
+            self.executor, self.outlet, self.store, self.keys, self.clock, self.timing, Deadlines(60, 10, 300)
         )
 
     @property
@@ -86,11 +97,11 @@ class Harness:
         """Another executor process on the same store and stream."""
         return Executor(
             store=self.store,
-            bus=self.bus,
+            bus=self.outlet,
             descriptors=Descriptors(self.descriptor),
             runner=self.runner,
-            permission=Permission(self.bus, POLICY.public_key(), self.clock, self.timing),
-            claims=DurableClaims(self.bus, self.store, self.clock, instance, self.timing.idempotency_ttl_s),
+            permission=Permission(self.outlet, POLICY.public_key(), self.clock, self.timing),
+            claims=DurableClaims(self.outlet, self.store, self.clock, instance, self.timing.idempotency_ttl_s),
             keys=self.keys,
             clock=self.clock,
             instance=instance,

@@ -11,7 +11,6 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.executor.domain import scrub
 from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from toolgate.shared.settle import Settle
 from toolgate.shared.vocabulary import Outcome
@@ -141,29 +140,5 @@ async def test_a_receipt_carries_its_result_scrubbed_of_credentials(scripted: An
     issued = harness.bus.receipts["r1"]
     assert issued.outcome is Outcome.SUCCEEDED and issued.result is not None
     assert secret not in msgspec.json.encode(issued).decode()
-    assert issued.result["content"].startswith("aws_key = [redacted sha256:")
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "-----BEGIN PRIVATE KEY-----" * 20_000,
-        "-----BEGIN RSA PRIVATE KEY-----\n" + "A" * 500_000,
-        "-" * 500_000,
-        "token: " * 60_000,
-    ],
-    ids=["many-begins", "no-end", "dashes", "many-assignments"],
-)
-def test_scrubbing_a_hostile_text_takes_linear_time(text: str) -> None:
-    import time
-
-    started = time.perf_counter()
-    scrub({"content": text})
-    assert time.perf_counter() - started < 2.0, "scrubbing is not linear in the size of the text"
-
-
-def test_a_pem_private_key_is_still_scrubbed_whole() -> None:
-    body = "Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,AB\n\nMHcCAQEE"
-    key = f"-----BEGIN EC PRIVATE KEY-----\n{body}\n-----END EC PRIVATE KEY-----"
-    cleaned = scrub({"content": f"before {key} after"})["content"]
-    assert cleaned.startswith("before [redacted sha256:") and cleaned.endswith("] after")
+    assert issued.result["content"].startswith("aws_key = [redacted:aws_access_key sha256:")
+    assert issued.redactions == ("/result/content",)

@@ -107,14 +107,25 @@ async def test_the_servers_own_error_text_is_the_reason(host: McpToolHost, fault
     assert isinstance(flagged, ToolFailed) and flagged.reason == '"the disk is full"'
 
 
-async def test_server_text_is_scrubbed_and_clipped(host: McpToolHost, faulty: Any) -> None:
-    faulty.change_tool("rpc_error", behaviour="rpc_error", message="denied, token=s3cr3t-value-123 " + "x" * 900)
+@pytest.mark.parametrize(
+    ("message", "kept"),
+    [
+        ("denied, token=s3cr3t-value-123 " + "x" * 900, "denied, token=s3cr3t-value-123…"),
+        ("word " * 59 + "postgres://admin:hunter2@db/x", "word " * 58 + "word…"),
+        ("x" * 900, "…"),
+    ],
+    ids=["long-tail", "token-at-the-cut", "one-long-token"],
+)
+async def test_server_text_is_clipped_at_a_whitespace_never_inside_a_token(
+    host: McpToolHost, faulty: Any, message: str, kept: str
+) -> None:
+    """The outlet scrubs whole tokens: a clip must not leave half of one (``hunter2`` without its ``@``)."""
+    faulty.change_tool("rpc_error", behaviour="rpc_error", message=message)
 
     result = await outcome(host, faulty, "rpc_error")
 
     assert isinstance(result, ToolFailed) and result.reason_code == "tool_error"
-    assert "s3cr3t" not in result.reason and "[redacted sha256:" in result.reason
-    assert len(result.reason) <= 300
+    assert result.reason == kept and len(result.reason) <= 300
 
 
 async def test_no_answer_after_sending_is_a_timeout(host: McpToolHost, faulty: Any) -> None:

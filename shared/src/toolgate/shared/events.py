@@ -213,6 +213,12 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
             event without it (:mod:`toolgate.shared.signing`); the SDK and the audit verify it.
         retry_after_s: for a ``rate_limited`` receipt, seconds until the same call would
             fit the rate again (at the decision, or at the re-check of a granted call).
+        redactions: RFC 6901 JSON Pointers into this receipt of every text from which the
+            executor removed a secret (``/reason``, ``/result/rows/3/dsn``; an object key that
+            was a secret names its parent object), each replaced by
+            ``[redacted:<kind> sha256:<12 hex>]``; a result kept out of band is named under
+            ``/result`` too. ``()`` when nothing was redacted; ``None`` only before the
+            executor sealed the receipt.
     """
 
     request_id: str
@@ -232,6 +238,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     duration_ms: float | None = None
     signature: str = ""
     retry_after_s: float | None = None
+    redactions: tuple[str, ...] | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):

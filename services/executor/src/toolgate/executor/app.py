@@ -14,12 +14,15 @@ from nats.js import JetStreamContext
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
+from toolgate.executor.adapters.secret_detectors import find_secrets
 from toolgate.executor.adapters.stream import StreamBus
 from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.backstop import Backstop, Deadlines
 from toolgate.executor.claims import DurableClaims
 from toolgate.executor.handlers import ExecutorRuntime, consumers
+from toolgate.executor.outlet import ScrubbingBus, install_log_filter
 from toolgate.executor.permission import Permission
+from toolgate.executor.redaction import Redactor
 from toolgate.executor.running import Runner
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.settings import ExecutorSettings
@@ -28,7 +31,7 @@ from toolgate.executor.unsealing import Unsealer
 from toolgate.executor.upkeep import Lease, Upkeep
 from toolgate.shared.connections import redis_client
 from toolgate.shared.keyring import load_own_private_key, public_key_of
-from toolgate.shared.mcp_config import load_mcp_servers
+from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.sealing import load_sealing_private_key
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
@@ -42,10 +45,16 @@ LEASE_VALID_S = 3.0
 """An executor acts on its heartbeat for 3 s; others take it for dead after 5 s without one."""
 
 
-def _mcp(settings: ExecutorSettings) -> McpToolHost | None:
-    if settings.mcp_servers_file is None:
-        return None
-    return McpToolHost(load_mcp_servers(settings.mcp_servers_file))
+def _servers(settings: ExecutorSettings) -> dict[str, McpServerConfig]:
+    return load_mcp_servers(settings.mcp_servers_file) if settings.mcp_servers_file else {}
+
+
+def _redactor(settings: ExecutorSettings, servers: dict[str, McpServerConfig]) -> Redactor:
+    """The secret rules: the detectors, and the MCP servers' env values and the secrets file exactly."""
+    known = [value for config in servers.values() for value in config.env.values()]
+    if settings.secrets_file is not None:
+        known += [line for line in settings.secrets_file.read_text(encoding="utf-8").splitlines() if line]
+    return Redactor(find_secrets, known)
 
 
 def _sealing_key(path: Path) -> PrivateKey | None:
@@ -73,7 +82,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     """Build the executor service.
 
     Raises:
-        OSError / ValueError: a key or the MCP servers file is missing or invalid.
+        OSError / ValueError: a key, the MCP servers file or the secrets file is missing or invalid.
         toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds another service's private key.
     """
     settings = settings or ExecutorSettings()
@@ -83,7 +92,10 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         approvals=public_key_of(settings.keys_dir, "approvals"),
     )
     unsealer = Unsealer(_sealing_key(settings.keys_dir / "sealing.key"))
-    mcp, timing, instance = _mcp(settings), _timing(settings), uuid.uuid4().hex[:12]
+    servers = _servers(settings)
+    redactor = _redactor(settings, servers)
+    mcp = McpToolHost(servers) if settings.mcp_servers_file else None
+    timing, instance = _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
     tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve(), may_write=lease.held), mcp)
     reporter = SecurityReporter("executor")
@@ -94,7 +106,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         return datetime.now(UTC)
 
     async def build(js: JetStreamContext) -> None:
-        bus, store = StreamBus(broker.connection, js, receipts_key), RedisIdempotencyStore(redis_client(settings))
+        bus = ScrubbingBus(StreamBus(broker.connection, js, receipts_key), redactor)
+        store = RedisIdempotencyStore(redis_client(settings))
         runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes, unsealer)
         executor = Executor(
             store=store,
@@ -126,4 +139,6 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     lifecycle = Lifecycle(
         consumers(cell), grace_s=settings.shutdown_grace_s, abort=abort, closers=closers, reporter=reporter
     )
-    return new_app(broker, build, lifecycle)
+    app = new_app(broker, build, lifecycle)
+    install_log_filter(redactor)
+    return app

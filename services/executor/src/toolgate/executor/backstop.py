@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from toolgate.executor.domain import undecided_receipt
-from toolgate.executor.ports import ApprovalTrail, Bus, IdempotencyStore
+from toolgate.executor.ports import ApprovalTrail, IdempotencyStore, Outlet
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.timing import Timing
 from toolgate.shared.events import ApprovalGranted, DecisionMade, request_hash
@@ -77,7 +77,7 @@ class Backstop:
     """Ends requests that outlived their deadlines."""
 
     executor: Executor
-    bus: Bus
+    bus: Outlet
     store: IdempotencyStore
     keys: Keys
     clock: Callable[[], datetime]

@@ -1,14 +1,12 @@
 """Pure rules of the executor.
 
-What to do with an idempotency claim, how receipts read, and scrubbing secrets out of results.
+What to do with an idempotency claim and how receipts read (secrets: :mod:`.redaction`).
 
 No I/O here; times are passed in (``now_ms``: Unix epoch milliseconds).
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 from datetime import datetime
 from enum import Enum
 from typing import Any
@@ -25,7 +23,6 @@ __all__ = [
     "prior_claim_step",
     "receipt",
     "replay_receipt",
-    "scrub",
     "stale_at_ms",
     "undecided_receipt",
 ]
@@ -157,36 +154,12 @@ def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued)
         result_ref=stored.result_ref,
         effect_id=stored.effect_id,
         replay_of=stored.request_id,
+        redactions=_result_redactions(stored.redactions),
     )
 
 
-_SECRET_PATTERNS = (
-    # the body may not contain "-----": each BEGIN is scanned only up to the next marker, so a
-    # text of many BEGINs and no END costs linear time, not quadratic
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:[^-]|-(?!----))*-----END [A-Z ]*PRIVATE KEY-----"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}\b"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}\b"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}\b"),
-    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{16,}"),
-    re.compile(r"(?i)\b(?:password|passwd|secret|api[_-]?key|token)\s*[:=]\s*[^\s\"',;]{6,}"),
-)
-"""Credential shapes: PEM private keys, AWS access key ids, GitHub, Slack and OpenAI-style
-tokens, bearer tokens, and ``password=``/``token:`` assignments."""
-
-
-def _redact(match: re.Match[str]) -> str:
-    return f"[redacted sha256:{hashlib.sha256(match.group(0).encode()).hexdigest()[:12]}]"
-
-
-def scrub(value: Any) -> Any:
-    """Replace credential-shaped substrings in every string of ``value`` by a hash reference."""
-    if isinstance(value, str):
-        for pattern in _SECRET_PATTERNS:
-            value = pattern.sub(_redact, value)
-        return value
-    if isinstance(value, dict):
-        return {key: scrub(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [scrub(item) for item in value]
-    return value
+def _result_redactions(stored: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """The stored receipt's redactions in its result (``None``: it was never sealed, scrub it again)."""
+    if stored is None:
+        return None
+    return tuple(found for found in stored if found == "/result" or found.startswith("/result/"))

@@ -36,7 +36,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from toolgate.shared.events import (
     ApprovalGranted,
@@ -56,6 +56,7 @@ __all__ = [
     "ClaimRequest",
     "ClaimState",
     "IdempotencyStore",
+    "Outlet",
     "Restored",
     "ttl_ms",
     "wall_clock_ms",
@@ -256,4 +257,22 @@ class Bus(Protocol):
 
     def claims(self) -> AsyncIterator[EffectClaimed]:
         """Every write claim in the stream, oldest first (for rebuilding the index)."""
+        ...
+
+
+class Outlet(Bus, Protocol):
+    """A :class:`Bus` through which nothing leaves unscrubbed (:mod:`toolgate.executor.outlet`).
+
+    The executor, the backstop and the runner take an ``Outlet``, never a bare bus.
+    """
+
+    async def seal(self, receipt: ReceiptIssued) -> ReceiptIssued:
+        """``receipt`` scrubbed of secrets, what changed added to ``redactions``.
+
+        ``reason`` is always scrubbed, ``result`` unless ``redactions`` is already set. Idempotent.
+        """
+        ...
+
+    async def scrub_result(self, result: Any) -> tuple[Any, tuple[str, ...]]:
+        """A tool's result scrubbed of secrets and the pointers (under ``/result``) of what changed."""
         ...

@@ -26,9 +26,9 @@ from typing import Any, Protocol
 
 import msgspec
 
-from toolgate.executor.domain import effect_id, receipt, scrub
+from toolgate.executor.domain import effect_id, receipt
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
-from toolgate.executor.ports import Bus
+from toolgate.executor.ports import Outlet
 from toolgate.executor.unsealing import Opened, Unsealer, redact
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.descriptors import ToolDescriptor
@@ -60,7 +60,7 @@ class Runner:
 
     Attributes:
         tools: the tool host.
-        bus: where large results are kept.
+        bus: where large results are kept; it scrubs results of secrets.
         clock: current UTC time.
         inline_result_bytes: largest result JSON carried in the receipt itself, bytes.
         max_result_bytes: largest result JSON kept at all, bytes.
@@ -68,7 +68,7 @@ class Runner:
     """
 
     tools: ToolHost
-    bus: Bus
+    bus: Outlet
     clock: Callable[[], datetime]
     inline_result_bytes: int = 262_144
     max_result_bytes: int = 16_777_216
@@ -155,9 +155,9 @@ class Runner:
             return self._unknown(decision, spec.side_effect_class, "output_invalid", f"output invalid at {problem}")
         if secrets:  # a secret argument the tool echoed stays out of the receipt
             result = await asyncio.to_thread(redact, result, secrets)
-        clean = await asyncio.to_thread(scrub, result)  # large results: off the event loop
+        clean, redactions = await self.bus.scrub_result(result)  # off the event loop
         data = msgspec.json.encode(clean)
-        fields: dict[str, Any] = {"result": clean, "duration_ms": elapsed_ms}
+        fields: dict[str, Any] = {"result": clean, "duration_ms": elapsed_ms, "redactions": redactions}
         if len(data) > self.max_result_bytes:
             why = f"its result is {len(data)} bytes, over the limit of {self.max_result_bytes}"
             return self._not_kept(decision, spec.side_effect_class, why, elapsed_ms)
@@ -167,7 +167,7 @@ class Runner:
             except Exception:  # the tool ran: its receipt must still say so
                 log.exception("%s: the result could not be stored", decision.request_id)
                 return self._not_kept(decision, spec.side_effect_class, "it could not be stored", elapsed_ms)
-            fields = {"result_ref": ref, "duration_ms": elapsed_ms}
+            fields = {"result_ref": ref, "duration_ms": elapsed_ms, "redactions": redactions}
         return self._ended(decision, Outcome.SUCCEEDED, "ok", "the tool ran", **fields)
 
     def _not_kept(

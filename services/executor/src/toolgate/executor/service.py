@@ -35,7 +35,7 @@ from toolgate.executor.domain import Step, effect_id, next_step, receipt, replay
 from toolgate.executor.errors import ExecutorError
 from toolgate.executor.forgery import report_event
 from toolgate.executor.permission import Permission, RecheckUnavailable
-from toolgate.executor.ports import Bus, Claim, ClaimRequest, ClaimState, IdempotencyStore
+from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, IdempotencyStore, Outlet
 from toolgate.executor.running import Runner
 from toolgate.executor.timing import Timing
 from toolgate.shared.catalog import Subjects
@@ -73,10 +73,14 @@ class Keys:
 
 @dataclass
 class Executor:
-    """The executor workflow; every collaborator is injected."""
+    """The executor workflow; every collaborator is injected.
+
+    ``bus`` is an :class:`~toolgate.executor.ports.Outlet`: a receipt is sealed (scrubbed of
+    secrets) before it is stored in the index or published.
+    """
 
     store: IdempotencyStore
-    bus: Bus
+    bus: Outlet
     descriptors: DescriptorSource
     runner: Runner
     permission: Permission
@@ -327,6 +331,7 @@ class Executor:
         completes the record instead (a later claim finds it in the stream).
         """
         key, ttl_s = decision.idempotency_key or "", self.timing.idempotency_ttl_s
+        issued = await self.bus.seal(issued)
         try:
             await self.store.complete(decision.principal, key, decision.request_id, msgspec.json.encode(issued), ttl_s)
         except ExecutorError as error:

@@ -26,6 +26,12 @@ class ExecutorSettings(ServiceSettings):
         default=None,
         description="TOML file of MCP servers to run tools on (unset: none). Env: TOOLGATE_EXECUTOR_MCP_SERVERS_FILE.",
     )
+    secrets_file: Path | None = Field(
+        default=None,
+        description="Text file of extra secret values, one per line (values under 8 characters are ignored): "
+        "any occurrence in a result, reason or log line is redacted, like the env values of the MCP servers. "
+        "Env: TOOLGATE_EXECUTOR_SECRETS_FILE.",
+    )
     idempotency_ttl_s: float = Field(
         default=86_400.0,
         description="Seconds an idempotency record (and its replayable receipt) is kept. "

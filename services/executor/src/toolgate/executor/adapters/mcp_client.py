@@ -39,7 +39,8 @@ Every result has the shape the registry's MCP descriptors declare::
      "content": [{"type": "text", "text": "..."}, {"type": "image", "mimeType": "..."}, ...]}
 
 Binary payloads (``data``, embedded ``blob``) are dropped from the content items. Reasons
-copied from a server are scrubbed of credential shapes and clipped to 300 characters.
+copied from a server are clipped to 300 characters at a whitespace, so no token is cut in
+half (the executor's outlet, :mod:`toolgate.executor.outlet`, scrubs every receipt whole).
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent
 from pydantic import ValidationError
 
 from toolgate.executor.adapters.mcp_session import Connection, McpSession
-from toolgate.executor.domain import scrub
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from toolgate.shared.descriptors import OperationSpec
 from toolgate.shared.mcp_config import McpServerConfig
@@ -248,6 +248,13 @@ def _name(exc: BaseException) -> str:
 
 
 def _text(text: str) -> str:
-    """``text`` scrubbed of credential shapes and clipped to :data:`_REASON_CHARS`."""
-    clean: str = scrub(text)
-    return clean if len(clean) <= _REASON_CHARS else clean[: _REASON_CHARS - 1] + "…"
+    """``text`` clipped to :data:`_REASON_CHARS` at its last whitespace, never inside a token.
+
+    A token cut in half could escape the detectors that recognise it whole (a URL's
+    password without its ``@``): the cut drops the partial token instead.
+    """
+    if len(text) <= _REASON_CHARS:
+        return text
+    head = text[: _REASON_CHARS - 1]
+    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    return head[:cut].rstrip() + "…" if cut > 0 else "…"

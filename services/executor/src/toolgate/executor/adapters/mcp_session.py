@@ -15,6 +15,9 @@ not a JSON-RPC message ends the connection as ``malformed_reply``: the stdio tra
 nothing else on stdout (MCP specification 2025-11-25, basic/transports) and which request
 it answered cannot be known.
 
+A server's stderr is read line by line by a thread and logged (``MCP server 'x' stderr: …``),
+so the service's log filters (the executor's secret scrubbing) apply to it too.
+
 The live listing (read by the rug-pull check of :mod:`.mcp_client`) is fetched at start-up
 and whenever a call needs it fresh (:meth:`Connection.tools`); ``notifications/tools/list_changed``
 marks it stale (from a handshake-era session, or from a ``subscriptions/listen`` stream on
@@ -27,8 +30,10 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
+import threading
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client
@@ -182,7 +187,7 @@ class Connection:
     @contextlib.asynccontextmanager
     async def _relayed(self, params: StdioServerParameters) -> AsyncIterator[tuple[Any, Any]]:
         """The SDK's stdio transport, relayed so that the connection is marked lost first."""
-        async with stdio_client(params) as (read, write):
+        async with _stderr_logged(self.name) as errlog, stdio_client(params, errlog) as (read, write):
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
             async def relay() -> None:
@@ -289,6 +294,24 @@ def _announces_changes(client: Client) -> bool:
     """Whether a 2026-07-28 server serves ``tools.listChanged`` on ``subscriptions/listen``."""
     tools = client.server_capabilities.tools
     return client.protocol_version in MODERN_PROTOCOL_VERSIONS and bool(tools and tools.list_changed)
+
+
+@contextlib.asynccontextmanager
+async def _stderr_logged(name: str) -> AsyncIterator[TextIO]:
+    """A pipe for a server's stderr whose lines a thread logs (so the service's log filters see them).
+
+    The parent's write end is closed on exit; the thread ends at EOF, once the server is gone.
+    """
+    read_fd, write_fd = os.pipe()
+    threading.Thread(target=_log_lines, args=(read_fd, name), daemon=True, name=f"mcp-stderr-{name}").start()
+    with os.fdopen(write_fd, "w") as errlog:
+        yield errlog
+
+
+def _log_lines(fd: int, name: str) -> None:
+    with os.fdopen(fd, "rb") as pipe:
+        for line in pipe:
+            logger.info("MCP server %r stderr: %s", name, line.decode("utf-8", "replace").rstrip())
 
 
 def _now() -> float:

@@ -1,0 +1,119 @@
+"""The one way out of the executor: every receipt, result and log line is scrubbed of secrets.
+
+:class:`ScrubbingBus` wraps the executor's :class:`~toolgate.executor.ports.Bus`; the
+executor, the backstop and the runner are typed to take an
+:class:`~toolgate.executor.ports.Outlet`, which a bare bus is not, so no path can publish
+or store a receipt that did not pass :meth:`ScrubbingBus.seal`:
+
+- ``publish_receipt`` seals the receipt itself (every path: succeeded, failed, uncertain,
+  refused, denied, tool_unavailable, backstop endings, republished and replayed receipts);
+- the executor stores a receipt in the idempotency index only after sealing it;
+- the runner scrubs a result with :meth:`ScrubbingBus.scrub_result` before it is measured,
+  kept out of band or put in the receipt.
+
+Sealing scrubs ``reason`` always, and ``result`` unless the receipt already names its
+``redactions`` (the result was scrubbed before, by the runner or an earlier seal), and adds
+the JSON Pointers of what changed to ``redactions``: sealing twice changes nothing.
+Scrubbing runs in a worker thread (``asyncio.to_thread``) when there is a result.
+
+:class:`ScrubbingLogFilter` does the same to log records (message and traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+
+from toolgate.executor.ports import ApprovalTrail, Bus
+from toolgate.executor.redaction import Redactor
+from toolgate.shared.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
+from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+
+__all__ = ["ScrubbingBus", "ScrubbingLogFilter", "install_log_filter"]
+
+
+class ScrubbingBus:
+    """:class:`~toolgate.executor.ports.Outlet` over ``bus``: receipts leave only sealed.
+
+    Args:
+        bus: the bus that publishes and reads.
+        redactor: the rules of what is a secret.
+    """
+
+    def __init__(self, bus: Bus, redactor: Redactor) -> None:
+        self._bus, self._redactor = bus, redactor
+
+    async def seal(self, receipt: ReceiptIssued) -> ReceiptIssued:
+        """``receipt`` scrubbed of secrets, what changed added to ``redactions`` (module doc)."""
+        if receipt.redactions is None and receipt.result is not None:
+            return await asyncio.to_thread(self._sealed, receipt)
+        return self._sealed(receipt)
+
+    async def scrub_result(self, result: Any) -> tuple[Any, tuple[str, ...]]:
+        """``result`` scrubbed, and the pointers (under ``/result``) of what changed; off the event loop."""
+        return await asyncio.to_thread(self._redactor.value, result, "/result")
+
+    async def publish_receipt(self, receipt: ReceiptIssued) -> bool:
+        """See :meth:`~toolgate.executor.ports.Bus.publish_receipt`; the receipt is sealed first."""
+        return await self._bus.publish_receipt(await self.seal(receipt))
+
+    async def decision(self, principal: str, request_id: str) -> DecisionMade | None:  # noqa: D102
+        return await self._bus.decision(principal, request_id)
+
+    async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:  # noqa: D102
+        return await self._bus.receipt(principal, request_id)
+
+    async def approvals(self, principal: str, request_id: str) -> ApprovalTrail:  # noqa: D102
+        return await self._bus.approvals(principal, request_id)
+
+    async def claim_effect(self, claim: EffectClaimed, key_digest: str) -> EffectClaimed | None:  # noqa: D102
+        return await self._bus.claim_effect(claim, key_digest)
+
+    async def store_result(self, principal: str, request_id: str, data: bytes) -> ResultRef:  # noqa: D102
+        return await self._bus.store_result(principal, request_id, data)
+
+    async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:  # noqa: D102
+        return await self._bus.recheck(query)
+
+    def claims(self) -> AsyncIterator[EffectClaimed]:  # noqa: D102
+        return self._bus.claims()
+
+    def _sealed(self, receipt: ReceiptIssued) -> ReceiptIssued:
+        reason = self._redactor.text(receipt.reason)
+        found = ["/reason"] if reason is not receipt.reason else []
+        result = receipt.result
+        if receipt.redactions is None:
+            result, in_result = self._redactor.value(receipt.result, "/result")
+            found += in_result
+        redactions = tuple(dict.fromkeys([*(receipt.redactions or ()), *found]))
+        return msgspec.structs.replace(receipt, reason=reason, result=result, redactions=redactions)
+
+
+class ScrubbingLogFilter(logging.Filter):
+    """Replaces a record's message and traceback by their scrubbed text (never drops a record)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self._redactor = redactor
+        self._formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Scrub ``record`` in place; always keep it."""
+        record.msg, record.args = self._redactor.text(record.getMessage()), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self._redactor.text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self._redactor.text(record.stack_info)
+        return True
+
+
+def install_log_filter(redactor: Redactor) -> None:
+    """Scrub every record the process's root handlers write (call after logging is configured)."""
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ScrubbingLogFilter(redactor))
