@@ -52,6 +52,7 @@ from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
 from toolgate.executor.redaction import Span
+from toolgate.shared.sealing import SEALED_LABEL
 
 __all__ = ["credential_like", "find_secrets"]
 
@@ -75,6 +76,9 @@ _PATH_OR_URL = re.compile(r"(?:\.{0,2}/|~/|[A-Za-z][A-Za-z0-9+.-]*://)")
 _BLOCK_END = {
     "PuTTY-User-Key-File-2": re.compile(r"Private-MAC: *\S*"),
 }
+_OWN_LABELS = frozenset({SEALED_LABEL.split()[0]})
+"""The first word of the label a sealed secret is shown as, which is never a credential itself
+(a ``[redacted:…]`` placeholder cannot be a value: ``[`` ends one)."""
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*-----")
 _KEY_HEADER = re.compile("|".join(pattern.pattern for pattern in PrivateKeyDetector.denylist))
 """The headers ``PrivateKeyDetector`` recognises, as one pattern (one search finds the first)."""
@@ -118,12 +122,13 @@ def find_secrets(text: str) -> Iterator[Span]:
 def credential_like(value: str) -> bool:
     """Whether a value assigned to a secret-sounding key looks like a credential.
 
-    Not one: shorter than 6 characters, plain words (``refresh_on_expiry``, ``please``),
+    Not one: toolgate's own label (``«sealed secret»``), shorter than 6
+    characters, plain words (``refresh_on_expiry``, ``please``),
     paths and URLs (``/home/me``, ``https://…``; a URL's own password is found on its own),
     or what ``detect-secrets``' heuristics call templates, ``$VARIABLES``, sequences,
     UUIDs or strings without letters and digits (``****``).
     """
-    if len(value) < 6 or _PLAIN_WORDS.fullmatch(value) or _PATH_OR_URL.match(value):
+    if value in _OWN_LABELS or len(value) < 6 or _PLAIN_WORDS.fullmatch(value) or _PATH_OR_URL.match(value):
         return False
     checks = (is_templated_secret, is_prefixed_with_dollar_sign, is_sequential_string, is_potential_uuid)
     return not any(check(value) for check in checks) and not is_not_alphanumeric_string(value)
