@@ -3,10 +3,13 @@ and descriptors published only by the operator."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -204,10 +207,23 @@ async def test_a_descriptor_not_signed_by_the_operator_is_refused_even_with_the_
         "foreign-key": sign_value(descriptor, Ed25519PrivateKey.generate()),
         "over-other-content": sign_value({**descriptor, "version": "9.9.8"}, _operator_key(gate)),
     }[signature]
-    body = {"descriptor": descriptor, "signature": signed}
-    reply = json.loads((await gate.nc.request(Rpc.REGISTRY_PUBLISH, json.dumps(body).encode(), timeout=5)).data)
+    data = json.dumps({"descriptor": descriptor, "signature": signed}).encode()
+    reply = json.loads((await gate.nc.request(Rpc.REGISTRY_PUBLISH, data, timeout=5)).data)
     assert (reply["ok"], reply["reason_code"]) == (False, "not_operator"), reply
     assert await _latest_write_class(gate) != "READ_ONLY"
+    await _security_event(gate, "publish_refused", "sha256:" + hashlib.sha256(data).hexdigest())
+
+
+async def _security_event(gate: Any, kind: str, payload_sha256: str, timeout_s: float = 20.0) -> None:
+    """Wait until the audit chain holds the security event of ``kind`` about this body."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alarms = (await gate.rpc(Rpc.AUDIT_ALARMS, {"limit": 500}))["alarms"]
+        events = [alarm["event"] for alarm in alarms]
+        if any((e["kind"], e.get("payload_sha256")) == (kind, payload_sha256) for e in events):
+            return
+        assert time.monotonic() < deadline, f"no {kind} security event recorded: {events[-3:]}"
+        await asyncio.sleep(0.2)
 
 
 def _operator_key(gate: Any) -> Ed25519PrivateKey:

@@ -85,7 +85,7 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
             return await publish_event(js, subject, event)
 
         bucket, clock = await ToolsBucket.open(js), lambda: datetime.now(UTC)
-        registry = Registry(bucket=bucket, publish_event=announce, clock=clock, operator_key=operator_key)
+        registry = Registry(bucket, announce, clock, operator_key=operator_key, reporter=reporter)
         for descriptor in await _seed(settings):
             await _publish(registry, descriptor)
         cell.set(registry)

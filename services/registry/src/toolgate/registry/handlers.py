@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
-from toolgate.registry.domain import GetQuery, RegistryReply, parse_publish_request
+from toolgate.registry.domain import GetQuery, RegistryReply
 from toolgate.registry.errors import RegistryError
 from toolgate.registry.service import Registry
 from toolgate.shared.catalog import Rpc
@@ -32,10 +32,7 @@ def build_router(cell: RuntimeCell[Registry]) -> NatsRouter:
     @rpc(router, Rpc.REGISTRY_PUBLISH, "registry")
     async def on_publish(msg: NatsMessage) -> bytes:
         try:
-            registry = cell()
-            return _reply(
-                await registry.publish(parse_publish_request(msg.raw_message.data or b"", registry.operator_key))
-            )
+            return _reply(await cell().publish_request(msg.raw_message.data or b""))
         except RegistryError as error:
             return _refusal(error)
 

@@ -12,12 +12,14 @@ from typing import Any
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolgate.registry.domain import RegistryReply, validate_descriptor
+from toolgate.registry.domain import RegistryReply, parse_publish_request, validate_descriptor
 from toolgate.registry.errors import PublishRefused
 from toolgate.registry.revisions import descriptor_changes, listing_version, next_patch, same_content
-from toolgate.shared.catalog import Subjects
+from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import ToolPublished
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.security import SecurityKind
 from toolgate.shared.tools_kv import DescriptorConflict, LatestContended, ToolsBucket
 
 __all__ = ["VERSION_PROBES", "Registry"]
@@ -39,6 +41,30 @@ class Registry:
     publish_event: Callable[[str, Any], Awaitable[object]]
     clock: Callable[[], datetime]
     operator_key: Ed25519PublicKey | None = None
+    reporter: SecurityReporter | None = None
+
+    async def publish_request(self, data: bytes) -> RegistryReply:
+        """Answer one ``tg.registry.publish``: an operator-signed descriptor is published.
+
+        A request the operator key did not sign is refused ``not_operator`` and reported as a
+        ``publish_refused`` security event (the body recorded as its SHA-256 only).
+
+        Raises:
+            PublishRefused: as :func:`~toolgate.registry.domain.parse_publish_request` and :meth:`publish`.
+        """
+        try:
+            descriptor = parse_publish_request(data, self.operator_key)
+        except PublishRefused as refused:
+            if refused.reason_code == "not_operator" and self.reporter is not None:
+                self.reporter.report(
+                    SecurityKind.PUBLISH_REFUSED,
+                    subject=Rpc.REGISTRY_PUBLISH,
+                    reason_code=refused.reason_code,
+                    detail=refused.reason,
+                    payload=data,
+                )
+            raise
+        return await self.publish(descriptor)
 
     async def publish(self, descriptor: ToolDescriptor) -> RegistryReply:
         """Publish ``descriptor``; identical re-publication is accepted, other content refused.
