@@ -15,32 +15,30 @@ the real one.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import os
 import uuid
-import zlib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import nats
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from nacl.public import PublicKey
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from toolgate.sdk.errors import DuplicateRequest, RegistryNoAnswer, RegistryUnavailable, ResultUnavailable, UnknownTool
+from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
+from toolgate.sdk.results import read_result
 from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
 from toolgate.shared import catalog
 from toolgate.shared.bus import publish_event
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
-from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested, decode_untrusted
+from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested
 from toolgate.shared.nats_credentials import load_credentials
 from toolgate.shared.nats_permissions import agent_user
-from toolgate.shared.signing import load_public_key, verify_body
 
 __all__ = [
     "DuplicateRequest",
@@ -61,30 +59,6 @@ log = logging.getLogger("toolgate.sdk")
 
 async def _log_error(error: Exception) -> None:
     log.warning("NATS connection: %s", error or type(error).__name__)
-
-
-class DuplicateRequest(Exception):
-    """The stream already held a message with this request id: nothing new was submitted."""
-
-
-class ReceiptKeyMissing(Exception):
-    """No executor public key to verify receipts with, and unverified receipts were not asked for."""
-
-
-class RegistryUnavailable(Exception):
-    """The tool listing did not answer or refused the lookup."""
-
-
-class ResultUnavailable(Exception):
-    """A result kept out of band could not be read back (expired, missing or corrupted)."""
-
-
-class RegistryNoAnswer(RegistryUnavailable, nats.errors.Error):
-    """The registry did not answer in time (a bus fault: retrying may succeed)."""
-
-
-class UnknownTool(RegistryUnavailable):
-    """The registry has no such tool or version."""
 
 
 class _Listing(msgspec.Struct):
@@ -116,16 +90,16 @@ class ToolClient:
     Args:
         nc: a connected NATS client.
         principal: the agent's principal (the token of ``tg.req.<principal>``).
-        receipts_key: the executor's public key; ``None`` accepts receipts unverified
-            (only through ``connect(..., verify_receipts=False)``).
+        receipts: what the client believes on its receipts subject (:mod:`toolgate.sdk.receipts`).
+        sealing_key: the executor's sealing public key (secret arguments).
     """
 
     def __init__(
-        self, nc: Client, principal: str, receipts_key: Ed25519PublicKey | None, sealing_key: PublicKey | None = None
+        self, nc: Client, principal: str, receipts: ReceiptVerifier, sealing_key: PublicKey | None = None
     ) -> None:
         if not TOKEN.match(principal):
             raise ValueError(f"principal {principal!r} must match {TOKEN.pattern}")
-        self._nc, self.principal, self._receipts_key = nc, principal, receipts_key
+        self._nc, self.principal, self._receipts = nc, principal, receipts
         self._sealer = Sealer(sealing_key if sealing_key is not None else find_sealing_key())
         self._js = nc.jetstream()
         self._waiting: dict[str, asyncio.Future[ReceiptIssued]] = {}
@@ -171,7 +145,7 @@ class ToolClient:
             nats.errors.NoServersError: the server could not be reached.
             OSError / ValueError: a sealing key is named but unreadable or invalid.
         """
-        key = _receipts_key(public_keys, verify_receipts)
+        receipts = ReceiptVerifier.from_directory(public_keys, verify_receipts)
         sealer_key = find_sealing_key(public_keys, sealing_key)
         if credentials is not None:
             options = {**_agent_credentials(credentials, principal), **options}
@@ -181,7 +155,7 @@ class ToolClient:
             "reconnect_time_wait": 1.0,
             "error_cb": _log_error,
         }
-        client = cls(await nats.connect(url, **{**defaults, **options}), principal, key, sealing_key=sealer_key)
+        client = cls(await nats.connect(url, **{**defaults, **options}), principal, receipts, sealing_key=sealer_key)
         await client.start()
         return client
 
@@ -190,7 +164,7 @@ class ToolClient:
         self._subscription = await self._nc.subscribe(Subjects.receipts_of(self.principal), cb=self._on_receipt)
 
     async def _on_receipt(self, msg: Msg) -> None:
-        issued = self._verified(msg.data)
+        issued = self._receipts.verified(msg.data)
         if issued is None:
             return
         future = self._waiting.pop(issued.request_id, None)
@@ -330,23 +304,13 @@ class ToolClient:
             return issued
 
     async def fetch_result(self, ref: ResultRef) -> Any:
-        """Read a result kept out of band: its chunks, gunzipped (RFC 1952), checked, decoded.
+        """Read a result kept out of band (:func:`toolgate.sdk.results.read_result`).
 
         Raises:
             ResultUnavailable: a chunk is missing, or the bytes do not match the receipt's
                 size and SHA-256.
         """
-        packed = b"".join([await self._chunk(f"{ref.subject_prefix}.{index}") for index in range(ref.chunks)])
-        data = _gunzip(packed, ref.size_bytes)
-        if len(data) != ref.size_bytes or "sha256:" + hashlib.sha256(data).hexdigest() != ref.sha256:
-            raise ResultUnavailable(f"the result at {ref.subject_prefix} does not match its receipt")
-        return msgspec.json.decode(data)
-
-    async def _chunk(self, subject: str) -> bytes:
-        try:
-            return (await self._js.get_last_msg(catalog.RESULTS_STREAM, subject, direct=True)).data or b""
-        except nats.errors.Error as error:
-            raise ResultUnavailable(f"result chunk {subject} cannot be read: {type(error).__name__}") from None
+        return await read_result(self._js, ref)
 
     async def _stored(self, request_id: str) -> ReceiptIssued | None:
         subject = Subjects.receipt(self.principal, request_id)
@@ -354,18 +318,7 @@ class ToolClient:
             stored = await self._js.get_last_msg(catalog.STREAM, subject, direct=True)
         except nats.errors.Error:
             return None
-        return self._verified(stored.data or b"")
-
-    def _verified(self, data: bytes) -> ReceiptIssued | None:
-        """The receipt in ``data`` when it is one and its signature verifies; else ``None`` (logged)."""
-        try:
-            body, issued = msgspec.json.decode(data), decode_untrusted(_receipt, data)
-        except msgspec.DecodeError:
-            return None
-        if self._receipts_key is None or (isinstance(body, dict) and verify_body(body, self._receipts_key)):
-            return issued
-        log.warning("receipt for %s ignored: not signed by the executor's receipts key", issued.request_id)
-        return None
+        return self._receipts.verified(stored.data or b"")
 
     async def invoke(
         self,
@@ -388,29 +341,3 @@ class ToolClient:
         """
         request_id = await self.submit(tool, operation, arguments, idempotency_key=idempotency_key, version=version)
         return await self.receipt(request_id, timeout_s)
-
-
-def _receipts_key(public_keys: Path | None, verify: bool) -> Ed25519PublicKey | None:
-    """The executor's public key from ``public_keys`` (or ``$TOOLGATE_PUBLIC_KEYS_DIR``).
-
-    Raises:
-        ReceiptKeyMissing: none found and ``verify``.
-    """
-    directory = public_keys or (Path(found) if (found := os.environ.get("TOOLGATE_PUBLIC_KEYS_DIR")) else None)
-    if directory is not None and (directory / "receipts.pub").exists():
-        return load_public_key(directory / "receipts.pub")
-    if verify:
-        raise ReceiptKeyMissing(
-            "no receipts.pub to verify receipts with: pass public_keys= (toolgate up: .toolgate/keys/public) "
-            "or set TOOLGATE_PUBLIC_KEYS_DIR"
-        )
-    log.warning("receipts are NOT verified (verify_receipts=False): a forged receipt would be believed")
-    return None
-
-
-def _gunzip(packed: bytes, size_bytes: int) -> bytes:
-    """Decompress at most ``size_bytes + 1`` bytes, so a forged chunk cannot inflate without bound."""
-    try:
-        return zlib.decompressobj(wbits=31).decompress(packed, size_bytes + 1)
-    except zlib.error as error:
-        raise ResultUnavailable(f"the stored result is not gzip: {error}") from None

@@ -1,0 +1,39 @@
+"""What the SDK raises.
+
+Hierarchy::
+
+    DuplicateRequest            the stream already held this request id
+    RegistryUnavailable         the tool listing did not answer or refused the lookup
+    ├── RegistryNoAnswer        no answer in time (also a nats.errors.Error: retrying may succeed)
+    └── UnknownTool             no such tool or version for this principal
+    ResultUnavailable           a result kept out of band could not be read back
+
+Also :class:`toolgate.sdk.receipts.ReceiptKeyMissing` and
+:class:`toolgate.sdk.sealing.SealingKeyMissing`, raised before anything is sent.
+"""
+
+from __future__ import annotations
+
+import nats
+
+__all__ = ["DuplicateRequest", "RegistryNoAnswer", "RegistryUnavailable", "ResultUnavailable", "UnknownTool"]
+
+
+class DuplicateRequest(Exception):
+    """The stream already held a message with this request id: nothing new was submitted."""
+
+
+class RegistryUnavailable(Exception):
+    """The tool listing did not answer or refused the lookup."""
+
+
+class ResultUnavailable(Exception):
+    """A result kept out of band could not be read back (expired, missing or corrupted)."""
+
+
+class RegistryNoAnswer(RegistryUnavailable, nats.errors.Error):
+    """The registry did not answer in time (a bus fault: retrying may succeed)."""
+
+
+class UnknownTool(RegistryUnavailable):
+    """The registry has no such tool or version."""

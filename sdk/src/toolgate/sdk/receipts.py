@@ -1,0 +1,73 @@
+"""Believing a receipt: only one the executor's receipts key signed.
+
+The executor signs every receipt (Ed25519, RFC 8032) over the RFC 8785 canonical JSON of
+the receipt without its ``signature`` (:mod:`toolgate.shared.signing`). A client checks the
+signature over the fields *as sent* (:func:`~toolgate.shared.signing.verify_body`), so a
+receipt from a newer or older executor still verifies, and ignores anything else arriving
+on its receipts subject: an unsigned or forged receipt is logged and dropped, and the
+client keeps waiting for the real one.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolgate.shared.events import ReceiptIssued, decode_untrusted
+from toolgate.shared.signing import load_public_key, verify_body
+
+__all__ = ["ReceiptKeyMissing", "ReceiptVerifier"]
+
+log = logging.getLogger("toolgate.sdk")
+
+_receipt = msgspec.json.Decoder(ReceiptIssued)
+
+
+class ReceiptKeyMissing(Exception):
+    """No executor public key to verify receipts with, and unverified receipts were not asked for."""
+
+
+class ReceiptVerifier:
+    """Turns bytes from the receipts subject into a receipt the executor signed, or nothing.
+
+    Args:
+        key: the executor's ``receipts.pub``; ``None`` believes every well-formed receipt
+            (only through :meth:`from_directory` with ``verify=False``).
+    """
+
+    def __init__(self, key: Ed25519PublicKey | None) -> None:
+        self._key = key
+
+    @classmethod
+    def from_directory(cls, public_keys: Path | None, verify: bool = True) -> ReceiptVerifier:
+        """The verifier of ``<public_keys>/receipts.pub`` (default ``$TOOLGATE_PUBLIC_KEYS_DIR``).
+
+        Raises:
+            ReceiptKeyMissing: no ``receipts.pub`` there and ``verify``.
+            ValueError: ``receipts.pub`` is not a base64 Ed25519 public key.
+        """
+        directory = public_keys or (Path(found) if (found := os.environ.get("TOOLGATE_PUBLIC_KEYS_DIR")) else None)
+        if directory is not None and (directory / "receipts.pub").exists():
+            return cls(load_public_key(directory / "receipts.pub"))
+        if verify:
+            raise ReceiptKeyMissing(
+                "no receipts.pub to verify receipts with: pass public_keys= (toolgate up: .toolgate/keys/public) "
+                "or set TOOLGATE_PUBLIC_KEYS_DIR"
+            )
+        log.warning("receipts are NOT verified (verify_receipts=False): a forged receipt would be believed")
+        return cls(None)
+
+    def verified(self, data: bytes) -> ReceiptIssued | None:
+        """The receipt in ``data`` when it is one and its signature verifies; else ``None`` (logged)."""
+        try:
+            body, issued = msgspec.json.decode(data), decode_untrusted(_receipt, data)
+        except msgspec.DecodeError:
+            return None
+        if self._key is None or (isinstance(body, dict) and verify_body(body, self._key)):
+            return issued
+        log.warning("receipt for %s ignored: not signed by the executor's receipts key", issued.request_id)
+        return None
