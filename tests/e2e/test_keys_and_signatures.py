@@ -158,6 +158,22 @@ async def _messages(gate: Any, subject: str) -> list[Any]:
     return found
 
 
+async def test_another_agents_genuine_receipt_copied_onto_a_request_is_not_its_answer(gate: Any, new_id: Any) -> None:
+    """A receipt the executor's key really signed, but for another principal (same request id), is ignored."""
+    victim, name = gate.agent(), new_id("copied-") + ".txt"
+    client = await gate.client(victim)
+    request_id = await client.submit("file_system", "write", {"path": name, "content": "v"})
+    pending = await gate.pending(request_id)
+    executor_key = load_private_key(gate.stack.keys_dir("executor") / "receipts.key")
+    theirs = sign_event(_forged(gate.agent(), request_id, None), executor_key)
+    await publish_event(gate.js, Subjects.receipt(victim, request_id), theirs)
+
+    assert (await gate.decide("alice", pending["approval_id"]))["ok"]
+    issued = await client.receipt(request_id, timeout_s=20)
+    assert (issued.principal, issued.operation, issued.outcome) == (victim, "write", "succeeded")
+    assert (gate.paths.sandbox / name).read_text() == "v"
+
+
 def _cli(gate: Any, user: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NATS_URL": gate.stack.url_for(user), "TOOLGATE_STATE_DIR": str(gate.paths.state / "no-cli")}
     if prefix := gate.stack.connect_options(user).get("inbox_prefix"):

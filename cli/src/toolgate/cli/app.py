@@ -52,7 +52,9 @@ def _url(url: str | None) -> str:
     if url:
         return url
     saved = state_dir() / "nats_url"
-    return saved.read_text().strip() if saved.exists() else "nats://127.0.0.1:4222"
+    if not saved.exists():  # never offer credentials to whatever listens on a default port
+        raise rpc.BusError(f"no NATS_URL and no {saved}: is `toolgate up` running (from this directory)?")
+    return saved.read_text().strip()
 
 
 async def _connect(url: str, approver: str | None) -> rpc.Bus:
@@ -99,7 +101,7 @@ OperatorKey = Annotated[
 
 
 @tools_app.command("publish")
-def tools_publish(file: Path, key: OperatorKey | None = None, nats_url: NatsUrl = "") -> None:
+def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -> None:
     """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable)."""
     from toolgate.shared.signing import load_private_key, sign_value
 

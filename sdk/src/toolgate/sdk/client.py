@@ -113,7 +113,7 @@ class ToolClient:
         principal: str,
         *,
         credentials: str | Path | None = None,
-        public_keys: Path | None = None,
+        public_keys: str | Path | None = None,
         verify_receipts: bool = True,
         sealing_key: str | None = None,
         **options: Any,
@@ -145,6 +145,7 @@ class ToolClient:
             nats.errors.NoServersError: the server could not be reached.
             OSError / ValueError: a sealing key is named but unreadable or invalid.
         """
+        public_keys = Path(public_keys) if public_keys is not None else None
         receipts = ReceiptVerifier.from_directory(public_keys, verify_receipts)
         sealer_key = find_sealing_key(public_keys, sealing_key)
         if credentials is not None:
@@ -164,7 +165,7 @@ class ToolClient:
         self._subscription = await self._nc.subscribe(Subjects.receipts_of(self.principal), cb=self._on_receipt)
 
     async def _on_receipt(self, msg: Msg) -> None:
-        issued = self._receipts.verified(msg.data)
+        issued = self._mine(msg.subject, self._receipts.verified(msg.data))
         if issued is None:
             return
         future = self._waiting.pop(issued.request_id, None)
@@ -318,7 +319,17 @@ class ToolClient:
             stored = await self._js.get_last_msg(catalog.STREAM, subject, direct=True)
         except nats.errors.Error:
             return None
-        return self._receipts.verified(stored.data or b"")
+        return self._mine(subject, self._receipts.verified(stored.data or b""))
+
+    def _mine(self, subject: str, issued: ReceiptIssued | None) -> ReceiptIssued | None:
+        """``issued`` if it is this principal's receipt of the request its subject names, else ``None``.
+
+        A receipt the executor really signed, but for another principal or request, copied onto
+        this subject (a server reply sent to a chosen subject can do that) is not an answer.
+        """
+        if issued is None or subject != Subjects.receipt(self.principal, issued.request_id):
+            return None
+        return issued if issued.principal == self.principal else None
 
     async def invoke(
         self,

@@ -302,7 +302,9 @@ class Executor:
                 stored if step is Step.REPUBLISH else replay_receipt(decision, self.clock(), stored)
             )
         if step is Step.REFUSE_REUSED:
-            reason = "idempotency key was used with other arguments"
+            reason = (
+                "idempotency key was used with another request (other arguments, or another tool version or descriptor)"
+            )
             return await self._issue(decision, Outcome.REFUSED, "idempotency_key_reused", reason)
         if step is Step.REFUSE_IN_USE:
             reason = f"request {claim.owner_request_id} holds this key and its outcome is unknown"

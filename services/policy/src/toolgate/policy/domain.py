@@ -180,7 +180,11 @@ async def _replay(principal: str, request: ToolRequested, digest: str, ports: Po
     if state is None:
         return False
     if state.fingerprint != digest:
-        raise _Ended(Verdict.REFUSE, "idempotency_key_reused", "idempotency key was used with other arguments")
+        raise _Ended(
+            Verdict.REFUSE,
+            "idempotency_key_reused",
+            "idempotency key was used with another request (other arguments, or another tool version or descriptor)",
+        )
     return state.done
 
 
