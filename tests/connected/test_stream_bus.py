@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.aio.client import Client
@@ -13,7 +14,7 @@ from nats.js import JetStreamContext
 from toolgate.executor.adapters.stream import StreamBus
 from toolgate.shared.bus import publish_event
 from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalGranted, DecisionMade, ReceiptIssued
+from toolgate.shared.events import ApprovalGranted, DecisionMade, EffectClaimed, ReceiptIssued
 from toolgate.shared.signing import sign_event
 from toolgate.shared.vocabulary import Outcome, Verdict
 
@@ -99,3 +100,27 @@ async def test_a_forged_receipt_first_on_the_subject_neither_ends_the_request_no
     assert found is not None and found.reason == "real" and found.signature
     assert await bus.publish_receipt(_receipt("p", ns, "again")) is False
     assert (await bus.receipt("p", ns)) == found
+
+
+@pytest.mark.parametrize(
+    "junk", ['{"stream": "TOOLGATE", "seq": 7}', '{"type": "io.nats.jetstream.api.v1.error"}', "x"]
+)
+async def test_junk_first_on_a_claim_subject_does_not_take_the_key(
+    nc: Client, js: JetStreamContext, ns: str, junk: str
+) -> None:
+    bus, digest = StreamBus(nc, js, Ed25519PrivateKey.generate()), f"d{ns}"
+    subject = Subjects.claim("p", digest)
+    await js.publish(subject, junk.encode(), stream="TOOLGATE")
+    claim = EffectClaimed(
+        event_id=f"c-{ns}",
+        occurred_at=datetime.now(UTC),
+        request_id=ns,
+        principal="p",
+        key_digest=digest,
+        request_hash="sha256:x",
+        effect_id="e",
+        instance="i",
+    )
+    assert await bus.claim_effect(claim, digest) is None, "the real claim was published after the junk"
+    later = msgspec.structs.replace(claim, event_id=f"c2-{ns}", request_id=f"{ns}b")
+    assert await bus.claim_effect(later, digest) == claim, "the first real claim is the one that holds"

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from toolgate.shared.bus import next_message, publish_event
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.events import ReceiptIssued
+from toolgate.shared.idempotency import key_digest
 from toolgate.shared.keyring import HOLDERS
 from toolgate.shared.nats_permissions import ADMIN, agent_user, approver_user
 from toolgate.shared.signing import load_private_key, sign_event, sign_value
@@ -172,6 +173,31 @@ async def test_another_agents_genuine_receipt_copied_onto_a_request_is_not_its_a
     issued = await client.receipt(request_id, timeout_s=20)
     assert (issued.principal, issued.operation, issued.outcome) == (victim, "write", "succeeded")
     assert (gate.paths.sandbox / name).read_text() == "v"
+
+
+async def test_server_replies_aimed_at_another_agents_subjects_block_nothing(gate: Any, new_id: Any) -> None:
+    """An agent aims the server's answers (its PubAck, a direct get) at another agent's claim subject."""
+    victim, attacker, name = gate.agent(2), gate.agent(), new_id("squat-") + ".txt"
+    key = new_id("predictable-")
+    claim_subject = Subjects.claim(victim, key_digest(key))
+    secured = gate.stack.has_user(agent_user(attacker))
+    nc = await nats.connect(
+        gate.stack.nats_url, **gate.stack.connect_options(agent_user(attacker) if secured else ADMIN)
+    )
+    try:
+        junk = json.dumps({"request_id": new_id("r"), "tool": "file_system", "operation": "list", "arguments": {}})
+        await nc.publish(Subjects.request(attacker), junk.encode(), reply=claim_subject)
+        await nc.flush()
+    finally:
+        await nc.close()
+    await gate.settle()
+    assert await gate.count(claim_subject) >= 1, "the server's reply was stored on the claim subject"
+
+    issued = await gate.call(victim, "write", {"path": name, "content": "mine"}, key=key)
+    assert (issued.outcome, issued.reason_code) == ("succeeded", "ok"), issued.reason
+    assert (gate.paths.sandbox / name).read_text() == "mine"
+    again = await gate.call(victim, "write", {"path": name, "content": "mine"}, key=key)
+    assert again.outcome == "replayed"
 
 
 def _cli(gate: Any, user: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -8,9 +8,10 @@ another request, copied there first, is treated as absent).
 Receipts, claims and result chunks are published with
 ``Nats-Expected-Last-Subject-Sequence: 0`` (one per subject, forever). Receipts are signed
 with the executor's receipts key (Ed25519); a receipt on a request's subject counts only when
-it verifies under that key, so a forged one published there first (by a client whose NATS
-permissions are wrong) neither ends the request nor blocks the real receipt, which is
-published after it. Large results are
+it verifies under that key and names that request, and a claim only when it is a claim of
+that key. A subject holding only junk — a forgery, or a reply of the server itself that a
+client aimed there (NATS does not check a reply subject against the client's publish
+rights) — neither ends the request nor blocks the real event, which is published after it. Large results are
 gzip-compressed (RFC 1952) and cut into chunks of :data:`CHUNK_BYTES` in
 :data:`catalog.RESULTS_STREAM`.
 """
@@ -21,7 +22,7 @@ import gzip
 import hashlib
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -54,6 +55,9 @@ E = TypeVar("E")
 CHUNK_BYTES = 262_144
 """Largest result chunk, bytes (well under the 1 MiB NATS payload limit)."""
 
+FirstReal = Callable[[], Awaitable[tuple[E | None, int]]]
+"""Reads a subject: its first real event (or ``None``) and its last stream sequence."""
+
 MAX_EVENTS_PER_SUBJECT = 16
 """How many messages of one per-request subject are read at most (grants, rejections)."""
 
@@ -76,15 +80,33 @@ class StreamBus:
     async def publish_receipt(self, receipt: ReceiptIssued) -> bool:
         """See :meth:`~toolgate.executor.ports.Bus.publish_receipt`; signed, published after any forgery."""
         subject, signed = Subjects.receipt(receipt.principal, receipt.request_id), sign_event(receipt, self._signer)
+
+        async def first_real() -> tuple[ReceiptIssued | None, int]:
+            return await self._receipt_on(subject, receipt.principal, receipt.request_id)
+
+        return await self._publish_first(subject, signed, first_real) is None
+
+    async def _publish_first(
+        self, subject: str, event: E, first_real: Callable[[], Awaitable[tuple[E | None, int]]]
+    ) -> E | None:
+        """Publish ``event`` as the first real one on ``subject``; ``None`` when stored, else the real one found.
+
+        A subject whose messages are all junk (a forgery, or a server reply an agent aimed at
+        it) is not taken: the event is published after the last of them
+        (``Nats-Expected-Last-Subject-Sequence``), so junk can neither block nor replace it.
+
+        Raises:
+            RuntimeError: still not stored after :data:`MAX_EVENTS_PER_SUBJECT` attempts.
+        """
         after = 0
         for _ in range(MAX_EVENTS_PER_SUBJECT):
-            if await publish_once(self._js, subject, signed, after_seq=after):
-                return True
-            found, after = await self._receipt_on(subject, receipt.principal, receipt.request_id)
+            if await publish_once(self._js, subject, event, after_seq=after):
+                return None
+            found, after = await first_real()
             if found is not None:
-                return False
-            log.error("%s holds no receipt signed by this executor: publishing the real one after it", subject)
-        raise RuntimeError(f"{subject}: receipt not published after {MAX_EVENTS_PER_SUBJECT} attempts")
+                return found
+            log.error("%s holds only messages that are not real: publishing after them", subject)
+        raise RuntimeError(f"{subject}: not published after {MAX_EVENTS_PER_SUBJECT} attempts")
 
     async def decision(self, principal: str, request_id: str) -> DecisionMade | None:
         """See :meth:`~toolgate.executor.ports.Bus.decision`."""
@@ -122,13 +144,21 @@ class StreamBus:
     async def claim_effect(self, claim: EffectClaimed, key_digest: str) -> EffectClaimed | None:
         """See :meth:`~toolgate.executor.ports.Bus.claim_effect`."""
         subject = Subjects.claim(claim.principal, key_digest)
-        if await publish_once(self._js, subject, claim):
-            return None
-        prior = _first(await self._events(subject, 1), EffectClaimed)
-        if prior is None or prior.principal != claim.principal or prior.key_digest != key_digest:
-            log.error("the claim subject %s holds something that is not a claim", subject)
-            return msgspec.structs.replace(claim, request_id="", request_hash="")
-        return prior
+
+        async def first_real() -> tuple[EffectClaimed | None, int]:
+            return await self._claim_on(subject, claim.principal, key_digest)
+
+        return await self._publish_first(subject, claim, first_real)
+
+    async def _claim_on(self, subject: str, principal: str, key_digest: str) -> tuple[EffectClaimed | None, int]:
+        """The first claim of this key on ``subject`` (junk skipped), and the subject's last sequence."""
+        seq, last = 1, 0
+        while (message := await self._next(subject, seq)) is not None:
+            seq, last = message.seq + 1, message.seq
+            event = _decoded(message.data)
+            if isinstance(event, EffectClaimed) and (event.principal, event.key_digest) == (principal, key_digest):
+                return event, last
+        return None, last
 
     async def store_result(self, principal: str, request_id: str, data: bytes) -> ResultRef:
         """See :meth:`~toolgate.executor.ports.Bus.store_result` (one run id per call, so chunks never mix)."""
