@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import nats
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.audit.domain import GENESIS, chain_hash
 from toolgate.shared.bus import next_message, publish_event
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.events import ReceiptIssued
@@ -225,6 +227,39 @@ async def test_forged_signed_events_are_named_by_verify_online_and_offline(
     assert _cli(gate, _reader(), "audit", "export", str(export)).returncode == 0
     offline = _cli(gate, _reader(), "audit", "verify", "--file", str(export), "--keys", str(gate.stack.public_keys))
     assert offline.returncode == 1 and "unsigned receipt.issued" in offline.stderr, offline.stderr
+
+
+def _rewrite_the_chain(database: Path, sequence: int, edit: Any) -> None:
+    """Edit one record of the audit database as its OS user could, then recompute every hash after it."""
+    with sqlite3.connect(database) as db:
+        db.row_factory = sqlite3.Row
+        rows = [dict(row) for row in db.execute("SELECT * FROM audit_records ORDER BY sequence")]
+        rows[sequence - 1] = edit(rows[sequence - 1])
+        prev = GENESIS
+        for row in rows:
+            row["prev_hash"], row["hash"] = prev, chain_hash(prev, row)
+            prev = row["hash"]
+            db.execute(
+                "UPDATE audit_records SET event_type=?, payload=?, prev_hash=?, hash=? WHERE sequence=?",
+                (row["event_type"], row["payload"], row["prev_hash"], row["hash"], row["sequence"]),
+            )
+
+
+async def test_a_rewritten_audit_database_does_not_verify_against_the_stream(gate: Any, new_id: Any) -> None:
+    """Every hash recomputed, a receipt turned into an unsigned type: the stream still tells."""
+    issued = await gate.call(gate.agent(), "list", {"path": "."})
+    await gate.settle()
+    trail = await gate.trail(issued.request_id)
+    receipt = next(record for record in trail if record["event_type"] == "receipt.issued")
+
+    def disguise(row: dict[str, Any]) -> dict[str, Any]:
+        body = {**json.loads(row["payload"]), "type": "receipt.note", "outcome": "denied"}
+        return {**row, "event_type": "receipt.note", "payload": json.dumps(body)}
+
+    _rewrite_the_chain(gate.paths.state / "audit.sqlite3", receipt["sequence"], disguise)
+    done = _cli(gate, _reader(), "audit", "verify")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "differ from the stream" in done.stderr and str(receipt["sequence"]) in done.stderr, done.stderr
 
 
 def _read_only_file_system(gate: Any) -> dict[str, Any]:

@@ -294,6 +294,7 @@ def _audit(clients: tuple[str, ...]) -> NatsUser:
         publish=(
             *_consumer(catalog.AUDIT_CONSUMER),
             Rule(_api("STREAM.INFO", catalog.STREAM), "verify: how far the stream is ahead"),
+            Rule(_api("STREAM.MSG.GET", catalog.STREAM), "verify: each record against its stream message"),
             _reports("audit"),
             Rule(Subjects.ALARMS, "an alarm for each recorded security event (only the audit)"),
             *_replies_to(clients),

@@ -66,8 +66,15 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
         async def announce(subject: str, body: bytes) -> None:
             await broker.connection.publish(subject, body)
 
+        async def stream_message(seq: int) -> tuple[str, bytes, str | None] | None:
+            try:
+                message = await js.get_msg(STREAM, seq)
+            except nats.js.errors.NotFoundError:
+                return None
+            return message.subject or "", message.data or b"", (message.headers or {}).get("Nats-Msg-Id")
+
         store = SqliteAuditStore(settings.database)
-        cell.set(Audit(store, stream_last_seq, keys=keys, reporter=reporter, announce=announce))
+        cell.set(Audit(store, stream_last_seq, keys, reporter, announce, stream_message))
 
     async def close() -> None:
         await cell().store.close()

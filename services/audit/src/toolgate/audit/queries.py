@@ -42,6 +42,10 @@ class VerifyReply(msgspec.Struct, frozen=True, kw_only=True):
         stream_last_seq: the stream's last sequence when asked (audit may still be catching up).
         bad_signatures: records of a signed event type whose signature does not verify (first few).
         bad_signature_count: how many such records the chain holds.
+        differing_from_stream: records that differ from the stream message they name (first
+            few): the database was edited, even if its hashes were all recomputed.
+        differing_count: how many records differ from their stream message.
+        unanchored: records whose stream message is gone (expired), so not compared.
     """
 
     ok: bool
@@ -53,6 +57,9 @@ class VerifyReply(msgspec.Struct, frozen=True, kw_only=True):
     stream_last_seq: int | None = None
     bad_signatures: list[SignatureFault] = []
     bad_signature_count: int = 0
+    differing_from_stream: list[int] = []
+    differing_count: int = 0
+    unanchored: int = 0
 
 
 class ExportQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

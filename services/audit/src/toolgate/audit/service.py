@@ -10,13 +10,14 @@ logged, and the record stays.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
+from toolgate.audit.anchoring import Anchoring, StreamMessage
 from toolgate.audit.domain import AuditRecord
 from toolgate.audit.queries import EXPORT_PAGE, ExportQuery, ExportReply, TrailReply, VerifyReply
 from toolgate.audit.sentinel import alarm_of, forgery
@@ -36,6 +37,10 @@ async def _nowhere(subject: str, data: bytes) -> None:
     """Announce nothing (no bus)."""
 
 
+async def _gone(seq: int) -> None:
+    """No stream to read."""
+
+
 @dataclass
 class Audit:
     """The store, how to ask the stream for its last sequence, and how to raise alarms.
@@ -46,6 +51,7 @@ class Audit:
         keys: public keys by name (``policy``, ``approvals``, ``receipts``): intake and ``verify`` check signatures.
         reporter: reports forgeries seen on intake.
         announce: ``announce(subject, body)`` on core NATS (alarms).
+        stream_message: reads one stream message (:mod:`toolgate.audit.anchoring`); ``None``: not compared.
     """
 
     store: SqliteAuditStore
@@ -53,6 +59,7 @@ class Audit:
     keys: Mapping[str, Ed25519PublicKey] = field(default_factory=dict)
     reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("audit"))
     announce: Announce = _nowhere
+    stream_message: StreamMessage | None = None
 
     async def trail(self, request_id: str) -> TrailReply:
         """Every record of one request, in bus order."""
@@ -60,13 +67,17 @@ class Audit:
         return TrailReply(ok=True, reason=f"{len(records)} records", records=records)
 
     async def verify(self) -> VerifyReply:
-        """Check the chain's links and signatures, that no stream event is missing, and the bus's order."""
+        """Check the chain's links and signatures, each record against its stream message, coverage and order."""
         signatures = SignatureCheck(self.keys)
         result = await self.store.verify(signatures)
         missing, audited_last = await self.store.coverage()
         disordered = await self.store.out_of_order()
+        anchoring = await self._anchoring()
         return VerifyReply(
-            ok=result.ok and not missing and not disordered and not signatures.count,
+            ok=result.ok and not missing and not disordered and not signatures.count and not anchoring.differing_count,
+            differing_from_stream=anchoring.differing,
+            differing_count=anchoring.differing_count,
+            unanchored=anchoring.unanchored,
             bad_signatures=signatures.faults,
             bad_signature_count=signatures.count,
             result=result,
@@ -76,6 +87,19 @@ class Audit:
             audited_last_seq=audited_last,
             stream_last_seq=await self.stream_last_seq(),
         )
+
+    async def _anchoring(self) -> Anchoring:
+        anchoring = Anchoring(self.stream_message or _gone)
+        if self.stream_message is not None:
+            await anchoring.check(self._all_records())
+        return anchoring
+
+    async def _all_records(self) -> AsyncIterator[AuditRecord]:
+        after = 0
+        while page := await self.store.page(after, EXPORT_PAGE):
+            for record in page:
+                yield record
+            after = page[-1].sequence
 
     async def export(self, query: ExportQuery) -> ExportReply:
         """One page of the chain (``1 <= limit <= EXPORT_PAGE``), for ``toolgate audit export``."""
