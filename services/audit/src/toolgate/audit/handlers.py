@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TypeVar
 
 import msgspec
 from faststream.nats import NatsMessage, NatsRouter
@@ -19,6 +20,7 @@ from toolgate.shared.service import RuntimeCell, rpc
 
 __all__ = ["build_router", "consumers"]
 
+Q = TypeVar("Q")
 _trail = msgspec.json.Decoder(TrailQuery)
 _export = msgspec.json.Decoder(ExportQuery)
 _alarms = msgspec.json.Decoder(AlarmsQuery)
@@ -43,24 +45,30 @@ def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
     return [Consumer(catalog.AUDIT_CONSUMER, on_event, give_up=None, max_workers=1)]
 
 
+def _query(decoder: msgspec.json.Decoder[Q], msg: NatsMessage, what: str) -> Q | str:
+    """The decoded query, or why the body is not one (a refusal, never an exception)."""
+    try:
+        return decode_untrusted(decoder, msg.raw_message.data or b"")
+    except msgspec.DecodeError as error:
+        return f"not {what}: {error}"
+
+
 def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
     """Route the queries (trail, verify, export, alarms) to the store."""
     router = NatsRouter()
 
     @rpc(router, Rpc.AUDIT_TRAIL, "audit")
     async def on_trail(msg: NatsMessage) -> bytes:
-        try:
-            query = decode_untrusted(_trail, msg.raw_message.data or b"")
-        except msgspec.DecodeError as error:
-            return msgspec.json.encode(TrailReply(ok=False, reason=f"not a trail query: {error}"))
+        query = _query(_trail, msg, "a trail query")
+        if isinstance(query, str):
+            return msgspec.json.encode(TrailReply(ok=False, reason=query))
         return msgspec.json.encode(await cell().trail(query.request_id))
 
     @rpc(router, Rpc.AUDIT_ALARMS, "audit")
     async def on_alarms(msg: NatsMessage) -> bytes:
-        try:
-            query = decode_untrusted(_alarms, msg.raw_message.data or b"")
-        except msgspec.DecodeError as error:
-            return msgspec.json.encode(AlarmsReply(ok=False, reason=f"not an alarms query: {error}"))
+        query = _query(_alarms, msg, "an alarms query")
+        if isinstance(query, str):
+            return msgspec.json.encode(AlarmsReply(ok=False, reason=query))
         return msgspec.json.encode(await cell().alarms(query.limit))
 
     @rpc(router, Rpc.AUDIT_VERIFY, "audit")
@@ -69,10 +77,9 @@ def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
 
     @rpc(router, Rpc.AUDIT_EXPORT, "audit")
     async def on_export(msg: NatsMessage) -> bytes:
-        try:
-            query = decode_untrusted(_export, msg.raw_message.data or b"")
-        except msgspec.DecodeError as error:
-            return msgspec.json.encode(ExportReply(ok=False, reason=f"not an export query: {error}"))
+        query = _query(_export, msg, "an export query")
+        if isinstance(query, str):
+            return msgspec.json.encode(ExportReply(ok=False, reason=query))
         return msgspec.json.encode(await cell().export(query))
 
     return router

@@ -8,7 +8,7 @@ is ever fetched (:func:`toolgate.shared.schemas.check_schema`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -30,6 +30,7 @@ __all__ = [
     "validate_descriptor",
 ]
 
+T = TypeVar("T")
 _descriptor = msgspec.json.Decoder(ToolDescriptor)
 MAX_DESCRIPTOR_BYTES = 262_144
 """Largest accepted descriptor, bytes."""
@@ -75,14 +76,23 @@ def parse_descriptor(data: bytes) -> ToolDescriptor:
     Raises:
         PublishRefused: oversized, malformed, or invalid (see :func:`validate_descriptor`).
     """
-    if len(data) > MAX_DESCRIPTOR_BYTES:
-        raise PublishRefused("oversized", f"descriptor is {len(data)} bytes; the limit is {MAX_DESCRIPTOR_BYTES}")
-    try:
-        descriptor = decode_untrusted(_descriptor, data)
-    except msgspec.DecodeError as error:
-        raise PublishRefused("malformed", f"not a tool descriptor: {error}") from None
+    descriptor = _bounded(_descriptor, data, "a tool descriptor")
     validate_descriptor(descriptor)
     return descriptor
+
+
+def _bounded(decoder: msgspec.json.Decoder[T], data: bytes, what: str) -> T:
+    """``data`` decoded, at most :data:`MAX_DESCRIPTOR_BYTES`.
+
+    Raises:
+        PublishRefused: ``oversized``, or ``malformed`` naming what it is not.
+    """
+    if len(data) > MAX_DESCRIPTOR_BYTES:
+        raise PublishRefused("oversized", f"request is {len(data)} bytes; the limit is {MAX_DESCRIPTOR_BYTES}")
+    try:
+        return decode_untrusted(decoder, data)
+    except msgspec.DecodeError as error:
+        raise PublishRefused("malformed", f"not {what}: {error}") from None
 
 
 def parse_publish_request(data: bytes, operator_key: Ed25519PublicKey | None) -> ToolDescriptor:
@@ -95,12 +105,7 @@ def parse_publish_request(data: bytes, operator_key: Ed25519PublicKey | None) ->
         PublishRefused: ``oversized``, ``malformed``, ``not_operator`` (no operator key is
             configured, or the signature does not verify under it), or as :func:`validate_descriptor`.
     """
-    if len(data) > MAX_DESCRIPTOR_BYTES:
-        raise PublishRefused("oversized", f"request is {len(data)} bytes; the limit is {MAX_DESCRIPTOR_BYTES}")
-    try:
-        request = decode_untrusted(_publish, data)
-    except msgspec.DecodeError as error:
-        raise PublishRefused("malformed", f"not a publish request ({{descriptor, signature}}): {error}") from None
+    request = _bounded(_publish, data, "a publish request ({descriptor, signature})")
     if operator_key is None:
         raise PublishRefused(
             "not_operator", "no operator key is configured: descriptors are published at start-up only"
