@@ -49,7 +49,16 @@ async def _submit_writes(gate: Any, names: list[str]) -> list[tuple[str, str]]:
     return submitted
 
 
+async def _known_tool(gate: Any, count: int, autonomy: int = 1) -> None:
+    """Let the next agents' clients look the tool up while the policy answers (they seal from it later)."""
+    taken = dict(gate._taken)
+    for _ in range(0, count, PER_AGENT):
+        await (await gate.client(gate.agent(autonomy))).describe("file_system")
+    gate._taken = taken
+
+
 async def test_requests_submitted_while_policy_is_dead_all_end(gate: Any) -> None:
+    await _known_tool(gate, 20)
     gate.stack.stop("policy", kill=True)
     try:
         submitted = await _submit_reads(gate, 20)

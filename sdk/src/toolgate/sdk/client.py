@@ -100,6 +100,7 @@ class ToolClient:
         if not TOKEN.match(principal):
             raise ValueError(f"principal {principal!r} must match {TOKEN.pattern}")
         self._nc, self.principal, self._receipts = nc, principal, receipts
+        self._described: dict[tuple[str, str | None], ToolDescriptor] = {}
         self._sealer = Sealer(sealing_key if sealing_key is not None else find_sealing_key())
         self._js = nc.jetstream()
         self._waiting: dict[str, asyncio.Future[ReceiptIssued]] = {}
@@ -205,6 +206,7 @@ class ToolClient:
         body = msgspec.json.encode({"tool": tool, "version": version})
         found = (await self._registry(Rpc.tools_get(self.principal), body, timeout_s)).descriptor
         assert found is not None
+        self._described[(tool, version)] = found
         return found
 
     async def _registry(self, subject: str, body: bytes, timeout_s: float) -> _Listing:
@@ -230,15 +232,17 @@ class ToolClient:
         """Publish one tool request and return its request id (the receipt comes later).
 
         Secret arguments of the operation (``writeOnly``) are sealed to the executor first
-        (:mod:`toolgate.sdk.sealing`), which takes one registry lookup of the descriptor.
+        (:mod:`toolgate.sdk.sealing`), which takes one lookup of the descriptor. When the
+        lookup gets no answer (the policy service is down), the descriptor this client last
+        saw for the tool is used, so a request still goes into the stream and waits there.
 
         Raises:
             ValueError: an argument has no canonical JSON form (e.g. an integer beyond
                 ±(2**53 − 1)); the gateway would refuse it, so it is not sent.
             SealingKeyMissing: the operation has secret arguments and no sealing key is set.
-            RegistryUnavailable: the registry refused the lookup, or did not answer
-                (:class:`RegistryNoAnswer`, also a ``nats.errors.Error``): which arguments
-                are secret is unknown, so nothing is sent.
+            RegistryUnavailable: the lookup was refused, or got no answer for a tool this
+                client never saw (:class:`RegistryNoAnswer`, also a ``nats.errors.Error``):
+                which arguments are secret is unknown, so nothing is sent.
             nats.errors.TimeoutError: the stream did not confirm the request.
             DuplicateRequest: ``request_id`` was submitted before (inside the duplicate window).
         """
@@ -272,6 +276,10 @@ class ToolClient:
             descriptor = await self.describe(tool, version)
         except UnknownTool:
             return arguments  # nothing is known secret; the policy denies the unknown tool
+        except RegistryNoAnswer:
+            if (tool, version) not in self._described:
+                raise
+            descriptor = self._described[(tool, version)]  # the last one seen: the request still goes in
         return self._sealer.seal_arguments(descriptor, operation, arguments, key)
 
     async def receipt(self, request_id: str, timeout_s: float = 60.0) -> ReceiptIssued:
