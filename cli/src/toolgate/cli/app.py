@@ -58,10 +58,11 @@ def _url(url: str | None) -> str:
     return saved.read_text().strip()
 
 
-async def _connect(url: str, approver: str | None) -> rpc.Bus:
+async def _connect(url: str | None, approver: str | None) -> rpc.Bus:
+    """Connect as the command's identity (first: who), to the stack's bus (then: where)."""
     who = identity(approver)
     try:
-        return await rpc.Bus.connect(url, who.user, **who.options, **tls_options(os.environ.get(CA_FILE_ENV)))
+        return await rpc.Bus.connect(_url(url), who.user, **who.options, **tls_options(os.environ.get(CA_FILE_ENV)))
     except NatsUnreachable as error:
         stale = " (is `./dev up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
         raise rpc.BusError(f"{error}; connecting as {who.user or 'no user'} ({who.source}){stale}") from None
@@ -71,7 +72,7 @@ def _on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: 
     """Run ``work`` on a connection as the operator, or as ``approver`` (see :mod:`toolgate.cli.identity`)."""
 
     async def run() -> T:
-        bus = await _connect(_url(url), approver)
+        bus = await _connect(url, approver)
         try:
             return await work(bus)
         finally:
