@@ -2,37 +2,29 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import msgspec
-import nats
 import typer
-from nats.aio.client import Client
-from rich.console import Console
 from rich.markup import escape
 
 from toolgate.cli import rpc
-from toolgate.cli.audit_report import problems, signature_problems
-from toolgate.cli.identity import identity, state_dir
-from toolgate.cli.render import alarm_row, alarms_table, approvals_table, tools_table, trail_table
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
+from toolgate.cli.audit_commands import audit_app
+from toolgate.cli.identity import state_dir
+from toolgate.cli.render import approvals_table, tools_table
+from toolgate.cli.session import NatsUrl, console, err_console, on_bus
+from toolgate.shared.catalog import Rpc
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.directory import DirectoryInvalid
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
-from toolgate.shared.nats_credentials import CredentialsInvalid
 
 __all__ = ["main"]
 
-T = TypeVar("T")
 app = typer.Typer(help="toolgate: a governed gateway between AI agents and their tools.", no_args_is_help=True)
 tools_app = typer.Typer(help="The tool registry.", no_args_is_help=True)
 approvals_app = typer.Typer(help="Answer pending approvals.", no_args_is_help=True)
-audit_app = typer.Typer(help="Read and verify the audit chain.", no_args_is_help=True)
 keys_app = typer.Typer(help="Signing keys: one directory per holder, its own private key only.", no_args_is_help=True)
 tls_app = typer.Typer(help="TLS certificates of the NATS server.", no_args_is_help=True)
 for sub, name in (
@@ -43,52 +35,12 @@ for sub, name in (
     (tls_app, "tls"),
 ):
     app.add_typer(sub, name=name)
-console = Console()
-err_console = Console(stderr=True)
-
-NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `toolgate up` writes .toolgate/nats_url.")]
-
-
-def _url(url: str | None) -> str:
-    if url:
-        return url
-    saved = state_dir() / "nats_url"
-    if not saved.exists():  # never offer credentials to whatever listens on a default port
-        raise rpc.BusError(f"no NATS_URL and no {saved}: is `toolgate up` running (from this directory)?")
-    return saved.read_text().strip()
-
-
-async def _connect(url: str | None, approver: str | None) -> rpc.Bus:
-    """Connect as the command's identity (first: who), to the stack's bus (then: where)."""
-    who = identity(approver)
-    try:
-        return await rpc.Bus.connect(_url(url), who.user, **who.options, **tls_options(os.environ.get(CA_FILE_ENV)))
-    except NatsUnreachable as error:
-        stale = " (is `./dev up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
-        raise rpc.BusError(f"{error}; connecting as {who.user or 'no user'} ({who.source}){stale}") from None
-
-
-def _on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: str | None = None) -> T:
-    """Run ``work`` on a connection as the operator, or as ``approver`` (see :mod:`toolgate.cli.identity`)."""
-
-    async def run() -> T:
-        bus = await _connect(url, approver)
-        try:
-            return await work(bus)
-        finally:
-            await bus.close()
-
-    try:
-        return asyncio.run(run())
-    except (rpc.BusError, CredentialsInvalid, ValueError, OSError, nats.errors.Error) as error:
-        err_console.print("[red]error:[/red]", escape(redact(str(error))))
-        raise typer.Exit(2) from None
 
 
 @tools_app.command("list")
 def tools_list(nats_url: NatsUrl = "") -> None:
     """List every tool's latest version, one row per operation."""
-    reply: dict[str, Any] = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
+    reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
     console.print(tools_table(msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])))
 
 
@@ -114,7 +66,7 @@ def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -
     except (OSError, ValueError, msgspec.DecodeError) as error:
         err_console.print("[red]error:[/red]", escape(str(error)))
         raise typer.Exit(2) from None
-    reply: dict[str, Any] = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_PUBLISH, body))
+    reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_PUBLISH, body))
     code, reason = escape(str(reply.get("reason_code"))), escape(str(reply.get("reason")))
     if not reply.get("ok"):
         err_console.print(f"[red]{code}[/red]:", reason)
@@ -125,7 +77,7 @@ def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -
 @approvals_app.command("list")
 def approvals_list(nats_url: NatsUrl = "") -> None:
     """Show pending approvals and exactly what each would let run."""
-    pending = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.APPROVALS_LIST, {}))
+    pending = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.APPROVALS_LIST, {}))
     if isinstance(pending, dict):
         err_console.print(f"[red]{escape(str(pending.get('reason_code')))}[/red]:", escape(str(pending.get("reason"))))
         raise typer.Exit(1)
@@ -138,7 +90,7 @@ Approver = Annotated[
 
 
 def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str) -> None:
-    answer = _on_bus(url, lambda bus: rpc.decide(bus, approver, approval_id, approve, note), approver)
+    answer = on_bus(url, lambda bus: rpc.decide(bus, approver, approval_id, approve, note), approver)
     if not answer.get("ok"):
         err_console.print(f"[red]{escape(str(answer.get('reason_code')))}[/red]:", escape(str(answer.get("reason"))))
         raise typer.Exit(1)
@@ -158,150 +110,6 @@ def approvals_approve(approval_id: str, approver: Approver, note: Note = "", nat
 def approvals_reject(approval_id: str, approver: Approver, note: Note = "", nats_url: NatsUrl = "") -> None:
     """Reject one pending approval: the request ends denied."""
     _decide(approval_id, False, approver, note, nats_url)
-
-
-@audit_app.command("trail")
-def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
-    """Print every audit record of one request, in the order the bus carried them."""
-    reply = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
-    if not reply.get("records"):
-        hint = (
-            " (that is an approval id: `approvals list` shows its request id)" if request_id.startswith("ap-") else ""
-        )
-        err_console.print(escape(f"no audit records for request {request_id!r}{hint}"))
-        raise typer.Exit(1)
-    console.print(trail_table(request_id, reply["records"]))
-
-
-@audit_app.command("verify")
-def audit_verify(
-    nats_url: NatsUrl = "",
-    file: Annotated[Path | None, typer.Option(help="Verify an exported chain (audit export) offline.")] = None,
-    keys: Annotated[
-        Path | None, typer.Option(help="Public keys for --file (toolgate up: .toolgate/keys/public).")
-    ] = None,
-) -> None:
-    """Check the whole hash chain and every signature; name the first broken record.
-
-    With --file and --keys it needs no bus: an exported chain is verified with the public keys alone.
-    """
-    if file is not None:
-        _verify_offline(file, keys)
-        return
-    reply = _on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.AUDIT_VERIFY, {}, timeout_s=120))
-    _fail_on(problems(reply))
-    result = reply["result"]
-    console.print(f"[green]audit chain intact[/green]: {result['checked']} of {reply['total']} records verified")
-    if unanchored := reply.get("unanchored"):
-        console.print(f"{unanchored} record(s) no longer in the stream (expired): checked by hash only")
-    behind = (reply.get("stream_last_seq") or 0) - (reply.get("audited_last_seq") or 0)
-    if behind > 0:
-        console.print(f"audit is {behind} event(s) behind the stream (still consuming)")
-
-
-def _verify_offline(file: Path, keys: Path | None) -> None:
-    from toolgate.cli.audit_file import ExportInvalid, verify_file
-
-    if keys is None:
-        err_console.print(
-            "[red]error:[/red] --file needs --keys (the directory of policy.pub, approvals.pub, receipts.pub)"
-        )
-        raise typer.Exit(2)
-    try:
-        found = verify_file(file, keys)
-    except (ExportInvalid, OSError, ValueError) as error:
-        err_console.print("[red]error:[/red]", escape(str(error)))
-        raise typer.Exit(2) from None
-    if not found.result.ok:
-        err_console.print(
-            f"[red]audit chain broken at record {found.result.first_broken}[/red]:", escape(found.result.reason)
-        )
-        raise typer.Exit(1)
-    _fail_on(signature_problems(msgspec.to_builtins(found.bad_signatures), found.bad_signature_count))
-    console.print(f"[green]audit chain intact[/green]: {found.result.checked} records and their signatures verified")
-
-
-def _fail_on(found: list[str]) -> None:
-    for line in found:
-        err_console.print(line)
-    if found:
-        raise typer.Exit(1)
-
-
-@audit_app.command("export")
-def audit_export(file: Path, nats_url: NatsUrl = "") -> None:
-    """Write the whole chain to FILE (JSON Lines), for `audit verify --file FILE --keys DIR` anywhere."""
-    from toolgate.cli.audit_file import ExportInvalid, export_chain
-
-    async def work(bus: rpc.Bus) -> int:
-        async def page(after: int, limit: int) -> dict[str, Any]:
-            reply: dict[str, Any] = await rpc.request(
-                bus, Rpc.AUDIT_EXPORT, {"after": after, "limit": limit}, timeout_s=30
-            )
-            return reply
-
-        with file.open("wb") as sink:
-            return await export_chain(page, sink)
-
-    try:
-        written = _on_bus(nats_url, work)
-    except ExportInvalid as error:
-        err_console.print("[red]error:[/red]", escape(str(error)))
-        raise typer.Exit(1) from None
-    console.print(f"{written} records written to {file}")
-
-
-Limit = Annotated[int, typer.Option(help="How many of the most recent security events to list (1-500).")]
-Follow = Annotated[bool, typer.Option("--follow", help="Keep printing new alarms as they are raised, until Ctrl-C.")]
-
-
-@audit_app.command("alarms")
-def audit_alarms(limit: Limit = 20, follow: Follow = False, nats_url: NatsUrl = "") -> None:
-    """List recent security events (refused approvals, forgeries, permission violations); --follow for new ones."""
-    try:
-        _on_bus(nats_url, lambda bus: _alarms(bus, limit, follow))
-    except KeyboardInterrupt:
-        console.print("stopped following alarms")
-
-
-async def _alarms(bus: rpc.Bus, limit: int, follow: bool) -> None:
-    nc, queue = bus.nc, asyncio.Queue[bytes]()
-
-    async def on_alarm(msg: Any) -> None:
-        queue.put_nowait(msg.data)
-
-    if follow:  # subscribed before listing: nothing raised in between is missed
-        await nc.subscribe(Subjects.ALARMS, cb=on_alarm)
-        await nc.flush()
-    reply = await rpc.request(bus, Rpc.AUDIT_ALARMS, {"limit": limit})
-    if not reply.get("ok"):
-        raise rpc.BusError(str(reply.get("reason")))
-    table, shown = alarms_table(), {alarm["sequence"] for alarm in reply["alarms"]}
-    for alarm in reply["alarms"]:
-        alarm_row(table, alarm)
-    console.print(table if shown else "no security events recorded")
-    if follow:
-        console.print("following new alarms (Ctrl-C to stop)")
-        await _follow(nc, queue, shown)
-
-
-async def _follow(nc: Client, queue: asyncio.Queue[bytes], shown: set[int]) -> None:
-    """Print each new alarm; a lost connection ends the command with an error."""
-    while True:
-        try:
-            alarm = msgspec.json.decode(await asyncio.wait_for(queue.get(), timeout=1.0))
-        except TimeoutError:
-            if nc.is_closed or not nc.is_connected:
-                raise rpc.BusError("the connection to NATS was lost; no more alarms") from None
-            continue
-        except msgspec.DecodeError:
-            continue
-        if not isinstance(alarm, dict) or alarm.get("sequence") in shown:
-            continue
-        shown.add(alarm["sequence"])
-        table = alarms_table(title="")
-        alarm_row(table, alarm)
-        console.print(table)
 
 
 @keys_app.command("generate")

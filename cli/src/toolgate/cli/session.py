@@ -1,0 +1,67 @@
+"""The CLI's connection to a running stack: who it is, where the bus is, and errors as one line.
+
+Every command that talks to the services runs its work through :func:`on_bus`: it connects
+as the command's identity (:mod:`toolgate.cli.identity`), to ``NATS_URL`` or the URL
+``toolgate up`` wrote, and turns any failure into ``error: …`` and exit code 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable
+from typing import Annotated, TypeVar
+
+import nats
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from toolgate.cli import rpc
+from toolgate.cli.identity import identity, state_dir
+from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
+from toolgate.shared.nats_credentials import CredentialsInvalid
+
+__all__ = ["NatsUrl", "console", "err_console", "on_bus"]
+
+T = TypeVar("T")
+console = Console()
+err_console = Console(stderr=True)
+
+NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `toolgate up` writes .toolgate/nats_url.")]
+
+
+def _url(url: str | None) -> str:
+    if url:
+        return url
+    saved = state_dir() / "nats_url"
+    if not saved.exists():  # never offer credentials to whatever listens on a default port
+        raise rpc.BusError(f"no NATS_URL and no {saved}: is `toolgate up` running (from this directory)?")
+    return saved.read_text().strip()
+
+
+async def _connect(url: str | None, approver: str | None) -> rpc.Bus:
+    """Connect as the command's identity (first: who), to the stack's bus (then: where)."""
+    who = identity(approver)
+    try:
+        return await rpc.Bus.connect(_url(url), who.user, **who.options, **tls_options(os.environ.get(CA_FILE_ENV)))
+    except NatsUnreachable as error:
+        stale = " (is `./dev up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
+        raise rpc.BusError(f"{error}; connecting as {who.user or 'no user'} ({who.source}){stale}") from None
+
+
+def on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: str | None = None) -> T:
+    """Run ``work`` on a connection as the operator, or as ``approver`` (see :mod:`toolgate.cli.identity`)."""
+
+    async def run() -> T:
+        bus = await _connect(url, approver)
+        try:
+            return await work(bus)
+        finally:
+            await bus.close()
+
+    try:
+        return asyncio.run(run())
+    except (rpc.BusError, CredentialsInvalid, ValueError, OSError, nats.errors.Error) as error:
+        err_console.print("[red]error:[/red]", escape(redact(str(error))))
+        raise typer.Exit(2) from None
