@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -177,6 +178,18 @@ async def test_the_printed_agent_connection_works(up: Up) -> None:
     async with await ToolClient.connect(url, "demo-agent", credentials=credentials, public_keys=keys) as agent:
         receipt = await agent.invoke("file_system", "read", {"path": "hello.txt"}, timeout_s=30)
     assert receipt.outcome.value == "succeeded", receipt.reason
+
+
+async def test_an_agent_with_a_wrong_password_is_told_at_once(up: Up, tmp_path: Path) -> None:
+    """Refused credentials end the SDK's connect at once; retrying could never help."""
+    wrong = tmp_path / "agent-demo-agent.json"
+    options = {**load_credentials(up.credentials / "agent-demo-agent.json"), "password": "Wrong-password-0123456789"}
+    wrong.write_text(json.dumps(options))
+    wrong.chmod(0o600)
+    started = time.monotonic()
+    with pytest.raises(PermissionError, match="(?i)authorization violation"):
+        await ToolClient.connect(up.nats_url, "demo-agent", credentials=wrong, public_keys=up.public_keys)
+    assert time.monotonic() - started < 10, "the SDK retried credentials the server had refused"
 
 
 async def test_an_agents_credentials_act_for_that_agent_only(up: Up) -> None:

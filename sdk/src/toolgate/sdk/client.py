@@ -35,6 +35,7 @@ from toolgate.shared import catalog
 from toolgate.shared.bus import publish_event
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
+from toolgate.shared.connections import redact
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
 from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested
 from toolgate.shared.nats_credentials import load_credentials
@@ -59,6 +60,31 @@ log = logging.getLogger("toolgate.sdk")
 
 async def _log_error(error: Exception) -> None:
     log.warning("NATS connection: %s", error or type(error).__name__)
+
+
+async def _connect_or_refused(url: str, options: dict[str, Any]) -> Client:
+    """``nats.connect`` with its retries, except that refused credentials end it at once.
+
+    Raises:
+        PermissionError: the server refused the credentials (``Authorization Violation``):
+            retrying would never help.
+        nats.errors.NoServersError: the server could not be reached.
+    """
+    refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    caller_cb = options.pop("error_cb", _log_error)
+
+    async def on_error(error: Exception) -> None:
+        if "authorization violation" in str(error).lower() and not refused.done():
+            refused.set_result(str(error))
+        await caller_cb(error)
+
+    connecting: asyncio.Future[Client] = asyncio.ensure_future(nats.connect(url, error_cb=on_error, **options))
+    racing: set[asyncio.Future[Any]] = {connecting, refused}
+    await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
+    if connecting.done():
+        return connecting.result()
+    connecting.cancel()
+    raise PermissionError(f"NATS refused the credentials for {redact(url)}: {refused.result()}")
 
 
 class _Listing(msgspec.Struct):
@@ -143,6 +169,7 @@ class ToolClient:
             toolgate.shared.nats_credentials.CredentialsInvalid: the file cannot be used.
             ValueError: ``receipts.pub`` is not a base64 Ed25519 public key; the credentials
                 file is another agent's (``agent-<other>``), or not an agent's.
+            PermissionError: the server refused the credentials (at once, not after the retries).
             nats.errors.NoServersError: the server could not be reached.
             OSError / ValueError: a sealing key is named but unreadable or invalid.
         """
@@ -151,13 +178,9 @@ class ToolClient:
         sealer_key = find_sealing_key(public_keys, sealing_key)
         if credentials is not None:
             options = {**_agent_credentials(credentials, principal), **options}
-        defaults: dict[str, Any] = {
-            "connect_timeout": 5.0,
-            "max_reconnect_attempts": 30,
-            "reconnect_time_wait": 1.0,
-            "error_cb": _log_error,
-        }
-        client = cls(await nats.connect(url, **{**defaults, **options}), principal, receipts, sealing_key=sealer_key)
+        defaults: dict[str, Any] = {"connect_timeout": 5.0, "max_reconnect_attempts": 30, "reconnect_time_wait": 1.0}
+        nc = await _connect_or_refused(url, {**defaults, **options})
+        client = cls(nc, principal, receipts, sealing_key=sealer_key)
         await client.start()
         return client
 
