@@ -85,9 +85,9 @@ def hidden_from(
         operation: the operation called.
         asked_version: the version the request named (``None``: latest), for the text.
     """
-    outcomes = _outcomes(engine, principal, descriptor)
-    if allows(outcomes[operation]):
-        return None
-    if any(allows(outcome) for outcome in outcomes.values()):
-        return Hidden(*unknown_operation(descriptor.name, operation), outcomes[operation])
-    return Hidden(*unknown_tool(descriptor.name, asked_version), outcomes[operation])
+    called = engine.decide(principal, descriptor.name, descriptor.version, operation, descriptor.operations[operation])
+    if allows(called):
+        return None  # the common case: one decision, the other operations are not looked at
+    if any(allows(outcome) for outcome in _outcomes(engine, principal, descriptor).values()):
+        return Hidden(*unknown_operation(descriptor.name, operation), called)
+    return Hidden(*unknown_tool(descriptor.name, asked_version), called)
