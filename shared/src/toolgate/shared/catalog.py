@@ -28,6 +28,9 @@ __all__ = [
     "APPROVALS_CONSUMER",
     "AUDIT_CONSUMER",
     "BACKSTOP_CONSUMER",
+    "CARDS_BUCKET",
+    "CHATOPS_APPROVALS",
+    "CHATOPS_RECEIPTS",
     "CONSUMERS",
     "EXECUTOR_APPROVALS",
     "EXECUTOR_DECISIONS",
@@ -54,6 +57,9 @@ RESULTS_STREAM: Final = "TOOLGATE_RESULTS"
 
 TOOLS_BUCKET: Final = "TOOLGATE_TOOLS"
 
+CARDS_BUCKET: Final = "TOOLGATE_CHAT_CARDS"
+"""The chat-ops bot's record of each approval card (room and message ids), keyed by approval id."""
+
 STREAM_SUBJECTS: Final = (
     "tg.req.*",
     "tg.decision.*.*",
@@ -78,6 +84,7 @@ class Subjects:
     CLAIMS: Final = "tg.claim.*.*"
     APPROVALS_GRANTED: Final = "tg.approval.granted.*.*"
     APPROVALS_REJECTED: Final = "tg.approval.rejected.*.*"
+    APPROVALS_VOTED: Final = "tg.approval.voted.*.*"
     SECURITY: Final = "tg.security.*.*"
     ALARMS: Final = "tg.alarm.*"
     """Core NATS (not in the stream): the audit's alarm for each recorded security event."""
@@ -94,7 +101,7 @@ class Subjects:
 
     @staticmethod
     def approval(kind: str, principal: str, request_id: str) -> str:
-        """``tg.approval.<requested|granted|rejected>.<principal>.<request_id>``."""
+        """``tg.approval.<requested|voted|granted|rejected>.<principal>.<request_id>``."""
         return f"tg.approval.{kind}.{principal}.{request_id}"
 
     @staticmethod
@@ -204,6 +211,10 @@ BACKSTOP_CONSUMER: Final = ConsumerSpec("executor-backstop", Subjects.REQUESTS, 
 """Holds every request until it has a receipt; ends one that outlived every deadline."""
 AUDIT_CONSUMER: Final = ConsumerSpec("audit-all", None, max_deliver=-1)
 """Never gives up on an event: the audit chain must hold every one, in order."""
+CHATOPS_APPROVALS: Final = ConsumerSpec("chatops-approvals", Subjects.APPROVALS, max_deliver=-1)
+"""The chat-ops bot's cards: never gives up (chat may be down for hours; the approval waits)."""
+CHATOPS_RECEIPTS: Final = ConsumerSpec("chatops-receipts", Subjects.RECEIPTS, max_deliver=-1)
+"""Receipts of calls that had a card: their outcome is posted in the card's thread."""
 
 CONSUMERS: Final = (
     POLICY_CONSUMER,
@@ -212,4 +223,6 @@ CONSUMERS: Final = (
     EXECUTOR_APPROVALS,
     BACKSTOP_CONSUMER,
     AUDIT_CONSUMER,
+    CHATOPS_APPROVALS,
+    CHATOPS_RECEIPTS,
 )

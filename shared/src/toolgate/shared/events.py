@@ -15,13 +15,14 @@ import msgspec
 
 from toolgate.shared.canonical import sha256_hex
 from toolgate.shared.security import SecurityKind
-from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
+from toolgate.shared.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
 
 __all__ = [
     "AnyEvent",
     "ApprovalGranted",
     "ApprovalRejected",
     "ApprovalRequested",
+    "ApprovalVoted",
     "BoundRequest",
     "DecisionMade",
     "EffectClaimed",
@@ -112,6 +113,11 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
         hidden_reason: the policy's own reason, with ``hidden_reason_code``.
         retry_after_s: for a ``rate_limited`` denial, seconds until the call would fit
             the rate again; else ``None``.
+        risk_tier: of the resolved tool, when it was resolved.
+        policy_id: the ``@id`` of the policy that asked for approval (``needs_approval``
+            only; several are joined with ``", "``).
+        approvals_required: distinct entitled approvers who must approve
+            (``needs_approval`` only; the policy's ``@approvals_required``, default 1).
         signature: base64 Ed25519 signature over the canonical event without it.
     """
 
@@ -130,14 +136,43 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
     hidden_reason_code: str | None = None
     hidden_reason: str | None = None
     retry_after_s: float | None = None
+    risk_tier: RiskTier | None = None
+    policy_id: str | None = None
+    approvals_required: int = 1
     signature: str = ""
+
+
+class Related(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Another approval or call for the same request hash (shown so nobody grants a second effect).
+
+    Attributes:
+        approval_id: the other approval.
+        request_id: its request.
+        state: ``pending``, ``granted``, ``rejected`` or ``expired``.
+        same_key: it was sent under the same idempotency key (approving again runs nothing new).
+        receipt_id: the event id of its receipt, once it has one.
+        outcome: the receipt's outcome, once it has one.
+    """
+
+    approval_id: str
+    request_id: str
+    state: str
+    same_key: bool
+    receipt_id: str | None = None
+    outcome: str | None = None
 
 
 class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requested"):
     """A pending approval was opened for a ``needs_approval`` decision.
 
     Carries everything the approval needs, so a lost approval store is rebuilt from it;
-    ``version_pinned`` as on the decision.
+    ``version_pinned``, ``idempotency_key``, ``side_effect_class``, ``risk_tier``,
+    ``policy_id`` and ``approvals_required`` as on the decision.
+
+    Attributes:
+        approvers: the approvers entitled to answer (role holders, minus the requester
+            and its operator), for chat mentions.
+        related: other approvals with the same request hash when this one opened.
     """
 
     request_id: str
@@ -148,6 +183,37 @@ class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requeste
     expires_at: datetime
     request: BoundRequest
     version_pinned: bool = False
+    idempotency_key: str | None = None
+    side_effect_class: SideEffectClass | None = None
+    risk_tier: RiskTier | None = None
+    policy_id: str | None = None
+    approvals_required: int = 1
+    approvers: tuple[str, ...] = ()
+    related: tuple[Related, ...] = ()
+
+
+class ApprovalVoted(Event, frozen=True, kw_only=True, tag="approval.voted"):
+    """One entitled approver approved (or withdrew a vote) and the quorum is not yet met.
+
+    Published on ``tg.approval.voted.<principal>.<request_id>`` for the audit and the
+    chat cards; grants nothing (the executor ignores it). Signed by the approvals key.
+
+    Attributes:
+        approver: who voted.
+        withdrawn: the approver withdrew an earlier vote.
+        votes: every approver whose vote counts now, in vote order.
+        approvals_required: the quorum.
+    """
+
+    request_id: str
+    principal: str
+    approval_id: str
+    request_hash: str
+    approver: str
+    withdrawn: bool = False
+    votes: tuple[str, ...] = ()
+    approvals_required: int = 1
+    signature: str = ""
 
 
 class ApprovalGranted(Event, frozen=True, kw_only=True, tag="approval.granted"):
@@ -159,6 +225,7 @@ class ApprovalGranted(Event, frozen=True, kw_only=True, tag="approval.granted"):
     request_hash: str
     approver: str
     expires_at: datetime
+    approvers: tuple[str, ...] = ()
     signature: str = ""
 
 
@@ -307,6 +374,7 @@ AnyEvent = (
     | ApprovalRequested
     | ApprovalGranted
     | ApprovalRejected
+    | ApprovalVoted
     | ReceiptIssued
     | EffectClaimed
     | ToolPublished
