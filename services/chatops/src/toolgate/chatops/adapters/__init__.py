@@ -1,0 +1,1 @@
+"""Chat platforms (Matrix, Slack), the cards bucket and the approvals client."""

@@ -1,0 +1,127 @@
+"""What the chat-ops workflow needs from the outside, as Protocols, with in-memory twins.
+
+- :class:`ChatPort`: one chat platform (Matrix or Slack), rendering cards its own way;
+- :class:`CardStore`: the bot's record of each card (room and message ids);
+- :class:`ApprovalsPort`: the approvals service (answers and the pending list) and the stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from toolgate.chatops.domain import Card, CardRecord, ChatAnswer
+from toolgate.shared.events import ApprovalRequested
+
+__all__ = ["AnswerSink", "ApprovalsPort", "CardStore", "ChatPort", "MemoryCardStore"]
+
+AnswerSink = Callable[[ChatAnswer], Awaitable[None]]
+"""Where an adapter hands every approver answer it receives."""
+
+
+class ChatPort(Protocol):
+    """One chat platform.
+
+    Every method raises :class:`~toolgate.chatops.errors.ChatUnavailable` when chat cannot be
+    reached or rate-limits (tried again later) and :class:`~toolgate.chatops.errors.ChatRefused`
+    when it refuses the message for good.
+    """
+
+    platform: str
+
+    async def post_card(self, room: str, card: Card, txn_id: str) -> str:
+        """Post ``card`` in ``room``; return its message id.
+
+        ``txn_id`` is fixed per card: a platform that deduplicates by it (Matrix) posts
+        the card once however often this is retried.
+        """
+        ...
+
+    async def find_card(self, room: str, approval_id: str) -> str | None:
+        """The message id of this approval's card if it is already in ``room`` (a post whose answer was lost)."""
+        ...
+
+    async def edit_card(self, room: str, message_id: str, card: Card) -> None:
+        """Replace the card's content with ``card`` (its state after an answer)."""
+        ...
+
+    async def post_in_thread(self, room: str, message_id: str, text: str, txn_id: str) -> None:
+        """Post ``text`` (shown inertly, as preformatted text) in the card's thread."""
+        ...
+
+    async def reply(self, answer: ChatAnswer, text: str) -> None:
+        """Answer an approver where they answered (the card's thread, or the command's channel)."""
+        ...
+
+    async def start(self, answers: AnswerSink) -> None:
+        """Start receiving answers (sync loop, HTTP endpoint or socket) and hand each to ``answers``."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop receiving answers and close connections."""
+        ...
+
+
+class CardStore(Protocol):
+    """The bot's cards, keyed by approval id; a request id or a message id finds its card too."""
+
+    async def get(self, approval_id: str) -> CardRecord | None:
+        """The record of the card of ``approval_id``, or ``None``."""
+        ...
+
+    async def put(self, record: CardRecord) -> None:
+        """Store ``record`` and index its request ids and message id."""
+        ...
+
+    async def approval_of_request(self, request_id: str) -> str | None:
+        """The approval whose card covers ``request_id``, or ``None``."""
+        ...
+
+    async def approval_of_message(self, room: str, message_id: str) -> str | None:
+        """The approval whose card is the message ``message_id`` in ``room``, or ``None``."""
+        ...
+
+
+class ApprovalsPort(Protocol):
+    """The approvals service, asked as the approver a chat user maps to."""
+
+    async def decide(self, approver: str, command: dict[str, Any]) -> dict[str, Any]:
+        """Send one answer on ``tg.approvals.decide.<approver>``; return the service's reply.
+
+        Raises:
+            ChatOpsError subclasses never; ``TimeoutError`` / ``OSError`` when the service
+            does not answer (the approver is told to try again).
+        """
+        ...
+
+    async def pending_ids(self) -> set[str]:
+        """Ids of the approvals pending now (``tg.approvals.list``)."""
+        ...
+
+    async def requested(self, approval_id: str, principal: str, request_id: str) -> ApprovalRequested | None:
+        """The :class:`ApprovalRequested` of one request, read back from the stream."""
+        ...
+
+
+class MemoryCardStore:
+    """In-memory :class:`CardStore` for handler tests."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, CardRecord] = {}
+
+    async def get(self, approval_id: str) -> CardRecord | None:
+        """See :meth:`CardStore.get`."""
+        return self.records.get(approval_id)
+
+    async def put(self, record: CardRecord) -> None:
+        """See :meth:`CardStore.put`."""
+        self.records[record.card.approval_id] = record
+
+    async def approval_of_request(self, request_id: str) -> str | None:
+        """See :meth:`CardStore.approval_of_request`."""
+        return next((a for a, r in self.records.items() if request_id in r.card.request_ids), None)
+
+    async def approval_of_message(self, room: str, message_id: str) -> str | None:
+        """See :meth:`CardStore.approval_of_message`."""
+        found = (a for a, r in self.records.items() if (r.room, r.message_id) == (room, message_id))
+        return next(found, None)

@@ -1,0 +1,99 @@
+"""Settings of the chat-ops bot (environment prefix ``TOOLGATE_CHATOPS_``).
+
+Secrets (the Matrix password or access token, the Slack bot token, signing secret and
+app token) are read from files named here, never from the environment's values themselves
+and never logged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from toolgate.shared.settings import ServiceSettings
+
+__all__ = ["ChatOpsSettings"]
+
+
+class ChatOpsSettings(ServiceSettings):
+    """Which chat, which rooms, and how cards look."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_CHATOPS_", extra="ignore")
+
+    platform: Literal["matrix", "slack"] = Field(
+        default="matrix", description="Chat platform: matrix or slack. Env: TOOLGATE_CHATOPS_PLATFORM."
+    )
+    principals_file: Path = Field(
+        default=Path("deploy/policy/principals.toml"),
+        description="Principal directory; [approvers.<n>] matrix = / slack = map chat users to approvers. "
+        "Env: TOOLGATE_CHATOPS_PRINCIPALS_FILE.",
+    )
+    rooms: dict[str, str] = Field(
+        default_factory=dict,
+        description='Approver role to Matrix room id or Slack channel id, as JSON: {"operator": "!abc:example.org"}. '
+        "Env: TOOLGATE_CHATOPS_ROOMS.",
+    )
+    default_room: str = Field(
+        default="",
+        description="Room or channel for a role not in rooms; empty: such approvals get no card (CLI only). "
+        "Env: TOOLGATE_CHATOPS_DEFAULT_ROOM.",
+    )
+    fold_chars: int = Field(
+        default=200,
+        ge=20,
+        description="Argument strings longer than this are folded on the card and posted in full in its thread. "
+        "Env: TOOLGATE_CHATOPS_FOLD_CHARS.",
+    )
+    part_chars: int = Field(
+        default=3000,
+        ge=200,
+        le=3000,
+        description="Longest thread message, characters; longer text is posted in numbered parts. "
+        "Env: TOOLGATE_CHATOPS_PART_CHARS.",
+    )
+    matrix_homeserver: str = Field(
+        default="", description="Matrix homeserver URL. Env: TOOLGATE_CHATOPS_MATRIX_HOMESERVER."
+    )
+    matrix_user: str = Field(
+        default="", description="The bot's Matrix user id, @bot:example.org. Env: TOOLGATE_CHATOPS_MATRIX_USER."
+    )
+    matrix_password_file: Path | None = Field(
+        default=None,
+        description="File holding the bot's Matrix password. Env: TOOLGATE_CHATOPS_MATRIX_PASSWORD_FILE.",
+    )
+    matrix_device_id: str = Field(
+        default="TOOLGATEBOT",
+        description="The bot's fixed Matrix device id (retried sends are deduplicated per device). "
+        "Env: TOOLGATE_CHATOPS_MATRIX_DEVICE_ID.",
+    )
+    slack_mode: Literal["http", "socket"] = Field(
+        default="http",
+        description="http: Slack posts interactions to our endpoint (signed); socket: Socket Mode, for "
+        "deployments that cannot expose an endpoint. Env: TOOLGATE_CHATOPS_SLACK_MODE.",
+    )
+    slack_bot_token_file: Path | None = Field(
+        default=None, description="File holding the bot token xoxb-…. Env: TOOLGATE_CHATOPS_SLACK_BOT_TOKEN_FILE."
+    )
+    slack_signing_secret_file: Path | None = Field(
+        default=None,
+        description="File holding the app's signing secret (HTTP mode). "
+        "Env: TOOLGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE.",
+    )
+    slack_app_token_file: Path | None = Field(
+        default=None,
+        description="File holding the app-level token xapp-… (Socket Mode). "
+        "Env: TOOLGATE_CHATOPS_SLACK_APP_TOKEN_FILE.",
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/",
+        description="Slack Web API base URL, ending in /. Env: TOOLGATE_CHATOPS_SLACK_API_URL.",
+    )
+    slack_host: str = Field(
+        default="127.0.0.1", description="Address the HTTP endpoint listens on. Env: TOOLGATE_CHATOPS_SLACK_HOST."
+    )
+    slack_port: int = Field(
+        default=3000, ge=0, le=65535, description="Port of the HTTP endpoint. Env: TOOLGATE_CHATOPS_SLACK_PORT."
+    )
