@@ -14,9 +14,10 @@ from toolgate.chatops.errors import ChatOpsError
 from toolgate.chatops.handlers import ChatOpsRuntime, consumers
 from toolgate.chatops.ports import ChatPort
 from toolgate.chatops.service import ChatOps
-from toolgate.chatops.settings import ChatOpsSettings
+from toolgate.chatops.settings import ChatopsSettings
 from toolgate.shared.directory import PrincipalDirectory, load_directory
 from toolgate.shared.keyring import check_holds_only_own, public_key_of
+from toolgate.shared.nats_permissions import CHATOPS, private_inbox
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 
@@ -25,7 +26,7 @@ __all__ = ["create_app"]
 log = logging.getLogger("toolgate.chatops")
 
 
-def chat_of(settings: ChatOpsSettings, directory: PrincipalDirectory) -> ChatPort:
+def chat_of(settings: ChatopsSettings, directory: PrincipalDirectory) -> ChatPort:
     """The chat adapter ``settings.platform`` names, mentioning approvers by their chat ids.
 
     Raises:
@@ -41,7 +42,7 @@ def chat_of(settings: ChatOpsSettings, directory: PrincipalDirectory) -> ChatPor
     return matrix_chat(settings, mentions)
 
 
-def create_app(settings: ChatOpsSettings | None = None) -> FastStream:
+def create_app(settings: ChatopsSettings | None = None) -> FastStream:
     """Build the chat-ops bot.
 
     Raises:
@@ -49,13 +50,13 @@ def create_app(settings: ChatOpsSettings | None = None) -> FastStream:
             setting is missing or invalid.
         toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds a private key.
     """
-    settings = settings or ChatOpsSettings()
+    settings = settings or ChatopsSettings()
     check_holds_only_own(settings.keys_dir, "chatops")
     approvals_key = public_key_of(settings.keys_dir, "approvals")
     directory = load_directory(settings.principals_file)
     chat = chat_of(settings, directory)
     reporter = SecurityReporter("chatops")
-    broker = new_broker("chatops", settings, reporter)
+    broker = new_broker("chatops", settings, reporter, inbox_prefix=private_inbox(CHATOPS))
     cell: RuntimeCell[ChatOpsRuntime] = RuntimeCell()
 
     async def build(js: JetStreamContext) -> None:
