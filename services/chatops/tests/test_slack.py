@@ -15,19 +15,19 @@ from toolgate.chatops.adapters.slack import SlackChat, slack_chat
 from toolgate.chatops.domain import Action, ChatAnswer
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, slash_command, view_submission
-from toolgate.chatops.settings import ChatOpsSettings
+from toolgate.chatops.settings import ChatopsSettings
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 MENTIONS = {"alice": "U0ALICE", "bob": "U0BOB"}
 CHANNEL = "C0CARDS"
 
 
-def settings(tmp_path: Path, api_url: str, **fields: Any) -> ChatOpsSettings:
+def settings(tmp_path: Path, api_url: str, **fields: Any) -> ChatopsSettings:
     files = {"slack_bot_token_file": "xoxb-fake-token", "slack_signing_secret_file": SECRET}
     for name, value in files.items():
         (tmp_path / name).write_text(value + "\n", encoding="utf-8")
     paths = {name: tmp_path / name for name in files}
-    return ChatOpsSettings(platform="slack", slack_api_url=api_url, slack_port=0, **(paths | fields))
+    return ChatopsSettings(platform="slack", slack_api_url=api_url, slack_port=0, **(paths | fields))
 
 
 @pytest_asyncio.fixture
@@ -54,7 +54,7 @@ class Sink:
 
 
 @pytest_asyncio.fixture
-async def chat(fake: FakeSlack, tmp_path: Path) -> AsyncIterator[tuple[SlackChat, Sink]]:
+async def slack(fake: FakeSlack, tmp_path: Path) -> AsyncIterator[tuple[SlackChat, Sink]]:
     adapter, sink = slack_chat(settings(tmp_path, fake.api_url), MENTIONS), Sink()
     await adapter.start(sink)
     yield adapter, sink
@@ -65,8 +65,8 @@ async def posted(chat: SlackChat, card: Any) -> str:
     return await chat.post_card(CHANNEL, card, f"card-{card.approval_id}")
 
 
-async def test_a_card_is_posted_with_its_metadata_and_mentions(chat: Any, fake: FakeSlack, make_card: Any) -> None:
-    adapter, _ = chat
+async def test_a_card_is_posted_with_its_metadata_and_mentions(slack: Any, fake: FakeSlack, make_card: Any) -> None:
+    adapter, _ = slack
     ts = await posted(adapter, make_card())
     message = fake.message(CHANNEL, ts)
     assert message is not None
@@ -76,8 +76,8 @@ async def test_a_card_is_posted_with_its_metadata_and_mentions(chat: Any, fake: 
     assert fake.called("chat.postMessage")[0]["unfurl_links"] is False
 
 
-async def test_an_edit_replaces_the_card_in_place(chat: Any, fake: FakeSlack, make_card: Any) -> None:
-    adapter, _ = chat
+async def test_an_edit_replaces_the_card_in_place(slack: Any, fake: FakeSlack, make_card: Any) -> None:
+    adapter, _ = slack
     ts = await posted(adapter, make_card())
     await adapter.edit_card(CHANNEL, ts, make_card(state="granted", answered_by=("alice",)))
     message = fake.message(CHANNEL, ts)
@@ -87,9 +87,9 @@ async def test_an_edit_replaces_the_card_in_place(chat: Any, fake: FakeSlack, ma
 
 
 async def test_a_card_whose_post_answer_was_lost_is_found_by_its_metadata(
-    chat: Any, fake: FakeSlack, make_card: Any
+    slack: Any, fake: FakeSlack, make_card: Any
 ) -> None:
-    adapter, _ = chat
+    adapter, _ = slack
     ts = await posted(adapter, make_card())
     forged = {"ts": "1.000001", "user": "U0MALLORY", "text": "x", "metadata": fake.message(CHANNEL, ts)["metadata"]}
     fake.messages[CHANNEL].append(forged)  # another app's message claiming to be the card
@@ -101,9 +101,9 @@ async def test_a_card_whose_post_answer_was_lost_is_found_by_its_metadata(
 
 
 async def test_thread_posts_are_literal_and_long_text_comes_in_numbered_parts(
-    chat: Any, fake: FakeSlack, make_card: Any
+    slack: Any, fake: FakeSlack, make_card: Any
 ) -> None:
-    adapter, _ = chat
+    adapter, _ = slack
     ts = await posted(adapter, make_card())
     text = "<!channel> " + "x" * 7000
     await adapter.post_in_thread(CHANNEL, ts, text, "txn-1")
@@ -119,9 +119,9 @@ async def test_thread_posts_are_literal_and_long_text_comes_in_numbered_parts(
     [(429, 7.0), (500, None), (503, None)],
 )
 async def test_rate_limits_and_server_errors_mean_try_again_later(
-    chat: Any, fake: FakeSlack, make_card: Any, status: int, retry_after_s: float | None
+    slack: Any, fake: FakeSlack, make_card: Any, status: int, retry_after_s: float | None
 ) -> None:
-    adapter, _ = chat
+    adapter, _ = slack
     fake.fail(status, "chat.postMessage", retry_after_s=retry_after_s)
     with pytest.raises(ChatUnavailable) as raised:
         await posted(adapter, make_card())
@@ -131,23 +131,23 @@ async def test_rate_limits_and_server_errors_mean_try_again_later(
     assert len(fake.messages[CHANNEL]) == 1
 
 
-async def test_an_unreachable_slack_means_try_again_later(chat: Any, fake: FakeSlack, make_card: Any) -> None:
-    adapter, _ = chat
+async def test_an_unreachable_slack_means_try_again_later(slack: Any, fake: FakeSlack, make_card: Any) -> None:
+    adapter, _ = slack
     await fake.stop()
     with pytest.raises(ChatUnavailable):
         await posted(adapter, make_card())
 
 
-async def test_an_unknown_channel_or_message_is_refused_for_good(chat: Any, make_card: Any) -> None:
-    adapter, _ = chat
+async def test_an_unknown_channel_or_message_is_refused_for_good(slack: Any, make_card: Any) -> None:
+    adapter, _ = slack
     with pytest.raises(ChatRefused, match="channel_not_found"):
         await adapter.post_card("C0NOWHERE", make_card(), "txn")
     with pytest.raises(ChatRefused, match="message_not_found"):
         await adapter.edit_card(CHANNEL, "9.999999", make_card())
 
 
-async def test_a_signed_click_reaches_the_sink(chat: Any, make_card: Any) -> None:
-    adapter, sink = chat
+async def test_a_signed_click_reaches_the_sink(slack: Any, make_card: Any) -> None:
+    adapter, sink = slack
     ts = await posted(adapter, make_card())
     body = block_action("U0ALICE", CHANNEL, ts, "approve", "ap-0123456789ab")
     status, _ = await post_signed(adapter.url, body, SECRET)
@@ -172,9 +172,9 @@ async def test_a_signed_click_reaches_the_sink(chat: Any, make_card: Any) -> Non
     ids=["wrong secret", "stale timestamp", "made-up signature"],
 )
 async def test_an_unsigned_or_stale_click_gets_401_and_reaches_nothing(
-    chat: Any, fake: FakeSlack, forgery: dict[str, Any]
+    slack: Any, fake: FakeSlack, forgery: dict[str, Any]
 ) -> None:
-    adapter, sink = chat
+    adapter, sink = slack
     body = block_action("U0ALICE", CHANNEL, "1.000001", "approve", "ap-0123456789ab")
     status, _ = await post_signed(adapter.url, body, **({"secret": SECRET} | forgery))
     assert status == 401
@@ -186,9 +186,9 @@ async def test_an_unsigned_or_stale_click_gets_401_and_reaches_nothing(
 
 
 async def test_reject_asks_for_a_reason_and_the_dialog_gives_the_rejection(
-    chat: Any, fake: FakeSlack, make_card: Any
+    slack: Any, fake: FakeSlack, make_card: Any
 ) -> None:
-    adapter, sink = chat
+    adapter, sink = slack
     ts = await posted(adapter, make_card())
     click = block_action("U0BOB", CHANNEL, ts, "reject", "ap-0123456789ab", trigger_id="trigger-42")
     assert (await post_signed(adapter.url, click, SECRET))[0] == 200
@@ -203,8 +203,8 @@ async def test_reject_asks_for_a_reason_and_the_dialog_gives_the_rejection(
     assert (answer.room, answer.message_id, answer.chat_user) == (CHANNEL, ts, "U0BOB")
 
 
-async def test_the_slash_command_answers_and_replies_to_the_user_alone(chat: Any, fake: FakeSlack) -> None:
-    adapter, sink = chat
+async def test_the_slash_command_answers_and_replies_to_the_user_alone(slack: Any, fake: FakeSlack) -> None:
+    adapter, sink = slack
     status, text = await post_signed(adapter.url, slash_command("U0BOB", CHANNEL, "approve ap-0123456789ab"), SECRET)
     assert status == 200 and "approve ap-0123456789ab: sent" in text
     answer = await sink.next()
@@ -216,8 +216,8 @@ async def test_the_slash_command_answers_and_replies_to_the_user_alone(chat: Any
     assert status == 200 and "usage: /toolgate" in text and sink.answers.empty()
 
 
-async def test_a_reply_to_a_click_goes_to_the_cards_thread(chat: Any, fake: FakeSlack, make_card: Any) -> None:
-    adapter, sink = chat
+async def test_a_reply_to_a_click_goes_to_the_cards_thread(slack: Any, fake: FakeSlack, make_card: Any) -> None:
+    adapter, sink = slack
     ts = await posted(adapter, make_card())
     await post_signed(adapter.url, block_action("U0EVE", CHANNEL, ts, "approve", "ap-0123456789ab"), SECRET)
     await adapter.reply(await sink.next(), "U0EVE is not a mapped approver: nothing changed")
@@ -225,8 +225,8 @@ async def test_a_reply_to_a_click_goes_to_the_cards_thread(chat: Any, fake: Fake
     assert reply["blocks"][0]["elements"][0]["elements"][0] == {"type": "user", "user_id": "U0EVE"}
 
 
-async def test_a_failing_workflow_does_not_stop_the_receiver(chat: Any, make_card: Any) -> None:
-    adapter, sink = chat
+async def test_a_failing_workflow_does_not_stop_the_receiver(slack: Any, make_card: Any) -> None:
+    adapter, sink = slack
     ts = await posted(adapter, make_card())
     sink.fail_next = True
     for user in ("U0ALICE", "U0BOB"):

@@ -40,13 +40,16 @@ from toolgate.shared.listing import Readiness
 from toolgate.shared.nats_permissions import OPERATOR
 from toolgate.shared.servers import ServerProcess, nats_server, redis_server
 
-__all__ = ["DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "credentials_dir", "running_stack"]
+__all__ = ["CHATOPS", "DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "credentials_dir", "running_stack"]
 
 DEPLOY_DIR = Path(os.environ.get("TOOLGATE_DEPLOY_DIR") or Path(__file__).resolve().parents[4] / "deploy")
 """The default policy, principal directory and tool descriptors (``TOOLGATE_DEPLOY_DIR`` overrides)."""
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 """Start order: the registry provisions the bus the others bind to."""
+
+CHATOPS = "chatops"
+"""The chat-ops bot: started after the others when its platform is configured (``TOOLGATE_CHATOPS_PLATFORM``)."""
 
 log = logging.getLogger("toolgate.stack")
 
@@ -58,6 +61,7 @@ _CONSUMERS = {
     "executor": catalog.EXECUTOR_DECISIONS,
     "approvals": catalog.APPROVALS_CONSUMER,
     "audit": catalog.AUDIT_CONSUMER,
+    CHATOPS: catalog.CHATOPS_APPROVALS,
 }
 
 
@@ -165,6 +169,7 @@ def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
         "TOOLGATE_POLICY_POLICY_FILE": str(policy / "policy.cedar"),
         "TOOLGATE_POLICY_PRINCIPALS_FILE": str(policy / "principals.toml"),
         "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(policy / "principals.toml"),
+        "TOOLGATE_CHATOPS_PRINCIPALS_FILE": str(policy / "principals.toml"),
         "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(deploy_dir / "tools"),
     }
 
@@ -357,6 +362,7 @@ def _start_services(stack: Stack, policy_required: bool = True) -> None:
     """
     stack.start("registry")
     asyncio.run(wait_ready(stack, ("registry",)))
-    for service in SERVICES[1:]:
+    services = (*SERVICES[1:], CHATOPS) if stack.env.get("TOOLGATE_CHATOPS_PLATFORM") else SERVICES[1:]
+    for service in services:
         stack.start(service)
-    asyncio.run(wait_ready(stack, SERVICES[1:], policy_required=policy_required))
+    asyncio.run(wait_ready(stack, services, policy_required=policy_required))

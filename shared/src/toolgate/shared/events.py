@@ -173,6 +173,8 @@ class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requeste
         approvers: the approvers entitled to answer (role holders, minus the requester
             and its operator), for chat mentions.
         related: other approvals with the same request hash when this one opened.
+        signature: base64 Ed25519 signature by the approvals key (the chat-ops bot shows
+            only a signed card).
     """
 
     request_id: str
@@ -190,6 +192,7 @@ class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requeste
     approvals_required: int = 1
     approvers: tuple[str, ...] = ()
     related: tuple[Related, ...] = ()
+    signature: str = ""
 
 
 class ApprovalVoted(Event, frozen=True, kw_only=True, tag="approval.voted"):

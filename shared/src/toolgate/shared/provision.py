@@ -88,7 +88,7 @@ async def _ensure_consumer(js: JetStreamContext, spec: catalog.ConsumerSpec) -> 
 
 
 async def ensure_bus(js: JetStreamContext, max_age_s: float = STREAM_MAX_AGE_S) -> None:
-    """Create (or bring up to date) both streams, every catalog consumer and the tools bucket.
+    """Create (or bring up to date) both streams, every catalog consumer, the tools and the cards buckets.
 
     Raises:
         nats.js.errors.APIError: the server refused a creation or an update.
@@ -98,3 +98,4 @@ async def ensure_bus(js: JetStreamContext, max_age_s: float = STREAM_MAX_AGE_S) 
     for spec in catalog.CONSUMERS:
         await _ensure_consumer(js, spec)
     await js.create_key_value(bucket=catalog.TOOLS_BUCKET, history=1)
+    await js.create_key_value(bucket=catalog.CARDS_BUCKET, history=1)

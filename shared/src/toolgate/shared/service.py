@@ -95,12 +95,15 @@ def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answ
     return register
 
 
-def new_broker(service: str, settings: ServiceSettings, reporter: SecurityReporter | None = None) -> NatsBroker:
+def new_broker(
+    service: str, settings: ServiceSettings, reporter: SecurityReporter | None = None, inbox_prefix: str = "_INBOX"
+) -> NatsBroker:
     """A NATS broker with a bounded graceful shutdown (10 s), traced when OTLP export is configured.
 
     Without an endpoint no span is created at all: spans nobody exports cost every
     message its CPU time and nothing else. With a ``reporter``, every NATS permissions
-    violation on the connection is reported as a security event.
+    violation on the connection is reported as a security event. ``inbox_prefix``: the
+    reply prefix (a private ``_INBOX_<user>`` for a service that must not read others' replies).
     """
     middlewares = []
     if settings.otlp_endpoint:
@@ -113,6 +116,7 @@ def new_broker(service: str, settings: ServiceSettings, reporter: SecurityReport
         middlewares=middlewares,
         max_reconnect_attempts=-1,
         error_cb=reporter.on_error if reporter else None,
+        inbox_prefix=inbox_prefix,
         log_level=logging.DEBUG,  # per-message "Received/Processed" lines; service events log at INFO
     )
 

@@ -44,7 +44,7 @@ APPROVAL_ID = re.compile(r"^ap-[0-9a-f]{12}\Z")
 """What an approval id looks like (``approval_id_for`` in the approvals service)."""
 
 FOLD_PREVIEW_CHARS = 60
-"""Characters of a folded value shown on the card."""
+"""Characters of a folded value shown on the card (at most half of ``fold_chars``)."""
 
 
 class CardState(StrEnum):
@@ -231,7 +231,8 @@ def _fold(arguments: Any, fold_chars: int) -> tuple[str, tuple[Folded, ...]]:
             return [visit(v, f"{pointer}/{i}") for i, v in enumerate(value)]
         if isinstance(value, str) and len(value) > fold_chars:
             folded.append(Folded(number=len(folded) + 1, pointer=pointer or "/", text=value))
-            return f"{value[:FOLD_PREVIEW_CHARS]}… [folded {len(folded)}: {len(value):,} chars, in full in the thread]"
+            preview = value[: min(FOLD_PREVIEW_CHARS, fold_chars // 2)]
+            return f"{preview}… [folded {len(folded)}: {len(value):,} chars, in full in the thread]"
         return value
 
     shown = visit(canonical, "")

@@ -94,12 +94,16 @@ class ApprovalsPort(Protocol):
         """
         ...
 
-    async def pending_ids(self) -> set[str]:
-        """Ids of the approvals pending now (``tg.approvals.list``)."""
+    async def pending(self) -> list[tuple[str, str, str]]:
+        """``(approval_id, principal, request_id)`` of every approval pending now (``tg.approvals.list``).
+
+        Raises:
+            TimeoutError / OSError: the approvals service does not answer.
+        """
         ...
 
-    async def requested(self, approval_id: str, principal: str, request_id: str) -> ApprovalRequested | None:
-        """The :class:`ApprovalRequested` of one request, read back from the stream."""
+    async def requested(self, principal: str, request_id: str) -> ApprovalRequested | None:
+        """The :class:`ApprovalRequested` of one request, read back from the stream; ``None`` if absent."""
         ...
 
 

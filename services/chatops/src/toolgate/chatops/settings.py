@@ -15,10 +15,10 @@ from pydantic_settings import SettingsConfigDict
 
 from toolgate.shared.settings import ServiceSettings
 
-__all__ = ["ChatOpsSettings"]
+__all__ = ["ChatopsSettings"]
 
 
-class ChatOpsSettings(ServiceSettings):
+class ChatopsSettings(ServiceSettings):
     """Which chat, which rooms, and how cards look."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLGATE_CHATOPS_", extra="ignore")

@@ -35,7 +35,7 @@ from toolgate.chatops.adapters.slack_receiver import EVENTS_PATH, Listen, SlackR
 from toolgate.chatops.domain import Card, ChatAnswer, thread_parts
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.ports import AnswerSink
-from toolgate.chatops.settings import ChatOpsSettings
+from toolgate.chatops.settings import ChatopsSettings
 
 __all__ = ["EVENTS_PATH", "Listen", "SlackChat", "slack_chat"]
 
@@ -226,7 +226,7 @@ def _secret(path: Path | None, what: str) -> str:
     return secret
 
 
-def slack_chat(settings: ChatOpsSettings, mentions: Mapping[str, str]) -> SlackChat:
+def slack_chat(settings: ChatopsSettings, mentions: Mapping[str, str]) -> SlackChat:
     """The Slack adapter the settings describe.
 
     Args:

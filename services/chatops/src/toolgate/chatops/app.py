@@ -1,0 +1,85 @@
+"""Composition root of the chat-ops bot: the only place its settings are read."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+
+from faststream import FastStream
+from nats.js import JetStreamContext
+
+from toolgate.chatops.adapters.approvals_rpc import NatsApprovals
+from toolgate.chatops.adapters.cards_kv import KvCardStore
+from toolgate.chatops.errors import ChatOpsError
+from toolgate.chatops.handlers import ChatOpsRuntime, consumers
+from toolgate.chatops.ports import ChatPort
+from toolgate.chatops.service import ChatOps
+from toolgate.chatops.settings import ChatopsSettings
+from toolgate.shared.directory import PrincipalDirectory, load_directory
+from toolgate.shared.keyring import check_holds_only_own, public_key_of
+from toolgate.shared.nats_permissions import CHATOPS, private_inbox
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("toolgate.chatops")
+
+
+def chat_of(settings: ChatopsSettings, directory: PrincipalDirectory) -> ChatPort:
+    """The chat adapter ``settings.platform`` names, mentioning approvers by their chat ids.
+
+    Raises:
+        ValueError: the platform's settings are incomplete (names the missing setting).
+    """
+    mentions = directory.chat_ids(settings.platform)
+    if settings.platform == "slack":
+        from toolgate.chatops.adapters.slack import slack_chat
+
+        return slack_chat(settings, mentions)
+    from toolgate.chatops.adapters.matrix import matrix_chat
+
+    return matrix_chat(settings, mentions)
+
+
+def create_app(settings: ChatopsSettings | None = None) -> FastStream:
+    """Build the chat-ops bot.
+
+    Raises:
+        OSError / ValueError: the approvals public key, the principal directory or a chat
+            setting is missing or invalid.
+        toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds a private key.
+    """
+    settings = settings or ChatopsSettings()
+    check_holds_only_own(settings.keys_dir, "chatops")
+    approvals_key = public_key_of(settings.keys_dir, "approvals")
+    directory = load_directory(settings.principals_file)
+    chat = chat_of(settings, directory)
+    reporter = SecurityReporter("chatops")
+    broker = new_broker("chatops", settings, reporter, inbox_prefix=private_inbox(CHATOPS))
+    cell: RuntimeCell[ChatOpsRuntime] = RuntimeCell()
+
+    async def build(js: JetStreamContext) -> None:
+        chatops = ChatOps(
+            chat=chat,
+            cards=await KvCardStore.open(js),
+            approvals=NatsApprovals(broker.connection, js),
+            approver_of=directory.approver_for_chat,
+            rooms=settings.rooms,
+            default_room=settings.default_room,
+            fold_chars=settings.fold_chars,
+            part_chars=settings.part_chars,
+            reporter=reporter,
+        )
+        cell.set(ChatOpsRuntime(chatops, approvals_key))
+        await chat.start(chatops.on_answer)
+        await _resync(chatops)
+
+    return new_app(broker, build, Lifecycle(consumers(cell), closers=[chat.stop], reporter=reporter))
+
+
+async def _resync(chatops: ChatOps) -> None:
+    """Post the cards pending approvals lack; chat or the approvals service down only delays it."""
+    with contextlib.suppress(ChatOpsError, TimeoutError, OSError):
+        posted = await chatops.resync()
+        log.info("resync: %d card(s) posted for pending approvals", posted)

@@ -1,0 +1,98 @@
+"""The chat-ops bot's broker edge: approval events and receipts in, cards out.
+
+Approval events are consumed in stream order by one worker (a card is posted before it
+is edited). Only events signed by the approvals key make or change a card; anything
+else is terminated and reported (``approval_forged``). Chat down: the message is retried
+later with back-off (``max_deliver`` is unlimited), so the card appears when chat returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolgate.chatops.errors import ChatUnavailable
+from toolgate.chatops.service import ApprovalEvent, ChatOps
+from toolgate.shared import catalog
+from toolgate.shared.events import ReceiptIssued, decode_untrusted
+from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
+from toolgate.shared.security import SecurityKind
+from toolgate.shared.signing import verify_event
+
+__all__ = ["ChatOpsRuntime", "consumers", "retry_delay_s"]
+
+MAX_RETRY_DELAY_S = 60.0
+"""Longest wait between two attempts while chat is unavailable, seconds."""
+
+_approval_event = msgspec.json.Decoder(ApprovalEvent)
+_receipt = msgspec.json.Decoder(ReceiptIssued)
+
+
+@dataclass
+class ChatOpsRuntime:
+    """What the handlers need once the bot has started.
+
+    Attributes:
+        chatops: the workflow.
+        approvals_key: the approvals public key (cards show only signed approvals).
+    """
+
+    chatops: ChatOps
+    approvals_key: Ed25519PublicKey
+
+
+def retry_delay_s(error: ChatUnavailable, num_delivered: int) -> float:
+    """Back-off while chat is unavailable: chat's own ``Retry-After`` if given, else 2^n s, at most 60 s."""
+    if error.retry_after_s is not None:
+        return min(max(error.retry_after_s, 0.5), MAX_RETRY_DELAY_S)
+    return min(2.0**num_delivered, MAX_RETRY_DELAY_S)
+
+
+def consumers(runtime: Callable[[], ChatOpsRuntime]) -> list[Consumer]:
+    """Approval events (in order, one worker) and receipts."""
+
+    async def on_approval(delivery: Delivery) -> Settlement:
+        rt = runtime()
+        try:
+            event = decode_untrusted(_approval_event, delivery.data)
+        except msgspec.DecodeError:
+            return Settle.TERM
+        if not verify_event(event, rt.approvals_key):
+            _forged(rt, delivery.subject, event)
+            return Settle.TERM
+        return await _chat(rt.chatops.on_event(event), delivery)
+
+    async def on_receipt(delivery: Delivery) -> Settlement:
+        try:
+            receipt = decode_untrusted(_receipt, delivery.data)
+        except msgspec.DecodeError:
+            return Settle.TERM
+        return await _chat(runtime().chatops.on_receipt(receipt), delivery)
+
+    return [
+        Consumer(catalog.CHATOPS_APPROVALS, on_approval, max_workers=1, handler_timeout_s=120.0),
+        Consumer(catalog.CHATOPS_RECEIPTS, on_receipt, max_workers=1, handler_timeout_s=120.0),
+    ]
+
+
+async def _chat(work: Awaitable[None], delivery: Delivery) -> Settlement:
+    try:
+        await work
+    except ChatUnavailable as error:
+        return Later(retry_delay_s(error, delivery.num_delivered))
+    return Settle.ACK
+
+
+def _forged(rt: ChatOpsRuntime, subject: str, event: ApprovalEvent) -> None:
+    rt.chatops.reporter.report(
+        SecurityKind.APPROVAL_FORGED,
+        principal=event.principal,
+        request_id=event.request_id,
+        approval_id=event.approval_id,
+        subject=subject,
+        reason_code="signature_invalid",
+        detail="an approval event not signed by the approvals key: no card shown",
+    )

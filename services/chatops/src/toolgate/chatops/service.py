@@ -1,0 +1,239 @@
+"""The chat-ops workflow over its ports: cards follow the approval events; answers go to the approvals service.
+
+The bot is a client of the approvals service, never a second source of truth:
+
+- a card is posted when an :class:`ApprovalRequested` arrives (one per approval: a request
+  that joined a pending approval is noted in the card's thread), and edited when the
+  approval is voted on, granted or rejected; the receipt of each of its requests is posted
+  in its thread;
+- an answer given in chat is sent to ``tg.approvals.decide.<approver>`` as the approver the
+  chat user maps to in the principal directory; only the approvals service decides
+  whether it counts. An unmapped chat user is refused in the thread and reported;
+- chat down or rate-limiting raises :class:`ChatUnavailable` out of the event handlers, so
+  the durable consumer tries again later: the approval stays pending (and answerable from
+  the CLI), nothing is approved by default.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+
+from toolgate.chatops.domain import (
+    APPROVAL_ID,
+    Card,
+    CardRecord,
+    CardState,
+    ChatAnswer,
+    card_for,
+    outcome_text,
+    thread_parts,
+)
+from toolgate.chatops.errors import ChatRefused
+from toolgate.chatops.ports import ApprovalsPort, CardStore, ChatPort
+from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted, ReceiptIssued
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.security import SecurityKind
+
+__all__ = ["ApprovalEvent", "ChatOps"]
+
+log = logging.getLogger("toolgate.chatops")
+
+ApprovalEvent = ApprovalRequested | ApprovalVoted | ApprovalGranted | ApprovalRejected
+
+ApproverOf = Callable[[str, str], "str | None"]
+"""``approver_of(platform, chat_user)``: the approver a chat user is, or ``None``."""
+
+
+@dataclass
+class ChatOps:
+    """The chat-ops workflow.
+
+    Attributes:
+        chat: the chat platform.
+        cards: the bot's card records.
+        approvals: the approvals service and the stream.
+        approver_of: maps a chat user to an approver name (principal directory).
+        rooms: approver role to room or channel id.
+        default_room: room for a role not in ``rooms``; ``""``: no card (CLI only).
+        fold_chars: argument strings longer than this are folded into the thread.
+        part_chars: longest thread message, characters.
+        reporter: reports refused chat answers (``approval_refused``).
+    """
+
+    chat: ChatPort
+    cards: CardStore
+    approvals: ApprovalsPort
+    approver_of: ApproverOf
+    rooms: Mapping[str, str]
+    default_room: str = ""
+    fold_chars: int = 200
+    part_chars: int = 3000
+    reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("chatops"))
+
+    async def on_event(self, event: ApprovalEvent) -> None:
+        """Bring the card of the event's approval up to date.
+
+        Raises:
+            ChatUnavailable: chat cannot take it now (the consumer retries with back-off).
+        """
+        if isinstance(event, ApprovalRequested):
+            await self.on_requested(event)
+            return
+        record = await self.cards.get(event.approval_id)
+        if record is None or not record.message_id:
+            return  # no card (no room for the role, or refused by chat): nothing to edit
+        card = _updated(record.card, event)
+        if card != record.card:
+            await self.chat.edit_card(record.room, record.message_id, card)
+            await self.cards.put(msgspec.structs.replace(record, card=card))
+
+    async def on_requested(self, event: ApprovalRequested) -> None:
+        """Post the approval's card once; note a request that joined an approval already carded.
+
+        Raises:
+            ChatUnavailable: chat cannot take it now.
+        """
+        record = await self.cards.get(event.approval_id)
+        if record is None:
+            room = self.rooms.get(event.approver_role, self.default_room)
+            if not room:
+                log.warning("no room for role %r: %s has no card", event.approver_role, event.approval_id)
+                return
+            record = CardRecord(card=card_for(event, self.fold_chars), room=room)
+            await self.cards.put(record)  # before posting: a lost answer is found again by find_card
+        if not record.message_id:
+            record = await self._post(record)
+        if event.request_id not in record.card.request_ids:
+            await self._joined(record, event.request_id)
+
+    async def _post(self, record: CardRecord) -> CardRecord:
+        card = record.card
+        try:
+            found = await self.chat.find_card(record.room, card.approval_id)
+            message_id = found or await self.chat.post_card(record.room, card, f"card-{card.approval_id}")
+        except ChatRefused as refused:
+            log.error("chat refused the card of %s in %s: %s", card.approval_id, record.room, refused.reason)
+            return record
+        record = msgspec.structs.replace(record, message_id=message_id)
+        await self.cards.put(record)
+        await self._post_folded(record)
+        return record
+
+    async def _post_folded(self, record: CardRecord) -> None:
+        card = record.card
+        for folded in card.folded:
+            parts = thread_parts(folded.text, self.part_chars)
+            for number, part in enumerate(parts, 1):
+                head = f"folded {folded.number} ({folded.pointer}), part {number} of {len(parts)}:\n"
+                txn = f"fold-{card.approval_id}-{folded.number}-{number}"
+                await self.chat.post_in_thread(record.room, record.message_id, head + part, txn)
+        if card.folded:
+            await self.cards.put(msgspec.structs.replace(record, folded_posted=True))
+
+    async def _joined(self, record: CardRecord, request_id: str) -> None:
+        text = f"the same call was sent again as request {request_id}: it joins this approval (one effect)"
+        await self.chat.post_in_thread(record.room, record.message_id, text, f"join-{request_id}")
+        card = msgspec.structs.replace(record.card, request_ids=(*record.card.request_ids, request_id))
+        await self.cards.put(msgspec.structs.replace(record, card=card))
+
+    async def on_receipt(self, receipt: ReceiptIssued) -> None:
+        """Post the receipt's outcome in the thread of its request's card, once.
+
+        Raises:
+            ChatUnavailable: chat cannot take it now.
+        """
+        approval_id = await self.cards.approval_of_request(receipt.request_id)
+        record = await self.cards.get(approval_id) if approval_id else None
+        if record is None or not record.message_id or receipt.request_id in record.outcomes:
+            return
+        txn = f"outcome-{receipt.request_id}"
+        await self.chat.post_in_thread(record.room, record.message_id, outcome_text(receipt), txn)
+        await self.cards.put(msgspec.structs.replace(record, outcomes=(*record.outcomes, receipt.request_id)))
+
+    async def on_answer(self, answer: ChatAnswer) -> None:
+        """Carry out one answer given in chat; every refusal is told to the approver. Never raises."""
+        try:
+            await self._answer(answer)
+        except Exception:  # the receive loop must go on; the approver is told
+            log.exception("answer from %s could not be carried out", answer.chat_user)
+            await self._tell(answer, "your answer could not be carried out; try again, or use the CLI")
+
+    async def _answer(self, answer: ChatAnswer) -> None:
+        approver = self.approver_of(answer.platform, answer.chat_user)
+        approval_id = answer.approval_id
+        if approval_id is None:  # a reaction or a click: the card it was given on says which
+            approval_id = await self.cards.approval_of_message(answer.room, answer.message_id)
+        if approval_id is None:
+            return  # a reaction on a message that is no card: not an answer
+        if approver is None:
+            self._report(answer, approval_id, "unmapped_chat_user", "chat user is not a mapped approver")
+            await self._tell(answer, f"{answer.chat_user} is not a mapped approver: nothing changed")
+            return
+        if not APPROVAL_ID.match(approval_id):
+            await self._tell(answer, "that is not an approval id (ap- and 12 hex digits): nothing changed")
+            return
+        command = {"approval_id": approval_id, "approve": answer.action != "reject", "note": answer.note}
+        if answer.action == "withdraw":
+            command["withdraw"] = True
+        reply = await self.approvals.decide(approver, command)
+        await self._tell(answer, _reply_text(approver, approval_id, reply))
+
+    async def _tell(self, answer: ChatAnswer, text: str) -> None:
+        try:
+            await self.chat.reply(answer, text)
+        except Exception:  # chat is down: the approver sees the card unchanged
+            log.warning("could not reply to %s: %s", answer.chat_user, text)
+
+    def _report(self, answer: ChatAnswer, approval_id: str, code: str, detail: str) -> None:
+        self.reporter.report(
+            SecurityKind.APPROVAL_REFUSED,
+            actor=f"{answer.platform}:{answer.chat_user}",
+            approval_id=approval_id,
+            reason_code=code,
+            detail=detail,
+        )
+
+    async def resync(self) -> int:
+        """Post a card for every pending approval that has none (a lost post, a cleared bucket).
+
+        Returns:
+            How many cards were posted.
+
+        Raises:
+            ChatUnavailable: chat cannot take it now (resync runs again at the next start).
+        """
+        posted = 0
+        for approval_id, principal, request_id in sorted(await self.approvals.pending()):
+            record = await self.cards.get(approval_id)
+            if record is not None and record.message_id:
+                continue
+            event = await self.approvals.requested(principal, request_id)
+            if event is not None:
+                await self.on_requested(event)
+                posted += 1
+        return posted
+
+
+def _updated(card: Card, event: ApprovalVoted | ApprovalGranted | ApprovalRejected) -> Card:
+    """``card`` as it stands after ``event`` (a final state is never changed again)."""
+    if card.state is not CardState.PENDING:
+        return card
+    if isinstance(event, ApprovalVoted):
+        return msgspec.structs.replace(card, votes=event.votes)
+    if isinstance(event, ApprovalGranted):
+        voters = event.approvers or (event.approver,)
+        return msgspec.structs.replace(card, state=CardState.GRANTED, votes=voters, answered_by=voters)
+    state = CardState.EXPIRED if event.reason_code == "approval_expired" else CardState.REJECTED
+    by = (event.approver,) if event.approver else ()
+    return msgspec.structs.replace(card, state=state, answered_by=by, reason=event.reason)
+
+
+def _reply_text(approver: str, approval_id: str, reply: dict[str, object]) -> str:
+    reason = str(reply.get("reason") or reply.get("reason_code") or "")
+    if reply.get("ok"):
+        return f"{approval_id}: {reason} (as {approver})"
+    return f"{approval_id}: refused ({reply.get('reason_code')}): {reason}. Nothing changed."
