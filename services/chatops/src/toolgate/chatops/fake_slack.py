@@ -1,16 +1,15 @@
-"""Test doubles for Slack: a loopback Web API and signed interaction requests (tests only).
+"""Test doubles for Slack: a loopback Web API and signed interaction requests (tests only, never the bot).
 
 :class:`FakeSlack` is an aiohttp server on 127.0.0.1 that answers the Web API methods the
-adapter calls the way Slack does (``auth.test``, ``chat.postMessage``, ``chat.update``,
+adapter calls as Slack does (``auth.test``, ``chat.postMessage``, ``chat.update``,
 ``chat.postEphemeral``, ``conversations.history``, ``views.open``), keeps the channels'
 messages, records every call, and can be told to answer the next calls with 429 and
-``Retry-After`` or with a 500. Point the adapter's ``slack_api_url`` at :attr:`FakeSlack.api_url`.
+``Retry-After`` or with a 500. Point ``slack_api_url`` at :attr:`FakeSlack.api_url`;
+:func:`serving` runs one on an event loop of its own thread (for the end-to-end fixtures).
 
-The request builders make the bodies Slack posts to an app (a button click, a dialog
-submission, a slash command) and :func:`post_signed` sends one over HTTP with the
-``X-Slack-Signature`` / ``X-Slack-Request-Timestamp`` headers Slack would add, made with the
-signing secret by ``slack_sdk``'s own signer. The service's tests and the end-to-end tests
-both use this module; it is not used by the bot itself.
+The builders make the bodies Slack posts to an app (a button click, a dialog submission, a
+slash command); :func:`post_signed` sends one over HTTP with the ``X-Slack-Signature`` and
+``X-Slack-Request-Timestamp`` headers made with the signing secret by ``slack_sdk``'s signer.
 """
 
 from __future__ import annotations
@@ -18,8 +17,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -33,6 +34,7 @@ __all__ = [
     "FakeSlack",
     "block_action",
     "post_signed",
+    "serving",
     "slash_command",
     "view_submission",
 ]
@@ -225,6 +227,25 @@ def _failure_response(status: int, retry_after_s: float | None) -> web.Response:
         headers = {"Retry-After": f"{retry_after_s:g}"} if retry_after_s is not None else {}
         return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers=headers)
     return web.Response(status=status, text="<html><body>server error</body></html>", content_type="text/html")
+
+
+@contextmanager
+def serving(slack: FakeSlack, timeout_s: float = 10.0) -> Iterator[FakeSlack]:
+    """Run ``slack`` on an event loop in a thread of its own until the block ends.
+
+    Its records can be read from any thread (:meth:`FakeSlack.wait_for` polls them).
+    """
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fake-slack", daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(slack.start(), loop).result(timeout_s)
+        yield slack
+        asyncio.run_coroutine_threadsafe(slack.stop(), loop).result(timeout_s)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout_s)
+        loop.close()
 
 
 def block_action(user: str, channel: str, message_ts: str, action_id: str, value: str, trigger_id: str = "") -> str:
