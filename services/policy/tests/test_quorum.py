@@ -138,3 +138,16 @@ async def test_a_decision_carries_the_quorum_the_asking_policy_and_the_risk_tier
     bob = await recheck(msgspec.structs.replace(query, approver="bob"), ports, lambda: NOW)
     alice = await recheck(msgspec.structs.replace(query, approver="alice"), ports, lambda: NOW)
     assert bob.allowed and (alice.allowed, alice.reason_code) == (False, "approver_not_entitled")  # a1's operator
+
+
+def test_a_policy_file_with_an_invalid_quorum_does_not_load(tmp_path: Path, repo_root: Path) -> None:
+    """The service then holds no policy (not ready, every request denied), and says which policy is wrong."""
+    shipped = (repo_root / "deploy/policy/policy.cedar").read_text()
+    bad = tmp_path / "policy.cedar"
+    bad.write_text(shipped + f'\n@id("three-people") @approver_role("operator") @approvals_required("three") {ASK};\n')
+    with pytest.raises(PolicyInvalid) as refused:
+        load_policy(bad, repo_root / "deploy/policy/principals.toml")
+    assert refused.value.path == str(bad)
+    assert refused.value.reason == (
+        f"{bad}: policy 'three-people': @approvals_required must be an integer 1..9, got 'three'"
+    )
