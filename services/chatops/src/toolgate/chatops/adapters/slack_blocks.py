@@ -12,7 +12,6 @@ and :func:`escape` is applied to what it does carry (``&``, ``<`` and ``>``).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC
 
@@ -35,6 +34,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from toolgate.chatops.domain import Card, CardState, thread_parts
+from toolgate.shared.chat_ids import SLACK_USER
 
 __all__ = [
     "ANSWER_BLOCK",
@@ -53,7 +53,7 @@ __all__ = [
     "text_blocks",
 ]
 
-SLACK_USER_ID = re.compile(r"^[UW][A-Z0-9]{2,20}\Z")
+SLACK_USER_ID = SLACK_USER
 """What a Slack user id looks like; any other mapped id is shown as a name, never mentioned."""
 
 CARD_EVENT_TYPE = "toolgate_approval"
