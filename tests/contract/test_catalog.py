@@ -48,7 +48,10 @@ def test_stream_and_consumers_are_pinned() -> None:
         ("executor-approvals", "tg.approval.*.*.*", 20),
         ("executor-backstop", "tg.req.*", -1),
         ("audit-all", None, -1),
+        ("chatops-approvals", "tg.approval.*.*.*", -1),
+        ("chatops-receipts", "tg.receipt.*.*", -1),
     }
+    assert catalog.CARDS_BUCKET == "TOOLGATE_CHAT_CARDS"
 
 
 def _matches(pattern: str, subject: str) -> bool:

@@ -49,7 +49,7 @@ from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.secret_arguments import redact_sealed
 from toolgate.shared.security import SecurityKind
 from toolgate.shared.settle import Settle
-from toolgate.shared.signing import verify_event
+from toolgate.shared.signing import sign_event, verify_event
 
 __all__ = ["Approvals"]
 
@@ -102,7 +102,8 @@ class Approvals:
         current = await self.store.get(approval_id) or pending
         related = await related_to(current, self.store, self.bus)
         subject = Subjects.approval("requested", decision.principal, decision.request_id)
-        await self.publish(subject, requested_event(current, decision.request_id, self.clock(), related))
+        event = requested_event(current, decision.request_id, self.clock(), related)
+        await self.publish(subject, sign_event(event, self.key))  # the chat-ops bot shows only signed cards
         return True
 
     async def on_decision_bytes(self, data: bytes) -> Settle:

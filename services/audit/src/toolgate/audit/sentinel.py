@@ -26,6 +26,7 @@ from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import (
     ApprovalGranted,
     ApprovalRejected,
+    ApprovalRequested,
     ApprovalVoted,
     DecisionMade,
     ReceiptIssued,
@@ -57,6 +58,7 @@ class SignedSubject:
 
 SIGNED: tuple[SignedSubject, ...] = (
     SignedSubject(Subjects.DECISIONS, DecisionMade, "policy", SecurityKind.DECISION_FORGED),
+    SignedSubject(Subjects.APPROVALS_REQUESTED, ApprovalRequested, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_GRANTED, ApprovalGranted, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_REJECTED, ApprovalRejected, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_VOTED, ApprovalVoted, "approvals", SecurityKind.APPROVAL_FORGED),
