@@ -16,6 +16,8 @@ from toolgate.chatops.domain import Action, ChatAnswer
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, slash_command, view_submission
 from toolgate.chatops.settings import ChatopsSettings
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.security import SecurityKind
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 MENTIONS = {"alice": "U0ALICE", "bob": "U0BOB"}
@@ -54,8 +56,10 @@ class Sink:
 
 
 @pytest_asyncio.fixture
-async def slack(fake: FakeSlack, tmp_path: Path) -> AsyncIterator[tuple[SlackChat, Sink]]:
-    adapter, sink = slack_chat(settings(tmp_path, fake.api_url), MENTIONS), Sink()
+async def slack(fake: FakeSlack, tmp_path: Path, reports: list[Any]) -> AsyncIterator[tuple[SlackChat, Sink]]:
+    reporter = SecurityReporter("chatops")
+    reporter.report = lambda kind, **fields: reports.append((kind, fields)) or True  # type: ignore[method-assign]
+    adapter, sink = slack_chat(settings(tmp_path, fake.api_url), MENTIONS, reporter), Sink()
     await adapter.start(sink)
     yield adapter, sink
     await adapter.stop()
@@ -146,7 +150,7 @@ async def test_an_unknown_channel_or_message_is_refused_for_good(slack: Any, mak
         await adapter.edit_card(CHANNEL, "9.999999", make_card())
 
 
-async def test_a_signed_click_reaches_the_sink(slack: Any, make_card: Any) -> None:
+async def test_a_signed_click_reaches_the_sink(slack: Any, make_card: Any, reports: list[Any]) -> None:
     adapter, sink = slack
     ts = await posted(adapter, make_card())
     body = block_action("U0ALICE", CHANNEL, ts, "approve", "ap-0123456789ab")
@@ -160,24 +164,28 @@ async def test_a_signed_click_reaches_the_sink(slack: Any, make_card: Any) -> No
         room=CHANNEL,
         message_id=ts,
     )
+    assert reports == []
 
 
 @pytest.mark.parametrize(
-    "forgery",
+    ("forgery", "code"),
     [
-        {"secret": "not-the-signing-secret"},
-        {"timestamp": int(time.time()) - 600},
-        {"signature": "v0=" + "0" * 64},
+        ({"secret": "not-the-signing-secret"}, "slack_signature_invalid"),
+        ({"timestamp": int(time.time()) - 600}, "slack_signature_stale"),
+        ({"signature": "v0=" + "0" * 64}, "slack_signature_invalid"),
     ],
     ids=["wrong secret", "stale timestamp", "made-up signature"],
 )
-async def test_an_unsigned_or_stale_click_gets_401_and_reaches_nothing(
-    slack: Any, fake: FakeSlack, forgery: dict[str, Any]
+async def test_an_unsigned_or_stale_click_gets_401_reaches_nothing_and_is_reported(
+    slack: Any, fake: FakeSlack, reports: list[Any], forgery: dict[str, Any], code: str
 ) -> None:
     adapter, sink = slack
     body = block_action("U0ALICE", CHANNEL, "1.000001", "approve", "ap-0123456789ab")
     status, _ = await post_signed(adapter.url, body, **({"secret": SECRET} | forgery))
     assert status == 401
+    ((kind, fields),) = reports
+    assert (kind, fields["reason_code"]) == (SecurityKind.APPROVAL_REFUSED, code)
+    assert fields["payload"] == body.encode()
     honest = block_action("U0BOB", CHANNEL, "1.000001", "reject", "ap-0123456789ab")
     fake.fail(500, "views.open")  # the reject is handed on at once: the next answer is the honest one
     assert (await post_signed(adapter.url, honest, SECRET))[0] == 200

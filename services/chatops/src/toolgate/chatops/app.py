@@ -26,8 +26,10 @@ __all__ = ["create_app"]
 log = logging.getLogger("toolgate.chatops")
 
 
-def chat_of(settings: ChatopsSettings, directory: PrincipalDirectory) -> ChatPort:
+def chat_of(settings: ChatopsSettings, directory: PrincipalDirectory, reporter: SecurityReporter) -> ChatPort:
     """The chat adapter ``settings.platform`` names, mentioning approvers by their chat ids.
+
+    ``reporter`` gets the Slack endpoint's requests refused for their signature.
 
     Raises:
         ValueError: the platform's settings are incomplete (names the missing setting).
@@ -38,7 +40,7 @@ def chat_of(settings: ChatopsSettings, directory: PrincipalDirectory) -> ChatPor
     if settings.platform == "slack":
         from toolgate.chatops.adapters.slack import slack_chat
 
-        return slack_chat(settings, mentions)
+        return slack_chat(settings, mentions, reporter)
     from toolgate.chatops.adapters.matrix import matrix_chat
 
     return matrix_chat(settings, mentions)
@@ -56,8 +58,8 @@ def create_app(settings: ChatopsSettings | None = None) -> FastStream:
     check_holds_only_own(settings.keys_dir, "chatops")
     approvals_key = public_key_of(settings.keys_dir, "approvals")
     directory = load_directory(settings.principals_file)
-    chat = chat_of(settings, directory)
     reporter = SecurityReporter("chatops")
+    chat = chat_of(settings, directory, reporter)
     broker = new_broker("chatops", settings, reporter, inbox_prefix=private_inbox(CHATOPS))
     cell: RuntimeCell[ChatOpsRuntime] = RuntimeCell()
 

@@ -36,6 +36,7 @@ from toolgate.chatops.domain import Card, ChatAnswer, thread_parts
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.ports import AnswerSink
 from toolgate.chatops.settings import ChatopsSettings
+from toolgate.shared.reporting import SecurityReporter
 
 __all__ = ["EVENTS_PATH", "Listen", "SlackChat", "slack_chat"]
 
@@ -66,6 +67,7 @@ class SlackChat:
         mentions: Mapping[str, str],
         part_chars: int = 3000,
         history_pages: int = 3,
+        reporter: SecurityReporter | None = None,
     ) -> None:
         """Build the adapter; nothing is connected until :meth:`start`.
 
@@ -75,6 +77,7 @@ class SlackChat:
             mentions: approver name to Slack user id (the card mentions these).
             part_chars: longest thread message or preformatted card element, characters.
             history_pages: pages of channel history :meth:`find_card` reads at most.
+            reporter: reports requests to the endpoint refused for their signature.
 
         Raises:
             ValueError: HTTP mode without a signing secret, or Socket Mode without an app token.
@@ -82,7 +85,7 @@ class SlackChat:
         self._client, self._mentions = client, dict(mentions)
         self._part_chars, self._history_pages = part_chars, history_pages
         self._bot_user: str | None = None
-        self.receiver = SlackReceiver(client, listen)
+        self.receiver = SlackReceiver(client, listen, reporter)
         """Bolt and its endpoint (its ``url`` once started)."""
 
     @property
@@ -226,12 +229,15 @@ def _secret(path: Path | None, what: str) -> str:
     return secret
 
 
-def slack_chat(settings: ChatopsSettings, mentions: Mapping[str, str]) -> SlackChat:
+def slack_chat(
+    settings: ChatopsSettings, mentions: Mapping[str, str], reporter: SecurityReporter | None = None
+) -> SlackChat:
     """The Slack adapter the settings describe.
 
     Args:
         settings: the bot's settings (token files, mode, endpoint address, API URL, part size).
         mentions: approver name to Slack user id.
+        reporter: reports requests to the endpoint refused for their signature.
 
     Raises:
         ValueError: a secret the mode needs is not configured, unreadable or empty.
@@ -246,4 +252,4 @@ def slack_chat(settings: ChatopsSettings, mentions: Mapping[str, str]) -> SlackC
     )
     token = _secret(settings.slack_bot_token_file, "bot token")
     client = AsyncWebClient(token=token, base_url=settings.slack_api_url, timeout=API_TIMEOUT_S)
-    return SlackChat(client, listen, mentions, part_chars=settings.part_chars)
+    return SlackChat(client, listen, mentions, part_chars=settings.part_chars, reporter=reporter)

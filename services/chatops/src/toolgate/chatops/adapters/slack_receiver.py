@@ -3,7 +3,9 @@
 HTTP mode (default): Slack posts interactions and slash commands to :data:`EVENTS_PATH` on an
 aiohttp server run on ``host``:``port`` in the service's event loop. Bolt checks every request's
 signature (HMAC-SHA256 of ``v0:<timestamp>:<body>`` with the signing secret; timestamps more than
-5 minutes off refused): an unsigned, wrongly signed or stale request gets 401 and reaches nothing.
+5 minutes off refused): an unsigned, wrongly signed or stale request gets 401, reaches nothing and
+is reported as an ``approval_refused`` security event (``slack_signature_invalid``). Bolt's own
+log line of such a request (the whole body) is silenced.
 Socket Mode: Bolt's aiohttp Socket Mode handler with the app-level token, for deployments that
 cannot expose an endpoint.
 
@@ -16,11 +18,13 @@ handling an answer leaves the listener: it is logged.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
@@ -31,6 +35,8 @@ from toolgate.chatops.adapters import slack_blocks as blocks
 from toolgate.chatops.adapters.slack_answers import click_of, command_answer, rejection_answer
 from toolgate.chatops.domain import Action, ChatAnswer
 from toolgate.chatops.ports import AnswerSink
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.security import SecurityKind
 
 __all__ = ["EVENTS_PATH", "USAGE", "Listen", "SlackReceiver"]
 
@@ -38,6 +44,9 @@ log = logging.getLogger("toolgate.chatops.slack")
 
 EVENTS_PATH = "/slack/events"
 """Path of the HTTP endpoint (the Slack app's interactivity and slash command request URL)."""
+
+STALE_AFTER_S = 60 * 5
+"""Bolt refuses a request whose timestamp is further off than this, seconds."""
 
 USAGE = "usage: /toolgate approve|reject|withdraw ap-<12 hex> [reason]"
 
@@ -64,12 +73,13 @@ class Listen:
 class SlackReceiver:
     """Receives answers with Bolt and hands each to the sink given to :meth:`start`."""
 
-    def __init__(self, client: AsyncWebClient, listen: Listen) -> None:
+    def __init__(self, client: AsyncWebClient, listen: Listen, reporter: SecurityReporter | None = None) -> None:
         """Register the listeners; nothing is served until :meth:`start`.
 
         Args:
             client: Slack Web API client with the bot token (Bolt's ``auth.test``, ``views.open``).
             listen: how answers arrive.
+            reporter: reports requests refused for their signature (else they are only logged).
 
         Raises:
             ValueError: HTTP mode without a signing secret, or Socket Mode without an app token.
@@ -78,11 +88,12 @@ class SlackReceiver:
             raise ValueError("Slack HTTP mode needs the signing secret: unsigned requests would be believed")
         if listen.mode == "socket" and not listen.app_token:
             raise ValueError("Slack Socket Mode needs the app-level token (xapp-…)")
-        self._client, self._listen = client, listen
+        self._client, self._listen, self._reporter = client, listen, reporter
         self._answers: AnswerSink | None = None
         self._runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
         self.app = AsyncApp(client=client, signing_secret=listen.signing_secret, logger=log)
+        logging.getLogger("slack_bolt.RequestVerification").setLevel(logging.WARNING)  # it logs whole bodies
         self.app.action(blocks.APPROVE)(self._on_click)
         self.app.action(blocks.REJECT)(self._on_click)
         self.app.view(blocks.REJECT_VIEW)(self._on_rejection)
@@ -101,7 +112,9 @@ class SlackReceiver:
             self._socket = AsyncSocketModeHandler(self.app, self._listen.app_token)
             await self._socket.connect_async()  # type: ignore[no-untyped-call]  # unannotated in Bolt
             return
-        self._runner = web.AppRunner(self.app.web_app(path=EVENTS_PATH), access_log=None)
+        endpoint = web.Application()
+        endpoint.router.add_post(EVENTS_PATH, self._endpoint)
+        self._runner = web.AppRunner(endpoint, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self._listen.host, self._listen.port).start()
         host, port = self._runner.addresses[0][:2]
@@ -117,6 +130,23 @@ class SlackReceiver:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    async def _endpoint(self, request: web.Request) -> web.Response:
+        """One request from Slack, through Bolt (signature check first); a refused signature is reported."""
+        response = await self.app.async_dispatch(await to_bolt_request(request))
+        if response.status == 401:
+            self._refused(request, await request.read())
+        return await to_aiohttp_response(response)
+
+    def _refused(self, request: web.Request, body: bytes) -> None:
+        stale = _is_stale(request.headers.get("X-Slack-Request-Timestamp", ""))
+        code = "slack_signature_stale" if stale else "slack_signature_invalid"
+        why = "a timestamp over 5 minutes off (a replay?)" if stale else "no valid signature"
+        detail = f"a request to the Slack endpoint from {request.remote or 'unknown'} with {why}: refused with 401"
+        if self._reporter is None:
+            log.warning("%s (%s)", detail, code)
+            return
+        self._reporter.report(SecurityKind.APPROVAL_REFUSED, reason_code=code, detail=detail, payload=body)
 
     async def _on_click(self, ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
         await ack()
@@ -165,3 +195,11 @@ class SlackReceiver:
             await self._answers(answer)
         except Exception:
             log.exception("the answer of %s could not be handed on", answer.chat_user)
+
+
+def _is_stale(timestamp: str) -> bool:
+    """Whether ``X-Slack-Request-Timestamp`` is more than Bolt's 5 minutes off now (unparsable: no)."""
+    try:
+        return abs(time.time() - int(timestamp)) > STALE_AFTER_S
+    except ValueError:
+        return False
