@@ -150,6 +150,13 @@ async def test_an_unknown_channel_or_message_is_refused_for_good(slack: Any, mak
         await adapter.edit_card(CHANNEL, "9.999999", make_card())
 
 
+async def test_a_card_slack_would_refuse_is_refused_before_sending(slack: Any, fake: FakeSlack, make_card: Any) -> None:
+    adapter, _ = slack
+    with pytest.raises(ChatRefused, match="not sent"):
+        await posted(adapter, make_card(approval_id="ap-" + "f" * 200))  # a header over Slack's 150 characters
+    assert fake.called("chat.postMessage") == []
+
+
 async def test_a_signed_click_reaches_the_sink(slack: Any, make_card: Any, reports: list[Any]) -> None:
     adapter, sink = slack
     ts = await posted(adapter, make_card())

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from toolgate.chatops.adapters import slack_blocks as blocks
@@ -199,6 +199,8 @@ def _mapped(what: str) -> Iterator[None]:
         if status == 429 or status >= 500 or code in _TRANSIENT:
             raise ChatUnavailable(f"{what}: Slack answered {status} {code}".strip(), _retry_after(error)) from error
         raise ChatRefused(f"{what}: Slack refused it ({code or status})") from error
+    except SlackClientError as error:  # e.g. a block over Slack's limits, found before sending
+        raise ChatRefused(f"{what}: not sent ({error})") from error
     except (aiohttp.ClientError, TimeoutError, OSError) as error:
         raise ChatUnavailable(f"{what}: Slack cannot be reached ({type(error).__name__})") from error
 

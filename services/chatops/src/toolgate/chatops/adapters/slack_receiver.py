@@ -27,7 +27,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.async_app import AsyncAck, AsyncApp
-from slack_sdk.errors import SlackApiError
+from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 from yarl import URL
 
@@ -165,7 +165,7 @@ class SlackReceiver:
         view = blocks.reject_view(answer.approval_id or "", answer.room, answer.message_id)
         try:
             await self._client.views_open(trigger_id=trigger_id, view=view)
-        except (SlackApiError, aiohttp.ClientError, TimeoutError) as error:
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as error:
             log.warning("the reject dialog could not be opened (%s): rejecting without a reason", error)
             return False
         return True
