@@ -3,18 +3,21 @@
 Approval events are consumed in stream order by one worker (a card is posted before it
 is edited). Only events signed by the approvals key make or change a card; anything
 else is terminated and reported (``approval_forged``). Chat down: the message is retried
-later with back-off (``max_deliver`` is unlimited), so the card appears when chat returns.
+later with back-off (``max_deliver`` is unlimited), so the card appears when chat returns;
+an update chat refuses for good (the card was deleted, the bot left the room) is logged
+and skipped.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolgate.chatops.errors import ChatUnavailable
+from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.service import ApprovalEvent, ChatOps
 from toolgate.shared import catalog
 from toolgate.shared.events import ReceiptIssued, decode_untrusted
@@ -23,6 +26,8 @@ from toolgate.shared.security import SecurityKind
 from toolgate.shared.signing import verify_event
 
 __all__ = ["ChatOpsRuntime", "consumers", "retry_delay_s"]
+
+log = logging.getLogger("toolgate.chatops")
 
 MAX_RETRY_DELAY_S = 60.0
 """Longest wait between two attempts while chat is unavailable, seconds."""
@@ -83,6 +88,8 @@ async def _chat(work: Awaitable[None], delivery: Delivery) -> Settlement:
         await work
     except ChatUnavailable as error:
         return Later(retry_delay_s(error, delivery.num_delivered))
+    except ChatRefused as refused:  # a deleted card, a room the bot left: the approval is unaffected
+        log.error("chat refused the update for %s: %s", delivery.subject, refused.reason)
     return Settle.ACK
 
 
