@@ -217,11 +217,14 @@ class MatrixChat:
 
     async def _accept_invites(self, response: SyncResponse) -> None:
         for room in response.rooms.invite:
-            if room in self.rooms:
+            if room not in self.rooms:
+                log.warning("not joining %s: not one of the configured rooms", room)
+                continue
+            try:
                 await self._call(f"join {room}", self.client.join(room))
                 self._joined.add(room)
-            else:
-                log.warning("not joining %s: not one of the configured rooms", room)
+            except ChatRefused as refused:  # the next post into it will try again
+                log.warning("could not join %s: %s", room, refused.reason)
 
     async def _skipped(self, room: str, timeline: Any, since: str) -> list[dict[str, Any]]:
         """The events a cut (``limited``) timeline left out since ``since``, oldest first."""
@@ -287,6 +290,7 @@ def matrix_chat(settings: ChatopsSettings, mentions: Mapping[str, str]) -> Matri
     if missing:
         raise ValueError(f"the Matrix chat needs {', '.join(missing)}")
     assert settings.matrix_password_file is not None  # checked above
+    logging.getLogger("nio").setLevel(logging.WARNING)  # nio logs every room event it parses at INFO
     password = settings.matrix_password_file.read_text(encoding="utf-8").strip()
     rooms = {*settings.rooms.values(), settings.default_room} - {""}
     return MatrixChat(
