@@ -8,7 +8,7 @@ from io import StringIO
 import msgspec
 from rich.console import Console
 
-from toolgate.cli.render import alarm_row, alarms_table, approvals_table, tools_table, trail_table
+from toolgate.cli.render import alarm_row, alarms_table, approvals_table, decide_line, tools_table, trail_table
 from toolgate.shared.connections import redact as _redact
 from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
@@ -136,3 +136,54 @@ def test_the_tools_table_shows_the_budget_each_operation_uses() -> None:
     rows = {line.split("│")[3].strip(): line for line in _render(tools_table([tool])).splitlines() if "│" in line}
     assert "60/60s" in rows["shared"] and "(own)" not in rows["shared"]
     assert "2/10s (own)" in rows["limited"]
+
+
+def _quorum_pending() -> dict[str, object]:
+    request_id, key = "0f" * 16, "k" + "9" * 31
+    pending = _pending({"path": "notes/report.txt", "content": "quarterly numbers " * 8})
+    return {
+        **pending,
+        "approval_id": "ap-0123456789ab",
+        "request_id": request_id,
+        "joined": ["1e" * 16],
+        "idempotency_key": key,
+        "votes": ["alice"],
+        "approvals_required": 2,
+        "approvers": ["alice", "bob"],
+        "policy_id": "two-operators",
+        "side_effect_class": "REVERSIBLE_WRITE",
+        "risk_tier": "medium",
+        "related": [
+            {"approval_id": "ap-aaaaaaaaaaaa", "request_id": "r-old", "state": "granted", "same_key": False}
+            | {"receipt_id": "receipt-77", "outcome": "succeeded"},
+            {"approval_id": "ap-bbbbbbbbbbbb", "request_id": "r-other", "state": "pending", "same_key": True},
+        ],
+    }
+
+
+def _render_at(table: object, width: int) -> str:
+    out = StringIO()
+    Console(file=out, width=width, color_system=None).print(table)
+    return out.getvalue()
+
+
+def test_the_approvals_table_shows_key_votes_and_related_whole_in_100_columns() -> None:
+    item = _quorum_pending()
+    shown = _render_at(approvals_table([item]), 100)
+    assert max(len(line) for line in shown.splitlines()) <= 100
+    for whole in ("ap-0123456789ab", "0f" * 16, "1e" * 16, "k" + "9" * 31, "two-operators"):
+        assert any(whole in line for line in shown.splitlines()), f"{whole} is cut or wrapped"
+    assert "1 of 2: alice" in shown and "role operator: alice, bob" in shown
+    assert "REVERSIBLE_WRITE, medium" in shown
+    assert "a" * 12 in shown and "a" * 13 not in shown, "the request hash is shown by its first 12 hex"
+    related = [line for line in shown.splitlines() if "ap-aaaaaaaaaaaa" in line or "ap-bbbbbbbbbbbb" in line]
+    assert "granted, OTHER key" in related[0] and "succeeded" in shown and "receipt-77" in shown
+    assert "pending, same key" in related[1]
+
+
+def test_an_accepted_answer_prints_the_vote_count_or_the_grant() -> None:
+    voted = {"ok": True, "reason_code": "voted", "reason": "vote 1 of 2 recorded on ap-1 (alice)"}
+    granted = {"ok": True, "reason_code": "granted", "reason": "ap-1 granted by alice, bob"}
+    assert decide_line(voted).plain == "vote 1 of 2 recorded on ap-1 (alice)"
+    assert decide_line(granted).plain == "ap-1 granted by alice, bob"
+    assert decide_line({"reason_code": "granted", "reason": HOSTILE}).plain == "[/][conceal]hidden[/conceal]\\x1b[8mx"

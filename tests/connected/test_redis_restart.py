@@ -54,12 +54,13 @@ async def test_every_store_answers_its_first_call_after_a_restart(persistent_red
     await client.set(APPROVALS_EPOCH, "e")
     replays, limiter = RedisReplayIndex(client), RedisRateLimiter(client)
     approvals, idempotency = RedisApprovalStore(client), RedisIdempotencyStore(client)
-    await approvals.open(_pending("ap-1"))
+    await approvals.open(_pending("ap-1"), datetime.now(UTC))
     calls: list[tuple[str, Any]] = [
         ("replay lookup", lambda: replays.lookup("p", "k")),
         ("rate limit script", lambda: limiter.admit("p", "t", RateLimit(calls=100, period_s=60), "r")),
         ("approval read", lambda: approvals.get("ap-1")),
         ("approval list", lambda: approvals.list_pending()),
+        ("vote script", lambda: approvals.vote("ap-1", "alice", 2, "t1")),
         ("claim script", lambda: idempotency.claim(ClaimRequest("p", "k2", "fp", "r2", "exec", "n", 60))),
     ]
     for name, call in calls:

@@ -48,7 +48,10 @@ def test_stream_and_consumers_are_pinned() -> None:
         ("executor-approvals", "tg.approval.*.*.*", 20),
         ("executor-backstop", "tg.req.*", -1),
         ("audit-all", None, -1),
+        ("chatops-approvals", "tg.approval.*.*.*", -1),
+        ("chatops-receipts", "tg.receipt.*.*", -1),
     }
+    assert catalog.CARDS_BUCKET == "TOOLGATE_CHAT_CARDS"
 
 
 def _matches(pattern: str, subject: str) -> bool:
@@ -80,6 +83,7 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "ApprovalRequested": "approval.requested",
         "ApprovalGranted": "approval.granted",
         "ApprovalRejected": "approval.rejected",
+        "ApprovalVoted": "approval.voted",
         "ReceiptIssued": "receipt.issued",
         "EffectClaimed": "effect.claimed",
         "ToolPublished": "tool.published",
@@ -125,6 +129,15 @@ def test_events_are_frozen_and_required_fields_are_pinned() -> None:
             "principal",
             "reason",
             "reason_code",
+            "request_id",
+        ],
+        "ApprovalVoted": [
+            "approval_id",
+            "approver",
+            "event_id",
+            "occurred_at",
+            "principal",
+            "request_hash",
             "request_id",
         ],
         "ReceiptIssued": ["event_id", "occurred_at", "outcome", "principal", "reason", "reason_code", "request_id"],

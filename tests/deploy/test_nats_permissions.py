@@ -43,6 +43,7 @@ DIRECTORY = PrincipalDirectory.from_toml(
     autonomy = 1
     [approvers.alice]
     roles = ["operator"]
+    matrix = "@alice:example.org"
     [approvers.bob]
     roles = ["operator"]
     """
@@ -56,6 +57,7 @@ SERVICE_CONSUMERS = {
     "approvals": (catalog.APPROVALS_CONSUMER,),
     "executor": (catalog.EXECUTOR_DECISIONS, catalog.EXECUTOR_APPROVALS, catalog.BACKSTOP_CONSUMER),
     "audit": (catalog.AUDIT_CONSUMER,),
+    "chatops": (catalog.CHATOPS_APPROVALS, catalog.CHATOPS_RECEIPTS),
 }
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
@@ -73,6 +75,7 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     "result": (lambda rid: Subjects.result_chunk("demo-agent", rid, 0), "executor"),
     "tool-published": (Subjects.tool_published, "registry"),
     "tools-kv": (lambda key: f"$KV.{catalog.TOOLS_BUCKET}.{key}", "registry"),
+    "cards-kv": (lambda key: f"$KV.{catalog.CARDS_BUCKET}.{key}", "chatops"),
     **{  # each service reports security events as itself only
         f"security-{service}": (lambda _, s=service: Subjects.security(s, "decision_forged"), service)
         for service in SERVICES
@@ -100,6 +103,7 @@ MAY_CALL = {  # each approver answers approvals as themselves only; only the ope
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
     "executor": {Rpc.POLICY_RECHECK},
     "approvals": {Rpc.POLICY_RECHECK},
+    "chatops": {Rpc.APPROVALS_LIST, DECIDE["alice"]},  # only alice has a chat id: bob is never answered for
 }
 
 
@@ -158,7 +162,7 @@ async def reported(conn: Conn, kind: str, subject: str, timeout_s: float = 2.0) 
 
 def stream_of(subject: str) -> str:
     if subject.startswith("$KV."):
-        return f"KV_{catalog.TOOLS_BUCKET}"
+        return f"KV_{subject.split('.')[1]}"
     return catalog.RESULTS_STREAM if subject.startswith("tg.result.") else catalog.STREAM
 
 
@@ -394,6 +398,7 @@ FEEDS: dict[str | None, tuple[str, Callable[[str], str]]] = {
     Subjects.REQUESTS: (AGENT, lambda _: Subjects.request("demo-agent")),
     Subjects.DECISIONS: ("policy", lambda rid: Subjects.decision("demo-agent", rid)),
     Subjects.APPROVALS: ("approvals", lambda rid: Subjects.approval("requested", "demo-agent", rid)),
+    Subjects.RECEIPTS: ("executor", lambda rid: Subjects.receipt("demo-agent", rid)),
     None: ("executor", lambda rid: Subjects.receipt("demo-agent", rid)),
 }
 
@@ -453,7 +458,8 @@ async def test_only_services_that_need_it_read_events_by_subject(conns: dict[str
     async def read() -> None:
         assert (await conns[user].js.get_last_msg(catalog.STREAM, subject)).data == b"signed decision"
 
-    expected = user in ("registry", "approvals", "executor", "audit")  # audit: verify against the stream
+    # audit: verify against the stream; chatops: a pending approval's card at re-sync
+    expected = user in ("registry", "approvals", "executor", "audit", "chatops")
     assert await allowed(conns[user], f"$JS.API.STREAM.MSG.GET.{catalog.STREAM}", read()) is expected
 
 

@@ -12,9 +12,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from toolgate.approvals.adapters.redis_store import RedisApprovalStore
 from toolgate.approvals.domain import ApprovalState, DecideCommand, approval_id_for
 from toolgate.approvals.errors import IndexLost, StoreUnavailable
-from toolgate.approvals.ports import ApprovalStore, InMemoryApprovalsBus, InMemoryApprovalStore
+from toolgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
+from toolgate.approvals.ports import ApprovalStore
 from toolgate.approvals.rebuild import rebuild_approvals
 from toolgate.approvals.service import Approvals
+from toolgate.shared.directory import PrincipalDirectory
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, BoundRequest, DecisionMade
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.reporting import SecurityReporter
@@ -23,7 +25,24 @@ from toolgate.shared.signing import sign_event, verify_event
 from toolgate.shared.vocabulary import Verdict
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
-APPROVERS = {"alice": frozenset({"operator"}), "demo-agent": frozenset({"operator"}), "carol": frozenset({"sre"})}
+APPROVERS = PrincipalDirectory.from_toml(
+    """
+[principals.demo-agent]
+autonomy = 1
+operator = "oscar"
+[approvers.alice]
+roles = ["operator"]
+[approvers.bob]
+roles = ["operator"]
+[approvers.oscar]
+roles = ["operator"]
+[approvers.demo-agent]
+roles = ["operator"]
+[approvers.carol]
+roles = ["sre"]
+"""
+)
+"""``demo-agent`` is also an approver's name; ``oscar`` operates ``demo-agent``."""
 
 
 class Clock:
@@ -59,15 +78,6 @@ def _decision(rid: str, verdict: Verdict = Verdict.NEEDS_APPROVAL, pinned: bool 
     return sign_event(decision, POLICY)
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest, redis_client: aioredis.Redis) -> ApprovalStore:
-    if request.param == "memory":
-        return InMemoryApprovalStore()
-    await redis_client.delete("tg:approvals:pending")
-    await redis_client.set("tg:epoch:approvals", "test")
-    return RedisApprovalStore(redis_client)
-
-
 def _answer(allowed: bool, code: str = "still_allowed", key: Ed25519PrivateKey = POLICY) -> Any:
     def answer(query: RecheckQuery) -> RecheckAnswer:
         reply = RecheckAnswer(
@@ -92,7 +102,7 @@ def _approvals(
     return Approvals(
         store=store,
         bus=bus or InMemoryApprovalsBus(answer=_answer(True)),
-        approvers=APPROVERS,
+        directory=APPROVERS,
         key=APPROVALS,
         policy_key=POLICY.public_key(),
         publish=publish,
@@ -125,6 +135,7 @@ async def test_forged_decision_opens_nothing(store: ApprovalStore, ns: str) -> N
     [
         ("mallory", "unknown_approver"),
         ("demo-agent", "self_approval"),
+        ("oscar", "self_approval"),  # the person who operates demo-agent
         ("carol", "not_entitled"),
         ("a.b", "unknown_approver"),
     ],
@@ -143,8 +154,15 @@ async def test_grant_is_signed_and_single_use(store: ApprovalStore, ns: str) -> 
     approvals = _approvals(store, Clock(), published := [])
     await approvals.on_decision(_decision(ns))
     command = DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True)
-    first, second = await approvals.answer("alice", command), await approvals.answer("alice", command)
+    first, second = await approvals.answer("alice", command), await approvals.answer("bob", command)
     assert first.ok and (second.ok, second.reason_code) == (False, "not_pending")
+    again = await approvals.answer("alice", command)  # a double click: the state as it is, nothing new
+    assert (again.ok, again.reason_code, again.state, again.votes) == (
+        True,
+        "granted",
+        ApprovalState.GRANTED,
+        ("alice",),
+    )
     grants = [e for _, e in published if isinstance(e, ApprovalGranted)]
     assert len(grants) == 1 and verify_event(grants[0], APPROVALS.public_key())
     assert grants[0].request_hash == "sha256:h-" + ns and grants[0].approver == "alice"
@@ -279,7 +297,7 @@ async def test_a_lost_store_refuses_until_rebuilt_from_the_stream(
         await store.get(approval_id_for("demo-agent", ns + "open"))
     with pytest.raises(IndexLost):
         await approvals.on_decision(_decision(ns + "new"))
-    assert await rebuild_approvals(store, bus, "me")
+    assert await rebuild_approvals(store, bus, "me", APPROVALS.public_key())
     pending = await store.list_pending()
     assert [p.request_id for p in pending] == [ns + "open"]
     assert pending[0].expires_at == bus.requests[0].expires_at
@@ -301,7 +319,7 @@ async def test_a_rebuilt_approval_still_knows_its_request_pinned_the_version(
     bus.requests = [e for _, e in published if isinstance(e, ApprovalRequested)]
     assert [e.version_pinned for e in bus.requests] == [True]
     await _lose_everything(store, redis_client)
-    assert await rebuild_approvals(store, bus, "me")
+    assert await rebuild_approvals(store, bus, "me", APPROVALS.public_key())
     assert (
         await approvals.answer("alice", DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True))
     ).ok
@@ -325,9 +343,10 @@ async def test_a_rebuild_whose_store_is_lost_again_midway_starts_over(
             await _lose_everything(store, redis_client)  # Redis restarts empty again, mid-rebuild
             yield requests[1]
 
-    assert not await rebuild_approvals(store, LosingBus(), "me"), "a half-rebuilt store was declared complete"
+    rebuilt = await rebuild_approvals(store, LosingBus(), "me", APPROVALS.public_key())
+    assert not rebuilt, "a half-rebuilt store was declared complete"
     assert not await store.has_epoch()
-    assert await rebuild_approvals(store, InMemoryApprovalsBus(requests=requests), "me")
+    assert await rebuild_approvals(store, InMemoryApprovalsBus(requests=requests), "me", APPROVALS.public_key())
     assert {p.request_id for p in await store.list_pending()} == {ns + "a", ns + "b"}
 
 
@@ -349,6 +368,7 @@ def _reported(approvals: Approvals) -> list[Any]:
         ("mallory", None, "unknown_approver"),
         ("a.b", None, "unknown_approver"),
         ("demo-agent", None, "self_approval"),  # the approver named like the requesting principal
+        ("oscar", None, "self_approval"),  # the person who operates the requesting principal
         ("carol", None, "not_entitled"),
         ("alice", b'{"approval_id": "ap-000000000000", "approve": true}', "unknown_approval"),
         ("alice", b'{"approval_id": "x", "approve": "yes"}', "malformed"),
@@ -387,7 +407,7 @@ async def test_late_answers_are_refused_and_reported(store: ApprovalStore, ns: s
     await approvals.on_decision(_decision(ns))
     command = DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True)
     if late == "answered":
-        assert (await approvals.answer("alice", command)).ok
+        assert (await approvals.answer("bob", command)).ok
     else:
         clock.now += timedelta(seconds=61)
         if late == "expired_swept":

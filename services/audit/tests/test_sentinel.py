@@ -17,7 +17,14 @@ from toolgate.audit.sentinel import SIGNED, forgery
 from toolgate.audit.service import Audit
 from toolgate.shared.alarms import Alarm
 from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, SecurityEvent, encode
+from toolgate.shared.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalVoted,
+    DecisionMade,
+    SecurityEvent,
+    encode,
+)
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.security import SecurityKind, digest
 from toolgate.shared.signing import sign_event
@@ -65,10 +72,25 @@ def _rejected(rid: str = "r1") -> ApprovalRejected:
     )
 
 
-DECISION, GRANTED, REJECTED = (
+def _voted(rid: str = "r1") -> ApprovalVoted:
+    return ApprovalVoted(
+        event_id=f"v-{rid}",
+        occurred_at=NOW,
+        request_id=rid,
+        principal="a1",
+        approval_id="ap-1",
+        request_hash="sha256:h",
+        approver="alice",
+        votes=("alice",),
+        approvals_required=2,
+    )
+
+
+DECISION, GRANTED, REJECTED, VOTED = (
     Subjects.decision("a1", "r1"),
     Subjects.approval("granted", "a1", "r1"),
     Subjects.approval("rejected", "a1", "r1"),
+    Subjects.approval("voted", "a1", "r1"),
 )
 FORGERIES: dict[str, tuple[str, bytes, SecurityKind, str]] = {
     # name: subject, body, reported kind, what the detail says
@@ -117,11 +139,26 @@ FORGERIES: dict[str, tuple[str, bytes, SecurityKind, str]] = {
         SecurityKind.APPROVAL_FORGED,
         "about a1/r3",
     ),
+    "vote-foreign": (
+        VOTED,
+        encode(sign_event(_voted(), Ed25519PrivateKey.generate())),
+        SecurityKind.APPROVAL_FORGED,
+        "not signed by the approvals key",
+    ),
+    "vote-unsigned": (VOTED, encode(_voted()), SecurityKind.APPROVAL_FORGED, "not signed by the approvals key"),
+    "vote-copied": (VOTED, encode(sign_event(_voted("r4"), APPROVALS)), SecurityKind.APPROVAL_FORGED, "about a1/r4"),
+    "vote-is-a-grant": (
+        VOTED,
+        encode(sign_event(_granted(), APPROVALS)),
+        SecurityKind.APPROVAL_FORGED,
+        "not a ApprovalVoted",
+    ),
 }
 GENUINE = {
     "decision": (DECISION, encode(sign_event(_decision(), POLICY))),
     "grant": (GRANTED, encode(sign_event(_granted(), APPROVALS))),
     "rejection": (REJECTED, encode(sign_event(_rejected(), APPROVALS))),
+    "vote": (VOTED, encode(sign_event(_voted(), APPROVALS))),
     "request": (Subjects.request("a1"), b"anything at all"),
     "approval-requested": (Subjects.approval("requested", "a1", "r1"), b"unsigned by design"),
     "receipt": (Subjects.receipt("a1", "r1"), b"{}"),
@@ -151,6 +188,7 @@ def test_the_table_names_one_key_and_kind_per_signed_subject() -> None:
         ("tg.decision.*.*", "policy", "decision_forged"),
         ("tg.approval.granted.*.*", "approvals", "approval_forged"),
         ("tg.approval.rejected.*.*", "approvals", "approval_forged"),
+        ("tg.approval.voted.*.*", "approvals", "approval_forged"),
         ("tg.receipt.*.*", "receipts", "receipt_forged"),
     ]
 

@@ -201,7 +201,7 @@ async def test_a_reaction_on_a_card_answers_as_the_mapped_approver(
     assert approvals.decided == [
         ("alice", {"approval_id": AP, "approve": True, "note": ""}),
         ("bob", {"approval_id": AP, "approve": False, "note": "too risky"}),
-        ("bob", {"approval_id": AP, "approve": True, "note": "", "withdraw": True}),
+        ("bob", {"approval_id": AP, "approve": False, "withdraw": True}),
     ]
 
 

@@ -411,3 +411,23 @@ def test_the_lease_lapses_without_heartbeats() -> None:
     assert lease.held()
     now[0] += 0.2
     assert not lease.held()
+
+
+async def test_two_grants_of_one_key_at_once_run_it_once_and_replay_it(harness: Any, sandbox: Path) -> None:
+    """Two requests joined to one approval get their grants together: the second waits, then replays the first."""
+    slow = harness.bus.recheck
+
+    async def slow_recheck(query: Any) -> Any:
+        await asyncio.sleep(0.05)  # the policy's answer takes a moment: the other grant arrives meanwhile
+        return await slow(query)
+
+    harness.bus.recheck = slow_recheck
+    arguments = {"path": "joined.txt", "content": "once"}
+    first, second = (
+        harness.decision("write", arguments, rid=rid, verdict=Verdict.NEEDS_APPROVAL) for rid in ("r1", "r2")
+    )
+    settled = await asyncio.gather(*(harness.executor.on_granted(harness.grant(d)) for d in (first, second)))
+    assert settled[0] is Settle.ACK and isinstance(settled[1], Later), settled
+    assert await harness.executor.on_granted(harness.grant(second)) is Settle.ACK
+    assert harness.receipt("r1") == (Outcome.SUCCEEDED, "ok") and harness.receipt("r2") == (Outcome.REPLAYED, "ok")
+    assert (sandbox / "joined.txt").read_text() == "once"

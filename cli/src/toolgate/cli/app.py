@@ -13,7 +13,7 @@ from rich.markup import escape
 from toolgate.cli import rpc
 from toolgate.cli.audit_commands import audit_app
 from toolgate.cli.identity import state_dir
-from toolgate.cli.render import approvals_table, tools_table
+from toolgate.cli.render import approvals_table, decide_line, tools_table
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.descriptors import ToolDescriptor
@@ -89,12 +89,12 @@ Approver = Annotated[
 ]
 
 
-def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str) -> None:
-    answer = on_bus(url, lambda bus: rpc.decide(bus, approver, approval_id, approve, note), approver)
+def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str, withdraw: bool = False) -> None:
+    answer = on_bus(url, lambda bus: rpc.decide(bus, approver, approval_id, approve, note, withdraw=withdraw), approver)
     if not answer.get("ok"):
         err_console.print(f"[red]{escape(str(answer.get('reason_code')))}[/red]:", escape(str(answer.get("reason"))))
         raise typer.Exit(1)
-    console.print(f"[green]{escape(str(answer.get('reason_code')))}[/green]:", escape(str(answer.get("reason"))))
+    console.print(decide_line(answer))
 
 
 Note = Annotated[str, typer.Option(help="A remark recorded with the answer (audit trail, receipt reason).")]
@@ -102,7 +102,7 @@ Note = Annotated[str, typer.Option(help="A remark recorded with the answer (audi
 
 @approvals_app.command("approve")
 def approvals_approve(approval_id: str, approver: Approver, note: Note = "", nats_url: NatsUrl = "") -> None:
-    """Grant one pending approval (single use, bound to the exact arguments)."""
+    """Vote for one pending approval: granted (single use, bound to the exact arguments) once its quorum is met."""
     _decide(approval_id, True, approver, note, nats_url)
 
 
@@ -110,6 +110,12 @@ def approvals_approve(approval_id: str, approver: Approver, note: Note = "", nat
 def approvals_reject(approval_id: str, approver: Approver, note: Note = "", nats_url: NatsUrl = "") -> None:
     """Reject one pending approval: the request ends denied."""
     _decide(approval_id, False, approver, note, nats_url)
+
+
+@approvals_app.command("withdraw")
+def approvals_withdraw(approval_id: str, approver: Approver, nats_url: NatsUrl = "") -> None:
+    """Take back your vote on an approval that is still pending."""
+    _decide(approval_id, False, approver, "", nats_url, withdraw=True)
 
 
 @keys_app.command("generate")

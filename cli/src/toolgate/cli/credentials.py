@@ -138,7 +138,7 @@ def env_lines(directory: PrincipalDirectory, *, admin: bool = False) -> str:
 
 
 def stack_directory(env: Mapping[str, str]) -> PrincipalDirectory:
-    """The agents the policy service knows and the approvers the approvals service knows.
+    """The agents the policy service knows and the approvers (with their chat ids) the approvals service knows.
 
     Args:
         env: the services' environment, naming ``TOOLGATE_POLICY_PRINCIPALS_FILE`` and
@@ -148,8 +148,8 @@ def stack_directory(env: Mapping[str, str]) -> PrincipalDirectory:
         KeyError: a file is not named; DirectoryInvalid: a file is unreadable or invalid.
     """
     agents = load_directory(Path(env["TOOLGATE_POLICY_PRINCIPALS_FILE"])).principals
-    approvers = load_directory(Path(env["TOOLGATE_APPROVALS_PRINCIPALS_FILE"])).approvers
-    return PrincipalDirectory(principals=agents, approvers=approvers)
+    people = load_directory(Path(env["TOOLGATE_APPROVALS_PRINCIPALS_FILE"]))
+    return PrincipalDirectory(principals=agents, approvers=people.approvers, chats=people.chats)
 
 
 def write_private(path: Path, text: str) -> Path:

@@ -93,8 +93,12 @@ async def request(bus: Bus, subject: str, body: Any, timeout_s: float = 5.0) -> 
     return await bus.request(subject, body, timeout_s)
 
 
-async def decide(bus: Bus, approver: str, approval_id: str, approve: bool, note: str = "") -> dict[str, Any]:
-    """Approve or reject ``approval_id`` as ``approver``.
+async def decide(
+    bus: Bus, approver: str, approval_id: str, approve: bool, note: str = "", *, withdraw: bool = False
+) -> dict[str, Any]:
+    """Approve (vote for), reject, or withdraw one's vote on ``approval_id`` as ``approver``.
+
+    ``withdraw`` takes back ``approver``'s vote (``approve`` must then be ``False``).
 
     Raises:
         ValueError: ``approver`` is not a valid identity token.
@@ -103,7 +107,9 @@ async def decide(bus: Bus, approver: str, approval_id: str, approve: bool, note:
     """
     if not TOKEN.match(approver):
         raise ValueError(f"approver {approver!r} must match {TOKEN.pattern}")
-    body = {"approval_id": approval_id, "approve": approve, "note": note}
+    body: dict[str, Any] = {"approval_id": approval_id, "approve": approve, "note": note}
+    if withdraw:
+        body["withdraw"] = True
     try:
         answer: dict[str, Any] = await request(bus, Rpc.approvals_decide(approver), body)
     except PermissionRefused as refused:

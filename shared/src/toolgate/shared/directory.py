@@ -5,12 +5,18 @@ Pure: parses TOML text (``tomllib``, TOML 1.0) handed in by the caller. The form
     [principals.demo-agent]
     autonomy = 1                 # 0..3
     roles = ["agent"]
+    operator = "alice"           # optional: the person who operates the agent
 
     [approvers.alice]
     roles = ["operator"]
+    matrix = "@alice:example.org"  # optional chat identities (chat-ops)
+    slack = "U0123ABC"
 
 A principal is the NATS token of an agent (``tg.req.<principal>``); an approver is a
-person answering from chat-ops or the CLI. Unknown keys are refused, so that a typo
+person answering from chat-ops or the CLI. A principal's ``operator`` names an approver
+of the directory: that person may not approve the agent's calls. An approver's chat
+identities (:mod:`toolgate.shared.chat_ids`) map a chat user to the approver; one chat
+id belongs to one approver only. Unknown keys are refused, so that a typo
 (``autonmy``) cannot silently change what an agent may do.
 """
 
@@ -18,11 +24,14 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_AUTONOMY", "DirectoryInvalid", "Principal", "PrincipalDirectory", "load_directory"]
+from toolgate.shared.catalog import TOKEN
+from toolgate.shared.chat_ids import PLATFORMS, ChatDirectory, ChatIds, ChatIdsInvalid, chat_directory, chat_ids_of
+
+__all__ = ["MAX_AUTONOMY", "ChatIds", "DirectoryInvalid", "Principal", "PrincipalDirectory", "load_directory"]
 
 
 class DirectoryInvalid(ValueError):
@@ -49,11 +58,13 @@ class Principal:
         name: the principal, as taken from the transport.
         autonomy: autonomy level, ``0..MAX_AUTONOMY``.
         roles: role names, e.g. ``{"agent"}``.
+        operator: the approver who operates this agent (may not approve its calls), if any.
     """
 
     name: str
     autonomy: int
     roles: frozenset[str]
+    operator: str | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -63,10 +74,12 @@ class PrincipalDirectory:
     Attributes:
         principals: principal name to :class:`Principal`.
         approvers: approver name to their role names.
+        chats: the approvers' chat identities (:mod:`toolgate.shared.chat_ids`).
     """
 
     principals: Mapping[str, Principal]
     approvers: Mapping[str, frozenset[str]]
+    chats: ChatDirectory = field(default_factory=lambda: chat_directory({}))
 
     @classmethod
     def from_toml(cls, text: str) -> PrincipalDirectory:
@@ -83,7 +96,8 @@ class PrincipalDirectory:
         _only_keys(document, {"principals", "approvers"}, "principal directory")
         principals = {n: _principal(n, t) for n, t in _table(document, "principals").items()}
         approvers = {n: _approver(n, t) for n, t in _table(document, "approvers").items()}
-        return cls(principals=principals, approvers=approvers)
+        _operators_known(principals, approvers)
+        return cls(principals=principals, approvers=approvers, chats=_chats(_table(document, "approvers")))
 
     def principal(self, name: str) -> Principal | None:
         """Return the principal called ``name``, or None when it is not in the directory."""
@@ -92,6 +106,24 @@ class PrincipalDirectory:
     def is_approver(self, approver: str, role: str) -> bool:
         """Return True when ``approver`` is listed under ``[approvers]`` with ``role``."""
         return role in self.approvers.get(approver, frozenset())
+
+    def operator_of(self, principal: str) -> str | None:
+        """The approver who operates ``principal`` (may not approve its calls), or ``None``."""
+        found = self.principals.get(principal)
+        return found.operator if found else None
+
+    def entitled(self, role: str, principal: str) -> tuple[str, ...]:
+        """Approvers with ``role`` who may answer ``principal``'s calls: not it, not its operator; sorted."""
+        barred = {principal, self.operator_of(principal)}
+        return tuple(sorted(a for a in self.approvers if self.is_approver(a, role) and a not in barred))
+
+    def approver_for_chat(self, platform: str, chat_user: str) -> str | None:
+        """The approver whose ``platform`` (``matrix``/``slack``) user id is ``chat_user``; ``None``: nobody."""
+        return self.chats.approver_for(platform, chat_user)
+
+    def chat_ids(self, approver: str) -> ChatIds:
+        """``approver``'s chat identities (for mentions); empty when none are configured."""
+        return self.chats.of(approver)
 
 
 def _table(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -111,19 +143,39 @@ def _principal(name: str, table: Any) -> Principal:
     where = f"[principals.{name}]"
     if not isinstance(table, dict):
         raise DirectoryInvalid(f"{where} must be a table")
-    _only_keys(table, {"autonomy", "roles"}, where)
+    _only_keys(table, {"autonomy", "roles", "operator"}, where)
     autonomy = table.get("autonomy")
     if type(autonomy) is not int or not 0 <= autonomy <= MAX_AUTONOMY:
         raise DirectoryInvalid(f"{where}: autonomy must be an integer 0..{MAX_AUTONOMY}, got {autonomy!r}")
-    return Principal(name=name, autonomy=autonomy, roles=_roles(table, where))
+    operator = table.get("operator")
+    if operator is not None and (not isinstance(operator, str) or not TOKEN.match(operator)):
+        raise DirectoryInvalid(f"{where}: operator must be an approver's name, got {operator!r}")
+    return Principal(name=name, autonomy=autonomy, roles=_roles(table, where), operator=operator)
+
+
+def _operators_known(principals: Mapping[str, Principal], approvers: Mapping[str, frozenset[str]]) -> None:
+    """A misspelt operator would let the real one approve their own agent: each must be a listed approver."""
+    for principal in principals.values():
+        if principal.operator is not None and principal.operator not in approvers:
+            raise DirectoryInvalid(
+                f"[principals.{principal.name}]: operator {principal.operator!r} is not listed under [approvers]"
+            )
 
 
 def _approver(name: str, table: Any) -> frozenset[str]:
     where = f"[approvers.{name}]"
     if not isinstance(table, dict):
         raise DirectoryInvalid(f"{where} must be a table")
-    _only_keys(table, {"roles"}, where)
+    _only_keys(table, {"roles", *PLATFORMS}, where)
     return _roles(table, where)
+
+
+def _chats(tables: Mapping[str, Any]) -> ChatDirectory:
+    """The approvers' chat identities (each table was checked to be a table by :func:`_approver`)."""
+    try:
+        return chat_directory({name: chat_ids_of(table, f"[approvers.{name}]") for name, table in tables.items()})
+    except ChatIdsInvalid as error:
+        raise DirectoryInvalid(str(error)) from error
 
 
 def _roles(table: Mapping[str, Any], where: str) -> frozenset[str]:

@@ -6,7 +6,7 @@ renders the result as nats-server configuration text.
 
 The users:
 
-- one per service (``registry``, ``policy``, ``approvals``, ``executor``, ``audit``),
+- one per service (``registry``, ``policy``, ``approvals``, ``executor``, ``audit``, ``chatops``),
   each with the JetStream API subjects of its own durable consumers only, reporting
   security events only as itself (``tg.security.<service>.*``);
 - ``agent-<p>`` for each principal ``<p>`` under ``[principals]``: publishes only
@@ -40,6 +40,7 @@ from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 
 __all__ = [
     "ADMIN",
+    "CHATOPS",
     "OPERATOR",
     "SERVICES",
     "NatsUser",
@@ -50,8 +51,14 @@ __all__ = [
     "private_inbox",
 ]
 
-SERVICES = ("registry", "policy", "approvals", "executor", "audit")
+CHATOPS = "chatops"
+"""The chat-ops bot's user: answers approvals only as approvers mapped to a chat user."""
+
+SERVICES = ("registry", "policy", "approvals", "executor", "audit", CHATOPS)
 """The service users; each is also the service's name."""
+
+CARDS_STREAM = f"KV_{catalog.CARDS_BUCKET}"
+"""The stream behind the chat-ops cards bucket."""
 
 ADMIN = "admin"
 """The user with every right, generated only on request."""
@@ -183,9 +190,10 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
     users = (
         _registry((OPERATOR, *approvers, *agents)),
         _policy((OPERATOR, *approvers, *agents)),
-        _approvals((OPERATOR, *approvers)),
+        _approvals((OPERATOR, CHATOPS, *approvers)),
         _executor(),
         _audit((OPERATOR, *approvers)),
+        _chatops(_chat_mapped(directory)),
         _operator(),
         *(_approver(name) for name in sorted(directory.approvers)),
         *(_agent(principal) for principal in sorted(directory.principals)),
@@ -302,6 +310,40 @@ def _audit(clients: tuple[str, ...]) -> NatsUser:
         subscribe=(
             *(Rule(subject) for subject in (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT, Rpc.AUDIT_ALARMS)),
             Rule(SERVICE_INBOXES),
+        ),
+    )
+
+
+def _chat_mapped(directory: PrincipalDirectory) -> tuple[str, ...]:
+    """Approvers with a Matrix or Slack user id: the only ones the bot may answer as."""
+    ids = {name: directory.chat_ids(name) for name in directory.approvers}
+    return tuple(sorted(name for name, chat in ids.items() if chat.matrix or chat.slack))
+
+
+def _chatops(answering: tuple[str, ...]) -> NatsUser:
+    inbox = private_inbox(CHATOPS)
+    return NatsUser(
+        name=CHATOPS,
+        title="chat-ops bot: approval events and receipts in, cards out; answers as mapped approvers only",
+        publish=(
+            *(Rule(Rpc.approvals_decide(name), f"{name} has a chat id in the directory") for name in answering),
+            Rule(Rpc.APPROVALS_LIST, "re-sync: pending approvals without a card"),
+            *_consumer(catalog.CHATOPS_APPROVALS),
+            *_consumer(catalog.CHATOPS_RECEIPTS),
+            Rule(_api("STREAM.MSG.GET", catalog.STREAM), "re-sync: a pending approval's requested event"),
+            Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get"),
+            Rule(_api("STREAM.INFO", CARDS_STREAM), "bind the cards bucket"),
+            Rule(_api("STREAM.MSG.GET", CARDS_STREAM), "read cards"),
+            Rule(_api("DIRECT.GET", CARDS_STREAM, ">")),
+            Rule(f"$KV.{catalog.CARDS_BUCKET}.>", "put cards (only the bot)"),
+            _reports(CHATOPS),
+        ),
+        subscribe=(Rule(f"{inbox}.>", "its own replies only"),),
+        inbox_prefix=inbox,
+        notes=(
+            "The bot faces the internet (Slack's requests, a homeserver): it holds no private key",
+            "and may answer only as the approvers the directory maps to a chat user. It reads",
+            "approval events and receipts (results included): run it where approvers' data may be.",
         ),
     )
 

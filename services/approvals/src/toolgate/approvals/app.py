@@ -54,7 +54,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
     settings = settings or ApprovalsSettings()
     key = load_own_private_key(settings.keys_dir, "approvals")
     policy_key = public_key_of(settings.keys_dir, "policy")
-    approvers = load_directory(settings.principals_file).approvers
+    directory = load_directory(settings.principals_file)
     reporter = SecurityReporter("approvals")
     broker = new_broker("approvals", settings, reporter)
     cell: RuntimeCell[ApprovalsRuntime] = RuntimeCell()
@@ -73,7 +73,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
         approvals = Approvals(
             store=store,
             bus=bus,
-            approvers=approvers,
+            directory=directory,
             key=key,
             policy_key=policy_key,
             publish=publish,
@@ -81,7 +81,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
             ttl=timedelta(seconds=settings.ttl_s),
             reporter=reporter,
         )
-        runtime = ApprovalsRuntime(approvals, Rebuilder(store, bus))
+        runtime = ApprovalsRuntime(approvals, Rebuilder(store, bus, key.public_key()))
         cell.set(runtime)
         runtime.rebuilder.start()
         tasks.append(asyncio.create_task(_sweep(runtime, settings.sweep_interval_s)))

@@ -1,15 +1,19 @@
-"""Pure rules of approvals: opening a pending approval and who may answer it.
+"""Pure rules of approvals: opening a pending approval, who may answer it, and the quorum.
 
 An approval binds the request hash of the decision (SHA-256 of the RFC 8785
 canonical request), is single use (one transition out of ``pending``), expires, and
 may only be answered by an approver entitled to the decision's approver role who is
-not the requesting principal.
+neither the requesting principal nor the person who operates it (the directory's
+``operator``). An approve is a vote: the approval is granted once
+``approvals_required`` distinct entitled approvers voted; any entitled rejection rejects.
+
+A request with the same principal, idempotency key and request hash as a pending
+approval *joins* it instead of opening a second one: one answer ends both requests.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -17,9 +21,10 @@ import msgspec
 
 from toolgate.approvals.errors import DecideRefused
 from toolgate.shared.catalog import TOKEN
-from toolgate.shared.events import ApprovalRequested, BoundRequest, DecisionMade, decode_untrusted
+from toolgate.shared.directory import PrincipalDirectory
+from toolgate.shared.events import ApprovalRequested, BoundRequest, DecisionMade, Related, decode_untrusted
 from toolgate.shared.security import safe_token
-from toolgate.shared.vocabulary import Verdict
+from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 __all__ = [
     "ApprovalState",
@@ -32,6 +37,7 @@ __all__ = [
     "command_of",
     "open_pending",
     "rejection_reason",
+    "replayed",
     "requested_event",
 ]
 
@@ -46,7 +52,22 @@ class ApprovalState(StrEnum):
 
 
 class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
-    """An approval waiting for an answer (as stored and as listed)."""
+    """An approval, as stored, as read and as listed.
+
+    Stored once when opened: every field up to ``approvers``. Read from the store's
+    own records of the approval's life: ``state``, ``votes``, ``joined`` and
+    ``answered_by``. Computed when listed: ``related``.
+
+    Attributes:
+        approval_id: ``ap-<12 hex>`` (:func:`approval_id_for` of the first request).
+        request_id: the request that opened it.
+        approvals_required: distinct entitled approvers who must approve (the quorum).
+        approvers: the approvers entitled to answer when it opened (for chat mentions).
+        votes: approvers whose approval counts, in vote order.
+        joined: other requests (same principal, key and request hash) this approval answers.
+        answered_by: who rejected it, or whose vote completed the quorum.
+        related: other approvals of the same request hash (:class:`~toolgate.shared.events.Related`).
+    """
 
     approval_id: str
     request_id: str
@@ -57,23 +78,60 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     request: BoundRequest
     state: ApprovalState = ApprovalState.PENDING
     version_pinned: bool = False
+    idempotency_key: str | None = None
+    side_effect_class: SideEffectClass | None = None
+    risk_tier: RiskTier | None = None
+    policy_id: str | None = None
+    approvals_required: int = 1
+    approvers: tuple[str, ...] = ()
+    votes: tuple[str, ...] = ()
+    joined: tuple[str, ...] = ()
+    answered_by: str | None = None
+    related: tuple[Related, ...] = ()
+
+    @property
+    def request_ids(self) -> tuple[str, ...]:
+        """Every request this approval answers: the one that opened it, then those that joined."""
+        return (self.request_id, *self.joined)
 
 
 class DecideCommand(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Body of ``tg.approvals.decide.<approver>``: approve or reject one approval."""
+    """Body of ``tg.approvals.decide.<approver>``: approve (vote), reject, or withdraw one's vote.
+
+    Attributes:
+        approval_id: the approval.
+        approve: ``true`` votes for it, ``false`` rejects it (unless ``withdraw``).
+        note: a remark recorded with a rejection.
+        withdraw: take back one's vote while the approval is pending (``approve`` must be ``false``).
+    """
 
     approval_id: str
     approve: bool
     note: str = ""
+    withdraw: bool = False
 
 
 class DecideReply(msgspec.Struct, frozen=True, kw_only=True):
-    """Answer to a :class:`DecideCommand`."""
+    """Answer to a :class:`DecideCommand`.
+
+    Attributes:
+        ok: the answer counts (or was given before: ``already_voted``, a replay).
+        reason_code: ``voted``, ``granted``, ``rejected``, ``withdrawn``, ``already_voted``,
+            ``not_voted``, or the refusal's code.
+        reason: human text.
+        approval_id: the approval answered.
+        state: the approval's state after the answer.
+        votes: approvers whose approval counts now.
+        approvals_required: the quorum.
+    """
 
     ok: bool
     reason_code: str
     reason: str
     approval_id: str | None = None
+    state: ApprovalState | None = None
+    votes: tuple[str, ...] = ()
+    approvals_required: int | None = None
 
 
 def approval_id_for(principal: str, request_id: str) -> str:
@@ -81,35 +139,45 @@ def approval_id_for(principal: str, request_id: str) -> str:
     return "ap-" + hashlib.sha256(f"{principal}/{request_id}".encode()).hexdigest()[:12]
 
 
-def open_pending(decision: DecisionMade, now: datetime, ttl: timedelta) -> PendingApproval | None:
+def open_pending(
+    decision: DecisionMade, now: datetime, ttl: timedelta, directory: PrincipalDirectory
+) -> PendingApproval | None:
     """Return the approval a ``needs_approval`` decision opens, or ``None`` for other decisions."""
     if decision.verdict is not Verdict.NEEDS_APPROVAL or decision.request is None or not decision.request_hash:
         return None
+    role = decision.approver_role or ""
     return PendingApproval(
         approval_id=approval_id_for(decision.principal, decision.request_id),
         request_id=decision.request_id,
         principal=decision.principal,
         request_hash=decision.request_hash,
-        approver_role=decision.approver_role or "",
+        approver_role=role,
         expires_at=now + ttl,
         request=decision.request,
         version_pinned=decision.version_pinned,
+        idempotency_key=decision.idempotency_key,
+        side_effect_class=decision.side_effect_class,
+        risk_tier=decision.risk_tier,
+        policy_id=decision.policy_id,
+        approvals_required=max(1, decision.approvals_required),
+        approvers=directory.entitled(role, decision.principal),
     )
 
 
-def check_answer(
-    pending: PendingApproval, approver: str, approvers: Mapping[str, frozenset[str]], now: datetime
-) -> None:
+def check_answer(pending: PendingApproval, approver: str, directory: PrincipalDirectory, now: datetime) -> None:
     """Check that ``approver`` may answer ``pending`` now.
 
     Raises:
-        DecideRefused: unknown_approver, not_entitled, self_approval, not_pending or expired.
+        DecideRefused: unknown_approver, self_approval (the principal, or the person who
+            operates it), not_entitled, not_pending or expired.
     """
-    if not TOKEN.match(approver) or approver not in approvers:
+    if not TOKEN.match(approver) or approver not in directory.approvers:
         raise DecideRefused("unknown_approver", f"{approver!r} is not a configured approver")
     if approver == pending.principal:
         raise DecideRefused("self_approval", "the requesting principal cannot approve its own call")
-    if pending.approver_role not in approvers[approver]:
+    if approver == directory.operator_of(pending.principal):
+        raise DecideRefused("self_approval", f"{approver} operates {pending.principal} and cannot approve its calls")
+    if not directory.is_approver(approver, pending.approver_role):
         raise DecideRefused("not_entitled", f"{approver} lacks the role {pending.approver_role!r}")
     if pending.state is ApprovalState.EXPIRED or (pending.state is ApprovalState.PENDING and pending.expires_at <= now):
         raise DecideRefused("expired", f"{pending.approval_id} expired at {pending.expires_at.isoformat()}")
@@ -118,11 +186,7 @@ def check_answer(
 
 
 def answerable(
-    pending: PendingApproval | None,
-    approval_id: str,
-    approver: str,
-    approvers: Mapping[str, frozenset[str]],
-    now: datetime,
+    pending: PendingApproval | None, approval_id: str, approver: str, directory: PrincipalDirectory, now: datetime
 ) -> PendingApproval:
     """Return ``pending`` when ``approver`` may answer it now (:func:`check_answer`).
 
@@ -132,21 +196,54 @@ def answerable(
     """
     if pending is None:
         raise DecideRefused("unknown_approval", f"no approval {safe_token(approval_id)!r}")
-    check_answer(pending, approver, approvers, now)
+    check_answer(pending, approver, directory, now)
     return pending
+
+
+def replayed(pending: PendingApproval | None, approver: str, command: DecideCommand) -> DecideReply | None:
+    """The answer to ``command`` when it repeats what ``approver`` already did to a finished approval.
+
+    A grant counted ``approver``'s vote and they approve again, or they rejected it and
+    reject again: ``ok`` with the current state (a double click, a replayed chat
+    interaction). ``None`` for anything else, which is then checked as a new answer.
+    """
+    if pending is None or command.withdraw:
+        return None
+    again_granted = pending.state is ApprovalState.GRANTED and command.approve and approver in pending.votes
+    again_rejected = pending.state is ApprovalState.REJECTED and not command.approve
+    if not again_granted and not (again_rejected and pending.answered_by == approver):
+        return None
+    return reply_of(pending, pending.state, f"{pending.approval_id} was already {pending.state.value}", pending.votes)
+
+
+def reply_of(pending: PendingApproval, code: str, reason: str, votes: tuple[str, ...]) -> DecideReply:
+    """An ``ok`` reply about ``pending`` with the votes that count now (its state follows from ``code``)."""
+    states = {"granted": ApprovalState.GRANTED, "rejected": ApprovalState.REJECTED}
+    return DecideReply(
+        ok=True,
+        reason_code=code,
+        reason=reason,
+        approval_id=pending.approval_id,
+        state=states.get(code, ApprovalState.PENDING),
+        votes=votes,
+        approvals_required=pending.approvals_required,
+    )
 
 
 _command = msgspec.json.Decoder(DecideCommand)
 
 
 def command_of(data: bytes, max_bytes: int) -> DecideCommand | DecideRefused:
-    """Decode one approve/reject command, or the refusal (``oversized``, ``malformed``) naming why not."""
+    """Decode one approve/reject/withdraw command, or the refusal (``oversized``, ``malformed``) naming why not."""
     if len(data) > max_bytes:
         return DecideRefused("oversized", f"command is {len(data)} bytes; the limit is {max_bytes}")
     try:
-        return decode_untrusted(_command, data)
+        command = decode_untrusted(_command, data)
     except msgspec.DecodeError as error:
         return DecideRefused("malformed", f"not an approve/reject command: {error}")
+    if command.withdraw and command.approve:
+        return DecideRefused("malformed", "a withdraw cannot also approve: send approve false with withdraw true")
+    return command
 
 
 def rejection_reason(code: str, approver: str | None, note: str) -> str:
@@ -159,12 +256,18 @@ def rejection_reason(code: str, approver: str | None, note: str) -> str:
     return f"{text}: {note}" if note else text
 
 
-def requested_event(pending: PendingApproval, now: datetime) -> ApprovalRequested:
-    """The :class:`ApprovalRequested` announcing ``pending`` (its event id is fixed per approval)."""
+def requested_event(
+    pending: PendingApproval, request_id: str, now: datetime, related: tuple[Related, ...] = ()
+) -> ApprovalRequested:
+    """The :class:`ApprovalRequested` announcing that ``pending`` answers ``request_id``.
+
+    ``request_id`` is the approval's own request, or one that joined it (same approval id).
+    """
+    own = request_id == pending.request_id
     return ApprovalRequested(
-        event_id=f"requested:{pending.approval_id}",
+        event_id=f"requested:{pending.approval_id}" + ("" if own else f":{request_id}"),
         occurred_at=now,
-        request_id=pending.request_id,
+        request_id=request_id,
         principal=pending.principal,
         approval_id=pending.approval_id,
         request_hash=pending.request_hash,
@@ -172,4 +275,11 @@ def requested_event(pending: PendingApproval, now: datetime) -> ApprovalRequeste
         expires_at=pending.expires_at,
         request=pending.request,
         version_pinned=pending.version_pinned,
+        idempotency_key=pending.idempotency_key,
+        side_effect_class=pending.side_effect_class,
+        risk_tier=pending.risk_tier,
+        policy_id=pending.policy_id,
+        approvals_required=pending.approvals_required,
+        approvers=pending.approvers,
+        related=related,
     )

@@ -3,9 +3,10 @@
 ::
 
     ApprovalsError(reason_code, reason)
-    ├── DecideRefused     an approve/reject command that may not be carried out
-    │                     (unknown_approver, not_entitled, self_approval, not_pending,
-    │                     expired, unknown_approval, malformed)
+    ├── DecideRefused     an approve/reject/withdraw command that may not be carried out
+    │                     (unknown_approver, not_entitled, self_approval (the principal
+    │                     or its operator), not_pending, expired, unknown_approval,
+    │                     malformed, oversized, policy_unreachable, or the policy's code)
     ├── StoreUnavailable  the approval store (Redis) failed or timed out
     └── IndexLost         the approval store lost its state (Redis restarted empty) and
                           is being rebuilt from the stream (approval_store_rebuilding)

@@ -1,49 +1,112 @@
-"""Ports of the approvals service, with in-memory twins for unit tests.
+"""Ports of the approvals service (in-memory twins for unit tests: :mod:`toolgate.approvals.memory`).
 
-- :class:`ApprovalStore`: pending approvals (Redis). It is an index over the stream: the
-  stream keeps every ``ApprovalRequested`` and every grant or rejection, so a store that
-  lost its state (its epoch marker is missing) answers :class:`IndexLost` until it has
-  been rebuilt from the stream (:mod:`toolgate.approvals.rebuild`).
+- :class:`ApprovalStore`: approvals, their votes and joined requests (Redis). It is an
+  index over the stream: the stream keeps every ``ApprovalRequested``, every vote and every
+  grant or rejection, so a store that lost its state (its epoch marker is missing) answers
+  :class:`IndexLost` until it has been rebuilt from the stream (:mod:`toolgate.approvals.rebuild`).
 - :class:`ApprovalsBus`: what the service reads from the stream, and the policy re-check.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
-import msgspec
-
 from toolgate.approvals.domain import ApprovalState, PendingApproval
-from toolgate.approvals.errors import IndexLost
-from toolgate.shared.events import ApprovalRequested
-from toolgate.shared.rebuilding import MemoryEpoch
+from toolgate.shared.events import ApprovalRequested, ApprovalVoted
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
-__all__ = ["ApprovalStore", "ApprovalsBus", "InMemoryApprovalStore", "InMemoryApprovalsBus"]
+__all__ = ["ApprovalStore", "ApprovalsBus", "ReceiptSeen", "VoteResult", "VoteStatus"]
+
+
+class VoteStatus(StrEnum):
+    """What a vote or a withdrawal did."""
+
+    VOTED = "voted"
+    """Recorded; the quorum is not met yet."""
+    GRANTED = "granted"
+    """Recorded, and it completed the quorum: the approval is granted (by this call)."""
+    ALREADY_VOTED = "already_voted"
+    """The approver had voted before: nothing changed."""
+    WITHDRAWN = "withdrawn"
+    """The approver's vote was removed."""
+    NOT_VOTED = "not_voted"
+    """A withdrawal by an approver without a vote: nothing changed."""
+    NOT_PENDING = "not_pending"
+    """The approval was answered or expired already (or does not exist): nothing changed."""
+
+
+@dataclass(frozen=True)
+class VoteResult:
+    """The outcome of :meth:`ApprovalStore.vote` or :meth:`ApprovalStore.withdraw`.
+
+    Attributes:
+        status: what happened.
+        state: the approval's state afterwards (``None``: no such approval).
+        votes: approvers whose vote counts afterwards, in vote order.
+    """
+
+    status: VoteStatus
+    state: ApprovalState | None
+    votes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReceiptSeen:
+    """A request's receipt as an approval listing shows it.
+
+    Attributes:
+        receipt_id: the receipt's event id.
+        outcome: its outcome, e.g. ``succeeded``.
+    """
+
+    receipt_id: str
+    outcome: str
 
 
 class ApprovalStore(Protocol):
-    """Pending approvals; every transition out of ``pending`` happens at most once."""
+    """Approvals; every transition out of ``pending`` happens at most once."""
 
-    async def open(self, pending: PendingApproval) -> bool:
-        """Store a new pending approval; ``False`` if that id exists already."""
+    async def open(self, pending: PendingApproval, now: datetime) -> str:
+        """Open ``pending``, or join the pending approval it duplicates; return the approval that answers it.
+
+        A pending (unexpired at ``now``) approval of the same request hash and idempotency
+        key is joined: the request is added to its ``joined``. Opening or joining again
+        (a redelivered decision) answers the same approval id.
+        """
         ...
 
     async def get(self, approval_id: str) -> PendingApproval | None:
-        """Return the approval, or ``None``."""
+        """Return the approval with its state, votes, joined requests and who answered it; or ``None``."""
         ...
 
     async def list_pending(self) -> list[PendingApproval]:
         """Return approvals still pending, soonest expiry first."""
         ...
 
-    async def resolve(self, approval_id: str, state: ApprovalState, token: str) -> bool:
+    async def same_request(self, request_hash: str) -> list[PendingApproval]:
+        """Every approval opened for ``request_hash`` that the store still keeps, in any state."""
+        ...
+
+    async def vote(self, approval_id: str, approver: str, required: int, token: str) -> VoteResult:
+        """Record ``approver``'s vote on a pending approval; grant it when ``required`` votes are in.
+
+        The same call retried with the same ``token`` answers as it did the first time.
+        """
+        ...
+
+    async def withdraw(self, approval_id: str, approver: str) -> VoteResult:
+        """Remove ``approver``'s vote from a pending approval."""
+        ...
+
+    async def resolve(self, approval_id: str, state: ApprovalState, token: str, answerer: str | None = None) -> bool:
         """Atomically move ``pending`` to ``state``; ``False`` if it was not pending.
 
         Resolving again with the same ``token`` (a retried call) answers ``True`` again.
+        ``answerer`` is kept as the approval's ``answered_by``.
         """
         ...
 
@@ -52,7 +115,11 @@ class ApprovalStore(Protocol):
         ...
 
     async def restore(self, pending: PendingApproval) -> None:
-        """Re-open an approval rebuilt from the stream (no epoch check)."""
+        """Re-open an approval rebuilt from the stream, with its ``votes`` (no epoch check, joins nothing)."""
+        ...
+
+    async def restore_join(self, approval_id: str, request_id: str, own_id: str) -> None:
+        """Re-attach ``request_id`` (whose own approval id would be ``own_id``) to ``approval_id``."""
         ...
 
     async def has_epoch(self) -> bool:
@@ -83,6 +150,10 @@ class ApprovalsBus(Protocol):
         """Whether the request already ended."""
         ...
 
+    async def receipt(self, principal: str, request_id: str) -> ReceiptSeen | None:
+        """The request's receipt (the first message on its receipt subject), or ``None``."""
+        ...
+
     async def resolved(self, principal: str, request_id: str) -> bool:
         """Whether the request has a grant, a rejection or a receipt in the stream."""
         ...
@@ -91,80 +162,10 @@ class ApprovalsBus(Protocol):
         """Every approval-requested event, oldest first."""
         ...
 
+    def voted(self, principal: str, request_id: str) -> AsyncIterator[ApprovalVoted]:
+        """Every vote event on the request's subject, oldest first (signatures not verified)."""
+        ...
+
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
         """Ask the policy service whether the call may still run; ``None`` without an answer."""
         ...
-
-
-class InMemoryApprovalStore(MemoryEpoch):
-    """:class:`ApprovalStore` in a dict."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._items: dict[str, PendingApproval] = {}
-        self._tokens: dict[str, str] = {}
-
-    async def open(self, pending: PendingApproval) -> bool:  # noqa: D102
-        self._check()
-        if pending.approval_id in self._items:
-            return False
-        self._items[pending.approval_id] = pending
-        return True
-
-    async def get(self, approval_id: str) -> PendingApproval | None:  # noqa: D102
-        self._check()
-        return self._items.get(approval_id)
-
-    async def list_pending(self) -> list[PendingApproval]:  # noqa: D102
-        self._check()
-        pending = [p for p in self._items.values() if p.state is ApprovalState.PENDING]
-        return sorted(pending, key=lambda p: p.expires_at)
-
-    async def resolve(self, approval_id: str, state: ApprovalState, token: str) -> bool:  # noqa: D102
-        self._check()
-        item = self._items.get(approval_id)
-        if item is not None and item.state is state and self._tokens.get(approval_id) == token:
-            return True
-        if item is None or item.state is not ApprovalState.PENDING:
-            return False
-        self._items[approval_id] = msgspec.structs.replace(item, state=state)
-        self._tokens[approval_id] = token
-        return True
-
-    async def due(self, now: datetime) -> list[str]:  # noqa: D102
-        return [p.approval_id for p in await self.list_pending() if p.expires_at <= now]
-
-    async def restore(self, pending: PendingApproval) -> None:  # noqa: D102
-        self._items.setdefault(pending.approval_id, pending)
-
-    def lose_everything(self) -> None:
-        """Forget every approval and the epoch, as a Redis restarted empty would."""
-        self._items.clear()
-        self.forget_epoch()
-
-    def _check(self) -> None:
-        if self.epoch is None:
-            raise IndexLost()
-
-
-@dataclass
-class InMemoryApprovalsBus:
-    """:class:`ApprovalsBus` over lists; ``answer`` decides re-checks."""
-
-    receipts: set[str] = field(default_factory=set)
-    outcomes: set[str] = field(default_factory=set)
-    requests: list[ApprovalRequested] = field(default_factory=list)
-    answer: Callable[[RecheckQuery], RecheckAnswer | None] | None = None
-
-    async def has_receipt(self, principal: str, request_id: str) -> bool:  # noqa: D102
-        return request_id in self.receipts
-
-    async def resolved(self, principal: str, request_id: str) -> bool:  # noqa: D102
-        return request_id in self.receipts or request_id in self.outcomes
-
-    async def requested(self) -> AsyncIterator[ApprovalRequested]:  # noqa: D102
-        for event in list(self.requests):
-            yield event
-
-    async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:  # noqa: D102
-        return self.answer(query) if self.answer else None

@@ -1,10 +1,14 @@
 """Rebuilding pending approvals from the stream after Redis lost them.
 
-The stream is the record: every opened approval is an ``ApprovalRequested`` event, and
+The stream is the record: every opened approval is an ``ApprovalRequested`` event (a
+request that joined an approval has one too, with that approval's id), every vote that
+did not complete the quorum a signed ``ApprovalVoted`` carrying the votes that count, and
 every answer a grant or rejection event (then a receipt). When the store has no epoch
 marker, one approvals instance takes the rebuild lock, re-opens every requested approval
 that has neither an answer nor a receipt — with its original expiry, so one already past
-it is expired by the next sweep and its request ends ``denied`` — and then sets the epoch.
+it is expired by the next sweep and its request ends ``denied``, and with the votes of
+its last vote event signed by the approvals key — re-attaches every such joined request,
+and then sets the epoch.
 """
 
 from __future__ import annotations
@@ -13,18 +17,27 @@ import asyncio
 import logging
 import uuid
 
-from toolgate.approvals.domain import PendingApproval
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from toolgate.approvals.domain import PendingApproval, approval_id_for
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
 from toolgate.shared.events import ApprovalRequested
 from toolgate.shared.rebuilding import rebuild
+from toolgate.shared.signing import verify_event
 
 __all__ = ["Rebuilder", "rebuild_approvals"]
 
 log = logging.getLogger("toolgate.approvals")
 
 
-async def rebuild_approvals(store: ApprovalStore, bus: ApprovalsBus, owner: str) -> bool:
+async def rebuild_approvals(store: ApprovalStore, bus: ApprovalsBus, owner: str, key: Ed25519PublicKey) -> bool:
     """Rebuild if the epoch is missing; True when the store is complete afterwards.
+
+    Args:
+        store: the approval store.
+        bus: the stream.
+        owner: this instance (holder of the rebuild lock).
+        key: the approvals public key (a vote event counts only when it verifies).
 
     Raises:
         ApprovalsError: the store cannot be reached.
@@ -32,16 +45,29 @@ async def rebuild_approvals(store: ApprovalStore, bus: ApprovalsBus, owner: str)
     """
 
     async def reopen(event: ApprovalRequested) -> int:
-        return await _reopen(store, bus, event)
+        return await _reopen(store, bus, event, key)
 
     return await rebuild(store, bus.requested(), reopen, owner, "approval store")
 
 
-async def _reopen(store: ApprovalStore, bus: ApprovalsBus, event: ApprovalRequested) -> int:
-    """Re-open one requested approval that has no answer and no receipt; 1 when re-opened."""
+async def _reopen(store: ApprovalStore, bus: ApprovalsBus, event: ApprovalRequested, key: Ed25519PublicKey) -> int:
+    """Re-open one requested approval (or re-attach a joined request) without answer or receipt; 1 when done."""
     if await bus.resolved(event.principal, event.request_id):
         return 0
-    pending = PendingApproval(
+    own_id = approval_id_for(event.principal, event.request_id)
+    if event.approval_id != own_id:
+        await store.restore_join(event.approval_id, event.request_id, own_id)
+        return 1
+    votes: tuple[str, ...] = ()
+    async for voted in bus.voted(event.principal, event.request_id):
+        if voted.approval_id == event.approval_id and verify_event(voted, key):
+            votes = voted.votes
+    await store.restore(_pending_of(event, votes))
+    return 1
+
+
+def _pending_of(event: ApprovalRequested, votes: tuple[str, ...]) -> PendingApproval:
+    return PendingApproval(
         approval_id=event.approval_id,
         request_id=event.request_id,
         principal=event.principal,
@@ -50,16 +76,21 @@ async def _reopen(store: ApprovalStore, bus: ApprovalsBus, event: ApprovalReques
         expires_at=event.expires_at,
         request=event.request,
         version_pinned=event.version_pinned,
+        idempotency_key=event.idempotency_key,
+        side_effect_class=event.side_effect_class,
+        risk_tier=event.risk_tier,
+        policy_id=event.policy_id,
+        approvals_required=event.approvals_required,
+        approvers=event.approvers,
+        votes=votes,
     )
-    await store.restore(pending)
-    return 1
 
 
 class Rebuilder:
     """Runs :func:`rebuild_approvals` in the background, one at a time, until it succeeds."""
 
-    def __init__(self, store: ApprovalStore, bus: ApprovalsBus) -> None:
-        self._store, self._bus, self._owner = store, bus, uuid.uuid4().hex
+    def __init__(self, store: ApprovalStore, bus: ApprovalsBus, key: Ed25519PublicKey) -> None:
+        self._store, self._bus, self._key, self._owner = store, bus, key, uuid.uuid4().hex
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -76,7 +107,7 @@ class Rebuilder:
     async def _until_done(self) -> None:
         while True:
             try:
-                if await rebuild_approvals(self._store, self._bus, self._owner):
+                if await rebuild_approvals(self._store, self._bus, self._owner, self._key):
                     return
             except Exception as error:  # the store or the stream is not reachable yet: keep trying, loudly
                 log.warning("approval store rebuild not possible yet: %s: %s", type(error).__name__, error)

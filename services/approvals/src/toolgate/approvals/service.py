@@ -1,28 +1,31 @@
-"""The approvals workflow over its ports: open on decision, answer, expire.
+"""The approvals workflow over its ports: open (or join) on decision, vote, reject, withdraw, expire.
 
-Publishing is injected (``publish(subject, event)``), so this module does no I/O of
-its own. Every outgoing grant or rejection is signed with the approvals key: the
-executor runs nothing on an unsigned or foreign approval.
+Publishing is injected (``publish(subject, event)``), so this module does no I/O of its
+own; every outgoing vote, grant or rejection is signed with the approvals key
+(:mod:`toolgate.approvals.announcer`): the executor runs nothing on an unsigned or
+foreign approval.
 
-Before a grant, the call is re-checked with the policy service (``tg.policy.recheck``):
-if the current policy, principal directory or tool registry no longer allows it with
-this approver's approval, the approval ends rejected with the reason naming what
-changed, and the approver is told so in the reply. Without an answer nothing is granted.
+An approve is a vote of one distinct entitled approver; the approval is granted when
+``approvals_required`` votes are in (the store records the vote and the grant in one
+step, so the quorum is granted once). Before each vote the call is re-checked with the
+policy service (``tg.policy.recheck``): if the current policy, principal directory or
+tool registry no longer allows it with this approver's approval, the approval ends
+rejected with the reason naming what changed, and the approver is told so in the reply.
+Without an answer nothing is recorded.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from toolgate.approvals.announcer import Announcer, Publish
 from toolgate.approvals.domain import (
     ApprovalState,
     DecideCommand,
@@ -31,13 +34,16 @@ from toolgate.approvals.domain import (
     answerable,
     command_of,
     open_pending,
-    rejection_reason,
+    replayed,
+    reply_of,
     requested_event,
 )
 from toolgate.approvals.errors import ApprovalsError, DecideRefused
-from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
+from toolgate.approvals.ports import ApprovalsBus, ApprovalStore, VoteStatus
+from toolgate.approvals.related import related_to
 from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, decode_untrusted
+from toolgate.shared.directory import PrincipalDirectory
+from toolgate.shared.events import DecisionMade, decode_untrusted
 from toolgate.shared.recheck import RecheckQuery, valid_answer
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.secret_arguments import redact_sealed
@@ -49,11 +55,8 @@ __all__ = ["Approvals"]
 
 log = logging.getLogger("toolgate.approvals")
 
-Publish = Callable[[str, Any], Awaitable[object]]
-PUBLISH_ATTEMPTS = 3
-"""Attempts to publish a grant or rejection the store already recorded."""
 MAX_COMMAND_BYTES = 4096
-"""Largest accepted approve/reject command, bytes."""
+"""Largest accepted approve/reject/withdraw command, bytes."""
 _decision = msgspec.json.Decoder(DecisionMade)
 
 
@@ -62,9 +65,9 @@ class Approvals:
     """The approvals workflow.
 
     Attributes:
-        store: pending approvals.
-        bus: the stream (has the request ended?) and the policy re-check.
-        approvers: approver name to role names.
+        store: approvals, votes and joined requests.
+        bus: the stream (has the request ended? its receipt) and the policy re-check.
+        directory: approvers, their roles and the agents' operators.
         key: the approvals signing key.
         policy_key: the policy public key (decisions are verified before use).
         publish: ``publish(subject, event)`` onto the stream.
@@ -75,7 +78,7 @@ class Approvals:
 
     store: ApprovalStore
     bus: ApprovalsBus
-    approvers: Mapping[str, frozenset[str]]
+    directory: PrincipalDirectory
     key: Ed25519PrivateKey
     policy_key: Ed25519PublicKey
     publish: Publish
@@ -83,19 +86,24 @@ class Approvals:
     ttl: timedelta
     reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("approvals"))
 
+    @property
+    def announcer(self) -> Announcer:
+        """Signs and publishes votes, grants and rejections (with the current ``publish``)."""
+        return Announcer(self.key, self.publish, self.clock)
+
     async def on_decision(self, decision: DecisionMade) -> bool:
-        """Open an approval for a signed ``needs_approval`` decision; ``False`` if it is forged."""
+        """Open (or join) the approval of a signed ``needs_approval`` decision; ``False`` if it is forged."""
         if not verify_event(decision, self.policy_key):
             return False
-        pending = open_pending(decision, self.clock(), self.ttl)
+        pending = open_pending(decision, self.clock(), self.ttl, self.directory)
         if pending is None or await self.bus.has_receipt(decision.principal, decision.request_id):
             return True  # not an approval, or the request already ended: nothing to approve
-        if not await self.store.open(pending):
-            pending = await self.store.get(pending.approval_id) or pending
-        await self.publish(
-            Subjects.approval("requested", pending.principal, pending.request_id),
-            requested_event(pending, self.clock()),
-        )
+        approval_id = await self.store.open(pending, self.clock())
+        current = await self.store.get(approval_id) or pending
+        related = await related_to(current, self.store, self.bus)
+        subject = Subjects.approval("requested", decision.principal, decision.request_id)
+        event = requested_event(current, decision.request_id, self.clock(), related)
+        await self.publish(subject, sign_event(event, self.key))  # the chat-ops bot shows only signed cards
         return True
 
     async def on_decision_bytes(self, data: bytes) -> Settle:
@@ -121,15 +129,33 @@ class Approvals:
             return
         await self.give_up(decision)
 
+    async def give_up(self, decision: DecisionMade) -> None:
+        """End a ``needs_approval`` request whose approval cannot be opened (its last delivery failed).
+
+        Publishes a signed rejection, so the executor issues a ``denied`` receipt: the
+        request ends instead of being lost.
+        """
+        if not verify_event(decision, self.policy_key):
+            return
+        pending = open_pending(decision, self.clock(), self.ttl, self.directory)
+        if pending is not None:
+            await self.announcer.outcome(pending, ApprovalState.REJECTED, None, "", code="approval_store_unavailable")
+
     async def list_pending(self) -> list[PendingApproval] | DecideReply:
-        """Pending approvals (a sealed secret shown as ``«sealed secret»``), or a refusal if the store is unreadable."""
+        """Pending approvals with their related ones (a sealed secret shown as ``«sealed secret»``).
+
+        Returns a refusal instead when the store is unreadable.
+        """
         try:
-            return [_listed(pending) for pending in await self.store.list_pending()]
+            pending = await self.store.list_pending()
+            return [
+                _listed(msgspec.structs.replace(p, related=await related_to(p, self.store, self.bus))) for p in pending
+            ]
         except ApprovalsError as error:
             return DecideReply(ok=False, reason_code=error.reason_code, reason=error.reason)
 
     async def answer_bytes(self, approver: str, data: bytes) -> DecideReply:
-        """Decode and carry out one approve/reject command; never raises for its content.
+        """Decode and carry out one command; never raises for its content.
 
         An oversized or malformed command is refused and reported (its SHA-256, not its bytes).
         """
@@ -141,46 +167,71 @@ class Approvals:
         except ApprovalsError as error:
             return _refused(error.reason_code, error.reason)
 
-    async def give_up(self, decision: DecisionMade) -> None:
-        """End a ``needs_approval`` request whose approval cannot be opened (its last delivery failed).
-
-        Publishes a signed rejection, so the executor issues a ``denied`` receipt: the
-        request ends instead of being lost.
-        """
-        if not verify_event(decision, self.policy_key):
-            return
-        pending = open_pending(decision, self.clock(), self.ttl)
-        if pending is not None:
-            await self._announce(pending, ApprovalState.REJECTED, None, "", code="approval_store_unavailable")
-
     async def answer(self, approver: str, command: DecideCommand) -> DecideReply:
-        """Grant or reject one approval as ``approver`` (the transport's subject token).
+        """Vote for, reject, or withdraw a vote on one approval as ``approver`` (the transport's subject token).
 
         A refusal of the attempt itself (unknown approval, approver or role, self-approval,
         expired, already answered) is reported as ``approval_refused``; a call the policy
-        no longer allows is refused without a report (nobody attempted anything wrong).
+        no longer allows, a repeated vote and the repeat of a finished answer are not.
         """
         pending = await self.store.get(command.approval_id)
+        if (again := replayed(pending, approver, command)) is not None:
+            return again
         try:
-            pending = answerable(pending, command.approval_id, approver, self.approvers, self.clock())
+            pending = answerable(pending, command.approval_id, approver, self.directory, self.clock())
         except DecideRefused as refused:
             return self._refusal(approver, refused, command.approval_id, pending)
+        if command.withdraw:
+            return await self._withdraw(pending, approver)
+        if not command.approve:
+            return await self._reject(pending, approver, command.note)
+        return await self._vote(pending, approver)
+
+    async def _vote(self, pending: PendingApproval, approver: str) -> DecideReply:
+        if approver in pending.votes:
+            return _already_voted(pending, approver, pending.votes)
         try:
-            if command.approve:
-                await self._still_allowed(pending, approver)
+            await self._still_allowed(pending, approver)
         except DecideRefused as refused:
             return _refused(refused.reason_code, refused.reason)
-        state = ApprovalState.GRANTED if command.approve else ApprovalState.REJECTED
-        if not await self.store.resolve(pending.approval_id, state, uuid.uuid4().hex):
-            answered = DecideRefused("not_pending", f"{pending.approval_id} was answered already")
-            return self._refusal(approver, answered, pending.approval_id, pending)
-        await self._announce(pending, state, approver, command.note)
-        return DecideReply(
-            ok=True,
-            reason_code=state.value,
-            reason=f"{pending.approval_id} {state.value} by {approver}",
-            approval_id=pending.approval_id,
-        )
+        result = await self.store.vote(pending.approval_id, approver, pending.approvals_required, uuid.uuid4().hex)
+        if result.status is VoteStatus.ALREADY_VOTED:
+            return _already_voted(pending, approver, result.votes)
+        if result.status is VoteStatus.NOT_PENDING:
+            return self._answered_meanwhile(pending, approver)
+        if result.status is VoteStatus.GRANTED:
+            granted = msgspec.structs.replace(await self._after(pending), votes=result.votes)
+            await self.announcer.outcome(granted, ApprovalState.GRANTED, approver, "")
+            reason = f"{pending.approval_id} granted by {', '.join(result.votes)}"
+            return reply_of(granted, "granted", reason, result.votes)
+        await self.announcer.vote(pending, approver, result.votes, withdrawn=False)
+        count = f"vote {len(result.votes)} of {pending.approvals_required} recorded on {pending.approval_id}"
+        return reply_of(pending, "voted", f"{count} ({', '.join(result.votes)})", result.votes)
+
+    async def _reject(self, pending: PendingApproval, approver: str, note: str) -> DecideReply:
+        if not await self.store.resolve(pending.approval_id, ApprovalState.REJECTED, uuid.uuid4().hex, approver):
+            return self._answered_meanwhile(pending, approver)
+        rejected = await self._after(pending)
+        await self.announcer.outcome(rejected, ApprovalState.REJECTED, approver, note)
+        return reply_of(rejected, "rejected", f"{pending.approval_id} rejected by {approver}", rejected.votes)
+
+    async def _withdraw(self, pending: PendingApproval, approver: str) -> DecideReply:
+        result = await self.store.withdraw(pending.approval_id, approver)
+        if result.status is VoteStatus.NOT_PENDING:
+            return self._answered_meanwhile(pending, approver)
+        if result.status is VoteStatus.NOT_VOTED:
+            return reply_of(pending, "not_voted", f"{approver} has no vote on {pending.approval_id}", result.votes)
+        await self.announcer.vote(pending, approver, result.votes, withdrawn=True)
+        count = f"{len(result.votes)} of {pending.approvals_required} votes"
+        return reply_of(pending, "withdrawn", f"{approver}'s vote withdrawn: {count}", result.votes)
+
+    async def _after(self, pending: PendingApproval) -> PendingApproval:
+        """``pending`` as the store holds it after an answer (every request that joined it); as given if unreadable."""
+        try:
+            return await self.store.get(pending.approval_id) or pending
+        except ApprovalsError:
+            log.warning("%s could not be read back: answering the requests known before", pending.approval_id)
+            return pending
 
     async def _still_allowed(self, pending: PendingApproval, approver: str) -> None:
         """Re-check the call with the policy now; end the approval when it may no longer run.
@@ -203,8 +254,13 @@ class Approvals:
         if answer.allowed:
             return
         if await self.store.resolve(pending.approval_id, ApprovalState.REJECTED, uuid.uuid4().hex):
-            await self._announce(pending, ApprovalState.REJECTED, None, answer.reason, code=answer.reason_code)
+            ended = await self._after(pending)
+            await self.announcer.outcome(ended, ApprovalState.REJECTED, None, answer.reason, code=answer.reason_code)
         raise DecideRefused(answer.reason_code, f"the call can no longer be approved: {answer.reason}")
+
+    def _answered_meanwhile(self, pending: PendingApproval, approver: str) -> DecideReply:
+        answered = DecideRefused("not_pending", f"{pending.approval_id} was answered already")
+        return self._refusal(approver, answered, pending.approval_id, pending)
 
     def _refusal(
         self,
@@ -246,50 +302,13 @@ class Approvals:
         pending = await self.store.get(approval_id)
         if pending is None or not await self.store.resolve(approval_id, ApprovalState.EXPIRED, f"sweep:{approval_id}"):
             return 0
-        await self._announce(pending, ApprovalState.EXPIRED, None, "")
+        await self.announcer.outcome(await self._after(pending), ApprovalState.EXPIRED, None, "")
         return 1
 
-    async def _announce(
-        self, pending: PendingApproval, state: ApprovalState, approver: str | None, note: str, code: str = ""
-    ) -> None:
-        common: dict[str, Any] = {
-            "event_id": f"{state.value}:{pending.approval_id}:{uuid.uuid4().hex}",
-            "occurred_at": self.clock(),
-            "request_id": pending.request_id,
-            "principal": pending.principal,
-            "approval_id": pending.approval_id,
-        }
-        if state is ApprovalState.GRANTED and approver:
-            event: Any = ApprovalGranted(
-                **common, request_hash=pending.request_hash, approver=approver, expires_at=pending.expires_at
-            )
-        else:
-            code = code or ("approval_expired" if state is ApprovalState.EXPIRED else "approval_rejected")
-            event = ApprovalRejected(
-                **common, reason_code=code, reason=rejection_reason(code, approver, note), approver=approver
-            )
-        kind = "granted" if isinstance(event, ApprovalGranted) else "rejected"
-        await self._publish_retried(
-            Subjects.approval(kind, pending.principal, pending.request_id), sign_event(event, self.key)
-        )
 
-    async def _publish_retried(self, subject: str, event: Any) -> None:
-        """Publish an answer the store already recorded, retrying it (the stream deduplicates its event id).
-
-        The store will not let the approval be answered a second time, so the answer must get out.
-
-        Raises:
-            Exception: the last attempt's failure (the request then ends by the executor's backstop).
-        """
-        for attempt in range(PUBLISH_ATTEMPTS):
-            try:
-                await self.publish(subject, event)
-                return
-            except Exception:
-                if attempt == PUBLISH_ATTEMPTS - 1:
-                    raise
-                log.warning("publishing %s failed; trying again", subject)
-                await asyncio.sleep(0.5 * (attempt + 1))
+def _already_voted(pending: PendingApproval, approver: str, votes: tuple[str, ...]) -> DecideReply:
+    count = f"vote {len(votes)} of {pending.approvals_required}"
+    return reply_of(pending, "already_voted", f"{approver} already voted on {pending.approval_id} ({count})", votes)
 
 
 def _listed(pending: PendingApproval) -> PendingApproval:

@@ -26,6 +26,8 @@ from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import (
     ApprovalGranted,
     ApprovalRejected,
+    ApprovalRequested,
+    ApprovalVoted,
     DecisionMade,
     ReceiptIssued,
     SecurityEvent,
@@ -56,8 +58,10 @@ class SignedSubject:
 
 SIGNED: tuple[SignedSubject, ...] = (
     SignedSubject(Subjects.DECISIONS, DecisionMade, "policy", SecurityKind.DECISION_FORGED),
+    SignedSubject(Subjects.APPROVALS_REQUESTED, ApprovalRequested, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_GRANTED, ApprovalGranted, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_REJECTED, ApprovalRejected, "approvals", SecurityKind.APPROVAL_FORGED),
+    SignedSubject(Subjects.APPROVALS_VOTED, ApprovalVoted, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.RECEIPTS, ReceiptIssued, "receipts", SecurityKind.RECEIPT_FORGED),
 )
 

@@ -32,7 +32,9 @@ def chat_of(settings: ChatopsSettings, directory: PrincipalDirectory) -> ChatPor
     Raises:
         ValueError: the platform's settings are incomplete (names the missing setting).
     """
-    mentions = directory.chat_ids(settings.platform)
+    mentions = {
+        name: chat_id for name in directory.approvers if (chat_id := directory.chat_ids(name).on(settings.platform))
+    }
     if settings.platform == "slack":
         from toolgate.chatops.adapters.slack import slack_chat
 

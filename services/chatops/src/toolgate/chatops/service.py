@@ -176,9 +176,8 @@ class ChatOps:
         if not APPROVAL_ID.match(approval_id):
             await self._tell(answer, "that is not an approval id (ap- and 12 hex digits): nothing changed")
             return
-        command = {"approval_id": approval_id, "approve": answer.action != "reject", "note": answer.note}
-        if answer.action == "withdraw":
-            command["withdraw"] = True
+        command: dict[str, object] = {"approval_id": approval_id, "approve": answer.action == "approve"}
+        command |= {"withdraw": True} if answer.action == "withdraw" else {"note": answer.note}
         reply = await self.approvals.decide(approver, command)
         await self._tell(answer, _reply_text(approver, approval_id, reply))
 

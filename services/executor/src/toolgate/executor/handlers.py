@@ -18,6 +18,7 @@ from toolgate.shared.events import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
+    ApprovalVoted,
     DecisionMade,
     decode_untrusted,
     request_hash,
@@ -31,7 +32,9 @@ from toolgate.shared.vocabulary import Verdict
 __all__ = ["ExecutorRuntime", "consumers"]
 
 _decision = msgspec.json.Decoder(DecisionMade)
-_approval = msgspec.json.Decoder(ApprovalGranted | ApprovalRejected | ApprovalRequested)
+_approval = msgspec.json.Decoder(ApprovalGranted | ApprovalRejected | ApprovalRequested | ApprovalVoted)
+_INFORMATIVE = (ApprovalRequested, ApprovalVoted)
+"""Approval events that grant nothing: acknowledged and otherwise ignored."""
 
 INDEX_WAIT_S = 2.0
 """Pause before retrying a message while the index is rebuilt, seconds."""
@@ -78,7 +81,7 @@ def consumers(runtime: Callable[[], ExecutorRuntime]) -> list[Consumer]:
 
     async def on_approval(delivery: Delivery) -> Settlement:
         rt, event = runtime(), _decode(_approval, delivery)
-        if event is None or not isinstance(event, ApprovalRequested) and not about_subject(delivery.subject, event):
+        if event is None or not isinstance(event, _INFORMATIVE) and not about_subject(delivery.subject, event):
             report_message(rt.executor.reporter, SecurityKind.APPROVAL_FORGED, delivery.subject, delivery.data, event)
             return Settle.TERM
         if isinstance(event, ApprovalGranted):
@@ -86,7 +89,7 @@ def consumers(runtime: Callable[[], ExecutorRuntime]) -> list[Consumer]:
             return await _guarded(rt, rt.executor.on_granted(event))
         if isinstance(event, ApprovalRejected):
             return await _guarded(rt, rt.executor.on_rejected(event))
-        return Settle.ACK if isinstance(event, ApprovalRequested) else Settle.TERM
+        return Settle.ACK  # an ApprovalRequested or ApprovalVoted: it grants nothing
 
     async def on_request(delivery: Delivery) -> Settlement:
         rt = runtime()

@@ -252,6 +252,29 @@ class Executor:
         grant: ApprovalGranted | None,
         final: bool,
     ) -> Settlement:
+        """Check and run a call whose key this handler holds now.
+
+        The key counts as running in this instance from its claim on (``_running``), not
+        only once the tool starts: another request of the same key that arrives during the
+        re-check (two grants of one approval) waits for this one instead of taking its
+        live claim for an abandoned one.
+        """
+        key = (decision.principal, decision.idempotency_key or "")
+        self._running.add(key)
+        try:
+            return await self._checked_start(step, claim, decision, descriptor, grant, final)
+        finally:
+            self._running.discard(key)
+
+    async def _checked_start(
+        self,
+        step: Step,
+        claim: Claim,
+        decision: DecisionMade,
+        descriptor: ToolDescriptor,
+        grant: ApprovalGranted | None,
+        final: bool,
+    ) -> Settlement:
         if final:
             return await self._not_started(decision, *_never_ran(decision, grant))
         try:
@@ -285,12 +308,7 @@ class Executor:
             raise
 
     async def _run(self, decision: DecisionMade, descriptor: ToolDescriptor) -> Settlement:
-        key = (decision.principal, decision.idempotency_key or "")
-        self._running.add(key)
-        try:
-            issued = await self.runner.run(decision, descriptor)
-        finally:
-            self._running.discard(key)
+        issued = await self.runner.run(decision, descriptor)
         return await self._complete(decision, issued)
 
     async def _follow(self, step: Step, claim: Claim, decision: DecisionMade) -> Settlement:

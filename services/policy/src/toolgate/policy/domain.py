@@ -262,6 +262,7 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
         "request": bound,
         "request_hash": digest,
         "side_effect_class": spec.side_effect_class,
+        "risk_tier": spec.risk_tier,
         "timeout_s": descriptor.timeout_s,
         "version_pinned": request.version is not None,
     }
@@ -279,6 +280,7 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
             reason=f"the idempotency key completed before: its receipt is replayed ({outcome.reason})",
             **common,
         )
+    approval = outcome.verdict is Verdict.NEEDS_APPROVAL
     return _decision(
         env,
         request.request_id,
@@ -287,5 +289,7 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
         reason_code=outcome.reason_code,
         reason=outcome.reason,
         approver_role=outcome.approver_role,
+        policy_id=", ".join(outcome.policy_ids) if approval else None,
+        approvals_required=outcome.approvals_required if approval else 1,
         **common,
     )

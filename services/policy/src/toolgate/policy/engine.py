@@ -12,7 +12,8 @@ Decision algorithm (guarantee 1, docs/architecture.md: default deny, fail closed
 3. Cedar allows action ``execute_with_approval`` → ``needs_approval`` /
    ``approval_required``, the approver role taken from the determining policy's
    ``@approver_role("...")`` annotation (missing or ambiguous → ``deny`` /
-   ``policy_invalid``);
+   ``policy_invalid``), the quorum the largest ``@approvals_required("N")`` of the
+   applying approval permits (:mod:`toolgate.policy.annotations`; default 1);
 4. otherwise ``deny``: ``forbidden`` (a ``forbid`` matched; reason from its
    ``@reason("...")``) or ``no_permit`` (nothing permitted).
 
@@ -32,6 +33,7 @@ from typing import Any
 
 import cedarpy
 
+from toolgate.policy.annotations import PolicyInfo, approvals_required, policy_infos
 from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE, SCHEMA_TEXT
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.never_match import never_matching
@@ -43,7 +45,6 @@ __all__ = ["ACTION_APPROVAL", "ACTION_EXECUTE", "SCHEMA_TEXT", "PolicyEngine", "
 
 _SCHEMA = cedarpy.Schema.from_str(SCHEMA_TEXT)
 _POLICY_REF = re.compile(r"`(policy\d+)`")
-_CEDAR_ID = re.compile(r"policy(\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +58,7 @@ class PolicyOutcome:
         reason: human-readable reason naming the policies involved.
         approver_role: role entitled to approve (``needs_approval`` only).
         policy_ids: ``@id`` of the determining policies, in file order.
+        approvals_required: distinct entitled approvers needed (``needs_approval`` only).
     """
 
     verdict: Verdict
@@ -64,20 +66,7 @@ class PolicyOutcome:
     reason: str
     approver_role: str | None = None
     policy_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class _PolicyInfo:
-    """A policy's Cedar-assigned id (``policy<N>``), position, effect and annotations."""
-
-    cedar_id: str
-    position: int
-    effect: str
-    annotations: Mapping[str, str]
-
-    @property
-    def id(self) -> str:
-        return self.annotations["id"]
+    approvals_required: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +93,7 @@ class PolicyEngine:
 
     def __init__(self, policy_text: str, directory: PrincipalDirectory) -> None:
         self._policy_set = _parse(policy_text)
-        self._infos = _policy_infos(policy_text)
+        self._infos = policy_infos(policy_text)
         _validate(policy_text, self._infos)
         self._directory = directory
         self._entities = _agent_entities(directory)
@@ -166,8 +155,10 @@ class PolicyEngine:
         roles = sorted({info.annotations["approver_role"] for info in infos})
         if len(roles) != 1:  # several roles, or no determining policy at all
             return _deny("policy_invalid", f"policies {', '.join(ids)} name approver roles {roles}", ids)
-        reason = f"approval by role {roles[0]!r} required by policy {', '.join(ids)}"
-        return PolicyOutcome(Verdict.NEEDS_APPROVAL, "approval_required", reason, roles[0], ids)
+        quorum = approvals_required(infos)
+        by = f"{quorum} approvers with role {roles[0]!r}" if quorum > 1 else f"role {roles[0]!r}"
+        reason = f"approval by {by} required by policy {', '.join(ids)}"
+        return PolicyOutcome(Verdict.NEEDS_APPROVAL, "approval_required", reason, roles[0], ids, quorum)
 
     def _denied(self, execute: _Evaluation, approval: _Evaluation, call: str) -> PolicyOutcome:
         determining = self._known((*execute.determining, *approval.determining))
@@ -182,7 +173,7 @@ class PolicyEngine:
         ids = _ids(self._known(_POLICY_REF.findall(message)))
         return _deny("policy_error", f"policy evaluation failed: {_readable(message, self._infos)}", ids)
 
-    def _known(self, cedar_ids: Iterable[str]) -> list[_PolicyInfo]:
+    def _known(self, cedar_ids: Iterable[str]) -> list[PolicyInfo]:
         """The policies behind Cedar ids, once each, in file order."""
         unique = {c: self._infos[c] for c in cedar_ids if c in self._infos}
         return sorted(unique.values(), key=lambda info: info.position)
@@ -217,11 +208,11 @@ def _read(path: Path) -> str:
         raise PolicyInvalid(f"cannot read {path}: {exc}", path=str(path)) from exc
 
 
-def _ids(infos: Iterable[_PolicyInfo]) -> tuple[str, ...]:
+def _ids(infos: Iterable[PolicyInfo]) -> tuple[str, ...]:
     return tuple(info.id for info in infos)
 
 
-def _readable(message: str, infos: Mapping[str, _PolicyInfo]) -> str:
+def _readable(message: str, infos: Mapping[str, PolicyInfo]) -> str:
     """Replace Cedar's positional ids (`` `policy3` ``) in ``message`` with ``@id`` values."""
     return _POLICY_REF.sub(lambda m: f"`{infos[m[1]].id}`" if m[1] in infos else m[0], message)
 
@@ -264,32 +255,7 @@ def _parse(policy_text: str) -> cedarpy.PolicySet:
         raise PolicyInvalid(f"policy does not parse: {exc}") from exc
 
 
-def _policy_infos(policy_text: str) -> dict[str, _PolicyInfo]:
-    document = json.loads(cedarpy.policies_to_json_str(policy_text))
-    if document.get("templates"):
-        raise PolicyInvalid("policy templates (?principal / ?resource slots) are not supported")
-    infos = [_policy_info(cedar_id, body) for cedar_id, body in document.get("staticPolicies", {}).items()]
-    seen: dict[str, _PolicyInfo] = {}
-    for info in sorted(infos, key=lambda i: i.position):
-        if info.id in seen:
-            raise PolicyInvalid(
-                f"@id({info.id!r}) is used by policies #{seen[info.id].position + 1} and #{info.position + 1}"
-            )
-        seen[info.id] = info
-    return {info.cedar_id: info for info in infos}
-
-
-def _policy_info(cedar_id: str, body: Mapping[str, Any]) -> _PolicyInfo:
-    if not (numbered := _CEDAR_ID.fullmatch(cedar_id)):
-        raise PolicyInvalid(f"unexpected policy id {cedar_id!r}: use @id annotations, not explicit ids")
-    position = int(numbered[1])
-    annotations = {k: v for k, v in (body.get("annotations") or {}).items() if isinstance(v, str)}
-    if not annotations.get("id"):
-        raise PolicyInvalid(f'policy #{position + 1} in the file has no @id("...") annotation')
-    return _PolicyInfo(cedar_id, position, str(body["effect"]), annotations)
-
-
-def _validate(policy_text: str, infos: Mapping[str, _PolicyInfo]) -> None:
+def _validate(policy_text: str, infos: Mapping[str, PolicyInfo]) -> None:
     result = cedarpy.validate_policies(policy_text, _SCHEMA)
     if not result.validation_passed:
         problems = "; ".join(_readable(str(error.error), infos) for error in result.errors)

@@ -2,9 +2,10 @@
 
 Asked at the moment of effect (``tg.policy.recheck``; see :mod:`toolgate.shared.recheck`):
 a grant runs only if, now, the principal is still in the directory, the current policy
-still permits the call directly or with an approval the granting approver is entitled to,
-and the descriptor it was decided under is still the one that would be chosen (the
-latest version, unless the request pinned its version; same digest).
+still permits the call directly or with an approval the granting approver is entitled to
+(holds the role, and is neither the principal nor its operator), and the descriptor it
+was decided under is still the one that would be chosen (the latest version, unless the
+request pinned its version; same digest).
 
 When the executor asks right before a granted call runs (``admit_request_id`` set), a
 call that may still run is then admitted: its rate budget is consumed, once per request
@@ -122,6 +123,7 @@ def _approval_still_enough(query: RecheckQuery, role: str, ports: PolicyPorts) -
     approver = query.approver
     if approver is None:
         raise _Changed("approval_required", f"the current policy requires an approval by role {role!r}")
-    if approver == query.principal or ports.engine is None or not ports.engine.directory.is_approver(approver, role):
+    directory = ports.engine.directory if ports.engine else None
+    if directory is None or approver not in directory.entitled(role, query.principal):  # not it, nor its operator
         raise _Changed("approver_not_entitled", f"{approver!r} may no longer approve it (role {role!r} required now)")
     return f"the current policy permits it with an approval by role {role!r}"

@@ -1,29 +1,31 @@
-"""Approvals in Redis: one JSON value per approval, a sorted set of pending expiries.
+"""Approvals in Redis: one JSON value per approval, its life in side keys, a sorted set of pending expiries.
 
-Keys: ``tg:approval:<id>`` (the approval JSON as opened, never rewritten),
-``tg:approval:<id>:state`` (``pending`` → ``granted``/``rejected``/``expired``) and
-``tg:approval:<id>:by`` (the resolving call's token), kept 7 days; ``tg:approvals:pending``
-(score: expiry, epoch seconds); ``tg:epoch:approvals``, present once the store is complete.
-The pending→resolved transition is one Lua script, so two approvers (or an approver and the
-expiry sweep) cannot both win, and the same call retried after a broken connection wins
-again (its token). Every operation first checks the epoch marker: a Redis that restarted
+Keys and scripts: :mod:`toolgate.approvals.adapters.redis_scripts`. ``tg:approvals:pending``
+(score: expiry, epoch seconds) lists what is pending; ``tg:epoch:approvals`` is present once
+the store is complete. Every transition (open or join, vote, withdraw, resolve) is one Lua
+script, so two approvers (or an approver and the expiry sweep) cannot both win, a quorum is
+granted exactly once, and the same call retried after a broken connection answers again as
+it did (its token). Every operation first checks the epoch marker: a Redis that restarted
 empty answers :class:`~toolgate.approvals.errors.IndexLost` until the approvals are rebuilt
 from the stream.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Awaitable
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from toolgate.approvals.adapters import redis_scripts as lua
 from toolgate.approvals.domain import ApprovalState, PendingApproval
 from toolgate.approvals.errors import IndexLost, StoreUnavailable
+from toolgate.approvals.ports import VoteResult, VoteStatus
 from toolgate.shared.rebuild_lock import RebuildLock
 
 __all__ = ["RedisApprovalStore"]
@@ -34,35 +36,18 @@ PENDING = "tg:approvals:pending"
 EPOCH = "tg:epoch:approvals"
 KEEP_S = 7 * 24 * 3600
 
-_OPEN = """
--- KEYS: approval, state, pending set, epoch; ARGV: json, expiry, keep_s, id, check_epoch
-if ARGV[5] == '1' and redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[3]) then return 0 end
-redis.call('SET', KEYS[2], 'pending', 'EX', ARGV[3])
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[4])
-return 1
-"""
-"""Opens an approval in one step: it exists whole (listed, answerable, expiring) or not at all."""
 
-_RESOLVE = """
--- KEYS: state, pending set, resolver token, epoch; ARGV: new state, id, token, keep_s
-if redis.call('EXISTS', KEYS[4]) == 0 then return -1 end
-local state = redis.call('GET', KEYS[1])
-if state == ARGV[1] and redis.call('GET', KEYS[3]) == ARGV[3] then return 1 end
-if state ~= 'pending' then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
-redis.call('SET', KEYS[3], ARGV[3], 'EX', ARGV[4])
-redis.call('ZREM', KEYS[2], ARGV[2])
-return 1
-"""
+def _key(approval_id: str, part: str = "") -> str:
+    return f"tg:approval:{approval_id}" + (f":{part}" if part else "")
 
 
-def _key(approval_id: str) -> str:
-    return f"tg:approval:{approval_id}"
+def _index(request_hash: str) -> str:
+    return f"tg:approvals:hash:{request_hash.removeprefix('sha256:')}"
 
 
-def _state_key(approval_id: str) -> str:
-    return f"tg:approval:{approval_id}:state"
+def _key_digest(pending: PendingApproval) -> str:
+    key = pending.idempotency_key
+    return "" if key is None else hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _text(value: object) -> str:
@@ -74,6 +59,14 @@ def _checked(reply: object) -> int:
     if value < 0:
         raise IndexLost()
     return value
+
+
+def _vote_result(reply: list[Any]) -> VoteResult:
+    status, *rest = [_text(item) for item in reply]
+    if status == "index_lost":
+        raise IndexLost()
+    state, votes = rest[0], tuple(rest[1:])
+    return VoteResult(VoteStatus(status), ApprovalState(state) if state else None, votes)
 
 
 async def _safe(work: Awaitable[T]) -> T:
@@ -90,37 +83,59 @@ class RedisApprovalStore:
     def __init__(self, redis: aioredis.Redis) -> None:
         self._redis = redis
         self._lock = RebuildLock(redis, "tg:rebuild:approvals", EPOCH)
-        self._resolve = redis.register_script(_RESOLVE)
-        self._open_script = redis.register_script(_OPEN)
+        self._open_script = redis.register_script(lua.OPEN)
+        self._vote = redis.register_script(lua.VOTE)
+        self._withdraw = redis.register_script(lua.WITHDRAW)
+        self._resolve = redis.register_script(lua.RESOLVE)
+        self._restore_join = redis.register_script(lua.RESTORE_JOIN)
 
-    async def open(self, pending: PendingApproval) -> bool:  # noqa: D102
-        return await self._open(pending, check_epoch=True)
+    async def open(self, pending: PendingApproval, now: datetime) -> str:  # noqa: D102
+        return await self._open(pending, now.timestamp(), check_epoch=True)
 
     async def restore(self, pending: PendingApproval) -> None:  # noqa: D102
-        await self._open(pending, check_epoch=False)
+        await self._open(msgspec.structs.replace(pending, votes=()), 0.0, check_epoch=False)
+        if pending.votes:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.delete(_key(pending.approval_id, "votes"), _key(pending.approval_id, "vote-tokens"))
+                pipe.rpush(_key(pending.approval_id, "votes"), *pending.votes)
+                pipe.hset(_key(pending.approval_id, "vote-tokens"), mapping=dict.fromkeys(pending.votes, "restored"))
+                pipe.expire(_key(pending.approval_id, "votes"), KEEP_S)
+                pipe.expire(_key(pending.approval_id, "vote-tokens"), KEEP_S)
+                await _safe(pipe.execute())
 
-    async def _open(self, pending: PendingApproval, *, check_epoch: bool) -> bool:
-        keys = [_key(pending.approval_id), _state_key(pending.approval_id), PENDING, EPOCH]
-        args: list[bytes | float | int | str] = [
-            msgspec.json.encode(pending),
-            pending.expires_at.timestamp(),
-            KEEP_S,
-            pending.approval_id,
-            "1" if check_epoch else "0",
-        ]
-        return bool(_checked(await _safe(self._open_script(keys=keys, args=args))))
+    async def _open(self, pending: PendingApproval, now_s: float, *, check_epoch: bool) -> str:
+        opened = msgspec.structs.replace(pending, state=ApprovalState.PENDING, joined=(), related=())
+        keys = [_key(pending.approval_id), _key(pending.approval_id, "state"), PENDING, EPOCH]
+        keys += [_index(pending.request_hash), _key(pending.approval_id, "joined-to")]
+        args: list[bytes | float | int | str] = [msgspec.json.encode(opened), pending.expires_at.timestamp(), KEEP_S]
+        args += [pending.approval_id, "1" if check_epoch else "0", _key_digest(pending), now_s, pending.request_id]
+        args += ["1" if check_epoch else "0"]  # a rebuild restores what was, it joins nothing
+        code, approval_id = await _safe(self._open_script(keys=keys, args=args))
+        _checked(code)
+        return _text(approval_id)
+
+    async def restore_join(self, approval_id: str, request_id: str, own_id: str) -> None:  # noqa: D102
+        keys = [_key(approval_id, "joined"), _key(own_id, "joined-to")]
+        await _safe(self._restore_join(keys=keys, args=[request_id, approval_id, KEEP_S]))
 
     async def get(self, approval_id: str) -> PendingApproval | None:  # noqa: D102
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.exists(EPOCH)
-            pipe.mget([_key(approval_id), _state_key(approval_id)])
-            epoch, (raw, state) = await _safe(pipe.execute())
+            pipe.mget([_key(approval_id), _key(approval_id, "state"), _key(approval_id, "answerer")])
+            pipe.lrange(_key(approval_id, "votes"), 0, -1)
+            pipe.lrange(_key(approval_id, "joined"), 0, -1)
+            epoch, (raw, state, answerer), votes, joined = await _safe(pipe.execute())
         if not epoch:
             raise IndexLost()
         if raw is None or state is None:
             return None
-        pending = msgspec.json.decode(raw, type=PendingApproval)
-        return msgspec.structs.replace(pending, state=ApprovalState(_text(state)))
+        return msgspec.structs.replace(
+            msgspec.json.decode(raw, type=PendingApproval),
+            state=ApprovalState(_text(state)),
+            votes=tuple(_text(v) for v in votes),
+            joined=tuple(_text(j) for j in joined),
+            answered_by=None if answerer is None else _text(answerer),
+        )
 
     async def list_pending(self) -> list[PendingApproval]:  # noqa: D102
         ids = await _safe(self._redis.zrange(PENDING, 0, -1))
@@ -129,9 +144,27 @@ class RedisApprovalStore:
             raise IndexLost()
         return [p for p in found if p is not None and p.state is ApprovalState.PENDING]
 
-    async def resolve(self, approval_id: str, state: ApprovalState, token: str) -> bool:  # noqa: D102
-        keys = [_state_key(approval_id), PENDING, f"{_key(approval_id)}:by", EPOCH]
-        args = [state.value, approval_id, token, KEEP_S]
+    async def same_request(self, request_hash: str) -> list[PendingApproval]:  # noqa: D102
+        ids = await _safe(self._redis.hkeys(_index(request_hash)))
+        found = [await self.get(_text(i)) for i in ids]
+        return [p for p in found if p is not None]
+
+    async def vote(self, approval_id: str, approver: str, required: int, token: str) -> VoteResult:  # noqa: D102
+        keys = [_key(approval_id, "state"), PENDING, _key(approval_id, "by"), EPOCH, _key(approval_id, "votes")]
+        keys += [_key(approval_id, "vote-tokens"), _key(approval_id, "answerer")]
+        reply = await _safe(self._vote(keys=keys, args=[approver, required, token, KEEP_S, approval_id]))
+        return _vote_result(reply)
+
+    async def withdraw(self, approval_id: str, approver: str) -> VoteResult:  # noqa: D102
+        keys = [_key(approval_id, "state"), PENDING, _key(approval_id, "by"), EPOCH]
+        keys += [_key(approval_id, "votes"), _key(approval_id, "vote-tokens")]
+        return _vote_result(await _safe(self._withdraw(keys=keys, args=[approver])))
+
+    async def resolve(  # noqa: D102
+        self, approval_id: str, state: ApprovalState, token: str, answerer: str | None = None
+    ) -> bool:
+        keys = [_key(approval_id, "state"), PENDING, _key(approval_id, "by"), EPOCH, _key(approval_id, "answerer")]
+        args = [state.value, approval_id, token, KEEP_S, answerer or ""]
         return bool(_checked(await _safe(self._resolve(keys=keys, args=args))))
 
     async def due(self, now: datetime) -> list[str]:  # noqa: D102

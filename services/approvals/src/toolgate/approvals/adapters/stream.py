@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from toolgate.approvals.ports import ReceiptSeen
 from toolgate.shared.bus import next_message, request_recheck
 from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalRequested, decode_event
+from toolgate.shared.events import ApprovalRequested, ApprovalVoted, ReceiptIssued, decode_event
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+
+E = TypeVar("E")
 
 __all__ = ["StreamApprovalsBus"]
 
@@ -40,6 +44,22 @@ class StreamApprovalsBus:
         """See :meth:`~toolgate.approvals.ports.ApprovalsBus.has_receipt`."""
         return await self._next(Subjects.receipt(principal, request_id), 1) is not None
 
+    async def receipt(self, principal: str, request_id: str) -> ReceiptSeen | None:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.receipt`; ``None`` too when the stream cannot be read.
+
+        Only shown to approvers (never acted on), so an unreadable stream shows no receipt
+        rather than failing the listing.
+        """
+        try:
+            message = await self._next(Subjects.receipt(principal, request_id), 1)
+            receipt = None if message is None else decode_event(message.data or b"")
+        except (nats.errors.Error, msgspec.DecodeError) as error:
+            log.warning("receipt of %s/%s not readable: %s", principal, request_id, type(error).__name__)
+            return None
+        if not isinstance(receipt, ReceiptIssued):
+            return None
+        return ReceiptSeen(receipt_id=receipt.event_id, outcome=receipt.outcome.value)
+
     async def resolved(self, principal: str, request_id: str) -> bool:
         """See :meth:`~toolgate.approvals.ports.ApprovalsBus.resolved`."""
         for kind in ("granted", "rejected"):
@@ -47,16 +67,24 @@ class StreamApprovalsBus:
                 return True
         return await self.has_receipt(principal, request_id)
 
-    async def requested(self) -> AsyncIterator[ApprovalRequested]:
+    def requested(self) -> AsyncIterator[ApprovalRequested]:
         """See :meth:`~toolgate.approvals.ports.ApprovalsBus.requested`."""
+        return self._events(Subjects.APPROVALS_REQUESTED, ApprovalRequested)
+
+    def voted(self, principal: str, request_id: str) -> AsyncIterator[ApprovalVoted]:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.voted`."""
+        return self._events(Subjects.approval("voted", principal, request_id), ApprovalVoted)
+
+    async def _events(self, subject: str, kind: type[E]) -> AsyncIterator[E]:
+        """Every event of type ``kind`` on ``subject`` (wildcards allowed), oldest first; others skipped."""
         seq = 1
-        while (message := await self._next(Subjects.APPROVALS_REQUESTED, seq)) is not None:
+        while (message := await self._next(subject, seq)) is not None:
             seq = message.seq + 1
             try:
                 event = decode_event(message.data or b"")
             except msgspec.DecodeError:
                 continue
-            if isinstance(event, ApprovalRequested):
+            if isinstance(event, kind):
                 yield event
 
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
