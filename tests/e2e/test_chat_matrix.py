@@ -69,7 +69,6 @@ def stack_env(e2e_paths: Any, synapse: Homeserver, people: People) -> dict[str, 
         "TOOLGATE_CHATOPS_MATRIX_HOMESERVER": synapse.url,
         "TOOLGATE_CHATOPS_MATRIX_USER": people.bot.user_id,
         "TOOLGATE_CHATOPS_MATRIX_PASSWORD_FILE": str(password),
-        "TOOLGATE_CHATOPS_MATRIX_STATE_DIR": str(e2e_paths.state.parent / "matrix-state"),
         "TOOLGATE_CHATOPS_ROOMS": json.dumps({"operator": people.room}),
     }
 
