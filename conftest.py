@@ -1,3 +1,25 @@
-"""Loads the shared pytest plugin that starts real NATS and Redis for connected tests."""
+"""The shared pytest plugin (real NATS and Redis), and a Synapse homeserver per module for the Matrix tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from toolgate.cli.synapse import Homeserver, SynapseMissing, synapse_env, synapse_server
 
 pytest_plugins = ["toolgate.shared.testing"]
+
+
+@pytest.fixture(scope="module")
+def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Homeserver]:
+    """A Synapse on a free loopback port shared by the module's tests (stopped at its end).
+
+    Fails (never skips) when the separate Synapse environment is not installed, saying how to install it.
+    """
+    try:
+        synapse_env()
+    except SynapseMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+    with synapse_server(tmp_path_factory.mktemp("synapse")) as homeserver:
+        yield homeserver

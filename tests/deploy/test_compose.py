@@ -171,7 +171,7 @@ SERVICE_MOUNTS = {
     "approvals": {"keys-approvals", "nats-ca", "./deploy/policy"},
     "executor": {"keys-executor", "nats-ca", "sandbox"},
     "audit": {"keys-audit", "audit-data", "nats-ca"},
-    "chatops": {"keys-chatops", "nats-ca", "./deploy/policy", "./deploy/chat"},
+    "chatops": {"keys-chatops", "nats-ca", "chatops-data", "./deploy/policy", "./deploy/chat"},
 }
 
 

@@ -158,6 +158,7 @@ def base_env(state_dir: Path, nats_url: str, redis_url: str, extra: dict[str, st
             "TOOLGATE_AUDIT_DATABASE": str(state_dir / "audit.sqlite3"),
         }
     )
+    env.setdefault("TOOLGATE_CHATOPS_MATRIX_STATE_DIR", str(state_dir / "chatops"))  # answers given while it was down
     env.update(extra)
     return env
 

@@ -25,7 +25,15 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar, cast
 
-__all__ = ["ServerProcess", "find_binary", "nats_server", "redis_server"]
+__all__ = [
+    "ServerProcess",
+    "find_binary",
+    "nats_server",
+    "ready_or_stopped",
+    "redis_server",
+    "spawn",
+    "started_on_a_free_port",
+]
 
 T = TypeVar("T")
 
@@ -158,19 +166,19 @@ def nats_server(
         args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", str(port), "-m", "-1"]
         args += ["-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
         args += ["-c", str(config)] if config else []
-        proc = _spawn(args, workdir / "nats.log")
+        proc = spawn(args, workdir / "nats.log")
         server = ServerProcess("", proc, workdir / "nats.log", lambda started: _nats_ready(workdir, started.pid))
-        server.url = _ready_or_stopped(server, partial(_nats_ready, workdir, proc.pid), timeout_s)
+        server.url = ready_or_stopped(server, partial(_nats_ready, workdir, proc.pid), timeout_s)
         return server
 
-    server = _started_on_a_free_port(start, attempts)
+    server = started_on_a_free_port(start, attempts)
     try:
         yield server
     finally:
         server.stop()
 
 
-def _ready_or_stopped(server: ServerProcess, ready: Callable[[], T | None], timeout_s: float) -> T:
+def ready_or_stopped(server: ServerProcess, ready: Callable[[], T | None], timeout_s: float) -> T:
     """Wait for ``server`` to serve; stop it if it does not (no half-started server is left behind)."""
     try:
         return _wait(server.process, server.log, ready, timeout_s)
@@ -179,12 +187,13 @@ def _ready_or_stopped(server: ServerProcess, ready: Callable[[], T | None], time
         raise
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+def spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``args`` in a session of its own, stdout and stderr appended to ``log``."""
     with log.open("ab") as sink:
         return subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _started_on_a_free_port(start: Callable[[int], ServerProcess], attempts: int) -> ServerProcess:
+def started_on_a_free_port(start: Callable[[int], ServerProcess], attempts: int) -> ServerProcess:
     """``start(port)`` on a free port, again on another one when it loses the port to a race.
 
     Raises:
@@ -223,7 +232,7 @@ def _start_redis(workdir: Path, port: int, persistent: bool) -> subprocess.Popen
     args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
     # persistent: every write is in the append-only file before Redis answers (appendfsync always)
     args += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
-    return _spawn([*args, "--dir", str(workdir)], workdir / "redis.log")
+    return spawn([*args, "--dir", str(workdir)], workdir / "redis.log")
 
 
 @contextlib.contextmanager
@@ -247,10 +256,10 @@ def redis_server(
     def start(port: int) -> ServerProcess:
         proc = _start_redis(workdir, port, persistent)
         server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, workdir / "redis.log", partial(_redis_up, port))
-        _ready_or_stopped(server, partial(_redis_ready, port), timeout_s)
+        ready_or_stopped(server, partial(_redis_ready, port), timeout_s)
         return server
 
-    server = _started_on_a_free_port(start, attempts)
+    server = started_on_a_free_port(start, attempts)
     try:
         yield server
     finally:

@@ -69,6 +69,11 @@ class ChatopsSettings(ServiceSettings):
         description="The bot's fixed Matrix device id (retried sends are deduplicated per device). "
         "Env: TOOLGATE_CHATOPS_MATRIX_DEVICE_ID.",
     )
+    matrix_state_dir: Path | None = Field(
+        default=None,
+        description="Directory where the bot keeps its Matrix sync position, so answers given while it was down "
+        "are read when it starts again; unset: it starts from now. Env: TOOLGATE_CHATOPS_MATRIX_STATE_DIR.",
+    )
     slack_mode: Literal["http", "socket"] = Field(
         default="http",
         description="http: Slack posts interactions to our endpoint (signed); socket: Socket Mode, for "
