@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ SETTINGS = [
     ("toolgate.approvals.settings", "ApprovalsSettings"),
     ("toolgate.executor.settings", "ExecutorSettings"),
     ("toolgate.audit.settings", "AuditSettings"),
+    ("toolgate.chatops.settings", "ChatopsSettings"),
 ]
 
 
@@ -25,7 +27,8 @@ def _variables() -> list[tuple[str, object]]:
         for field_name, field in cls.model_fields.items():
             alias = field.validation_alias
             env = alias.choices[0] if alias is not None else f"{cls.model_config['env_prefix']}{field_name.upper()}"  # type: ignore[union-attr]
-            found.append((str(env), field.default))
+            default = json.dumps(field.default) if isinstance(field.default, dict) else field.default
+            found.append((str(env), default))
     return sorted(set(found), key=str)
 
 

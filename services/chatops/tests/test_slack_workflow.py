@@ -77,7 +77,7 @@ async def test_a_click_is_sent_as_the_mapped_approver_and_answered_in_the_thread
     assert (await post_signed(bot.chat.url, click, SECRET))[0] == 200
     reply = await fake.wait_for("chat.postMessage", lambda p: p.get("thread_ts") == ts)
     assert approvals.decided == [("alice", {"approval_id": event.approval_id, "approve": True, "note": ""})]
-    assert "(as alice)" in reply["text"]
+    assert "(as approver alice)" in reply["text"]
 
 
 async def test_an_unmapped_click_is_refused_reported_and_sends_nothing(

@@ -183,7 +183,7 @@ async def test_each_outcome_is_posted_once_and_only_for_carded_requests(
     await chatops.on_receipt(receipt("r-other", Outcome.SUCCEEDED))
     outcomes = [text for *_, text, txn in chat.thread if txn.startswith("outcome-")]
     assert len(outcomes) == 1
-    assert outcomes[0].startswith("r1: uncertain (timeout), receipt rc-r1") and "do not re-run" in outcomes[0]
+    assert outcomes[0].startswith("request r1: uncertain (timeout); rc-r1") and "do not re-run" in outcomes[0]
 
 
 def _answer(user: str, action: Action = Action.APPROVE, **fields: Any) -> ChatAnswer:

@@ -203,14 +203,32 @@ def up(state: StateDir = None, insecure: Insecure = False) -> None:
     raise typer.Exit(run_up(console, err_console, (state or state_dir()).resolve(), insecure))
 
 
+Chat = Annotated[
+    str | None,
+    typer.Option(
+        "--chat",
+        help="matrix: approve a write from a Matrix room on a local Synapse (./dev synapse installs it) and "
+        "print the room's transcript.",
+    ),
+]
+
+
 @app.command()
-def demo(insecure: Insecure = False) -> None:
+def demo(insecure: Insecure = False, chat: Chat = None) -> None:
     """Run the scripted demo on real files, a real git repository, NATS (secured) and Redis."""
     from toolgate.cli.announce import insecure_banner
-    from toolgate.cli.demo import run_demo
 
     if insecure:
         insecure_banner(console)
+    if chat is not None and chat != "matrix":
+        err_console.print(f"--chat {chat!r}: only matrix runs locally (Slack needs Slack's servers; see the README)")
+        raise typer.Exit(2)
+    if chat == "matrix":
+        from toolgate.cli.demo_chat import run_chat_demo
+
+        raise typer.Exit(run_chat_demo(console, insecure))
+    from toolgate.cli.demo import run_demo
+
     raise typer.Exit(run_demo(console, insecure))
 
 

@@ -265,7 +265,7 @@ def thread_parts(text: str, part_chars: int) -> list[str]:
 
 def outcome_text(receipt: ReceiptIssued) -> str:
     """The line posted in a card's thread when one of its requests ends."""
-    line = f"{receipt.request_id}: {receipt.outcome} ({receipt.reason_code}), receipt {receipt.event_id}"
+    line = f"request {receipt.request_id}: {receipt.outcome} ({receipt.reason_code}); {receipt.event_id}"
     if receipt.replay_of:
         line += f", replay of {receipt.replay_of}"
     if receipt.outcome == "uncertain":

@@ -234,5 +234,6 @@ def _updated(card: Card, event: ApprovalVoted | ApprovalGranted | ApprovalReject
 def _reply_text(approver: str, approval_id: str, reply: dict[str, object]) -> str:
     reason = str(reply.get("reason") or reply.get("reason_code") or "")
     if reply.get("ok"):
-        return f"{approval_id}: {reason} (as {approver})"
+        said = reason if approval_id in reason else f"{approval_id}: {reason}"
+        return f"{said} (as approver {approver})"
     return f"{approval_id}: refused ({reply.get('reason_code')}): {reason}. Nothing changed."

@@ -32,7 +32,7 @@ class ChatopsSettings(ServiceSettings):
         "Env: TOOLGATE_CHATOPS_PRINCIPALS_FILE.",
     )
     rooms: dict[str, str] = Field(
-        default_factory=dict,
+        default={},
         description='Approver role to Matrix room id or Slack channel id, as JSON: {"operator": "!abc:example.org"}. '
         "Env: TOOLGATE_CHATOPS_ROOMS.",
     )
