@@ -86,9 +86,7 @@ def run_demo(console: Console, insecure: bool = False) -> int:
             console.print(f"[bold red]{INSECURE_STATUS}[/bold red]")
         failures = asyncio.run(_script(console, stack, sandbox, repo))
     console.print("[bold green]demo finished[/bold green]" if not failures else f"[bold red]{failures}[/bold red]")
-    console.print(
-        "To approve from chat instead of the CLI: ./dev demo --chat matrix (a local Synapse; README: Approving from chat)"
-    )
+    console.print("To approve from chat instead of the CLI: ./dev demo --chat matrix (README: Approving from chat)")
     return 0 if not failures else 1
 
 
