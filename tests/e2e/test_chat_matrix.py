@@ -52,18 +52,32 @@ def people(synapse: Homeserver) -> People:
     return People(bot, alice, bob, carol, mallory, room)
 
 
+QUORUM_AGENT = "quorum-agent"
+QUORUM_POLICY = """
+@id("two-operators-for-the-quorum-agent")
+@approver_role("operator")
+@approvals_required("2")
+permit (principal is Agent, action == Action::"execute_with_approval", resource is Tool)
+when { principal.roles.contains("quorum") && context.side_effect == "REVERSIBLE_WRITE" };
+"""
+
+
 @pytest.fixture(scope="module")
-def stack_env(e2e_paths: Any, synapse: Homeserver, people: People) -> dict[str, str]:
-    """The chat-ops bot on Matrix; alice, bob and carol mapped to their Matrix users."""
+def stack_env(e2e_paths: Any, synapse: Homeserver, people: People, repo_root: Path) -> dict[str, str]:
+    """The chat-ops bot on Matrix; alice, bob and carol mapped to their Matrix users; one agent needs two operators."""
     text = e2e_paths.principals.read_text()
     for person in ("alice", "bob", "carol"):
         mapped = f'[approvers.{person}]\nmatrix = "@{person}:{synapse.server_name}"\n'
         text = text.replace(f"[approvers.{person}]\n", mapped)
+    text += f'\n[principals.{QUORUM_AGENT}]\nautonomy = 1\nroles = ["agent", "quorum"]\n'
     e2e_paths.principals.write_text(text)
+    policy = e2e_paths.state.parent / "quorum-policy.cedar"
+    policy.write_text((repo_root / "deploy/policy/policy.cedar").read_text() + QUORUM_POLICY)
     password = e2e_paths.state.parent / "matrix_password"
     password.write_text(people.bot.password)
     password.chmod(0o600)
     return {
+        "TOOLGATE_POLICY_POLICY_FILE": str(policy),
         "TOOLGATE_CHATOPS_PLATFORM": "matrix",
         "TOOLGATE_CHATOPS_PRINCIPALS_FILE": str(e2e_paths.principals),
         "TOOLGATE_CHATOPS_MATRIX_HOMESERVER": synapse.url,
@@ -124,6 +138,9 @@ class View:
         sent = await self.client.room_send(self.room, "m.reaction", {"m.relates_to": relation})
         return str(sent.event_id)
 
+    async def unreact(self, reaction_id: str) -> None:
+        await self.client.room_redact(self.room, reaction_id)
+
     async def say_in_thread(self, card_id: str, body: str) -> None:
         content = {"msgtype": "m.text", "body": body, "m.relates_to": {"rel_type": "m.thread", "event_id": card_id}}
         await self.client.room_send(self.room, "m.room.message", content)
@@ -170,7 +187,7 @@ async def test_a_reaction_approves_a_write_the_card_follows_and_the_outcome_land
     edited = await views["bob"].edited_to(card["event_id"], "approved by alice")
     assert "Answers are closed." in edited["body"]
     line = await views["bob"].thread_line(card["event_id"], request_id, "succeeded", receipt.event_id)
-    assert line.startswith(request_id)
+    assert line.startswith(f"request {request_id}: succeeded")
 
 
 async def test_reactions_of_people_who_may_not_approve_are_refused_in_the_thread_and_change_nothing(
@@ -195,6 +212,30 @@ async def test_reactions_of_people_who_may_not_approve_are_refused_in_the_thread
     edited = await views["alice"].edited_to(card_id, "rejected by bob")
     assert "not on a Friday" in edited["body"]
     assert not (gate.paths.sandbox / name).exists()
+
+
+async def test_a_quorum_of_two_from_reactions_and_a_removed_reaction_before_it_changes_nothing(
+    gate: Any, views: dict[str, View], new_id: Any
+) -> None:
+    name = new_id("quorum-") + ".txt"
+    request_id = await gate.submit(QUORUM_AGENT, "write", {"path": name, "content": "two keys"})
+    card_id = (await views["alice"].card((await gate.pending(request_id))["approval_id"]))["event_id"]
+
+    reaction = await views["alice"].react(card_id, "✅")
+    await views["bob"].edited_to(card_id, "pending: 1 of 2 approvals (alice)")
+    await views["alice"].unreact(reaction)  # alice takes it back before the quorum: as if she never voted
+    await views["bob"].edited_to(card_id, "pending: 0 of 2 approvals")
+    await views["bob"].react(card_id, "✅")
+    await views["alice"].edited_to(card_id, "pending: 1 of 2 approvals (bob)")
+    await gate.settle()
+    assert await gate.is_pending(request_id) and not (gate.paths.sandbox / name).exists()
+
+    await views["alice"].react(card_id, "✅")
+    receipt = await gate.receipt(QUORUM_AGENT, request_id, timeout_s=30)
+    assert receipt.outcome == "succeeded", receipt.reason
+    edited = await views["carol"].edited_to(card_id, "approved by bob, alice")
+    assert "Answers are closed." in edited["body"]
+    assert (gate.paths.sandbox / name).read_text() == "two keys"
 
 
 async def test_an_answer_given_while_the_bot_is_down_counts_when_it_is_back_and_the_card_is_not_posted_again(
