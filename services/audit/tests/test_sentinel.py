@@ -20,7 +20,9 @@ from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import (
     ApprovalGranted,
     ApprovalRejected,
+    ApprovalRequested,
     ApprovalVoted,
+    BoundRequest,
     DecisionMade,
     SecurityEvent,
     encode,
@@ -86,12 +88,29 @@ def _voted(rid: str = "r1") -> ApprovalVoted:
     )
 
 
+def _requested(rid: str = "r1") -> ApprovalRequested:
+    return ApprovalRequested(
+        event_id=f"q-{rid}",
+        occurred_at=NOW,
+        request_id=rid,
+        principal="a1",
+        approval_id="ap-1",
+        request_hash="sha256:h",
+        approver_role="operator",
+        expires_at=NOW,
+        request=BoundRequest(
+            principal="a1", tool="t", version="1.0.0", descriptor_digest="sha256:d", operation="w", arguments={}
+        ),
+    )
+
+
 DECISION, GRANTED, REJECTED, VOTED = (
     Subjects.decision("a1", "r1"),
     Subjects.approval("granted", "a1", "r1"),
     Subjects.approval("rejected", "a1", "r1"),
     Subjects.approval("voted", "a1", "r1"),
 )
+REQUESTED = Subjects.approval("requested", "a1", "r1")
 FORGERIES: dict[str, tuple[str, bytes, SecurityKind, str]] = {
     # name: subject, body, reported kind, what the detail says
     "decision-foreign": (
@@ -147,6 +166,18 @@ FORGERIES: dict[str, tuple[str, bytes, SecurityKind, str]] = {
     ),
     "vote-unsigned": (VOTED, encode(_voted()), SecurityKind.APPROVAL_FORGED, "not signed by the approvals key"),
     "vote-copied": (VOTED, encode(sign_event(_voted("r4"), APPROVALS)), SecurityKind.APPROVAL_FORGED, "about a1/r4"),
+    "request-card-unsigned": (
+        REQUESTED,
+        encode(_requested()),
+        SecurityKind.APPROVAL_FORGED,
+        "not signed by the approvals key",
+    ),
+    "request-card-by-policy": (
+        REQUESTED,
+        encode(sign_event(_requested(), POLICY)),
+        SecurityKind.APPROVAL_FORGED,
+        "not signed by the approvals key",
+    ),
     "vote-is-a-grant": (
         VOTED,
         encode(sign_event(_granted(), APPROVALS)),
@@ -159,8 +190,8 @@ GENUINE = {
     "grant": (GRANTED, encode(sign_event(_granted(), APPROVALS))),
     "rejection": (REJECTED, encode(sign_event(_rejected(), APPROVALS))),
     "vote": (VOTED, encode(sign_event(_voted(), APPROVALS))),
+    "approval-requested": (REQUESTED, encode(sign_event(_requested(), APPROVALS))),
     "request": (Subjects.request("a1"), b"anything at all"),
-    "approval-requested": (Subjects.approval("requested", "a1", "r1"), b"unsigned by design"),
     "receipt": (Subjects.receipt("a1", "r1"), b"{}"),
 }
 
@@ -186,6 +217,7 @@ def test_a_subject_whose_key_is_absent_is_not_checked() -> None:
 def test_the_table_names_one_key_and_kind_per_signed_subject() -> None:
     assert [(rule.pattern, rule.key, rule.kind.value) for rule in SIGNED] == [
         ("tg.decision.*.*", "policy", "decision_forged"),
+        ("tg.approval.requested.*.*", "approvals", "approval_forged"),
         ("tg.approval.granted.*.*", "approvals", "approval_forged"),
         ("tg.approval.rejected.*.*", "approvals", "approval_forged"),
         ("tg.approval.voted.*.*", "approvals", "approval_forged"),

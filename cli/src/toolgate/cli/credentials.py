@@ -27,7 +27,7 @@ from toolgate.shared.nats_credentials import (
     dump_credentials,
     load_credentials,
 )
-from toolgate.shared.nats_permissions import nats_users
+from toolgate.shared.nats_permissions import SERVICES, nats_users
 
 __all__ = ["BusCredentials", "config_text", "env_lines", "kept_passwords", "stack_directory", "write_private"]
 
@@ -38,7 +38,7 @@ class BusCredentials:
 
     Attributes:
         passwords: NATS user name to its password.
-        inboxes: NATS user name to its private inbox prefix (services have none).
+        inboxes: NATS user name to its private inbox prefix (of the services, only the chat-ops bot has one).
     """
 
     passwords: Mapping[str, str]
@@ -95,9 +95,10 @@ class BusCredentials:
         """
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(0o700)
-        for stale in set(folder.glob("*.json")) - {credentials_file(folder, user) for user in self.inboxes}:
+        clients = {user: prefix for user, prefix in self.inboxes.items() if user not in SERVICES}
+        for stale in set(folder.glob("*.json")) - {credentials_file(folder, user) for user in clients}:
             stale.unlink()
-        for user, prefix in self.inboxes.items():
+        for user, prefix in clients.items():
             text = dump_credentials(NatsCredentials(user, self.passwords[user], prefix)).decode()
             write_private(credentials_file(folder, user), text)
 
