@@ -114,3 +114,14 @@ def test_without_a_credentials_directory_the_cli_connects_without_credentials(
     monkeypatch.setenv("TOOLGATE_INBOX_PREFIX", "_INBOX_approver-alice")
     assert identity("alice").user is None
     assert identity("alice").options == {"inbox_prefix": "_INBOX_approver-alice"}
+
+
+def test_up_keeps_the_files_a_person_exported_over_the_deploy_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolgate.cli.stack import chosen_config, config_env
+
+    monkeypatch.setenv("TOOLGATE_CHATOPS_PRINCIPALS_FILE", "/srv/mine.toml")
+    monkeypatch.delenv("TOOLGATE_POLICY_PRINCIPALS_FILE", raising=False)
+    chosen = chosen_config({"TOOLGATE_POLICY_POLICY_FILE": "/tests/policy.cedar"})
+    assert chosen["TOOLGATE_CHATOPS_PRINCIPALS_FILE"] == "/srv/mine.toml"  # exported: kept
+    assert chosen["TOOLGATE_POLICY_POLICY_FILE"] == "/tests/policy.cedar"  # given by the caller: wins
+    assert chosen["TOOLGATE_POLICY_PRINCIPALS_FILE"] == config_env()["TOOLGATE_POLICY_PRINCIPALS_FILE"]

@@ -250,14 +250,18 @@ async def test_a_failing_workflow_does_not_stop_the_receiver(slack: Any, make_ca
         assert (await sink.next()).chat_user == user
 
 
-def test_http_mode_refuses_to_start_without_a_signing_secret(tmp_path: Path) -> None:
+def test_a_missing_or_empty_secret_is_refused_naming_its_setting(tmp_path: Path) -> None:
     configured = settings(tmp_path, "http://127.0.0.1:9/api/")
     (tmp_path / "slack_signing_secret_file").write_text("\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="signing secret file .* is empty"):
+    with pytest.raises(ValueError, match="TOOLGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE=.*: the file is empty"):
         slack_chat(configured, MENTIONS)
-    missing = configured.model_copy(update={"slack_signing_secret_file": None})
-    with pytest.raises(ValueError, match="no file is configured for the Slack signing secret"):
+    missing = configured.model_copy(update={"slack_signing_secret_file": None, "slack_bot_token_file": None})
+    expected = "needs TOOLGATE_CHATOPS_SLACK_BOT_TOKEN_FILE, TOOLGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE"
+    with pytest.raises(ValueError, match=expected):
         slack_chat(missing, MENTIONS)
     socket = configured.model_copy(update={"slack_mode": "socket"})
-    with pytest.raises(ValueError, match="app-level token"):
+    with pytest.raises(ValueError, match="socket mode.* needs TOOLGATE_CHATOPS_SLACK_APP_TOKEN_FILE"):
         slack_chat(socket, MENTIONS)
+    gone = configured.model_copy(update={"slack_bot_token_file": tmp_path / "nope"})
+    with pytest.raises(ValueError, match="TOOLGATE_CHATOPS_SLACK_BOT_TOKEN_FILE=.*nope: No such file"):
+        slack_chat(gone, MENTIONS)

@@ -160,7 +160,8 @@ async def test_votes_then_grant_edit_the_card_and_a_final_state_stays(
 @pytest.mark.parametrize(
     ("code", "approver", "state", "line"),
     [
-        ("approval_rejected", "bob", CardState.REJECTED, "rejected by bob: rejected by bob: not today"),
+        ("approval_rejected", "bob", CardState.REJECTED, "rejected by bob: not today"),
+        ("policy_changed", None, CardState.REJECTED, "rejected: the approval expired unanswered"),
         ("approval_expired", None, CardState.EXPIRED, "expired unanswered"),
     ],
 )

@@ -53,7 +53,20 @@ def announce(console: Console, stack: Stack, sandbox: str, state: Path) -> None:
     if stack.credentials is not None:
         _connection_help(console, stack, credentials_dir(state))
     console.print(f"  file_system sandbox: {sandbox}")
+    _chat_line(console, stack, state)
     console.print(f"  logs: {state / 'logs'}  ·  Ctrl-C stops everything")
+
+
+def _chat_line(console: Console, stack: Stack, state: Path) -> None:
+    """Where the chat-ops bot posts cards, when it runs."""
+    platform = stack.env.get("TOOLGATE_CHATOPS_PLATFORM")
+    if not platform:
+        console.print("  chat-ops: off (set TOOLGATE_CHATOPS_PLATFORM; README: Approving from chat)")
+        return
+    who = stack.env.get("TOOLGATE_CHATOPS_MATRIX_USER", "") if platform == "matrix" else "the Slack app"
+    rooms = stack.env.get("TOOLGATE_CHATOPS_ROOMS", "{}")
+    line = f"  chat-ops: {platform} bot {who}, cards for roles {rooms}; log {state / 'logs' / 'chatops.log'}"
+    console.print(escape(line), soft_wrap=True)
 
 
 def _connection_help(console: Console, stack: Stack, folder: Path) -> None:

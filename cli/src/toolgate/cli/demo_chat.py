@@ -56,6 +56,7 @@ def run_chat_demo(console: Console, insecure: bool = False) -> int:
             stack = held.enter_context(running_stack(root / "state", env, auth="open" if insecure else "secured"))
         console.print(f"[dim]Synapse {hs.url} · room {room} · logs {root / 'state' / 'logs'}[/dim]")
         failures = asyncio.run(_script(console, stack, hs, alice, room, bot.user_id))
+    console.print(f"workspace kept: {root} (principals.toml with alice's Matrix id, synapse/, state/logs/chatops.log)")
     console.print("[bold green]demo finished[/bold green]" if not failures else f"[bold red]{failures}[/bold red]")
     return 0 if not failures else 1
 
@@ -97,7 +98,7 @@ async def _script(console: Console, stack: Stack, hs: Homeserver, alice: MatrixU
             console.print(f"card {card['event_id']} is in the room; alice reacts ✅")
             await client.room_send(room, "m.reaction", _reaction(card["event_id"]))
             receipt = await agent.receipt(request_id, timeout_s=60.0)
-            console.print(f"receipt {receipt.event_id}: [bold]{receipt.outcome}[/bold]")
+            console.print(f"{receipt.event_id}: [bold]{receipt.outcome}[/bold]")
             failures = await _followed(client, room, bot, card["event_id"])
             console.print(await _transcript(client, room, bot))
             return (

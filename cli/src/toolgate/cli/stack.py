@@ -146,11 +146,17 @@ class Stack:
         """Services whose process has exited."""
         return [name for name, proc in self.processes.items() if proc.poll() is not None]
 
+    def last_words(self, service: str) -> str:
+        """The last line ``service`` wrote to its log (why it exited), ``""`` when none."""
+        log_file = self.state_dir / "logs" / f"{service}.log"
+        lines = log_file.read_text(errors="replace").splitlines() if log_file.exists() else []
+        return next((line.strip() for line in reversed(lines) if line.strip()), "")
+
 
 def base_env(state_dir: Path, nats_url: str, redis_url: str, extra: dict[str, str]) -> dict[str, str]:
     """The environment every service process gets."""
     env = dict(os.environ)
-    env.update(config_env())
+    env.update(chosen_config(extra))
     env.update(
         {
             "NATS_URL": nats_url,
@@ -173,6 +179,17 @@ def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
         "TOOLGATE_CHATOPS_PRINCIPALS_FILE": str(policy / "principals.toml"),
         "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(deploy_dir / "tools"),
     }
+
+
+def chosen_config(extra: dict[str, str]) -> dict[str, str]:
+    """The files every service is pointed at: ``extra``, else the environment's own setting, else ``deploy/``.
+
+    A setting the person running ``up`` exported (``TOOLGATE_CHATOPS_PRINCIPALS_FILE=…``)
+    is kept, never replaced by the deploy directory's default.
+    """
+    defaults = config_env()
+    exported = {name: value for name in defaults if (value := os.environ.get(name))}
+    return {**defaults, **exported, **{name: extra[name] for name in defaults if name in extra}}
 
 
 class PolicyNotReady(RuntimeError):
@@ -205,7 +222,8 @@ async def wait_ready(
         try:
             while not await _ready(nc, service):
                 if dead := stack.dead():
-                    raise RuntimeError(f"{', '.join(dead)} exited; see {stack.state_dir / 'logs'}")
+                    said = "; ".join(f"{name}: {stack.last_words(name)}" for name in dead)
+                    raise RuntimeError(f"{', '.join(dead)} exited ({said}); see {stack.state_dir / 'logs'}")
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{service} not ready after {timeout_s}s")
                 await asyncio.sleep(0.1)
@@ -309,7 +327,7 @@ def _secure(
     if os.environ.get("NATS_URL"):
         raise RuntimeError("a secured stack starts its own nats-server: unset NATS_URL")
     folder = credentials_dir(state_dir)
-    directory = stack_directory({**config_env(), **extra_env})
+    directory = stack_directory(chosen_config(extra_env))
     credentials, config = BusCredentials.generate(directory, admin=admin, keep=kept_passwords(folder))
     credentials.write_files(folder)
     return credentials, write_private(state_dir / "nats-auth.conf", config)

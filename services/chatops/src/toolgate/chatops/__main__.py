@@ -1,8 +1,28 @@
-"""Run the chat-ops bot: ``python -m toolgate.chatops``."""
+"""Run the chat-ops bot: ``python -m toolgate.chatops``.
+
+A configuration it cannot start with ends it at once with one line naming the setting
+(exit code 2), which ``toolgate up`` shows; never a traceback.
+"""
 
 import asyncio
+import sys
 
 from toolgate.chatops.app import create_app
+from toolgate.chatops.settings import startup_problem
+
+
+def main() -> int:
+    """Start the bot and run it until stopped; 2 when its configuration is unusable."""
+    try:
+        app = create_app()
+    except Exception as error:  # every start-up failure it can name is one line; others propagate
+        if (problem := startup_problem(error)) is None:
+            raise
+        print(f"chatops cannot start: {problem}", file=sys.stderr)
+        return 2
+    asyncio.run(app.run())
+    return 0
+
 
 if __name__ == "__main__":
-    asyncio.run(create_app().run())
+    sys.exit(main())

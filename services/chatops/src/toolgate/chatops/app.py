@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
+import nats.errors
 from faststream import FastStream
 from nats.js import JetStreamContext
 
@@ -77,13 +79,40 @@ def create_app(settings: ChatopsSettings | None = None) -> FastStream:
         )
         cell.set(ChatOpsRuntime(chatops, approvals_key))
         await chat.start(chatops.on_answer)
-        await _resync(chatops)
+        tasks.append(asyncio.create_task(_resync_every(chatops, settings.resync_interval_s)))
 
-    return new_app(broker, build, Lifecycle(consumers(cell), closers=[chat.stop], reporter=reporter))
+    async def stop() -> None:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await chat.stop()
+
+    _warn_about_rooms(settings, directory)
+    tasks: list[asyncio.Task[None]] = []
+    return new_app(broker, build, Lifecycle(consumers(cell), closers=[stop], reporter=reporter))
 
 
-async def _resync(chatops: ChatOps) -> None:
-    """Post the cards pending approvals lack; chat or the approvals service down only delays it."""
-    with contextlib.suppress(ChatOpsError, TimeoutError, OSError):
-        posted = await chatops.resync()
-        log.info("resync: %d card(s) posted for pending approvals", posted)
+async def _resync_every(chatops: ChatOps, interval_s: float) -> None:
+    """Post the cards pending approvals lack, at start and then every ``interval_s`` seconds.
+
+    Covers a card chat refused for a while (the bot was not yet invited) and a cleared
+    cards bucket; chat or the approvals service down only delays it.
+    """
+    while True:
+        try:
+            if posted := await chatops.resync():
+                log.info("resync: %d card(s) posted for pending approvals", posted)
+        except (ChatOpsError, TimeoutError, OSError, nats.errors.Error) as error:
+            log.warning("resync failed (%s); again in %.0f s", error, interval_s)
+        await asyncio.sleep(interval_s)
+
+
+def _warn_about_rooms(settings: ChatopsSettings, directory: PrincipalDirectory) -> None:
+    """Say at start what would otherwise show only when an approval arrives: a mistyped role, a role without a room."""
+    roles = set().union(*directory.approvers.values())
+    for role in sorted(set(settings.rooms) - roles):
+        log.warning("TOOLGATE_CHATOPS_ROOMS names role %r, which no approver has (roles: %s)", role, sorted(roles))
+    if not settings.default_room:
+        for role in sorted(roles - set(settings.rooms)):
+            log.warning("approvals for role %r get no card: no room in TOOLGATE_CHATOPS_ROOMS (CLI only)", role)

@@ -136,6 +136,8 @@ class Card(msgspec.Struct, frozen=True, kw_only=True):
             return f"approved by {', '.join(self.answered_by)}"
         if self.state is CardState.REJECTED:
             who = f" by {', '.join(self.answered_by)}" if self.answered_by else ""
+            if self.reason.startswith("rejected"):
+                return self.reason  # the approvals service's own wording already names who
             return f"rejected{who}: {self.reason}" if self.reason else f"rejected{who}"
         if self.state is CardState.EXPIRED:
             return "expired unanswered"

@@ -16,6 +16,7 @@ The bot is a client of the approvals service, never a second source of truth:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ class ChatOps:
     fold_chars: int = 200
     part_chars: int = 3000
     reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("chatops"))
+    _posting: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     async def on_event(self, event: ApprovalEvent) -> None:
         """Bring the card of the event's approval up to date.
@@ -97,6 +99,10 @@ class ChatOps:
         Raises:
             ChatUnavailable: chat cannot take it now.
         """
+        async with self._posting:  # the consumer and the re-sync never post the same card at once
+            await self._on_requested(event)
+
+    async def _on_requested(self, event: ApprovalRequested) -> None:
         record = await self.cards.get(event.approval_id)
         if record is None:
             room = self.rooms.get(event.approver_role, self.default_room)

@@ -7,21 +7,24 @@ and never logged.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, ValidationError
+from pydantic_settings import SettingsConfigDict, SettingsError
 
 from toolgate.shared.settings import ServiceSettings
 
-__all__ = ["ChatopsSettings"]
+__all__ = ["ChatopsSettings", "startup_problem"]
+
+ENV_PREFIX = "TOOLGATE_CHATOPS_"
 
 
 class ChatopsSettings(ServiceSettings):
     """Which chat, which rooms, and how cards look."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOLGATE_CHATOPS_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     platform: Literal["matrix", "slack"] = Field(
         default="matrix", description="Chat platform: matrix or slack. Env: TOOLGATE_CHATOPS_PLATFORM."
@@ -53,6 +56,12 @@ class ChatopsSettings(ServiceSettings):
         le=3000,
         description="Longest thread message, characters; longer text is posted in numbered parts. "
         "Env: TOOLGATE_CHATOPS_PART_CHARS.",
+    )
+    resync_interval_s: float = Field(
+        default=60.0,
+        ge=1.0,
+        description="Seconds between checks that every pending approval has a card (one chat refused for a while, "
+        "e.g. before the bot was invited, is posted then). Env: TOOLGATE_CHATOPS_RESYNC_INTERVAL_S.",
     )
     matrix_homeserver: str = Field(
         default="", description="Matrix homeserver URL. Env: TOOLGATE_CHATOPS_MATRIX_HOMESERVER."
@@ -102,3 +111,25 @@ class ChatopsSettings(ServiceSettings):
     slack_port: int = Field(
         default=3000, ge=0, le=65535, description="Port of the HTTP endpoint. Env: TOOLGATE_CHATOPS_SLACK_PORT."
     )
+
+
+def startup_problem(error: BaseException) -> str | None:
+    """One line naming the setting that keeps the bot from starting, or ``None`` for another fault.
+
+    Covers invalid values (pydantic ``ValidationError``), unparsable JSON (``SettingsError``),
+    and the ``ValueError`` / ``OSError`` the adapters, the keys and the directory raise.
+    """
+    if isinstance(error, ValidationError):
+        return "; ".join(f"{_env_of(issue['loc'])}: {issue['msg']}" for issue in error.errors())
+    if isinstance(error, SettingsError):
+        field = re.search(r'field "(\w+)"', str(error))
+        cause = f" ({error.__cause__})" if error.__cause__ else ""
+        return f"{ENV_PREFIX}{field[1].upper()}: not valid JSON{cause}" if field else str(error)
+    return str(error) if isinstance(error, ValueError | OSError) else None
+
+
+def _env_of(location: tuple[int | str, ...]) -> str:
+    field = str(location[0]) if location else "?"
+    named = ChatopsSettings.model_fields.get(field)
+    alias = named.validation_alias if named else None
+    return str(alias.choices[0]) if alias is not None else f"{ENV_PREFIX}{field.upper()}"  # type: ignore[union-attr]

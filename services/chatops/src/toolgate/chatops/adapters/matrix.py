@@ -279,8 +279,8 @@ def matrix_chat(settings: ChatopsSettings, mentions: Mapping[str, str]) -> Matri
         mentions: approver name -> Matrix user id.
 
     Raises:
-        ValueError: a Matrix setting is missing (names its environment variable).
-        OSError: the password file cannot be read.
+        ValueError: a Matrix setting is missing, or the password file is unreadable or empty
+            (names the environment variable).
     """
     missing = [
         f"TOOLGATE_CHATOPS_{name.upper()}"
@@ -291,7 +291,13 @@ def matrix_chat(settings: ChatopsSettings, mentions: Mapping[str, str]) -> Matri
         raise ValueError(f"the Matrix chat needs {', '.join(missing)}")
     assert settings.matrix_password_file is not None  # checked above
     logging.getLogger("nio").setLevel(logging.WARNING)  # nio logs every room event it parses at INFO
-    password = settings.matrix_password_file.read_text(encoding="utf-8").strip()
+    try:
+        password = settings.matrix_password_file.read_text(encoding="utf-8").strip()
+    except OSError as error:
+        setting = f"TOOLGATE_CHATOPS_MATRIX_PASSWORD_FILE={settings.matrix_password_file}"
+        raise ValueError(f"{setting}: {error.strerror}") from error
+    if not password:
+        raise ValueError(f"TOOLGATE_CHATOPS_MATRIX_PASSWORD_FILE={settings.matrix_password_file}: the file is empty")
     rooms = {*settings.rooms.values(), settings.default_room} - {""}
     return MatrixChat(
         settings.matrix_homeserver,

@@ -214,21 +214,34 @@ def _retry_after(error: SlackApiError) -> float | None:
         return None
 
 
-def _secret(path: Path | None, what: str) -> str:
-    """The secret in the file at ``path``, stripped.
+def _secret(settings: ChatopsSettings, field: str) -> str:
+    """The secret in the file the setting ``field`` names, stripped.
 
     Raises:
-        ValueError: no file is configured, it cannot be read or it is empty.
+        ValueError: the file cannot be read or is empty (names the setting).
     """
-    if path is None:
-        raise ValueError(f"no file is configured for the Slack {what}")
+    path: Path = getattr(settings, field)
+    name = f"TOOLGATE_CHATOPS_{field.upper()}"
     try:
         secret = path.read_text(encoding="utf-8").strip()
     except OSError as error:
-        raise ValueError(f"the Slack {what} file {path} cannot be read: {error.strerror}") from error
+        raise ValueError(f"{name}={path}: {error.strerror}") from error
     if not secret:
-        raise ValueError(f"the Slack {what} file {path} is empty")
+        raise ValueError(f"{name}={path}: the file is empty")
     return secret
+
+
+def _needed(settings: ChatopsSettings) -> tuple[str, ...]:
+    """The secret files the mode needs.
+
+    Raises:
+        ValueError: some are not set (names every missing setting).
+    """
+    mode_secret = "slack_signing_secret_file" if settings.slack_mode == "http" else "slack_app_token_file"
+    needed = ("slack_bot_token_file", mode_secret)
+    if missing := [f"TOOLGATE_CHATOPS_{f.upper()}" for f in needed if getattr(settings, f) is None]:
+        raise ValueError(f"Slack ({settings.slack_mode} mode) needs {', '.join(missing)}")
+    return needed
 
 
 def slack_chat(
@@ -242,16 +255,16 @@ def slack_chat(
         reporter: reports requests to the endpoint refused for their signature.
 
     Raises:
-        ValueError: a secret the mode needs is not configured, unreadable or empty.
+        ValueError: a secret the mode needs is not configured, unreadable or empty (names the setting).
     """
+    token, mode_secret = (_secret(settings, field) for field in _needed(settings))
     http = settings.slack_mode == "http"
     listen = Listen(
         mode=settings.slack_mode,
         host=settings.slack_host,
         port=settings.slack_port,
-        signing_secret=_secret(settings.slack_signing_secret_file, "signing secret") if http else "",
-        app_token="" if http else _secret(settings.slack_app_token_file, "app-level token"),
+        signing_secret=mode_secret if http else "",
+        app_token="" if http else mode_secret,
     )
-    token = _secret(settings.slack_bot_token_file, "bot token")
     client = AsyncWebClient(token=token, base_url=settings.slack_api_url, timeout=API_TIMEOUT_S)
     return SlackChat(client, listen, mentions, part_chars=settings.part_chars, reporter=reporter)
