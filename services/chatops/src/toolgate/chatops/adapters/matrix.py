@@ -133,7 +133,15 @@ class MatrixChat:
         await self._send(answer.room, content, None, "reply")
 
     async def start(self, answers: AnswerSink) -> None:
-        """See :meth:`ChatPort.start`: the sync loop runs in a task until :meth:`stop`."""
+        """See :meth:`ChatPort.start`: the sync loop runs in a task until :meth:`stop`.
+
+        Raises:
+            ChatRefused: the homeserver refused the bot's login (a wrong user or password
+                does not mend itself: the bot stops at start). An unreachable homeserver
+                only delays the login.
+        """
+        with contextlib.suppress(ChatUnavailable):
+            await self._login()
         if self._task is None:
             self._task = asyncio.create_task(self._sync_forever(answers), name="matrix-sync")
 
