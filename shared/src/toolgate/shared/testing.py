@@ -150,3 +150,21 @@ def remote() -> Iterator[RemoteDocuments]:
     server.shutdown()
     server.server_close()
     thread.join()
+
+
+_BUS_FIXTURES = frozenset({"servers", "nats_url", "stack", "synapse"})
+_BUS_FOLDERS = ("tests/connected/", "tests/deploy/", "tests/e2e/")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that talks to a real server ``connected``, so a run can pick them alone.
+
+    A test is connected when it uses a fixture that starts servers (``servers``, ``nats_url``,
+    ``stack``, ``synapse``) or lives in a folder of such tests; CI runs these again on another
+    nats-server release (``.ci/run``) without repeating the pure unit tests.
+    """
+    root = str(config.rootpath) + "/"
+    for item in items:
+        where = str(item.path).removeprefix(root)
+        if _BUS_FIXTURES & set(getattr(item, "fixturenames", ())) or where.startswith(_BUS_FOLDERS):
+            item.add_marker(pytest.mark.connected)
