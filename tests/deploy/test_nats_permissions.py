@@ -458,8 +458,7 @@ async def test_only_services_that_need_it_read_events_by_subject(conns: dict[str
     async def read() -> None:
         assert (await conns[user].js.get_last_msg(catalog.STREAM, subject)).data == b"signed decision"
 
-    # audit: verify against the stream; chatops: a pending approval's card at re-sync
-    expected = user in ("registry", "approvals", "executor", "audit", "chatops")
+    expected = user in ("registry", "approvals", "executor", "audit")  # audit: verify against the stream
     assert await allowed(conns[user], f"$JS.API.STREAM.MSG.GET.{catalog.STREAM}", read()) is expected
 
 

@@ -169,3 +169,30 @@ async def test_a_service_never_answers_onto_a_subject_the_requester_chose(
         assert await gate.count(target) == 0, f"a service published its answer on {target}"
     issued = await gate.call(agent, "read", {"path": "hello.txt"})
     assert issued.outcome == "succeeded", issued.reason
+
+
+async def test_a_stored_message_aimed_at_a_request_subject_is_refused_not_run(gate: Any, new_id: Any) -> None:
+    """A direct get's reply carries the stored bytes to any reply subject: it must not be a request.
+
+    Whoever may write a stream (a security report, a KV value) and direct-get it back could
+    otherwise send a request as any agent by naming ``tg.req.<agent>`` as the reply subject.
+    """
+    victim, request_id = gate.agent(2), new_id("copied-")
+    body = {"request_id": request_id, "tool": "file_system", "operation": "write"}
+    body |= {"arguments": {"path": f"{request_id}.txt", "content": "smuggled"}, "idempotency_key": request_id}
+    stored = Subjects.security("chatops", "smuggled")
+    await gate.js.publish(stored, json.dumps({"type": "tool.requested", **body}).encode())
+    await gate.nc.publish(f"$JS.API.DIRECT.GET.TOOLGATE.{stored}", b"", reply=Subjects.request(victim))
+    receipt = await gate.receipt(victim, request_id)
+    assert (receipt.outcome, receipt.reason_code) == ("refused", "copied_stream_message")
+    assert not (gate.paths.sandbox / f"{request_id}.txt").exists()
+
+
+@pytest.mark.parametrize("key", ["line\nbreak", "bidi\u202eoverride", "zero\u200bwidth", "nul\x00byte"])
+async def test_an_idempotency_key_with_control_or_format_characters_is_refused(
+    gate: Any, new_id: Any, key: str
+) -> None:
+    agent = gate.agent(2)
+    client = await gate.client(agent)
+    receipt = await client.invoke("file_system", "list", {"path": "."}, idempotency_key=key + new_id(""))
+    assert (receipt.outcome, receipt.reason_code) == ("refused", "invalid_idempotency_key")

@@ -102,18 +102,14 @@ class FakeApprovals:
 
     decided: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     reply: dict[str, Any] = field(default_factory=lambda: {"ok": True, "reason_code": "granted", "reason": "granted"})
-    pending_list: list[tuple[str, str, str]] = field(default_factory=list)
-    events: dict[tuple[str, str], ApprovalRequested] = field(default_factory=dict)
+    pending_list: list[Any] = field(default_factory=list)
 
     async def decide(self, approver: str, command: dict[str, Any]) -> dict[str, Any]:
         self.decided.append((approver, command))
         return self.reply
 
-    async def pending(self) -> list[tuple[str, str, str]]:
+    async def pending(self) -> list[Any]:
         return self.pending_list
-
-    async def requested(self, principal: str, request_id: str) -> ApprovalRequested | None:
-        return self.events.get((principal, request_id))
 
 
 MAPPED = {("matrix", "@alice:example.org"): "alice", ("matrix", "@bob:example.org"): "bob"}

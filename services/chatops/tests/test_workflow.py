@@ -5,9 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 
-from toolgate.chatops.domain import Action, CardState, ChatAnswer
+from toolgate.chatops.domain import Action, CardState, ChatAnswer, ListedApproval
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.handlers import retry_delay_s
 from toolgate.chatops.service import ChatOps
@@ -251,8 +252,30 @@ async def test_an_answer_that_fails_is_told_and_never_raises(chatops: ChatOps, c
 async def test_resync_posts_cards_for_pending_approvals_without_one(
     chatops: ChatOps, chat: Any, approvals: Any, make_requested: Any
 ) -> None:
-    approvals.pending_list = [(AP, "agent-a", "r1"), ("ap-ffffffffffff", "agent-a", "gone")]
-    approvals.events[("agent-a", "r1")] = make_requested()
+    listed = msgspec.convert(
+        msgspec.to_builtins(make_requested()) | {"votes": ["bob"], "joined": ["r9"]}, ListedApproval
+    )
+    approvals.pending_list = [listed]
     assert await chatops.resync() == 1
     assert await chatops.resync() == 0
+    ((_, card, _),) = chat.posted
+    assert (card.approval_id, card.request_ids, card.votes) == (AP, ("r1", "r9"), ("bob",))
+    assert card.call == "files@1.0.0.write" and card.idempotency_key == "key-1"
+
+
+async def test_a_folded_value_whose_post_failed_is_posted_at_the_next_delivery(
+    chatops: ChatOps, chat: Any, make_requested: Any
+) -> None:
+    post_in_thread = chat.post_in_thread
+
+    async def fails_once(room: str, message_id: str, text: str, txn_id: str) -> None:
+        chat.post_in_thread = post_in_thread
+        raise ChatUnavailable("timeout")
+
+    chat.post_in_thread = fails_once
+    event = make_requested(arguments={"body": "b" * 100})
+    with pytest.raises(ChatUnavailable):
+        await chatops.on_requested(event)
+    await chatops.on_requested(event)
     assert len(chat.posted) == 1
+    assert [text.split(":\n", 1)[1] for *_, text, _ in chat.thread] == ["b" * 100]

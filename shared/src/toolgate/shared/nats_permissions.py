@@ -330,11 +330,8 @@ def _chatops(answering: tuple[str, ...]) -> NatsUser:
             Rule(Rpc.APPROVALS_LIST, "re-sync: pending approvals without a card"),
             *_consumer(catalog.CHATOPS_APPROVALS),
             *_consumer(catalog.CHATOPS_RECEIPTS),
-            Rule(_api("STREAM.MSG.GET", catalog.STREAM), "re-sync: a pending approval's requested event"),
-            Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get"),
             Rule(_api("STREAM.INFO", CARDS_STREAM), "bind the cards bucket"),
-            Rule(_api("STREAM.MSG.GET", CARDS_STREAM), "read cards"),
-            Rule(_api("DIRECT.GET", CARDS_STREAM, ">")),
+            Rule(_api("STREAM.MSG.GET", CARDS_STREAM), "read cards (JSON-wrapped; no direct get)"),
             Rule(f"$KV.{catalog.CARDS_BUCKET}.>", "put cards (only the bot)"),
             _reports(CHATOPS),
         ),
@@ -344,6 +341,8 @@ def _chatops(answering: tuple[str, ...]) -> NatsUser:
             "The bot faces the internet (Slack's requests, a homeserver): it holds no private key",
             "and may answer only as the approvers the directory maps to a chat user. It reads",
             "approval events and receipts (results included): run it where approvers' data may be.",
+            "It reads nothing back from the stream and has no direct get: a direct get's raw reply,",
+            "aimed at a request subject, would let it send a request as any agent.",
         ),
     )
 

@@ -18,10 +18,9 @@ from toolgate.approvals.handlers import ApprovalsRuntime, build_router, consumer
 from toolgate.approvals.rebuild import Rebuilder
 from toolgate.approvals.service import Approvals
 from toolgate.approvals.settings import ApprovalsSettings
-from toolgate.shared.bus import publish_event, publish_once
+from toolgate.shared.bus import publish_event
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import load_directory
-from toolgate.shared.events import ApprovalRequested
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
@@ -63,10 +62,8 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
 
     async def build(js: JetStreamContext) -> None:
         async def publish(subject: str, event: Any) -> object:
-            # one ApprovalRequested per request; a grant or rejection carries an unguessable
-            # event id instead, so a message squatting on its subject cannot block it
-            if isinstance(event, ApprovalRequested):
-                return await publish_once(js, subject, event)
+            # every approval event carries an unguessable event id, so a message squatting on
+            # its subject cannot block it (a redelivered decision may announce its approval twice)
             return await publish_event(js, subject, event)
 
         store, bus = RedisApprovalStore(redis_client(settings)), StreamApprovalsBus(broker.connection, js)

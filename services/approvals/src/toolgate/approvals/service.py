@@ -103,6 +103,8 @@ class Approvals:
         related = await related_to(current, self.store, self.bus)
         subject = Subjects.approval("requested", decision.principal, decision.request_id)
         event = requested_event(current, decision.request_id, self.clock(), related)
+        # an unguessable event id: a message squatting on the subject cannot block the real one
+        event = msgspec.structs.replace(event, event_id=f"{event.event_id}:{uuid.uuid4().hex}")
         await self.publish(subject, sign_event(event, self.key))  # the chat-ops bot shows only signed cards
         return True
 

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from toolgate.shared.canonical import canonical_bytes
-from toolgate.shared.events import ApprovalRequested, ReceiptIssued, Related
+from toolgate.shared.events import ApprovalRequested, BoundRequest, ReceiptIssued, Related
 from toolgate.shared.secret_arguments import redact_sealed
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "CardState",
     "ChatAnswer",
     "Folded",
+    "ListedApproval",
     "command_of",
     "card_for",
     "outcome_text",
@@ -190,6 +191,45 @@ class ChatAnswer(msgspec.Struct, frozen=True, kw_only=True):
     room: str
     message_id: str = ""
     note: str = ""
+
+
+class ListedApproval(msgspec.Struct, frozen=True, kw_only=True):
+    """A pending approval as ``tg.approvals.list`` answers it (the fields a card needs).
+
+    The answer comes from the approvals service over the bot's private reply inbox, which
+    only that service may publish to: the re-sync builds cards from it, never from
+    messages read back from the stream.
+    """
+
+    approval_id: str
+    request_id: str
+    principal: str
+    request_hash: str
+    approver_role: str
+    expires_at: datetime
+    request: BoundRequest
+    idempotency_key: str | None = None
+    side_effect_class: str | None = None
+    risk_tier: str | None = None
+    policy_id: str | None = None
+    approvals_required: int = 1
+    approvers: tuple[str, ...] = ()
+    votes: tuple[str, ...] = ()
+    joined: tuple[str, ...] = ()
+    related: tuple[Related, ...] = ()
+
+
+def listed_card(listed: ListedApproval, fold_chars: int) -> Card:
+    """The card of an approval found pending at re-sync: with its votes and joined requests."""
+    fields = {f: getattr(listed, f) for f in listed.__struct_fields__ if f not in ("votes", "joined")}
+    header = {
+        "type": "approval.requested",
+        "event_id": f"listed:{listed.approval_id}",
+        "occurred_at": listed.expires_at,
+    }
+    event = msgspec.convert({**fields, **header}, ApprovalRequested, from_attributes=True)
+    card = card_for(event, fold_chars)
+    return msgspec.structs.replace(card, request_ids=(listed.request_id, *listed.joined), votes=listed.votes)
 
 
 def card_for(event: ApprovalRequested, fold_chars: int) -> Card:

@@ -2,7 +2,7 @@
 
 - :class:`ChatPort`: one chat platform (Matrix or Slack), rendering cards its own way;
 - :class:`CardStore`: the bot's record of each card (room and message ids);
-- :class:`ApprovalsPort`: the approvals service (answers and the pending list) and the stream.
+- :class:`ApprovalsPort`: the approvals service (answers and the pending list).
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from toolgate.chatops.domain import Card, CardRecord, ChatAnswer
-from toolgate.shared.events import ApprovalRequested
+from toolgate.chatops.domain import Card, CardRecord, ChatAnswer, ListedApproval
 
 __all__ = ["AnswerSink", "ApprovalsPort", "CardStore", "ChatPort", "MemoryCardStore"]
 
@@ -94,16 +93,12 @@ class ApprovalsPort(Protocol):
         """
         ...
 
-    async def pending(self) -> list[tuple[str, str, str]]:
-        """``(approval_id, principal, request_id)`` of every approval pending now (``tg.approvals.list``).
+    async def pending(self) -> list[ListedApproval]:
+        """Every approval pending now, as the approvals service lists it (``tg.approvals.list``).
 
         Raises:
-            TimeoutError / OSError: the approvals service does not answer.
+            TimeoutError / OSError: the approvals service does not answer, or answers a refusal.
         """
-        ...
-
-    async def requested(self, principal: str, request_id: str) -> ApprovalRequested | None:
-        """The :class:`ApprovalRequested` of one request, read back from the stream; ``None`` if absent."""
         ...
 
 

@@ -30,6 +30,7 @@ from toolgate.chatops.domain import (
     CardState,
     ChatAnswer,
     card_for,
+    listed_card,
     outcome_text,
     thread_parts,
 )
@@ -100,21 +101,24 @@ class ChatOps:
             ChatUnavailable: chat cannot take it now.
         """
         async with self._posting:  # the consumer and the re-sync never post the same card at once
-            await self._on_requested(event)
+            await self._ensure(card_for(event, self.fold_chars), event.approver_role, event.request_id)
 
-    async def _on_requested(self, event: ApprovalRequested) -> None:
-        record = await self.cards.get(event.approval_id)
+    async def _ensure(self, card: Card, role: str, request_id: str) -> None:
+        """Post ``card`` unless its approval has one; finish what a failed earlier attempt left."""
+        record = await self.cards.get(card.approval_id)
         if record is None:
-            room = self.rooms.get(event.approver_role, self.default_room)
+            room = self.rooms.get(role, self.default_room)
             if not room:
-                log.warning("no room for role %r: %s has no card", event.approver_role, event.approval_id)
+                log.warning("no room for role %r: %s has no card", role, card.approval_id)
                 return
-            record = CardRecord(card=card_for(event, self.fold_chars), room=room)
+            record = CardRecord(card=card, room=room)
             await self.cards.put(record)  # before posting: a lost answer is found again by find_card
         if not record.message_id:
             record = await self._post(record)
-        if event.request_id not in record.card.request_ids:
-            await self._joined(record, event.request_id)
+        elif record.card.folded and not record.folded_posted:
+            await self._post_folded(record)  # the card went out, a folded value did not
+        if record.message_id and request_id not in record.card.request_ids:
+            await self._joined(record, request_id)
 
     async def _post(self, record: CardRecord) -> CardRecord:
         card = record.card
@@ -203,7 +207,10 @@ class ChatOps:
         )
 
     async def resync(self) -> int:
-        """Post a card for every pending approval that has none (a lost post, a cleared bucket).
+        """Post a card for every pending approval that has none (a refused or lost post, a cleared bucket).
+
+        The cards are built from the approvals service's own answer to ``tg.approvals.list``
+        (its record, votes and joined requests included), never from the stream.
 
         Returns:
             How many cards were posted.
@@ -212,14 +219,13 @@ class ChatOps:
             ChatUnavailable: chat cannot take it now (resync runs again at the next start).
         """
         posted = 0
-        for approval_id, principal, request_id in sorted(await self.approvals.pending()):
-            record = await self.cards.get(approval_id)
+        for listed in await self.approvals.pending():
+            record = await self.cards.get(listed.approval_id)
             if record is not None and record.message_id:
                 continue
-            event = await self.approvals.requested(principal, request_id)
-            if event is not None:
-                await self.on_requested(event)
-                posted += 1
+            async with self._posting:
+                await self._ensure(listed_card(listed, self.fold_chars), listed.approver_role, listed.request_id)
+            posted += 1
         return posted
 
 

@@ -73,11 +73,16 @@ class Envelope:
         data: the raw body.
         request_id: the id the message is known by (``request_identity``), used for
             requests whose body cannot be read.
+        copied_from: the stream named by the message's ``Nats-Stream`` header: the server
+            adds it to a direct get's reply, so a message carrying it is a stored message
+            someone aimed at a request subject (the reply subject of a direct get), not a
+            request its principal sent.
     """
 
     principal: str
     data: bytes
     request_id: str
+    copied_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,9 @@ def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> D
 
 
 def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
+    if env.copied_from is not None:
+        reason = f"a copy of a message of stream {env.copied_from!r} (a direct get's reply), not a request"
+        raise _Ended(Verdict.REFUSE, "copied_stream_message", reason)
     if len(env.data) > max_bytes:
         raise _Ended(Verdict.REFUSE, "oversized", f"request is {len(env.data)} bytes; the limit is {max_bytes}")
     try:
@@ -122,8 +130,9 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
         raise _Ended(Verdict.REFUSE, "unrepresentable_value", f"request value at {problem}")
     if not TOKEN.match(request.request_id):
         raise _Ended(Verdict.REFUSE, "invalid_request_id", "request_id must match [A-Za-z0-9_-]{1,64}")
-    if not 0 < len(request.idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS:
-        raise _Ended(Verdict.REFUSE, "invalid_idempotency_key", "idempotency_key must have 1 to 255 characters")
+    if not 0 < len(request.idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS or not request.idempotency_key.isprintable():
+        reason = "idempotency_key must have 1 to 255 printable characters (no control or format characters)"
+        raise _Ended(Verdict.REFUSE, "invalid_idempotency_key", reason)
     if not TOOL_NAME.match(request.tool):
         raise _Ended(Verdict.REFUSE, "invalid_tool", f"tool must match {TOOL_NAME.pattern}")
     if request.version is not None and not SEMVER.match(request.version):

@@ -47,7 +47,8 @@ def envelope_of(delivery: Delivery) -> Envelope:
     """Principal from the subject token; request id by :func:`request_identity`."""
     principal = delivery.subject.split(".", 2)[2]
     request_id = request_identity(delivery.data, delivery.headers.get("Nats-Msg-Id"), delivery.stream_seq)
-    return Envelope(principal=principal, data=delivery.data, request_id=request_id)
+    copied_from = delivery.headers.get("Nats-Stream")
+    return Envelope(principal=principal, data=delivery.data, request_id=request_id, copied_from=copied_from)
 
 
 async def _publish(rt: PolicyRuntime, decision: DecisionMade) -> None:

@@ -1,4 +1,4 @@
-"""The approvals service and the stream, as the chat-ops bot asks them over NATS."""
+"""The approvals service, as the chat-ops bot asks it over NATS (replies on the bot's private inbox)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,13 @@ from typing import Any
 
 import msgspec
 from nats.aio.client import Client
-from nats.js import JetStreamContext
 
-from toolgate.shared.bus import next_message
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import ApprovalRequested, decode_untrusted
+from toolgate.chatops.domain import ListedApproval
+from toolgate.shared.catalog import Rpc
 
 __all__ = ["NatsApprovals"]
 
-_requested = msgspec.json.Decoder(ApprovalRequested)
+_listing = msgspec.json.Decoder(list[ListedApproval])
 
 
 class NatsApprovals:
@@ -22,12 +20,11 @@ class NatsApprovals:
 
     Args:
         nc: the bot's connection (its NATS user may answer only as mapped approvers).
-        js: its JetStream context.
         timeout_s: how long to wait for the approvals service, seconds.
     """
 
-    def __init__(self, nc: Client, js: JetStreamContext, timeout_s: float = 5.0) -> None:
-        self._nc, self._js, self._timeout_s = nc, js, timeout_s
+    def __init__(self, nc: Client, timeout_s: float = 5.0) -> None:
+        self._nc, self._timeout_s = nc, timeout_s
 
     async def decide(self, approver: str, command: dict[str, Any]) -> dict[str, Any]:
         """See :meth:`~toolgate.chatops.ports.ApprovalsPort.decide`."""
@@ -35,20 +32,10 @@ class NatsApprovals:
         answer = msgspec.json.decode(reply.data)
         return answer if isinstance(answer, dict) else {"ok": False, "reason_code": "malformed", "reason": "no reply"}
 
-    async def pending(self) -> list[tuple[str, str, str]]:
+    async def pending(self) -> list[ListedApproval]:
         """See :meth:`~toolgate.chatops.ports.ApprovalsPort.pending`."""
         reply = await self._nc.request(Rpc.APPROVALS_LIST, b"", self._timeout_s)
-        listed = msgspec.json.decode(reply.data)
-        if not isinstance(listed, list):
-            raise OSError(f"the approvals service could not list approvals: {listed!r}"[:200])
-        return [(item["approval_id"], item["principal"], item["request_id"]) for item in listed]
-
-    async def requested(self, principal: str, request_id: str) -> ApprovalRequested | None:
-        """See :meth:`~toolgate.chatops.ports.ApprovalsPort.requested`."""
-        message = await next_message(self._js, Subjects.approval("requested", principal, request_id))
-        if message is None:
-            return None
         try:
-            return decode_untrusted(_requested, message.data or b"")
-        except msgspec.DecodeError:
-            return None
+            return _listing.decode(reply.data)
+        except msgspec.DecodeError as error:
+            raise OSError(f"the approvals service did not list approvals: {bytes(reply.data[:200])!r}") from error
