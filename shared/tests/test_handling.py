@@ -251,13 +251,14 @@ async def test_a_message_carrying_its_own_status_header_is_delivered_like_any_ot
     raise AssertionError("a message with a Status header was not acknowledged")
 
 
-async def test_one_worker_keeps_stream_order_when_a_message_fails(bench: Bench) -> None:
+@pytest.mark.parametrize("not_now", [Settle.RETRY, Later(0.2)], ids=["retry", "later"])
+async def test_one_worker_keeps_stream_order_when_a_message_fails(bench: Bench, not_now: Settlement) -> None:
     order: list[bytes] = []
 
     async def flaky_first(delivery: Delivery) -> Settlement:
         if delivery.data == b"first" and order.count(b"first?") < 2:
             order.append(b"first?")
-            return Settle.RETRY
+            return not_now
         order.append(delivery.data)
         return Settle.ACK
 

@@ -107,3 +107,19 @@ def test_final_states_read_plainly(make_requested: Any) -> None:
     rejected = msgspec.structs.replace(card, state=CardState.REJECTED, answered_by=("bob",), reason="no")
     assert granted.status_line() == "approved by alice, bob" and not granted.answerable
     assert rejected.status_line() == "rejected by bob: no"
+
+
+@pytest.mark.parametrize("hidden", ["\u202e", "\u200b", "\u2066", "\x00", "\u2028"])
+def test_invisible_and_direction_changing_characters_are_shown_escaped(make_requested: Any, hidden: str) -> None:
+    card = card_for(make_requested(arguments={"path": f"gpj{hidden}.exe"}, idempotency_key=f"k{hidden}"), 40)
+    escaped = f"\\u{ord(hidden):04x}"
+    assert hidden not in card.arguments and escaped in card.arguments
+    assert hidden not in card.idempotency_key and escaped in card.idempotency_key
+
+
+@pytest.mark.parametrize("arguments", [{f"k{i}": i for i in range(5000)}, {"blob": ["x" * 30] * 2000}])
+def test_an_argument_set_too_big_for_a_card_goes_whole_to_the_thread(make_requested: Any, arguments: Any) -> None:
+    card = card_for(make_requested(arguments=arguments), fold_chars=200)
+    assert len(card.arguments) < 200 and "in full in the thread" in card.arguments
+    (whole,) = card.folded
+    assert whole.pointer == "" and json.loads(whole.text) == arguments

@@ -12,10 +12,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from toolgate.chatops.errors import ChatRefused
 from toolgate.chatops.handlers import ChatOpsRuntime, consumers
 from toolgate.chatops.service import ChatOps
+from toolgate.shared.events import ReceiptIssued
 from toolgate.shared.handling import Delivery, Later, Settle
 from toolgate.shared.signing import sign_event
+from toolgate.shared.vocabulary import Outcome
 
-KEY = Ed25519PrivateKey.generate()
+KEY, RECEIPTS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 
 
 def _delivery(event: Any, subject: str = "tg.approval.requested.agent-a.r1") -> Delivery:
@@ -25,8 +27,26 @@ def _delivery(event: Any, subject: str = "tg.approval.requested.agent-a.r1") -> 
 
 @pytest.fixture
 def on_approval(chatops: ChatOps) -> Any:
-    runtime = ChatOpsRuntime(chatops, KEY.public_key())
+    runtime = ChatOpsRuntime(chatops, KEY.public_key(), RECEIPTS.public_key())
     return consumers(lambda: runtime)[0].handle
+
+
+@pytest.fixture
+def on_receipt(chatops: ChatOps) -> Any:
+    runtime = ChatOpsRuntime(chatops, KEY.public_key(), RECEIPTS.public_key())
+    return consumers(lambda: runtime)[1].handle
+
+
+def _receipt(outcome: str = "succeeded") -> ReceiptIssued:
+    return ReceiptIssued(
+        event_id="receipt:agent-a:r1",
+        occurred_at=datetime.now(UTC),
+        request_id="r1",
+        principal="agent-a",
+        outcome=Outcome(outcome),
+        reason_code="ok",
+        reason="",
+    )
 
 
 async def test_a_signed_request_makes_a_card(on_approval: Any, chat: Any, make_requested: Any) -> None:
@@ -69,3 +89,29 @@ async def test_chat_down_is_retried_later_and_a_refused_update_is_skipped(
 
     chat.post_card = refused
     assert await on_approval(_delivery(sign_event(make_requested(), KEY))) is Settle.ACK
+
+
+@pytest.mark.parametrize("signer", [None, KEY], ids=["unsigned", "signed by the approvals key"])
+async def test_only_receipts_signed_by_the_executor_are_posted(
+    on_approval: Any, on_receipt: Any, chat: Any, reports: list[Any], make_requested: Any, signer: Any
+) -> None:
+    await on_approval(_delivery(sign_event(make_requested(), KEY)))
+    forged = _receipt() if signer is None else sign_event(_receipt(), signer)
+    assert await on_receipt(_delivery(forged, "tg.receipt.agent-a.r1")) is Settle.TERM
+    assert chat.thread == []
+    assert [(kind, fields["reason_code"]) for kind, fields in reports] == [("receipt_forged", "signature_invalid")]
+    real = sign_event(_receipt("denied"), RECEIPTS)
+    assert await on_receipt(_delivery(real, "tg.receipt.agent-a.r1")) is Settle.ACK
+    assert "denied" in chat.thread[-1][2]  # the forgery did not take the real outcome's place
+
+
+async def test_an_outcome_waits_for_its_card_while_chat_is_down(
+    on_approval: Any, on_receipt: Any, chat: Any, make_requested: Any
+) -> None:
+    chat.down = True
+    assert isinstance(await on_approval(_delivery(sign_event(make_requested(), KEY))), Later)
+    assert isinstance(await on_receipt(_delivery(sign_event(_receipt(), RECEIPTS), "tg.receipt.agent-a.r1")), Later)
+    chat.down = False
+    assert await on_approval(_delivery(sign_event(make_requested(), KEY))) is Settle.ACK
+    assert await on_receipt(_delivery(sign_event(_receipt(), RECEIPTS), "tg.receipt.agent-a.r1")) is Settle.ACK
+    assert any("succeeded" in text for *_, text, _ in chat.thread)

@@ -279,3 +279,13 @@ async def test_a_folded_value_whose_post_failed_is_posted_at_the_next_delivery(
     await chatops.on_requested(event)
     assert len(chat.posted) == 1
     assert [text.split(":\n", 1)[1] for *_, text, _ in chat.thread] == ["b" * 100]
+
+
+async def test_an_unmapped_user_flooding_commands_gets_a_few_replies_and_every_attempt_is_reported(
+    chatops: ChatOps, chat: Any, approvals: Any, reports: list[Any]
+) -> None:
+    for _ in range(25):
+        await chatops.on_answer(_answer("@mallory:evil.example", approval_id=AP, message_id=""))
+    assert len(chat.replies) == 3 and approvals.decided == []
+    assert len(reports) == 25
+    assert "matrix user @mallory:evil.example is not a mapped approver" in reports[0][1]["detail"]

@@ -17,8 +17,9 @@ JetStream consumer semantics: docs.nats.io "Consumers", "Acknowledgement Models"
   ``give_up`` ends the request instead (a decision, a rejection or a receipt) and the
   message is acked; if even that fails the message is terminated and left to the
   executor's backstop, which ends every request that outlived its deadlines;
-- a consumer with one worker keeps stream order: a message that fails is retried in
-  place (with the same back-off) and the next message waits for it (the audit chain);
+- a consumer with one worker keeps stream order: a message that fails (or answers
+  :class:`Later`) is retried in place (with the same back-off, or the Later's delay) and
+  the next message waits for it (the audit chain, the chat-ops cards);
 - while a handler runs longer than a third of ``ack_wait`` the worker sends
   ``+WPI`` (in progress), so a long tool call is not redelivered to another worker;
 - messages are pulled with :class:`~toolgate.shared.pulling.Puller`, which knows a stored
@@ -206,13 +207,15 @@ class DurableWorker:
         await self._settle(msg, outcome)
 
     async def _retried_in_place(self, delivery: Delivery, outcome: Settlement) -> Settlement:
-        """One worker keeps stream order: a message that fails is retried here, and the next waits.
+        """One worker keeps stream order: a message that fails or asks for later is retried here, and the next waits.
 
-        (A nak would let the following messages overtake it.) Stops retrying when the worker stops.
+        (A nak would let the following messages overtake it.) A :class:`Later` waits its own
+        delay. Stops retrying when the worker stops.
         """
         attempt = 1
-        while outcome is Settle.RETRY and self._running:
-            await asyncio.sleep(min(self._retry_delay_s * 2 ** min(attempt - 1, 16), MAX_RETRY_DELAY_S))
+        while (outcome is Settle.RETRY or isinstance(outcome, Later)) and self._running:
+            back_off = min(self._retry_delay_s * 2 ** min(attempt - 1, 16), MAX_RETRY_DELAY_S)
+            await asyncio.sleep(outcome.delay_s if isinstance(outcome, Later) else back_off)
             outcome, attempt = await self._handled(delivery), attempt + 1
         return outcome
 

@@ -8,7 +8,7 @@ Layout under a keys root (``toolgate up``: ``.toolgate/keys``; compose: ``./keys
     <root>/audit/      policy.pub approvals.pub receipts.pub     (verifies every signature)
     <root>/registry/   operator.pub                    (verifies operator publishes)
     <root>/operator/   operator.key                    (the operator's CLI: signs publishes)
-    <root>/chatops/    approvals.pub                   (the chat-ops bot: shows only signed approvals)
+    <root>/chatops/    approvals.pub receipts.pub      (the chat-ops bot: shows only signed approvals and receipts)
     <root>/public/     every .pub                      (agents, offline audit verification)
 
 Each service is given only its own directory (``TOOLGATE_KEYS_DIR``) and refuses to start
@@ -63,7 +63,7 @@ HOLDERS: Final[dict[str, Holder]] = {
     "audit": Holder(None, ("policy", "approvals", "receipts")),
     "registry": Holder(None, ("operator",)),
     "operator": Holder("operator"),
-    "chatops": Holder(None, ("approvals",)),
+    "chatops": Holder(None, ("approvals", "receipts")),
 }
 """Holder directory name → what it holds."""
 

@@ -59,6 +59,7 @@ def create_app(settings: ChatopsSettings | None = None) -> FastStream:
     settings = settings or ChatopsSettings()
     check_holds_only_own(settings.keys_dir, "chatops")
     approvals_key = public_key_of(settings.keys_dir, "approvals")
+    receipts_key = public_key_of(settings.keys_dir, "receipts")
     directory = load_directory(settings.principals_file)
     reporter = SecurityReporter("chatops")
     chat = chat_of(settings, directory, reporter)
@@ -77,7 +78,7 @@ def create_app(settings: ChatopsSettings | None = None) -> FastStream:
             part_chars=settings.part_chars,
             reporter=reporter,
         )
-        cell.set(ChatOpsRuntime(chatops, approvals_key))
+        cell.set(ChatOpsRuntime(chatops, approvals_key, receipts_key))
         await chat.start(chatops.on_answer)
         tasks.append(asyncio.create_task(_resync_every(chatops, settings.resync_interval_s)))
 

@@ -6,22 +6,19 @@ as they arrive. The card is platform-neutral here; each adapter renders it (Matr
 Slack Block Kit) and is responsible for escaping: every string that came from the agent
 (arguments, ids, the idempotency key) is data, shown inertly.
 
-Arguments are shown as RFC 8785 canonical JSON, pretty-printed. A string longer than
-``fold_chars`` is folded: the card shows its start and a marker naming the part of the
-thread that holds it in full. Nothing is cut silently.
+How the arguments are shown (canonical, pretty, inert, folded, never cut) is
+:mod:`toolgate.chatops.folding`.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
 
 import msgspec
 
-from toolgate.shared.canonical import canonical_bytes
+from toolgate.chatops.folding import Folded, shown_arguments, visible
 from toolgate.shared.events import ApprovalRequested, BoundRequest, ReceiptIssued, Related
 from toolgate.shared.secret_arguments import redact_sealed
 
@@ -44,9 +41,6 @@ __all__ = [
 APPROVAL_ID = re.compile(r"^ap-[0-9a-f]{12}\Z")
 """What an approval id looks like (``approval_id_for`` in the approvals service)."""
 
-FOLD_PREVIEW_CHARS = 60
-"""Characters of a folded value shown on the card (at most half of ``fold_chars``)."""
-
 
 class CardState(StrEnum):
     """What the card says about its approval."""
@@ -63,20 +57,6 @@ class Action(StrEnum):
     APPROVE = "approve"
     REJECT = "reject"
     WITHDRAW = "withdraw"
-
-
-class Folded(msgspec.Struct, frozen=True, kw_only=True):
-    """One long argument value, shown in full in the card's thread.
-
-    Attributes:
-        number: 1-based, as the card's marker names it.
-        pointer: RFC 6901 JSON Pointer of the value in the arguments.
-        text: the whole value (a JSON string's text).
-    """
-
-    number: int
-    pointer: str
-    text: str
 
 
 class Card(msgspec.Struct, frozen=True, kw_only=True):
@@ -161,6 +141,7 @@ class CardRecord(msgspec.Struct, frozen=True, kw_only=True):
         message_id: the card's message (Matrix event id, Slack ``ts``); ``""`` while posting.
         outcomes: request ids whose receipt was already posted in the thread.
         folded_posted: the folded values are in the thread.
+        refused: why chat refused the card for good (the re-sync tries again later); ``""`` if not.
     """
 
     card: Card
@@ -168,6 +149,7 @@ class CardRecord(msgspec.Struct, frozen=True, kw_only=True):
     message_id: str = ""
     outcomes: tuple[str, ...] = ()
     folded_posted: bool = False
+    refused: str = ""
 
 
 class ChatAnswer(msgspec.Struct, frozen=True, kw_only=True):
@@ -240,7 +222,7 @@ def card_for(event: ApprovalRequested, fold_chars: int) -> Card:
         fold_chars: strings longer than this are folded into the thread.
     """
     request = event.request
-    arguments, folded = _fold(redact_sealed(request.arguments), fold_chars)
+    arguments, folded = shown_arguments(redact_sealed(request.arguments), fold_chars)
     return Card(
         approval_id=event.approval_id,
         request_ids=(event.request_id,),
@@ -252,38 +234,13 @@ def card_for(event: ApprovalRequested, fold_chars: int) -> Card:
         approver_role=event.approver_role,
         approvers=event.approvers,
         approvals_required=event.approvals_required,
-        idempotency_key=event.idempotency_key or "",
+        idempotency_key=visible(event.idempotency_key or ""),
         request_hash12=event.request_hash.removeprefix("sha256:")[:12],
         expires_at=event.expires_at,
         arguments=arguments,
         folded=folded,
         related=event.related,
     )
-
-
-def _fold(arguments: Any, fold_chars: int) -> tuple[str, tuple[Folded, ...]]:
-    """Pretty canonical JSON of ``arguments`` with every string over ``fold_chars`` folded."""
-    canonical = json.loads(canonical_bytes(arguments))  # RFC 8785 key order, kept by json.dumps
-    folded: list[Folded] = []
-
-    def visit(value: Any, pointer: str) -> Any:
-        if isinstance(value, dict):
-            return {k: visit(v, f"{pointer}/{_escape(k)}") for k, v in value.items()}
-        if isinstance(value, list):
-            return [visit(v, f"{pointer}/{i}") for i, v in enumerate(value)]
-        if isinstance(value, str) and len(value) > fold_chars:
-            folded.append(Folded(number=len(folded) + 1, pointer=pointer or "/", text=value))
-            preview = value[: min(FOLD_PREVIEW_CHARS, fold_chars // 2)]
-            return f"{preview}… [folded {len(folded)}: {len(value):,} chars, in full in the thread]"
-        return value
-
-    shown = visit(canonical, "")
-    return json.dumps(shown, indent=2, ensure_ascii=False), tuple(folded)
-
-
-def _escape(key: str) -> str:
-    """RFC 6901 §3: ``~`` as ``~0``, ``/`` as ``~1``."""
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _related_line(item: Related) -> str:

@@ -1,8 +1,9 @@
 """The chat-ops bot's broker edge: approval events and receipts in, cards out.
 
 Approval events are consumed in stream order by one worker (a card is posted before it
-is edited). Only events signed by the approvals key make or change a card; anything
-else is terminated and reported (``approval_forged``). Chat down: the message is retried
+is edited). Only events signed by the approvals key make or change a card, and only
+receipts signed by the executor's receipts key are posted as outcomes; anything else is
+terminated and reported (``approval_forged``, ``receipt_forged``). Chat down: the message is retried
 later with back-off (``max_deliver`` is unlimited), so the card appears when chat returns;
 an update chat refuses for good (the card was deleted, the bot left the room) is logged
 and skipped.
@@ -43,10 +44,12 @@ class ChatOpsRuntime:
     Attributes:
         chatops: the workflow.
         approvals_key: the approvals public key (cards show only signed approvals).
+        receipts_key: the executor's receipts public key (only signed outcomes are posted).
     """
 
     chatops: ChatOps
     approvals_key: Ed25519PublicKey
+    receipts_key: Ed25519PublicKey
 
 
 def retry_delay_s(error: ChatUnavailable, num_delivered: int) -> float:
@@ -66,16 +69,20 @@ def consumers(runtime: Callable[[], ChatOpsRuntime]) -> list[Consumer]:
         except msgspec.DecodeError:
             return Settle.TERM
         if not verify_event(event, rt.approvals_key):
-            _forged(rt, delivery.subject, event)
+            _forged(rt, delivery.subject, event, SecurityKind.APPROVAL_FORGED, "approvals")
             return Settle.TERM
         return await _chat(rt.chatops.on_event(event), delivery)
 
     async def on_receipt(delivery: Delivery) -> Settlement:
+        rt = runtime()
         try:
             receipt = decode_untrusted(_receipt, delivery.data)
         except msgspec.DecodeError:
             return Settle.TERM
-        return await _chat(runtime().chatops.on_receipt(receipt), delivery)
+        if not verify_event(receipt, rt.receipts_key):
+            _forged(rt, delivery.subject, receipt, SecurityKind.RECEIPT_FORGED, "receipts")
+            return Settle.TERM
+        return await _chat(rt.chatops.on_receipt(receipt), delivery)
 
     return [
         Consumer(catalog.CHATOPS_APPROVALS, on_approval, max_workers=1, handler_timeout_s=120.0),
@@ -93,13 +100,15 @@ async def _chat(work: Awaitable[None], delivery: Delivery) -> Settlement:
     return Settle.ACK
 
 
-def _forged(rt: ChatOpsRuntime, subject: str, event: ApprovalEvent) -> None:
+def _forged(
+    rt: ChatOpsRuntime, subject: str, event: ApprovalEvent | ReceiptIssued, kind: SecurityKind, key: str
+) -> None:
     rt.chatops.reporter.report(
-        SecurityKind.APPROVAL_FORGED,
+        kind,
         principal=event.principal,
         request_id=event.request_id,
-        approval_id=event.approval_id,
+        approval_id=getattr(event, "approval_id", None),
         subject=subject,
         reason_code="signature_invalid",
-        detail="an approval event not signed by the approvals key: no card shown",
+        detail=f"not signed by the {key} key: nothing shown in chat",
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -34,7 +35,8 @@ from toolgate.chatops.domain import (
     outcome_text,
     thread_parts,
 )
-from toolgate.chatops.errors import ChatRefused
+from toolgate.chatops.errors import ChatRefused, ChatUnavailable
+from toolgate.chatops.folding import visible
 from toolgate.chatops.ports import ApprovalsPort, CardStore, ChatPort
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted, ReceiptIssued
 from toolgate.shared.reporting import SecurityReporter
@@ -43,6 +45,9 @@ from toolgate.shared.security import SecurityKind
 __all__ = ["ApprovalEvent", "ChatOps"]
 
 log = logging.getLogger("toolgate.chatops")
+
+REFUSALS_PER_MINUTE = 3
+"""Refusals told to one unmapped chat user per minute; more are only reported."""
 
 ApprovalEvent = ApprovalRequested | ApprovalVoted | ApprovalGranted | ApprovalRejected
 
@@ -76,6 +81,7 @@ class ChatOps:
     part_chars: int = 3000
     reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("chatops"))
     _posting: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
+    _refused: dict[str, list[float]] = field(default_factory=dict, init=False, repr=False)
 
     async def on_event(self, event: ApprovalEvent) -> None:
         """Bring the card of the event's approval up to date.
@@ -127,6 +133,8 @@ class ChatOps:
             message_id = found or await self.chat.post_card(record.room, card, f"card-{card.approval_id}")
         except ChatRefused as refused:
             log.error("chat refused the card of %s in %s: %s", card.approval_id, record.room, refused.reason)
+            record = msgspec.structs.replace(record, refused=refused.reason)
+            await self.cards.put(record)
             return record
         record = msgspec.structs.replace(record, message_id=message_id)
         await self.cards.put(record)
@@ -138,7 +146,8 @@ class ChatOps:
         for folded in card.folded:
             parts = thread_parts(folded.text, self.part_chars)
             for number, part in enumerate(parts, 1):
-                head = f"folded {folded.number} ({folded.pointer}), part {number} of {len(parts)}:\n"
+                where = folded.pointer or "all arguments"
+                head = f"folded {folded.number} ({where}), part {number} of {len(parts)}:\n"
                 txn = f"fold-{card.approval_id}-{folded.number}-{number}"
                 await self.chat.post_in_thread(record.room, record.message_id, head + part, txn)
         if card.folded:
@@ -154,12 +163,14 @@ class ChatOps:
         """Post the receipt's outcome in the thread of its request's card, once.
 
         Raises:
-            ChatUnavailable: chat cannot take it now.
+            ChatUnavailable: chat cannot take it now, or the card is not posted yet.
         """
         approval_id = await self.cards.approval_of_request(receipt.request_id)
         record = await self.cards.get(approval_id) if approval_id else None
-        if record is None or not record.message_id or receipt.request_id in record.outcomes:
+        if record is None or record.refused or receipt.request_id in record.outcomes:
             return
+        if not record.message_id:  # the card is still being posted (chat down): the outcome waits for it
+            raise ChatUnavailable(f"the card of {record.card.approval_id} is not posted yet")
         txn = f"outcome-{receipt.request_id}"
         await self.chat.post_in_thread(record.room, record.message_id, outcome_text(receipt), txn)
         await self.cards.put(msgspec.structs.replace(record, outcomes=(*record.outcomes, receipt.request_id)))
@@ -180,8 +191,12 @@ class ChatOps:
         if approval_id is None:
             return  # a reaction on a message that is no card: not an answer
         if approver is None:
-            self._report(answer, approval_id, "unmapped_chat_user", "chat user is not a mapped approver")
-            await self._tell(answer, f"{answer.chat_user} is not a mapped approver: nothing changed")
+            who = visible(answer.chat_user)[:200]
+            self._report(
+                answer, approval_id, "unmapped_chat_user", f"{answer.platform} user {who} is not a mapped approver"
+            )
+            if self._may_tell(answer.chat_user):
+                await self._tell(answer, f"{who} is not a mapped approver: nothing changed")
             return
         if not APPROVAL_ID.match(approval_id):
             await self._tell(answer, "that is not an approval id (ap- and 12 hex digits): nothing changed")
@@ -190,6 +205,15 @@ class ChatOps:
         command |= {"withdraw": True} if answer.action == "withdraw" else {"note": answer.note}
         reply = await self.approvals.decide(approver, command)
         await self._tell(answer, _reply_text(approver, approval_id, reply))
+
+    def _may_tell(self, chat_user: str) -> bool:
+        """At most :data:`REFUSALS_PER_MINUTE` refusals per minute to one unmapped chat user (no room flooding)."""
+        now = time.monotonic()
+        recent = [t for t in self._refused.get(chat_user, ()) if now - t < 60.0]
+        self._refused[chat_user] = (recent + [now])[-REFUSALS_PER_MINUTE:]
+        if len(self._refused) > 10_000:  # bounded memory under a flood of made-up users
+            self._refused = {chat_user: self._refused[chat_user]}
+        return len(recent) < REFUSALS_PER_MINUTE
 
     async def _tell(self, answer: ChatAnswer, text: str) -> None:
         try:

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
 import secrets
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -116,10 +115,13 @@ class MatrixChat:
         return None
 
     async def edit_card(self, room: str, message_id: str, card: Card) -> None:
-        """See :meth:`ChatPort.edit_card`; the same edit retried is stored once."""
+        """See :meth:`ChatPort.edit_card`.
+
+        Each edit gets a transaction id of its own: an edit back to an earlier content (a vote,
+        a withdrawal, the vote again) must be shown, and the latest edit is the card's content.
+        """
         content = edit_content(message_id, card, self.mentions)
-        digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:32]
-        await self._send(room, content, f"edit-{digest}", "edit the card")
+        await self._send(room, content, f"edit-{uuid.uuid4().hex}", "edit the card")
 
     async def post_in_thread(self, room: str, message_id: str, text: str, txn_id: str) -> None:
         """See :meth:`ChatPort.post_in_thread`."""
