@@ -85,6 +85,15 @@ async def test_a_refused_body_is_recorded_as_its_digest_and_the_detail_is_bounde
     assert len(event.detail) == DETAIL_MAX_CHARS and event.detail.endswith("…") and "\x1b" not in event.detail
 
 
+async def test_a_body_too_big_to_keep_is_recorded_by_the_digest_given() -> None:
+    reporter, published, _ = _recording()
+    body = b"A" * 100
+    reporter.report(SecurityKind.APPROVAL_REFUSED, reason_code="oversized", payload_sha256=digest(body))
+    reporter.report(SecurityKind.APPROVAL_REFUSED, payload=b"kept", payload_sha256=digest(body))
+    await reporter.flush()
+    assert [event.payload_sha256 for _, event in published] == [digest(body), digest(b"kept")]
+
+
 async def test_identical_reports_count_once_per_window_and_different_ones_each() -> None:
     reporter, published, clock = _recording(window_s=60.0)
     for _ in range(5):

@@ -168,17 +168,25 @@ async def test_a_click_by_an_unmapped_user_is_refused_in_the_thread_and_changes_
     assert not (gate.paths.sandbox / name).exists()
 
 
-async def test_a_replayed_click_is_idempotent(gate: Any, fake_slack: FakeSlack, endpoint: str, new_id: Any) -> None:
+async def test_a_replayed_click_has_no_effect_and_a_second_click_is_idempotent(
+    gate: Any, fake_slack: FakeSlack, endpoint: str, new_id: Any
+) -> None:
     agent, name = gate.agent(), new_id("slack-replay-") + ".txt"
     request_id, ts = await _card(gate, fake_slack, agent, name)
-    click = block_action("U0BOB", CHANNEL, ts, "approve", _approval_of(fake_slack, ts))
+    approval_id = _approval_of(fake_slack, ts)
+    click, stamp = block_action("U0BOB", CHANNEL, ts, "approve", approval_id), int(time.time())
 
-    assert (await post_signed(endpoint, click, SECRET))[0] == 200
+    assert (await post_signed(endpoint, click, SECRET, timestamp=stamp))[0] == 200
     receipt = await gate.receipt(agent, request_id)
     assert receipt.outcome == "succeeded", receipt.reason
     await _thread_says(fake_slack, ts, receipt.event_id)
-    assert (await post_signed(endpoint, click, SECRET))[0] == 200  # the same click again (a retried delivery)
+    assert (await post_signed(endpoint, click, SECRET, timestamp=stamp))[0] == 200  # the captured request, again
+    alarm = await _security_event(gate, "slack_request_replayed", click.encode())
+    assert alarm["event"]["kind"] == "approval_refused"
+    again = block_action("U0BOB", CHANNEL, ts, "approve", approval_id)  # a second click: a new request
+    assert (await post_signed(endpoint, again, SECRET))[0] == 200
     await _thread_says(fake_slack, ts, "already granted")
+    assert len([text for text in _thread_texts(fake_slack, ts) if "already granted" in text]) == 1
 
     assert await gate.count(Subjects.receipt(agent, request_id)) == 1
     assert len([u for u in fake_slack.called("chat.update") if u["ts"] == ts]) == 1

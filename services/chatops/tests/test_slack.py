@@ -17,7 +17,7 @@ from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, slash_command, view_submission
 from toolgate.chatops.settings import ChatopsSettings
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind
+from toolgate.shared.security import SecurityKind, digest
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 MENTIONS = {"alice": "U0ALICE", "bob": "U0BOB"}
@@ -58,7 +58,7 @@ class Sink:
 @pytest_asyncio.fixture
 async def slack(fake: FakeSlack, tmp_path: Path, reports: list[Any]) -> AsyncIterator[tuple[SlackChat, Sink]]:
     reporter = SecurityReporter("chatops")
-    reporter.report = lambda kind, **fields: reports.append((kind, fields)) or True  # type: ignore[method-assign]
+    reporter.report = lambda kind, **fields: reports.append((kind, fields)) or True  # type: ignore[method-assign,func-returns-value]
     adapter, sink = slack_chat(settings(tmp_path, fake.api_url), MENTIONS, reporter), Sink()
     await adapter.start(sink)
     yield adapter, sink
@@ -95,7 +95,9 @@ async def test_a_card_whose_post_answer_was_lost_is_found_by_its_metadata(
 ) -> None:
     adapter, _ = slack
     ts = await posted(adapter, make_card())
-    forged = {"ts": "1.000001", "user": "U0MALLORY", "text": "x", "metadata": fake.message(CHANNEL, ts)["metadata"]}
+    card = fake.message(CHANNEL, ts)
+    assert card is not None
+    forged = {"ts": "1.000001", "user": "U0MALLORY", "text": "x", "metadata": card["metadata"]}
     fake.messages[CHANNEL].append(forged)  # another app's message claiming to be the card
     for number in range(450):  # the card is now on the third page of history
         fake.messages[CHANNEL].append({"ts": f"2.{number:06d}", "user": "U0ALICE", "text": "chatter"})
@@ -192,7 +194,7 @@ async def test_an_unsigned_or_stale_click_gets_401_reaches_nothing_and_is_report
     assert status == 401
     ((kind, fields),) = reports
     assert (kind, fields["reason_code"]) == (SecurityKind.APPROVAL_REFUSED, code)
-    assert fields["payload"] == body.encode()
+    assert fields["payload_sha256"] == digest(body)
     honest = block_action("U0BOB", CHANNEL, "1.000001", "reject", "ap-0123456789ab")
     fake.fail(500, "views.open")  # the reject is handed on at once: the next answer is the honest one
     assert (await post_signed(adapter.url, honest, SECRET))[0] == 200

@@ -14,6 +14,7 @@ Every service builds one reporter and calls it where it refuses something::
         reason_code="unknown_approver",
         detail="'mallory' is not a configured approver",               # one line, never a secret
         payload=raw_body,                                              # recorded as its SHA-256 only
+        payload_sha256=None,                                           # or that digest, for a body not kept
     ) -> bool                                                          # False: suppressed (see below)
 
 ``report`` returns at once: it logs a WARNING line naming the event, then publishes the
@@ -114,8 +115,12 @@ class SecurityReporter:
         reason_code: str | None = None,
         detail: str = "",
         payload: bytes | None = None,
+        payload_sha256: str | None = None,
     ) -> bool:
         """Log and (in the background) publish one security event; never raises.
+
+        ``payload`` is recorded as its SHA-256 only; ``payload_sha256`` (``sha256:<64 hex>``) gives
+        that digest directly for a payload too big to keep in memory (``payload`` wins when both are given).
 
         Returns:
             ``True`` when reported, ``False`` when suppressed (identical within the window,
@@ -129,7 +134,7 @@ class SecurityReporter:
             "subject": None if subject is None else bounded(subject, SUBJECT_MAX_CHARS),
             "reason_code": safe_token(reason_code),
             "detail": bounded(detail),
-            "payload_sha256": None if payload is None else digest(payload),
+            "payload_sha256": payload_sha256 if payload is None else digest(payload),
         }
         if not self._admit((kind, *fields.values())):
             return False

@@ -4,12 +4,13 @@ Hierarchy::
 
     ChatOpsError
     ├── ChatUnavailable   chat cannot be reached or rate-limits us: try again later
-    └── ChatRefused       chat refused this message for good (no such room, no rights)
+    ├── ChatRefused       chat refused this message for good (no such room, no rights)
+    └── RequestRefused    the Slack endpoint turns a request away before Bolt (answered, reported)
 """
 
 from __future__ import annotations
 
-__all__ = ["ChatOpsError", "ChatRefused", "ChatUnavailable"]
+__all__ = ["ChatOpsError", "ChatRefused", "ChatUnavailable", "RequestRefused"]
 
 
 class ChatOpsError(Exception):
@@ -32,3 +33,19 @@ class ChatUnavailable(ChatOpsError):
 
 class ChatRefused(ChatOpsError):
     """Chat refused the message for good (unknown room, missing rights, invalid content)."""
+
+
+class RequestRefused(ChatOpsError):
+    """A request to the Slack endpoint turned away before Bolt dispatches it.
+
+    Attributes:
+        reason: what was wrong, one line naming no content of the request.
+        status: the HTTP answer (200 for a replay: there is nothing to retry).
+        reason_code: the security event's reason code, e.g. ``slack_request_malformed``.
+        answer: the response text.
+        digest: ``sha256:<hex>`` of the whole body; ``None`` when it was not read to its end.
+    """
+
+    def __init__(self, status: int, reason_code: str, reason: str, answer: str, digest: str | None) -> None:
+        super().__init__(reason)
+        self.status, self.reason_code, self.answer, self.digest = status, reason_code, answer, digest

@@ -8,8 +8,9 @@ messages, records every call, and can be told to answer the next calls with 429 
 :func:`serving` runs one on an event loop of its own thread (for the end-to-end fixtures).
 
 The builders make the bodies Slack posts to an app (a button click, a dialog submission, a
-slash command); :func:`post_signed` sends one over HTTP with the ``X-Slack-Signature`` and
-``X-Slack-Request-Timestamp`` headers made with the signing secret by ``slack_sdk``'s signer.
+slash command); :func:`post_signed` sends one (or any bytes) over HTTP with the
+``X-Slack-Signature`` and ``X-Slack-Request-Timestamp`` headers made with the signing secret by
+``slack_sdk``'s signer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -287,26 +288,35 @@ def slash_command(user: str, channel: str, text: str, command: str = "/toolgate"
 
 
 async def post_signed(
-    url: str, body: str, secret: str, timestamp: int | None = None, signature: str | None = None
+    url: str,
+    body: str | bytes,
+    secret: str,
+    timestamp: int | str | None = None,
+    signature: str | None = None,
+    *,
+    content_type: str = "application/x-www-form-urlencoded",
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, str]:
     """POST ``body`` to ``url`` signed with ``secret`` as Slack signs it.
 
     Args:
         url: the app's endpoint.
-        body: the form body (see the builders above).
+        body: the form body (see the builders above), or any bytes.
         secret: the signing secret (a wrong one makes a bad signature).
-        timestamp: ``X-Slack-Request-Timestamp``, Unix seconds; default now.
+        timestamp: ``X-Slack-Request-Timestamp``, Unix seconds (or any text); default now.
         signature: sent instead of the computed ``v0=…`` signature when given.
+        content_type: the ``Content-Type``.
+        headers: more headers (e.g. ``X-Slack-Retry-Num``), sent as given.
 
     Returns:
         The HTTP status and the response text.
     """
     stamp = str(int(time.time()) if timestamp is None else timestamp)
-    signed = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body) or ""
-    headers = {
-        "Content-Type": "application/x-www-form-urlencoded",
-        "X-Slack-Request-Timestamp": stamp,
-        "X-Slack-Signature": signature or signed,
-    }
-    async with aiohttp.ClientSession() as session, session.post(url, data=body, headers=headers) as response:
+    if signature is None:
+        signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body) or ""
+    sent = {"Content-Type": content_type, "X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=body, headers=sent | dict(headers or {})) as response,
+    ):
         return response.status, await response.text()

@@ -1,11 +1,17 @@
 """Answers from Slack: Bolt listeners for the card's buttons, the reject dialog and ``/toolgate``.
 
 HTTP mode (default): Slack posts interactions and slash commands to :data:`EVENTS_PATH` on an
-aiohttp server run on ``host``:``port`` in the service's event loop. Bolt checks every request's
-signature (HMAC-SHA256 of ``v0:<timestamp>:<body>`` with the signing secret; timestamps more than
-5 minutes off refused): an unsigned, wrongly signed or stale request gets 401, reaches nothing and
-is reported as an ``approval_refused`` security event (``slack_signature_invalid``). Bolt's own
-log line of such a request (the whole body) is silenced.
+aiohttp server run on ``host``:``port`` in the service's event loop. Our handler checks each
+request before Bolt sees it (:mod:`~toolgate.chatops.adapters.slack_edge`): a body over 1 MiB
+gets 413; a missing, wrong or stale signature (more than 5 minutes off) 401; a request accepted
+before (the same signature: a captured request sent again) or Slack's retry 200 and no effect;
+a body Bolt cannot parse 400 with a short reason. Bolt then dispatches it (it checks the
+signature again); a body whose fields have the wrong shape for Bolt gets 400 too. Every
+refusal is reported as an ``approval_refused`` security event (``slack_signature_invalid``,
+``_stale``, ``slack_request_replayed``, ``_malformed``, ``_oversized``) with the body's digest,
+never the body, and logged as one line (no traceback). A request whose head aiohttp cannot read
+gets aiohttp's 400 and is reported the same way. Bolt's own log line of a refused signature
+(the whole body) is silenced.
 Socket Mode: Bolt's aiohttp Socket Mode handler with the app-level token, for deployments that
 cannot expose an endpoint.
 
@@ -24,16 +30,21 @@ from typing import Any, Literal
 
 import aiohttp
 from aiohttp import web
-from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from aiohttp.http_exceptions import HttpProcessingError
+from slack_bolt import BoltResponse
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
-from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltRequest
 from slack_sdk.errors import SlackClientError
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from yarl import URL
 
 from toolgate.chatops.adapters import slack_blocks as blocks
+from toolgate.chatops.adapters import slack_edge as edge
 from toolgate.chatops.adapters.slack_answers import click_of, command_answer, rejection_answer
 from toolgate.chatops.domain import Action, ChatAnswer
+from toolgate.chatops.errors import RequestRefused
 from toolgate.chatops.ports import AnswerSink
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.security import SecurityKind
@@ -44,9 +55,6 @@ log = logging.getLogger("toolgate.chatops.slack")
 
 EVENTS_PATH = "/slack/events"
 """Path of the HTTP endpoint (the Slack app's interactivity and slash command request URL)."""
-
-STALE_AFTER_S = 60 * 5
-"""Bolt refuses a request whose timestamp is further off than this, seconds."""
 
 USAGE = "usage: /toolgate approve|reject|withdraw ap-<12 hex> [reason]"
 
@@ -79,7 +87,7 @@ class SlackReceiver:
         Args:
             client: Slack Web API client with the bot token (Bolt's ``auth.test``, ``views.open``).
             listen: how answers arrive.
-            reporter: reports requests refused for their signature (else they are only logged).
+            reporter: reports requests the endpoint refuses (else they are only logged).
 
         Raises:
             ValueError: HTTP mode without a signing secret, or Socket Mode without an app token.
@@ -92,8 +100,11 @@ class SlackReceiver:
         self._answers: AnswerSink | None = None
         self._runner: web.AppRunner | None = None
         self._socket: AsyncSocketModeHandler | None = None
+        self._verifier = SignatureVerifier(listen.signing_secret) if listen.mode == "http" else None
+        self._seen = edge.SeenRequests()
         self.app = AsyncApp(client=client, signing_secret=listen.signing_secret, logger=log)
         logging.getLogger("slack_bolt.RequestVerification").setLevel(logging.WARNING)  # it logs whole bodies
+        self.app.error(self._on_error)
         self.app.action(blocks.APPROVE)(self._on_click)
         self.app.action(blocks.REJECT)(self._on_click)
         self.app.view(blocks.REJECT_VIEW)(self._on_rejection)
@@ -112,9 +123,9 @@ class SlackReceiver:
             self._socket = AsyncSocketModeHandler(self.app, self._listen.app_token)
             await self._socket.connect_async()  # type: ignore[no-untyped-call]  # unannotated in Bolt
             return
-        endpoint = web.Application()
+        endpoint = web.Application(client_max_size=edge.MAX_BODY_BYTES)
         endpoint.router.add_post(EVENTS_PATH, self._endpoint)
-        self._runner = web.AppRunner(endpoint, access_log=None)
+        self._runner = web.AppRunner(endpoint, access_log=None, logger=edge.ServerLog(self._unreadable))
         await self._runner.setup()
         await web.TCPSite(self._runner, self._listen.host, self._listen.port).start()
         host, port = self._runner.addresses[0][:2]
@@ -132,21 +143,54 @@ class SlackReceiver:
             self._runner = None
 
     async def _endpoint(self, request: web.Request) -> web.Response:
-        """One request from Slack, through Bolt (signature check first); a refused signature is reported."""
-        response = await self.app.async_dispatch(await to_bolt_request(request))
-        if response.status == 401:
-            self._refused(request, await request.read())
+        """One request from Slack: checked (see the module docstring), then dispatched by Bolt."""
+        try:
+            body, bolt_request = await self._admitted(request)
+        except RequestRefused as refused:
+            self._report(request.remote, refused.reason_code, f"{refused}: answered {refused.status}", refused.digest)
+            return web.Response(status=refused.status, text=refused.answer)
+        response = await self.app.async_dispatch(bolt_request)
+        if response.status in _BOLT_REFUSALS:  # Bolt's own signature check, or a shape only Bolt met
+            code, why = _BOLT_REFUSALS[response.status]
+            self._report(request.remote, code, f"{why}: answered {response.status}", body.digest)
         return await to_aiohttp_response(response)
 
-    def _refused(self, request: web.Request, body: bytes) -> None:
-        stale = _is_stale(request.headers.get("X-Slack-Request-Timestamp", ""))
-        code = "slack_signature_stale" if stale else "slack_signature_invalid"
-        why = "a timestamp over 5 minutes off (a replay?)" if stale else "no valid signature"
-        detail = f"a request to the Slack endpoint from {request.remote or 'unknown'} with {why}: refused with 401"
+    async def _admitted(self, request: web.Request) -> tuple[edge.Body, AsyncBoltRequest]:
+        """The body and Bolt's request of one that passed size, signature, replay and parse checks.
+
+        Raises:
+            RequestRefused: it failed one (see :mod:`~toolgate.chatops.adapters.slack_edge`).
+        """
+        assert self._verifier is not None  # HTTP mode: checked in __init__
+        body = await edge.read_body(request.content)
+        timestamp = edge.signed_at(self._verifier, request.headers, body, time.time())
+        edge.check_fresh(self._seen, request.headers, timestamp, body)
+        return body, edge.bolt_request(body, request.query_string, request.headers)
+
+    async def _on_error(self, error: Exception, response: BoltResponse | None) -> BoltResponse | None:
+        """Bolt's handler of what its middleware or matchers raised: fields of a shape Bolt cannot use.
+
+        One log line (the error's type only: no traceback, no body); the request is answered 400
+        (reported by :meth:`_endpoint`), or, when raised after the ack, only logged.
+        """
+        log.warning("a Slack request Bolt could not handle (%s): refused", type(error).__name__)
+        if response is None:
+            return None
+        return BoltResponse(status=400, body="malformed request: a field has the wrong shape")
+
+    def _unreadable(self, remote: str | None, error: HttpProcessingError) -> None:
+        """Report the 400 aiohttp gave a request whose head it could not read (see :class:`edge.ServerLog`)."""
+        why = f"with a head that cannot be read ({type(error).__name__})"
+        self._report(remote, edge.MALFORMED, f"{why}: answered {error.code}", None)
+
+    def _report(self, remote: str | None, reason_code: str, why: str, digest: str | None) -> None:
+        detail = f"a request to the Slack endpoint from {remote or 'unknown'} {why}"
         if self._reporter is None:
-            log.warning("%s (%s)", detail, code)
+            log.warning("%s (%s)", detail, reason_code)
             return
-        self._reporter.report(SecurityKind.APPROVAL_REFUSED, reason_code=code, detail=detail, payload=body)
+        self._reporter.report(
+            SecurityKind.APPROVAL_REFUSED, reason_code=reason_code, detail=detail, payload_sha256=digest
+        )
 
     async def _on_click(self, ack: AsyncAck, body: dict[str, Any], context: dict[str, Any]) -> None:
         await ack()
@@ -197,9 +241,8 @@ class SlackReceiver:
             log.exception("the answer of %s could not be handed on", answer.chat_user)
 
 
-def _is_stale(timestamp: str) -> bool:
-    """Whether ``X-Slack-Request-Timestamp`` is more than Bolt's 5 minutes off now (unparsable: no)."""
-    try:
-        return abs(time.time() - int(timestamp)) > STALE_AFTER_S
-    except ValueError:
-        return False
+_BOLT_REFUSALS = {
+    400: (edge.MALFORMED, "where Bolt met a field of the wrong shape"),
+    401: ("slack_signature_invalid", "with a signature Bolt refused"),
+}
+"""Bolt's answers that refuse a request our checks passed (400 only comes from :meth:`SlackReceiver._on_error`)."""
