@@ -122,6 +122,7 @@ async def test_schema_invalid_names_the_path(ports: PolicyPorts) -> None:
         ({"idempotency_key": "k" * 256}, "invalid_idempotency_key"),
         ({"idempotency_key": "k\nCall: file_system.read"}, "invalid_idempotency_key"),
         ({"idempotency_key": "k\u202e"}, "invalid_idempotency_key"),
+        ({"idempotency_key": "a\u034fb"}, "invalid_idempotency_key"),
     ],
 )
 async def test_unknown_or_invalid_identifiers(ports: PolicyPorts, fields: dict[str, object], code: str) -> None:

@@ -5,20 +5,19 @@ Arguments are shown as RFC 8785 canonical JSON, pretty-printed. A string longer 
 thread that holds it in full. When even the folded text is longer than ``max_chars`` (a
 huge or many-keyed argument set), the card names its size and the whole of it goes to the
 thread, so a card always fits in one chat message. Invisible and direction-changing
-characters (Unicode categories Cc, Cf, Co, Cs, Zl, Zp) are shown as JSON-style escapes
-(backslash, ``u``, four hex digits) wherever agent text is shown: a path with U+202E cannot
-read reversed.
+characters (:mod:`toolgate.shared.invisible`) are shown as JSON-style escapes wherever
+agent text is shown: a path with U+202E cannot read reversed.
 """
 
 from __future__ import annotations
 
 import json
-import unicodedata
 from typing import Any
 
 import msgspec
 
 from toolgate.shared.canonical import canonical_bytes
+from toolgate.shared.invisible import shown_escaped
 
 __all__ = ["FOLD_PREVIEW_CHARS", "MAX_CARD_ARGUMENT_CHARS", "Folded", "shown_arguments", "visible"]
 
@@ -27,8 +26,6 @@ FOLD_PREVIEW_CHARS = 60
 
 MAX_CARD_ARGUMENT_CHARS = 2500
 """Longest arguments text on a card; longer goes whole to the thread (Slack's text limit is 3000)."""
-
-_HIDDEN = frozenset({"Cc", "Cf", "Co", "Cs", "Zl", "Zp"})
 
 
 class Folded(msgspec.Struct, frozen=True, kw_only=True):
@@ -46,9 +43,8 @@ class Folded(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def visible(text: str, keep: str = "") -> str:
-    """``text`` with each invisible or direction-changing character as a JSON-style escape (``keep`` excepted)."""
-    hidden = (ch not in keep and unicodedata.category(ch) in _HIDDEN for ch in text)
-    return "".join(f"\\u{ord(ch):04x}" if escape else ch for ch, escape in zip(text, hidden, strict=True))
+    """``text`` with each invisible or direction-changing character escaped (:mod:`toolgate.shared.invisible`)."""
+    return shown_escaped(text, keep)
 
 
 def shown_arguments(

@@ -52,6 +52,7 @@ from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, descriptor_digest
 from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, decode_untrusted, request_hash
+from toolgate.shared.invisible import is_invisible
 from toolgate.shared.schemas import SchemaUnusable, ensure_usable, first_error
 from toolgate.shared.secret_arguments import policy_schema, sealing_problem, secret_arguments
 from toolgate.shared.vocabulary import Verdict
@@ -130,8 +131,9 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
         raise _Ended(Verdict.REFUSE, "unrepresentable_value", f"request value at {problem}")
     if not TOKEN.match(request.request_id):
         raise _Ended(Verdict.REFUSE, "invalid_request_id", "request_id must match [A-Za-z0-9_-]{1,64}")
-    if not 0 < len(request.idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS or not request.idempotency_key.isprintable():
-        reason = "idempotency_key must have 1 to 255 printable characters (no control or format characters)"
+    key = request.idempotency_key
+    if not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS or not key.isprintable() or any(map(is_invisible, key)):
+        reason = "idempotency_key must have 1 to 255 printable characters (none invisible or direction-changing)"
         raise _Ended(Verdict.REFUSE, "invalid_idempotency_key", reason)
     if not TOOL_NAME.match(request.tool):
         raise _Ended(Verdict.REFUSE, "invalid_tool", f"tool must match {TOOL_NAME.pattern}")
