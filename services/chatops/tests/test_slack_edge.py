@@ -218,3 +218,14 @@ def test_a_request_that_cannot_be_remembered_is_refused() -> None:
         "slack_replay_memory_full",
         digest(b"x"),
     )
+
+
+def test_a_request_signed_before_the_memory_began_cannot_count() -> None:
+    """After a restart the memory is empty: a request signed earlier may be a replay of a captured one."""
+    now = [1000.0]
+    seen = SeenRequests(keep_s=360, max_entries=10, clock=lambda: now[0])
+    assert [seen.remember("old", 900), seen.remember("fresh", 1000)] == ["before", "new"]
+    body = Body(b"x", 1, digest(b"x"))
+    with pytest.raises(RequestRefused) as refused:
+        check_fresh(seen, {"X-Slack-Signature": "v0=11"}, 950, body)
+    assert (refused.value.status, refused.value.reason_code) == (200, "slack_request_before_start")

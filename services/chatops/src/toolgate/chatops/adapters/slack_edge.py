@@ -164,21 +164,26 @@ class SeenRequests:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._keep_s, self._max, self._clock = keep_s, max_entries, clock
+        self._started_at = clock()
         self._expiry: dict[str, float] = {}
         self._heap: list[tuple[float, str]] = []
 
     def __len__(self) -> int:
         return len(self._expiry)
 
-    def remember(self, signature: str, timestamp: int) -> Literal["new", "seen", "full"]:
+    def remember(self, signature: str, timestamp: int) -> Literal["new", "seen", "before", "full"]:
         """Remember ``signature`` (of a request signed at ``timestamp``, Unix seconds).
 
         Returns:
-            ``new``, ``seen`` (remembered already: a replay) or ``full`` (not remembered: too many).
+            ``new``; ``seen`` (remembered already: a replay); ``before`` (signed before this
+            memory began, e.g. before a restart: it cannot be told from a replay); or
+            ``full`` (not remembered: too many).
         """
         self._expire()
         if signature in self._expiry:
             return "seen"
+        if timestamp < self._started_at - 1:
+            return "before"
         if len(self._expiry) >= self._max:
             return "full"
         expires = timestamp + self._keep_s
@@ -206,6 +211,11 @@ def check_fresh(seen: SeenRequests, headers: Mapping[str, str], timestamp: int, 
     if verdict == "seen":
         why = "that was accepted before (a replay of a captured request)"
         raise RequestRefused(200, "slack_request_replayed", why, "", body.digest)
+    if verdict == "before":
+        why = "signed before the bot started (it cannot be told from a replay); the approver answers again"
+        raise RequestRefused(
+            200, "slack_request_before_start", why, "signed before a restart: answer again", body.digest
+        )
     if RETRY in headers:
         why = f"that is Slack's retry ({RETRY}) of a request already delivered"
         raise RequestRefused(200, "slack_request_replayed", why, "", body.digest)
