@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -64,30 +65,36 @@ def consumers(runtime: Callable[[], ChatOpsRuntime]) -> list[Consumer]:
 
     async def on_approval(delivery: Delivery) -> Settlement:
         rt = runtime()
-        try:
-            event = decode_untrusted(_approval_event, delivery.data)
-        except msgspec.DecodeError:
-            return Settle.TERM
-        if not verify_event(event, rt.approvals_key):
-            _forged(rt, delivery.subject, event, SecurityKind.APPROVAL_FORGED, "approvals")
-            return Settle.TERM
-        return await _chat(rt.chatops.on_event(event), delivery)
+        event = _verified(rt, delivery, _approval_event, rt.approvals_key, SecurityKind.APPROVAL_FORGED)
+        return Settle.TERM if event is None else await _chat(rt.chatops.on_event(event), delivery)
 
     async def on_receipt(delivery: Delivery) -> Settlement:
         rt = runtime()
-        try:
-            receipt = decode_untrusted(_receipt, delivery.data)
-        except msgspec.DecodeError:
-            return Settle.TERM
-        if not verify_event(receipt, rt.receipts_key):
-            _forged(rt, delivery.subject, receipt, SecurityKind.RECEIPT_FORGED, "receipts")
-            return Settle.TERM
-        return await _chat(rt.chatops.on_receipt(receipt), delivery)
+        receipt = _verified(rt, delivery, _receipt, rt.receipts_key, SecurityKind.RECEIPT_FORGED)
+        return Settle.TERM if receipt is None else await _chat(rt.chatops.on_receipt(receipt), delivery)
 
     return [
         Consumer(catalog.CHATOPS_APPROVALS, on_approval, max_workers=1, handler_timeout_s=120.0),
         Consumer(catalog.CHATOPS_RECEIPTS, on_receipt, max_workers=1, handler_timeout_s=120.0),
     ]
+
+
+E = TypeVar("E", ApprovalEvent, ReceiptIssued)
+
+
+def _verified(
+    rt: ChatOpsRuntime, delivery: Delivery, decoder: msgspec.json.Decoder[E], key: Ed25519PublicKey, kind: SecurityKind
+) -> E | None:
+    """The delivered event when it decodes and is signed by ``key``; ``None`` (reported when forged) otherwise."""
+    try:
+        event = decode_untrusted(decoder, delivery.data)
+    except msgspec.DecodeError:
+        return None
+    if not verify_event(event, key):
+        signer = "approvals" if kind is SecurityKind.APPROVAL_FORGED else "receipts"
+        _forged(rt, delivery.subject, event, kind, signer)
+        return None
+    return event
 
 
 async def _chat(work: Awaitable[None], delivery: Delivery) -> Settlement:
