@@ -345,6 +345,7 @@ def test_operation_changes_name_every_difference() -> None:
         "output schema",
         "side-effect class READ_ONLY -> IRREVERSIBLE_WRITE",
         "risk tier trivial -> high",
+        "open world False -> True",
         "description",
     ]
 
@@ -353,3 +354,22 @@ def test_descriptor_description_names_the_upstream_version() -> None:
     descriptor = descriptor_from_mcp(config(), "2025.04.25", [tool("t", None)])
     assert descriptor.version == "2025.4.25"
     assert descriptor.description == "Tools of the MCP server 'git' (upstream version 2025.04.25)"
+
+
+@pytest.mark.parametrize(
+    ("trust", "hints", "override", "expected"),
+    [
+        (True, {"readOnlyHint": True, "openWorldHint": False}, None, False),
+        (True, {"readOnlyHint": True, "openWorldHint": True}, None, True),
+        (True, {"readOnlyHint": True}, None, True),  # the specification's default
+        (True, {"readOnlyHint": True, "openWorldHint": True}, False, False),  # the operator's word
+        (False, {"readOnlyHint": True, "openWorldHint": False}, None, True),  # an untrusted hint is not believed
+        (False, {"readOnlyHint": True}, False, False),
+    ],
+)
+def test_open_world_comes_from_the_hint_when_trusted_and_from_the_operator_always(
+    trust: bool, hints: dict[str, bool], override: bool | None, expected: bool
+) -> None:
+    overrides = {"t": Override(open_world=override)} if override is not None else {}
+    made = config(trust_hints=trust, overrides=overrides)
+    assert operation_from_mcp(made, tool("t", hints)).open_world is expected

@@ -57,6 +57,15 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
         description: human text shown to agents and approvers.
         rate_limit: this operation's own per-principal rate (its own budget); ``None``:
             the operation shares the tool's ``rate_limit`` (:func:`rate_of`).
+        open_world: the call sends data to, or reads from, a party outside the system
+            (a web fetch, an external API queried with the caller's parameters); MCP's
+            ``openWorldHint``. Policies see it as ``context.open_world``.
+        destination: JSON Pointer (RFC 6901) to the argument holding the URL the call
+            reaches; its host is ``context.destination_host``.
+        amount: JSON Pointer to the argument holding the call's amount of money;
+            policies see it as ``context.amount`` (a Cedar ``decimal``).
+        cost: what one call costs against a spend budget: a number (a fixed cost), or a
+            JSON Pointer to a numeric argument (e.g. ``"/amount"``); ``None``: nothing.
     """
 
     input_schema: dict[str, Any]
@@ -65,6 +74,10 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     risk_tier: RiskTier
     description: str = ""
     rate_limit: RateLimit | None = None
+    open_world: bool = False
+    destination: str | None = None
+    amount: str | None = None
+    cost: float | str | None = None
 
 
 class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -12,6 +12,7 @@ A TOML file (read with the stdlib ``tomllib``) declares each stdio MCP server on
     [servers.git.overrides.git_log]                  # per tool: the operator's word
     side_effect_class = "READ_ONLY"
     risk_tier = "low"
+    open_world = false                               # reaches nothing outside the system
     rate_limit = { calls = 10, period_s = 60 }       # this tool's own budget
 
     [servers.notes]
@@ -66,12 +67,19 @@ class Override(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     or higher ``rank``) as what the annotations give; on an untrusted server it replaces
     the server's default and the annotations may still raise it
     (:mod:`toolgate.shared.mcp_mapping`). A ``rate_limit`` gives the tool a budget of its
-    own instead of the server's shared one.
+    own instead of the server's shared one. ``open_world`` is the operator's word on
+    whether the tool reaches outside the system (an untrusted server's tool is open-world
+    unless this says ``false``); ``destination``, ``amount`` and ``cost`` become the
+    operation's own (:class:`~toolgate.shared.descriptors.OperationSpec`).
     """
 
     side_effect_class: SideEffectClass | None = None
     risk_tier: RiskTier | None = None
     rate_limit: RateLimit | None = None
+    open_world: bool | None = None
+    destination: str | None = None
+    amount: str | None = None
+    cost: float | str | None = None
 
 
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -175,14 +175,27 @@ def operation_from_mcp(config: McpServerConfig, tool: McpToolInfo) -> OperationS
             than its annotations.
     """
     effect, tier = _effect(config, tool)
+    override = config.overrides.get(tool.name) or Override()
     return OperationSpec(
         input_schema=input_schema(tool.input_schema, config.pinned_arguments),
         output_schema=output_schema(tool.output_schema),
         side_effect_class=effect,
         risk_tier=tier,
         description=tool.description,
-        rate_limit=(config.overrides.get(tool.name) or Override()).rate_limit,
+        rate_limit=override.rate_limit,
+        open_world=_open_world(config, tool, override),
+        destination=override.destination,
+        amount=override.amount,
+        cost=override.cost,
     )
+
+
+def _open_world(config: McpServerConfig, tool: McpToolInfo, override: Override) -> bool:
+    """The operator's word; else a trusted server's ``openWorldHint`` (default true); else true."""
+    if override.open_world is not None:
+        return override.open_world
+    hints = tool.annotations or {}
+    return _hint(hints, "openWorldHint", True) if config.trust_hints else True
 
 
 def _effect(config: McpServerConfig, tool: McpToolInfo) -> tuple[SideEffectClass, RiskTier]:
@@ -244,6 +257,8 @@ def operation_changes(registered: OperationSpec, live: OperationSpec) -> list[st
         changes.append(f"side-effect class {registered.side_effect_class} -> {live.side_effect_class}")
     if registered.risk_tier != live.risk_tier:
         changes.append(f"risk tier {registered.risk_tier} -> {live.risk_tier}")
+    if registered.open_world != live.open_world:
+        changes.append(f"open world {registered.open_world} -> {live.open_world}")
     if registered.description != live.description:
         changes.append("description")
     return changes

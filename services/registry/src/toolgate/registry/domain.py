@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from toolgate.registry.errors import PublishRefused
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
 from toolgate.shared.events import decode_untrusted
+from toolgate.shared.pointers import spec_problem
 from toolgate.shared.schemas import SchemaError, check_schema
 from toolgate.shared.secret_arguments import secret_arguments
 from toolgate.shared.signing import verify_value
@@ -135,8 +136,10 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
 
     Raises:
         PublishRefused: ``invalid_name``, ``invalid_version``, ``invalid_limits`` or
-            ``schema_invalid`` (naming the operation, the schema and, for a reference
-            to anything outside the schema, the keyword's JSON Pointer).
+            ``invalid_pointer`` (a ``destination`` / ``amount`` / ``cost`` that names no
+            declared argument, or a cost below 0), or ``schema_invalid`` (naming the
+            operation, the schema and, for a reference to anything outside the schema,
+            the keyword's JSON Pointer).
     """
     if not TOOL_NAME.match(descriptor.name):
         raise PublishRefused("invalid_name", f"tool name {descriptor.name!r} must match {TOOL_NAME.pattern}")
@@ -148,6 +151,8 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
     if not descriptor.operations:
         raise PublishRefused("schema_invalid", "a tool needs at least one operation")
     for name, spec in descriptor.operations.items():
+        if problem := spec_problem(spec):
+            raise PublishRefused("invalid_pointer", f"operations.{name}.{problem}")
         for kind, schema in (("input_schema", spec.input_schema), ("output_schema", spec.output_schema)):
             try:
                 check_schema(schema)
