@@ -21,6 +21,7 @@ from redis.backoff import NoBackoff
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import PolicyEngine
+from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryReplayIndex, admitted_key, limiter_key
 from toolgate.policy.recheck import recheck
 from toolgate.shared.descriptors import RateLimit, ToolDescriptor
@@ -41,7 +42,7 @@ def _ports(repo_root: Path, ns: str, client: aioredis.Redis, rate: RateLimit) ->
     data = (repo_root / "deploy/tools/file_system.json").read_bytes()
     descriptor = msgspec.structs.replace(msgspec.json.decode(data, type=ToolDescriptor), rate_limit=rate)
     return PolicyPorts(
-        engine=engine,
+        policy=PolicyHolder(engine),
         descriptors=InMemoryDescriptorSource([descriptor]),
         limiter=RedisRateLimiter(client, timeout_s=2.0, admitted_ttl_s=600.0),
         replays=InMemoryReplayIndex(),

@@ -15,6 +15,7 @@ import pytest
 
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import load_policy
+from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex, ReplayState
 from toolgate.policy.recheck import recheck
 from toolgate.shared.descriptors import RateLimit, ToolDescriptor, rate_limit_problem, rate_of
@@ -47,7 +48,9 @@ def clock() -> Clock:
 @pytest.fixture
 def ports(repo_root: Path, file_system: ToolDescriptor, clock: Clock) -> PolicyPorts:
     return PolicyPorts(
-        engine=load_policy(repo_root / "deploy/policy/policy.cedar", repo_root / "deploy/policy/principals.toml"),
+        policy=PolicyHolder(
+            load_policy(repo_root / "deploy/policy/policy.cedar", repo_root / "deploy/policy/principals.toml")
+        ),
         descriptors=InMemoryDescriptorSource([file_system]),
         limiter=InMemoryRateLimiter(clock),
         replays=InMemoryReplayIndex(),

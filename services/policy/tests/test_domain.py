@@ -11,6 +11,7 @@ import pytest
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import LimiterUnavailable, PolicyError
+from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import (
     InMemoryDescriptorSource,
     InMemoryRateLimiter,
@@ -35,7 +36,7 @@ def file_system(repo_root: Path) -> ToolDescriptor:
 def ports(repo_root: Path, file_system: ToolDescriptor) -> PolicyPorts:
     engine = load_policy(repo_root / "deploy/policy/policy.cedar", repo_root / "deploy/policy/principals.toml")
     return PolicyPorts(
-        engine=engine,
+        policy=PolicyHolder(engine),
         descriptors=InMemoryDescriptorSource([file_system]),
         limiter=InMemoryRateLimiter(),
         replays=InMemoryReplayIndex(),
@@ -144,7 +145,7 @@ async def test_unknown_operation_and_unknown_principal_are_denied(ports: PolicyP
 
 
 async def test_no_policy_denies(ports: PolicyPorts) -> None:
-    ports = PolicyPorts(**{**ports.__dict__, "engine": None})
+    ports = PolicyPorts(**{**ports.__dict__, "policy": PolicyHolder(None)})
     decision = await decide(_env(_request()), ports)
     assert (decision.verdict, decision.reason_code) == (Verdict.DENY, "no_policy")
 
@@ -160,10 +161,10 @@ async def test_denied_calls_do_not_consume_the_rate_limit(ports: PolicyPorts, fi
 async def test_calls_cedar_denies_do_not_use_up_the_same_principals_rate(
     ports: PolicyPorts, file_system: ToolDescriptor, repo_root: Path
 ) -> None:
-    assert ports.engine is not None
+    assert ports.policy.engine is not None
     no_writes = '@id("no-writes")\nforbid (principal, action, resource) when { context.operation == "write" };\n'
     text = (repo_root / "deploy/policy/policy.cedar").read_text() + "\n" + no_writes
-    ports = PolicyPorts(**{**ports.__dict__, "engine": PolicyEngine(text, ports.engine.directory)})
+    ports = PolicyPorts(**{**ports.__dict__, "policy": PolicyHolder(PolicyEngine(text, ports.policy.engine.directory))})
     for n in range(20):
         write = await decide(_env(_request("write", {"path": "a", "content": "x"}, request_id=f"w{n}")), ports)
         assert (write.verdict, write.reason_code, write.hidden_reason_code) == (

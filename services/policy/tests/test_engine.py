@@ -6,11 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.policy.engine import PolicyEngine, load_policy
+from toolgate.policy.engine import PolicyEngine, PolicyOutcome, load_policy
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.shared.descriptors import OperationSpec
+from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
+
+
+def decide_op(
+    engine: PolicyEngine, principal: str, tool: str, version: str, operation: str, spec: OperationSpec
+) -> PolicyOutcome:
+    """Decide a call of a one-operation descriptor ``tool@version`` with no arguments."""
+    descriptor = ToolDescriptor(name=tool, version=version, adapter="file_system", operations={operation: spec})
+    return engine.decide(principal, descriptor, operation, {})
+
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "policy"
 POLICY, PRINCIPALS = DEPLOY / "policy.cedar", DEPLOY / "principals.toml"
@@ -53,13 +62,13 @@ def default() -> PolicyEngine:
 
 
 def test_empty_policy_denies_everything_with_no_permit() -> None:
-    outcome = engine("").decide("a3", "fs", "1.0.0", "read", spec(SE.READ_ONLY, RiskTier.TRIVIAL))
+    outcome = decide_op(engine(""), "a3", "fs", "1.0.0", "read", spec(SE.READ_ONLY, RiskTier.TRIVIAL))
     assert (outcome.verdict, outcome.reason_code, outcome.policy_ids) == (D, "no_permit", ())
     assert outcome.reason.startswith("default deny: no policy permits 'a3' to call fs@1.0.0 read")
 
 
 def test_unknown_principal_is_denied_before_cedar(default: PolicyEngine) -> None:
-    outcome = default.decide("mallory", "fs", "1.0.0", "read", spec(SE.READ_ONLY))
+    outcome = decide_op(default, "mallory", "fs", "1.0.0", "read", spec(SE.READ_ONLY))
     assert (outcome.verdict, outcome.reason_code) == (D, "unknown_principal")
     assert "mallory" in outcome.reason
 
@@ -77,8 +86,8 @@ MATRIX = [
     (SE.REVERSIBLE_WRITE, HIGH, [(D, None), (A, "operator"), (A, "operator"), (A, "operator")]),
     (SE.IRREVERSIBLE_WRITE, LOW, [(D, None), (D, None), (A, "operator"), (A, "operator")]),
     (SE.PRODUCTION, MEDIUM, [(D, None), (A, "sre"), (A, "sre"), (A, "sre")]),
-    (SE.FINANCIAL, LOW, [(D, None), (D, None), (D, None), (D, None)]),
-    (SE.SECURITY_SENSITIVE, LOW, [(D, None), (D, None), (D, None), (D, None)]),
+    (SE.FINANCIAL, LOW, [(D, None), (D, None), (D, None), (D, None)]),  # no amount to judge: no permit
+    (SE.SECURITY_SENSITIVE, LOW, [(D, None), (A, "security"), (A, "security"), (A, "security")]),
 ]
 
 
@@ -89,35 +98,25 @@ def test_default_policy_matrix(
     risk: RiskTier,
     expected: list[tuple[Verdict, str | None]],
 ) -> None:
-    got = [default.decide(f"a{level}", "fs", "1.0.0", "op", spec(side_effect, risk)) for level in range(4)]
+    got = [decide_op(default, f"a{level}", "fs", "1.0.0", "op", spec(side_effect, risk)) for level in range(4)]
     assert [(o.verdict, o.approver_role) for o in got] == expected
 
 
-@pytest.mark.parametrize("side_effect", [SE.FINANCIAL, SE.SECURITY_SENSITIVE])
-@pytest.mark.parametrize("principal", ["a1", "a2"])
-def test_financial_and_security_sensitive_are_forbidden_below_autonomy_3(
-    default: PolicyEngine, side_effect: SideEffectClass, principal: str
-) -> None:
-    outcome = default.decide(principal, "pay", "1.0.0", "refund", spec(side_effect))
-    assert (outcome.verdict, outcome.reason_code) == (D, "forbidden")
-    assert outcome.reason == f"{side_effect} operations are forbidden below autonomy 3"
-
-
-def test_financial_at_autonomy_3_has_no_permit_in_the_shipped_policy(default: PolicyEngine) -> None:
-    outcome = default.decide("a3", "pay", "1.0.0", "refund", spec(SE.FINANCIAL))
+def test_financial_without_an_amount_has_no_permit_in_the_shipped_policy(default: PolicyEngine) -> None:
+    outcome = decide_op(default, "a3", "pay", "1.0.0", "refund", spec(SE.FINANCIAL))
     assert (outcome.verdict, outcome.reason_code) == (D, "no_permit")
 
 
 @pytest.mark.parametrize("side_effect", [SE.READ_ONLY, SE.REVERSIBLE_WRITE, SE.PRODUCTION])
 def test_critical_risk_is_forbidden_below_autonomy_3(default: PolicyEngine, side_effect: SideEffectClass) -> None:
-    outcome = default.decide("a2", "fs", "1.0.0", "op", spec(side_effect, CRITICAL))
+    outcome = decide_op(default, "a2", "fs", "1.0.0", "op", spec(side_effect, CRITICAL))
     assert (outcome.verdict, outcome.reason_code) == (D, "forbidden")
     assert outcome.policy_ids == ("forbid-critical-risk-below-autonomy-3",)
 
 
 def test_outcomes_name_the_determining_policies(default: PolicyEngine) -> None:
-    execute = default.decide("a1", "fs", "1.0.0", "read", spec(SE.READ_ONLY))
-    approval = default.decide("a1", "fs", "1.0.0", "write", spec(SE.REVERSIBLE_WRITE))
+    execute = decide_op(default, "a1", "fs", "1.0.0", "read", spec(SE.READ_ONLY))
+    approval = decide_op(default, "a1", "fs", "1.0.0", "write", spec(SE.REVERSIBLE_WRITE))
     assert (execute.reason_code, execute.policy_ids) == ("permitted", ("read-only-low-risk",))
     assert "read-only-low-risk" in execute.reason
     assert (approval.reason_code, approval.policy_ids) == (
@@ -130,8 +129,8 @@ def test_shipped_files_load_with_the_shipped_principals() -> None:
     loaded = load_policy(POLICY, PRINCIPALS)
     autonomy = {name: p.autonomy for name, p in loaded.directory.principals.items()}
     assert autonomy == {"demo-agent": 1, "bench-agent": 1, "ops-agent": 2}
-    assert loaded.decide("demo-agent", "fs", "1.0.0", "read", spec(SE.READ_ONLY)).verdict is E
-    assert loaded.decide("ops-agent", "fs", "1.0.0", "write", spec(SE.REVERSIBLE_WRITE)).verdict is E
+    assert decide_op(loaded, "demo-agent", "fs", "1.0.0", "read", spec(SE.READ_ONLY)).verdict is E
+    assert decide_op(loaded, "ops-agent", "fs", "1.0.0", "write", spec(SE.REVERSIBLE_WRITE)).verdict is E
     assert loaded.directory.is_approver("bob", "sre") and not loaded.directory.is_approver("alice", "sre")
 
 
@@ -145,47 +144,47 @@ def test_forbid_wins_over_permit() -> None:
     forbid = '@id("no-writes") @reason("writes are off today") forbid (principal, action, resource)'
     forbid += ' when { context.side_effect != "READ_ONLY" };'
     decider = engine(PERMIT_ALL + forbid)
-    assert decider.decide("a1", "fs", "1.0.0", "read", spec(SE.READ_ONLY)).verdict is E
-    outcome = decider.decide("a1", "fs", "1.0.0", "write", spec(SE.REVERSIBLE_WRITE))
+    assert decide_op(decider, "a1", "fs", "1.0.0", "read", spec(SE.READ_ONLY)).verdict is E
+    outcome = decide_op(decider, "a1", "fs", "1.0.0", "write", spec(SE.REVERSIBLE_WRITE))
     assert (outcome.verdict, outcome.reason_code, outcome.reason) == (D, "forbidden", "writes are off today")
     assert outcome.policy_ids == ("no-writes",)
 
 
 def test_forbid_without_reason_annotation_is_named_by_its_id() -> None:
     decider = engine(PERMIT_ALL + '@id("closed") forbid (principal, action, resource);')
-    outcome = decider.decide("a1", "fs", "1.0.0", "read", spec(SE.READ_ONLY))
+    outcome = decide_op(decider, "a1", "fs", "1.0.0", "read", spec(SE.READ_ONLY))
     assert (outcome.reason_code, outcome.reason) == ("forbidden", "forbidden by policy closed")
 
 
 def test_approver_role_comes_from_the_determining_policy() -> None:
     approval = '@id("ask") @approver_role("treasurer") ' + ASK
-    outcome = engine(approval).decide("a1", "pay", "2.0.0", "refund", spec(SE.FINANCIAL))
+    outcome = decide_op(engine(approval), "a1", "pay", "2.0.0", "refund", spec(SE.FINANCIAL))
     assert (outcome.verdict, outcome.approver_role, outcome.policy_ids) == (A, "treasurer", ("ask",))
 
 
 def test_approval_permit_without_approver_role_fails_closed() -> None:
     approval = '@id("ask") ' + ASK
-    outcome = engine(approval).decide("a1", "pay", "2.0.0", "refund", spec(SE.FINANCIAL))
+    outcome = decide_op(engine(approval), "a1", "pay", "2.0.0", "refund", spec(SE.FINANCIAL))
     assert (outcome.verdict, outcome.reason_code, outcome.approver_role) == (D, "policy_invalid", None)
     assert "ask" in outcome.reason
 
 
 def test_conflicting_approver_roles_fail_closed() -> None:
     text = "".join(f'@id("{role}") @approver_role("{role}") {ASK}' for role in ("operator", "sre"))
-    outcome = engine(text).decide("a1", "fs", "1.0.0", "op", spec(SE.PRODUCTION))
+    outcome = decide_op(engine(text), "a1", "fs", "1.0.0", "op", spec(SE.PRODUCTION))
     assert (outcome.verdict, outcome.reason_code) == (D, "policy_invalid")
 
 
 def test_execute_wins_over_approval_when_both_permit() -> None:
     approval = '@id("ask") @approver_role("operator") permit (principal, action, resource);'
-    outcome = engine(PERMIT_ALL + approval).decide("a1", "fs", "1.0.0", "op", spec(SE.READ_ONLY))
+    outcome = decide_op(engine(PERMIT_ALL + approval), "a1", "fs", "1.0.0", "op", spec(SE.READ_ONLY))
     assert (outcome.verdict, outcome.policy_ids) == (E, ("allow-all", "ask"))
 
 
 def test_evaluation_error_denies_even_when_another_policy_permits() -> None:
     overflow = '@id("overflow") forbid (principal, action, resource)'
     overflow += " when { principal.autonomy + 9223372036854775807 < 0 };"
-    outcome = engine(PERMIT_ALL + overflow).decide("a1", "fs", "1.0.0", "read", spec(SE.READ_ONLY))
+    outcome = decide_op(engine(PERMIT_ALL + overflow), "a1", "fs", "1.0.0", "read", spec(SE.READ_ONLY))
     assert (outcome.verdict, outcome.reason_code, outcome.policy_ids) == (D, "policy_error", ("overflow",))
     assert "overflow" in outcome.reason and "policy1" not in outcome.reason
 
@@ -194,8 +193,8 @@ def test_principal_roles_are_visible_to_policies() -> None:
     text = '@id("agents") permit (principal, action == Action::"execute", resource)'
     text += ' when { principal.roles.contains("agent") };'
     decider = engine(text)
-    assert decider.decide("a1", "fs", "1.0.0", "op", spec(SE.READ_ONLY)).verdict is E
-    assert decider.decide("a3", "fs", "1.0.0", "op", spec(SE.READ_ONLY)).verdict is D
+    assert decide_op(decider, "a1", "fs", "1.0.0", "op", spec(SE.READ_ONLY)).verdict is E
+    assert decide_op(decider, "a3", "fs", "1.0.0", "op", spec(SE.READ_ONLY)).verdict is D
 
 
 # --- invalid policies and files --------------------------------------------------------------

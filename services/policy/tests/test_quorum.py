@@ -9,8 +9,9 @@ import msgspec
 import pytest
 
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import PolicyEngine, load_policy
+from toolgate.policy.engine import PolicyEngine, PolicyOutcome, load_policy
 from toolgate.policy.errors import PolicyInvalid
+from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
 from toolgate.policy.recheck import recheck
 from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
@@ -18,6 +19,15 @@ from toolgate.shared.directory import PrincipalDirectory
 from toolgate.shared.events import ToolRequested, encode, request_identity
 from toolgate.shared.recheck import RecheckQuery
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
+
+
+def decide_op(
+    engine: PolicyEngine, principal: str, tool: str, version: str, operation: str, spec: OperationSpec
+) -> PolicyOutcome:
+    """Decide a call of a one-operation descriptor ``tool@version`` with no arguments."""
+    descriptor = ToolDescriptor(name=tool, version=version, adapter="file_system", operations={operation: spec})
+    return engine.decide(principal, descriptor, operation, {})
+
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 DIRECTORY = """
@@ -51,7 +61,7 @@ def test_the_quorum_is_the_largest_any_applying_approval_permit_asks_for() -> No
         + ASK
         + ' when { context.side_effect == "PRODUCTION" };'
     )
-    outcome = _engine(text).decide("a1", "fs", "1.0.0", "write", _write())
+    outcome = decide_op(_engine(text), "a1", "fs", "1.0.0", "write", _write())
     assert (outcome.verdict, outcome.approvals_required, outcome.policy_ids) == (
         Verdict.NEEDS_APPROVAL,
         2,
@@ -61,13 +71,13 @@ def test_the_quorum_is_the_largest_any_applying_approval_permit_asks_for() -> No
     reads = OperationSpec(
         input_schema={}, output_schema={}, side_effect_class=SideEffectClass.READ_ONLY, risk_tier=RiskTier.LOW
     )
-    assert _engine(text).decide("a1", "fs", "1.0.0", "read", reads).approvals_required == 1
+    assert decide_op(_engine(text), "a1", "fs", "1.0.0", "read", reads).approvals_required == 1
 
 
 def test_the_shipped_policy_asks_one_approver() -> None:
     repo = Path(__file__).resolve().parents[3] / "deploy/policy"
     engine = load_policy(repo / "policy.cedar", repo / "principals.toml")
-    outcome = engine.decide("demo-agent", "fs", "1.0.0", "write", _write())
+    outcome = decide_op(engine, "demo-agent", "fs", "1.0.0", "write", _write())
     assert (outcome.verdict, outcome.approvals_required) == (Verdict.NEEDS_APPROVAL, 1)
 
 
@@ -106,7 +116,7 @@ def ports(repo_root: Path) -> PolicyPorts:
     descriptor = msgspec.json.decode((repo_root / "deploy/tools/file_system.json").read_bytes(), type=ToolDescriptor)
     text = f'@id("two-operators") @approver_role("operator") @approvals_required("2") {ASK}{WRITES}'
     return PolicyPorts(
-        engine=_engine(text),
+        policy=PolicyHolder(_engine(text)),
         descriptors=InMemoryDescriptorSource([descriptor]),
         limiter=InMemoryRateLimiter(),
         replays=InMemoryReplayIndex(),

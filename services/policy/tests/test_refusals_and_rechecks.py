@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import IndexLost
+from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex, ReplayState
 from toolgate.policy.recheck import recheck
 from toolgate.shared.descriptors import ToolDescriptor
@@ -41,7 +42,7 @@ def engine(repo_root: Path) -> PolicyEngine:
 @pytest.fixture
 def ports(engine: PolicyEngine, file_system: ToolDescriptor) -> PolicyPorts:
     return PolicyPorts(
-        engine=engine,
+        policy=PolicyHolder(engine),
         descriptors=InMemoryDescriptorSource([file_system]),
         limiter=InMemoryRateLimiter(),
         replays=InMemoryReplayIndex(),
@@ -163,7 +164,9 @@ async def test_a_replay_reaches_only_a_caller_the_current_policy_still_allows(
     assert (again.verdict, again.reason_code) == (Verdict.EXECUTE, "idempotent_replay")
 
     directory = PrincipalDirectory.from_toml('[principals.other]\nautonomy = 1\nroles = ["agent"]\n')
-    removed = PolicyPorts(**{**replaying.__dict__, "engine": PolicyEngine(_policy_text(engine), directory)})
+    removed = PolicyPorts(
+        **{**replaying.__dict__, "policy": PolicyHolder(PolicyEngine(_policy_text(engine), directory))}
+    )
     gone = await decide(_env(_body(WRITE, operation="write", request_id="r3"), "ops-agent"), removed)
     assert (gone.verdict, gone.reason_code) == (Verdict.DENY, "unknown_principal")
 
@@ -171,7 +174,7 @@ async def test_a_replay_reaches_only_a_caller_the_current_policy_still_allows(
         _policy_text(engine)
         + '\n@id("no-writes")\nforbid (principal, action, resource) when { context.operation == "write" };\n'
     )
-    forbidden = PolicyPorts(**{**replaying.__dict__, "engine": PolicyEngine(forbid, engine.directory)})
+    forbidden = PolicyPorts(**{**replaying.__dict__, "policy": PolicyHolder(PolicyEngine(forbid, engine.directory))})
     denied = await decide(_env(_body(WRITE, operation="write", request_id="r4"), "ops-agent"), forbidden)
     assert (denied.verdict, denied.reason_code, denied.hidden_reason_code) == (
         Verdict.DENY,
@@ -272,12 +275,12 @@ async def test_recheck_names_what_changed(
     write = await _decided(ports, "demo-agent", "write")
     freeze = '@id("freeze")\n@reason("writes are frozen")\nforbid (principal, action, resource)'
     forbid = _policy_text(engine) + f'\n{freeze} when {{ context.operation == "write" }};\n'
-    frozen = PolicyPorts(**{**ports.__dict__, "engine": PolicyEngine(forbid, engine.directory)})
+    frozen = PolicyPorts(**{**ports.__dict__, "policy": PolicyHolder(PolicyEngine(forbid, engine.directory))})
     answer = await recheck(_query(write, approver="alice"), frozen, lambda: NOW)
     assert (answer.allowed, answer.reason_code) == (False, "forbidden") and "frozen" in answer.reason
 
     empty = PrincipalDirectory.from_toml('[approvers.alice]\nroles = ["operator"]\n')
-    removed = PolicyPorts(**{**ports.__dict__, "engine": PolicyEngine(_policy_text(engine), empty)})
+    removed = PolicyPorts(**{**ports.__dict__, "policy": PolicyHolder(PolicyEngine(_policy_text(engine), empty))})
     answer = await recheck(_query(write, approver="alice"), removed, lambda: NOW)
     assert (answer.allowed, answer.reason_code) == (False, "unknown_principal")
 
@@ -292,7 +295,7 @@ async def test_recheck_names_what_changed(
     answer = await recheck(_query(write, approver="alice", pinned=True), gone, lambda: NOW)
     assert (answer.allowed, answer.reason_code) == (False, "descriptor_changed")
 
-    unloaded = PolicyPorts(**{**ports.__dict__, "engine": None})
+    unloaded = PolicyPorts(**{**ports.__dict__, "policy": PolicyHolder(None)})
     assert (await recheck(_query(write, approver="alice"), unloaded, lambda: NOW)).reason_code == "no_policy"
 
 

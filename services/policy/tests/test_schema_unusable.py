@@ -21,6 +21,7 @@ from nats.js import JetStreamContext
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import load_policy
+from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryReplayIndex
 from toolgate.shared import catalog
 from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
@@ -49,7 +50,9 @@ async def _store_directly(
 @pytest.fixture
 async def ports(js: JetStreamContext, redis_client: aioredis.Redis, repo_root: Path) -> PolicyPorts:
     return PolicyPorts(
-        engine=load_policy(repo_root / "deploy/policy/policy.cedar", repo_root / "deploy/policy/principals.toml"),
+        policy=PolicyHolder(
+            load_policy(repo_root / "deploy/policy/policy.cedar", repo_root / "deploy/policy/principals.toml")
+        ),
         descriptors=await ToolsBucket.open(js),
         limiter=RedisRateLimiter(redis_client),
         replays=InMemoryReplayIndex(),

@@ -12,6 +12,7 @@ from nacl.public import PrivateKey
 
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import load_policy
+from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.events import ToolRequested, encode, request_hash, request_identity
@@ -34,7 +35,7 @@ def ports(repo_root: Path) -> PolicyPorts:
     engine = load_policy(repo_root / "deploy/policy/policy.cedar", repo_root / "deploy/policy/principals.toml")
     descriptor = _descriptor(repo_root, {"type": "string", "maxLength": 64, "writeOnly": True})
     return PolicyPorts(
-        engine=engine,
+        policy=PolicyHolder(engine),
         descriptors=InMemoryDescriptorSource([descriptor]),
         limiter=InMemoryRateLimiter(),
         replays=InMemoryReplayIndex(),

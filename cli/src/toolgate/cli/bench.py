@@ -114,13 +114,15 @@ async def _governed(stack: Stack, calls: int, concurrency: int) -> Figures:
 def _in_process_us() -> tuple[float, float]:
     from toolgate.policy.engine import load_policy
 
-    engine = load_policy(DEPLOY_DIR / "policy" / "policy.cedar", DEPLOY_DIR / "policy" / "principals.toml")
-    spec = _bench_descriptor().operations["read"]
+    policy = DEPLOY_DIR / "policy"
+    descriptor = _bench_descriptor()
+    engine = load_policy(policy / "policy.cedar", policy / "principals.toml", policy / "attributes.toml", [descriptor])
+    spec = descriptor.operations["read"]
     arguments = {"path": "data.txt"}
     rounds = 2000
     started = time.perf_counter()
     for _ in range(rounds):
-        engine.decide(AGENT, "bench_fs", "1.0.0", "read", spec)
+        engine.decide(AGENT, descriptor, "read", arguments)
     decide_us = (time.perf_counter() - started) / rounds * 1e6
     started = time.perf_counter()
     for _ in range(rounds):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import UTC, datetime
 
@@ -10,14 +11,17 @@ from nats.js import JetStreamContext
 
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.adapters.redis_replays import RedisReplayIndex
+from toolgate.policy.attributes import load_attributes
 from toolgate.policy.domain import PolicyPorts
-from toolgate.policy.engine import PolicyEngine, load_policy
+from toolgate.policy.engine import build_engine
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.handlers import PolicyRuntime, build_router, consumers
+from toolgate.policy.holder import PolicyHolder
+from toolgate.policy.refresh import follow_registry, refresh_once
 from toolgate.policy.settings import PolicySettings
 from toolgate.shared.connections import redis_client
+from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.shared.keyring import load_own_private_key
-from toolgate.shared.listing import Readiness
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
@@ -27,19 +31,18 @@ __all__ = ["create_app"]
 log = logging.getLogger("toolgate.policy")
 
 
-def _engine(settings: PolicySettings) -> tuple[PolicyEngine | None, Readiness]:
-    """The engine (``None`` when the policy cannot be used) and whether the service is ready."""
+def _holder(settings: PolicySettings) -> PolicyHolder:
+    """A holder that builds the policy file's text over the directory and attributes read once."""
     try:
-        engine = load_policy(settings.policy_file, settings.principals_file)
-    except PolicyInvalid as error:
-        log.error("NOT READY: policy not loaded, every request will be denied: %s", error)
-        return None, Readiness(ready=False, reason=f"no valid policy is loaded: {error.reason}")
-    if not engine.policy_ids:
-        reason = f"{settings.policy_file} holds no policy: every request will be denied"
-        log.error("NOT READY: %s", reason)
-        return engine, Readiness(ready=False, reason=reason)
-    log.info("policy loaded: %d policies from %s", len(engine.policy_ids), settings.policy_file)
-    return engine, Readiness(ready=True, reason=f"{len(engine.policy_ids)} policies loaded")
+        text = settings.policy_file.read_text(encoding="utf-8")
+        directory = PrincipalDirectory.from_toml(settings.principals_file.read_text(encoding="utf-8"))
+        attributes = load_attributes(settings.attributes_file)
+    except (OSError, UnicodeDecodeError, DirectoryInvalid, PolicyInvalid) as error:
+        holder = PolicyHolder()
+        holder.problem = getattr(error, "reason", None) or str(error)
+        log.error("NOT READY: policy not loaded, every request will be denied: %s", holder.problem)
+        return holder
+    return PolicyHolder(build=lambda t, listed: build_engine(t, directory, attributes, listed), text=text)
 
 
 def create_app(settings: PolicySettings | None = None) -> FastStream:
@@ -57,17 +60,39 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
     clock = lambda: datetime.now(UTC)  # noqa: E731
     broker.include_router(build_router(cell, clock))
 
+    following: list[asyncio.Task[None]] = []
+
     async def build(js: JetStreamContext) -> None:
         redis = redis_client(settings)
-        engine, readiness = _engine(settings)
+        holder, descriptors = _holder(settings), await ToolsBucket.open(js)
+        await refresh_once(holder, descriptors, None)
+        _log_state(holder, settings)
+        following.append(asyncio.create_task(follow_registry(holder, descriptors, settings.registry_refresh_s)))
         ports = PolicyPorts(
-            engine=engine,
-            descriptors=await ToolsBucket.open(js),
+            policy=holder,
+            descriptors=descriptors,
             limiter=RedisRateLimiter(redis, admitted_ttl_s=settings.admitted_ttl_s),
             replays=RedisReplayIndex(redis),
             clock=clock,
             max_request_bytes=settings.max_request_bytes,
         )
-        cell.set(PolicyRuntime(ports=ports, key=key, js=js, readiness=readiness))
+        cell.set(PolicyRuntime(ports=ports, key=key, js=js))
 
-    return new_app(broker, build, Lifecycle(consumers=consumers(cell), reporter=reporter))
+    async def stop_following() -> None:
+        for task in following:
+            task.cancel()
+
+    lifecycle = Lifecycle(consumers=consumers(cell), reporter=reporter, closers=(stop_following,))
+    return new_app(broker, build, lifecycle)
+
+
+def _log_state(holder: PolicyHolder, settings: PolicySettings) -> None:
+    engine = holder.engine
+    if engine is None:
+        log.error("NOT READY: policy not loaded, every request will be denied: %s", holder.problem)
+        return
+    for note in engine.notes:
+        log.info("policy context: %s", note)
+    log.info(
+        "policy loaded: %d policies from %s, version %s", len(engine.policy_ids), settings.policy_file, engine.version
+    )

@@ -46,6 +46,7 @@ import msgspec
 from toolgate.policy.admission import admit
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.errors import IndexLost
+from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
 from toolgate.policy.visibility import hidden_from, unknown_operation, unknown_tool
 from toolgate.shared.canonical import unrepresentable
@@ -88,9 +89,12 @@ class Envelope:
 
 @dataclass(frozen=True)
 class PolicyPorts:
-    """Everything :func:`decide` reaches outside itself."""
+    """Everything :func:`decide` reaches outside itself.
 
-    engine: PolicyEngine | None
+    ``policy`` holds the engine in force; a decision reads it once (an atomic switch).
+    """
+
+    policy: PolicyHolder
     descriptors: DescriptorSource
     limiter: RateLimiter
     replays: ReplayIndex
@@ -142,17 +146,16 @@ def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
     return request
 
 
-def _engine_for(principal: str, ports: PolicyPorts) -> PolicyEngine:
+def _engine_for(principal: str, engine: PolicyEngine | None) -> PolicyEngine:
     """The engine, before any tool is looked up: these answers say nothing about which tools exist."""
-    if ports.engine is None:
+    if engine is None:
         raise _Ended(Verdict.DENY, "no_policy", "no valid policy is loaded: default deny")
-    if ports.engine.directory.principal(principal) is None:
+    if engine.directory.principal(principal) is None:
         raise _Ended(Verdict.DENY, "unknown_principal", f"principal {principal!r} is not in the principal directory")
-    return ports.engine
+    return engine
 
 
-async def _resolve(principal: str, request: ToolRequested, ports: PolicyPorts) -> ToolDescriptor:
-    engine = _engine_for(principal, ports)
+async def _resolve(principal: str, request: ToolRequested, engine: PolicyEngine, ports: PolicyPorts) -> ToolDescriptor:
     try:
         descriptor = await ports.descriptors.get(request.tool, request.version)
     except Exception:  # any registry fault denies (fail closed)
@@ -199,10 +202,10 @@ async def _replay(principal: str, request: ToolRequested, digest: str, ports: Po
     return state.done
 
 
-def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, ports: PolicyPorts) -> PolicyOutcome:
-    engine = _engine_for(principal, ports)
-    spec = descriptor.operations[request.operation]
-    outcome = engine.decide(principal, descriptor.name, descriptor.version, request.operation, spec)
+def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, engine: PolicyEngine) -> PolicyOutcome:
+    outcome = engine.decide(principal, descriptor, request.operation, request.arguments)
+    if outcome.reason_code == "argument_untypable":  # the caller's value, not the policy's verdict
+        raise _Ended(Verdict.REFUSE, outcome.reason_code, outcome.reason)
     if outcome.verdict not in (Verdict.EXECUTE, Verdict.NEEDS_APPROVAL):
         raise _Ended(Verdict.DENY, outcome.reason_code, outcome.reason)
     return outcome
@@ -257,7 +260,8 @@ def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: st
 async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPorts, now: datetime) -> DecisionMade:
     if not TOKEN.match(env.principal):
         raise _Ended(Verdict.REFUSE, "invalid_principal", "principal must match [A-Za-z0-9_-]{1,64}")
-    descriptor = await _resolve(env.principal, request, ports)
+    engine = _engine_for(env.principal, ports.policy.engine)  # read once: the whole decision under one policy
+    descriptor = await _resolve(env.principal, request, engine, ports)
     bound = BoundRequest(
         principal=env.principal,
         tool=descriptor.name,
@@ -278,7 +282,7 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
         "version_pinned": request.version is not None,
     }
     replay = await _replay(env.principal, request, digest, ports)
-    outcome = _govern(env.principal, descriptor, request, ports)
+    outcome = _govern(env.principal, descriptor, request, engine)
     if replay or outcome.verdict is Verdict.EXECUTE:
         await _admit(env.principal, descriptor, request, ports)
     if replay:

@@ -40,7 +40,6 @@ class PolicyRuntime:
     ports: PolicyPorts
     key: Ed25519PrivateKey
     js: JetStreamContext
-    readiness: Readiness
 
 
 def envelope_of(delivery: Delivery) -> Envelope:
@@ -97,7 +96,7 @@ def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datet
     @rpc(router, Rpc.POLICY_READY, "policy")
     async def on_ready(msg: NatsMessage) -> bytes:
         try:
-            return msgspec.json.encode(runtime().readiness)
+            return msgspec.json.encode(runtime().ports.policy.readiness())
         except RuntimeError:  # not built yet
             return msgspec.json.encode(_STARTING)
 

@@ -24,6 +24,7 @@ import msgspec
 
 from toolgate.policy.admission import admit
 from toolgate.policy.domain import PolicyPorts
+from toolgate.policy.engine import PolicyEngine
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
@@ -106,24 +107,23 @@ async def _current_descriptor(query: RecheckQuery, ports: PolicyPorts) -> ToolDe
 
 def _still_permitted(query: RecheckQuery, descriptor: ToolDescriptor, ports: PolicyPorts) -> str:
     bound = query.request
-    if ports.engine is None:
+    engine = ports.policy.engine
+    if engine is None:
         raise _Changed("no_policy", "no valid policy is loaded now")
-    spec = descriptor.operations.get(bound.operation)
-    if spec is None:
+    if bound.operation not in descriptor.operations:
         raise _Changed("descriptor_changed", f"{bound.tool}@{bound.version} has no operation {bound.operation!r}")
-    outcome = ports.engine.decide(query.principal, bound.tool, bound.version, bound.operation, spec)
+    outcome = engine.decide(query.principal, descriptor, bound.operation, bound.arguments)
     if outcome.verdict is Verdict.EXECUTE:
         return f"the current policy permits it ({outcome.reason})"
     if outcome.verdict is not Verdict.NEEDS_APPROVAL:
         raise _Changed(outcome.reason_code, f"the current policy no longer allows it: {outcome.reason}")
-    return _approval_still_enough(query, outcome.approver_role or "", ports)
+    return _approval_still_enough(query, outcome.approver_role or "", engine)
 
 
-def _approval_still_enough(query: RecheckQuery, role: str, ports: PolicyPorts) -> str:
+def _approval_still_enough(query: RecheckQuery, role: str, engine: PolicyEngine) -> str:
     approver = query.approver
     if approver is None:
         raise _Changed("approval_required", f"the current policy requires an approval by role {role!r}")
-    directory = ports.engine.directory if ports.engine else None
-    if directory is None or approver not in directory.entitled(role, query.principal):  # not it, nor its operator
+    if approver not in engine.directory.entitled(role, query.principal):  # not it, nor its operator
         raise _Changed("approver_not_entitled", f"{approver!r} may no longer approve it (role {role!r} required now)")
     return f"the current policy permits it with an approval by role {role!r}"

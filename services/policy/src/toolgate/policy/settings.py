@@ -26,6 +26,18 @@ class PolicySettings(ServiceSettings):
         description="Principal directory (agents' autonomy and roles, approvers). "
         "Env: TOOLGATE_POLICY_PRINCIPALS_FILE.",
     )
+    attributes_file: Path = Field(
+        default=Path("deploy/policy/attributes.toml"),
+        description="Principal and tool attributes for policies (allow-lists, per-agent limits, tool tags) and "
+        "their declared Cedar types. Missing: none. Invalid: every request is denied. "
+        "Env: TOOLGATE_POLICY_ATTRIBUTES_FILE.",
+    )
+    registry_refresh_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between looks at the registry; when the registered tools changed, the policy is "
+        "built again over their argument types (context.args). Env: TOOLGATE_POLICY_REGISTRY_REFRESH_S.",
+    )
     max_request_bytes: int = Field(
         default=65_536,
         description="Largest accepted tool request body, bytes; larger is refused. "

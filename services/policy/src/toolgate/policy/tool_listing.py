@@ -30,9 +30,10 @@ def principal_of(subject: str) -> str:
 
 
 def _visible(principal: str, descriptor: ToolDescriptor | None, ports: PolicyPorts) -> ToolDescriptor | None:
-    if descriptor is None or ports.engine is None or not TOKEN.match(principal):
+    engine = ports.policy.engine
+    if descriptor is None or engine is None or not TOKEN.match(principal):
         return None
-    return visible(ports.engine, principal, descriptor)
+    return visible(engine, principal, descriptor)
 
 
 async def list_for(principal: str, ports: PolicyPorts) -> ToolsReply:

@@ -1,16 +1,18 @@
 """What a principal may see: the tools and operations the current policy lets it call.
 
-An operation is *visible* to a principal when Cedar answers ``execute`` or
-``needs_approval`` for it. toolgate's Cedar context is built from the descriptor alone
-(tool, version, operation, side-effect class, risk tier; never the arguments), so that
-answer is exactly what any request of that principal for that operation would get: the
-listing and the call cannot disagree. A tool is visible when at least one of its
+An operation is *visible* to a principal when some arguments could make Cedar answer
+``execute`` or ``needs_approval`` for it (:meth:`PolicyEngine.may_allow`: partial
+evaluation with the argument-derived context unknown). The answer depends on the
+descriptor alone, so the listing and the call cannot disagree about what exists; a
+visible operation called with arguments the policy refuses is denied with the policy's
+own reason (``forbidden`` / ``no_permit``). A tool is visible when at least one of its
 operations is.
 
-Anything else — ``no_permit``, ``forbidden``, an evaluation error, an unknown principal —
-hides it, and a hidden tool or operation is answered with the very code and text of one
-that does not exist (:func:`unknown_tool`, :func:`unknown_operation`), on the listing and
-on a call alike. Pure: no I/O.
+An operation no arguments could open — a ``forbid`` that holds whatever the arguments,
+no ``permit`` that could hold, an evaluation error, an unknown principal — is hidden,
+and a hidden tool or operation is answered with the very code and text of one that does
+not exist (:func:`unknown_tool`, :func:`unknown_operation`), on the listing and on a
+call alike. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -56,15 +58,9 @@ def allows(outcome: PolicyOutcome) -> bool:
     return outcome.verdict in (Verdict.EXECUTE, Verdict.NEEDS_APPROVAL)
 
 
-def _outcomes(engine: PolicyEngine, principal: str, descriptor: ToolDescriptor) -> dict[str, PolicyOutcome]:
-    name, version = descriptor.name, descriptor.version
-    return {op: engine.decide(principal, name, version, op, spec) for op, spec in descriptor.operations.items()}
-
-
 def visible_operations(engine: PolicyEngine, principal: str, descriptor: ToolDescriptor) -> dict[str, OperationSpec]:
     """The operations of ``descriptor`` that ``principal`` may call, in descriptor order."""
-    outcomes = _outcomes(engine, principal, descriptor)
-    return {op: spec for op, spec in descriptor.operations.items() if allows(outcomes[op])}
+    return {op: spec for op, spec in descriptor.operations.items() if engine.may_allow(principal, descriptor, op)}
 
 
 def visible(engine: PolicyEngine, principal: str, descriptor: ToolDescriptor) -> ToolDescriptor | None:
@@ -85,9 +81,9 @@ def hidden_from(
         operation: the operation called.
         asked_version: the version the request named (``None``: latest), for the text.
     """
-    called = engine.decide(principal, descriptor.name, descriptor.version, operation, descriptor.operations[operation])
-    if allows(called):
-        return None  # the common case: one decision, the other operations are not looked at
-    if any(allows(outcome) for outcome in _outcomes(engine, principal, descriptor).values()):
+    if engine.may_allow(principal, descriptor, operation):
+        return None  # the common case: the other operations are not looked at
+    called = engine.decide(principal, descriptor, operation, {})  # what the policy says, for the audit
+    if any(engine.may_allow(principal, descriptor, op) for op in descriptor.operations):
         return Hidden(*unknown_operation(descriptor.name, operation), called)
     return Hidden(*unknown_tool(descriptor.name, asked_version), called)

@@ -1,0 +1,217 @@
+"""Cedar types for a call's arguments, generated from the operations' input JSON Schemas.
+
+Each property of an input schema (JSON Schema 2020-12) becomes an attribute of the Cedar
+record ``context.args`` when its type is one Cedar can hold
+(https://docs.cedarpolicy.com/policies/syntax-datatypes.html):
+
+=========================================  ==============================================
+JSON Schema                                Cedar
+=========================================  ==============================================
+``"type": "string"``                       ``String``
+``"type": "integer"``                      ``Long`` (64-bit)
+``"type": "number"``                       ``decimal`` (the decimal extension: at most 4
+                                           decimal places, ±922337203685477.5807)
+``"type": "boolean"``                      ``Bool``
+``"type": "array"`` with typed ``items``   ``Set<…>`` (order and duplicates are lost)
+``"type": "object"`` with ``properties``   a record of the typed properties
+=========================================  ==============================================
+
+Anything else is left out, and said so at load: no single ``type`` (a list of types,
+``anyOf``/``oneOf``, ``$ref``), a secret argument (``writeOnly`` / ``x-toolgate-secret``:
+the policy never sees secrets), and nesting deeper than :data:`MAX_DEPTH`.
+
+The record every policy is validated against is the union over the registered operations
+(the *vocabulary*). Every attribute in it is optional — another tool's call does not have
+it — so a rule tests ``context.args has x`` before reading ``context.args.x``. A name two
+operations type differently is left out of the vocabulary (naming both), so no rule can
+depend on it. A call's own arguments are converted with its operation's types, keeping
+only what the vocabulary holds with the same type (:func:`view`). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "CedarType", "Vocabulary", "operation_types", "render", "view"]
+
+MAX_DEPTH = 6
+"""Deepest nesting of records and sets given to the policy."""
+
+_SCALARS = {"string": "String", "integer": "Long", "number": "decimal", "boolean": "Bool"}
+_SECRET_MARKERS = ("writeOnly", "x-toolgate-secret")
+
+
+@dataclass(frozen=True, slots=True)
+class CedarType:
+    """A Cedar type: ``kind`` is ``String``, ``Long``, ``decimal``, ``Bool``, ``Set`` or ``Record``.
+
+    Attributes:
+        kind: the type's name.
+        element: the element type of a ``Set``.
+        attributes: the attributes of a ``Record``, sorted by name (all optional).
+    """
+
+    kind: str
+    element: CedarType | None = None
+    attributes: tuple[tuple[str, CedarType], ...] = ()
+
+    def attribute(self, name: str) -> CedarType | None:
+        """The type of attribute ``name`` of a record, or ``None``."""
+        return dict(self.attributes).get(name)
+
+
+RecordType = dict[str, CedarType]
+
+
+def _typed(schema: Any, where: str, notes: list[str], depth: int) -> CedarType | None:
+    if not isinstance(schema, Mapping):
+        return None
+    if any(schema.get(marker) is True for marker in _SECRET_MARKERS):
+        notes.append(f"{where}: a secret argument, never given to the policy")
+        return None
+    kind = schema.get("type")
+    if depth > MAX_DEPTH:
+        notes.append(f"{where}: nested deeper than {MAX_DEPTH} levels, left out")
+        return None
+    if isinstance(kind, str) and kind in _SCALARS:
+        return CedarType(_SCALARS[kind])
+    if kind == "array":
+        element = _typed(schema.get("items"), f"{where}[]", notes, depth + 1)
+        return CedarType("Set", element=element) if element else _untyped(where, notes, "items have no Cedar type")
+    if kind == "object" and isinstance(schema.get("properties"), Mapping):
+        record = _record(schema["properties"], where, notes, depth + 1)
+        return CedarType("Record", attributes=tuple(sorted(record.items())))
+    return _untyped(where, notes, "no single type Cedar can hold")
+
+
+def _untyped(where: str, notes: list[str], why: str) -> CedarType | None:
+    notes.append(f"{where}: {why}, left out")
+    return None
+
+
+def _record(properties: Mapping[str, Any], where: str, notes: list[str], depth: int) -> RecordType:
+    record: RecordType = {}
+    for name, schema in properties.items():
+        if (typed := _typed(schema, f"{where}.{name}", notes, depth)) is not None:
+            record[name] = typed
+    return record
+
+
+def operation_types(input_schema: Mapping[str, Any], where: str) -> tuple[RecordType, list[str]]:
+    """The Cedar types of one operation's arguments, and a note per property left out.
+
+    Args:
+        input_schema: the operation's input JSON Schema (an object schema).
+        where: how notes name the operation, e.g. ``"bank@1.0.0.send_money"``.
+    """
+    notes: list[str] = []
+    properties = input_schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return {}, notes
+    return _record(properties, f"{where} args", notes, 1), notes
+
+
+def _merge(a: CedarType, b: CedarType) -> CedarType | None:
+    """The type holding both, or ``None`` when they conflict."""
+    if a.kind != b.kind:
+        return None
+    if a.kind == "Set":
+        element = _merge(a.element, b.element) if a.element and b.element else None
+        return CedarType("Set", element=element) if element else None
+    if a.kind == "Record":
+        merged = _merge_records(dict(a.attributes), dict(b.attributes), [], "")
+        return CedarType("Record", attributes=tuple(sorted(merged.items())))
+    return a
+
+
+def _merge_records(a: RecordType, b: RecordType, conflicts: list[str], where: str) -> RecordType:
+    merged = dict(a)
+    for name, typed in b.items():
+        if name not in merged:
+            merged[name] = typed
+        elif (both := _merge(merged[name], typed)) is not None:
+            merged[name] = both
+        else:
+            conflicts.append(f"{where}{name}")
+            del merged[name]
+    return merged
+
+
+@dataclass(frozen=True, slots=True)
+class Vocabulary:
+    """The ``context.args`` record every policy is validated against.
+
+    Attributes:
+        attributes: name to type, every attribute optional.
+        notes: what was left out and why, one line each (logged at load).
+    """
+
+    attributes: tuple[tuple[str, CedarType], ...]
+    notes: tuple[str, ...]
+
+    @classmethod
+    def of(cls, operations: Iterable[tuple[str, Mapping[str, Any]]]) -> Vocabulary:
+        """The union of ``(where, input_schema)`` pairs; a name typed two ways is left out."""
+        record: RecordType = {}
+        typed_by: dict[str, list[str]] = {}
+        conflicted: set[str] = set()
+        notes: list[str] = []
+        for where, schema in sorted(operations, key=lambda pair: pair[0]):
+            types, left_out = operation_types(schema, where)
+            notes += left_out
+            for name, typed in types.items():
+                typed_by.setdefault(name, []).append(where)
+                _add(record, conflicted, name, typed)
+        notes += [
+            f"args.{name}: typed differently by {', '.join(typed_by[name])}, left out" for name in sorted(conflicted)
+        ]
+        return cls(tuple(sorted(record.items())), tuple(notes))
+
+    def record(self) -> CedarType:
+        """The vocabulary as one Cedar record type."""
+        return CedarType("Record", attributes=self.attributes)
+
+
+def _add(record: RecordType, conflicted: set[str], name: str, typed: CedarType) -> None:
+    if name in conflicted:
+        return
+    both = _merge(record[name], typed) if name in record else typed
+    if both is None:
+        conflicted.add(name)
+        del record[name]
+    else:
+        record[name] = both
+
+
+def view(own: CedarType, vocabulary: CedarType) -> CedarType | None:
+    """The part of ``own`` (an operation's type) that ``vocabulary`` holds with the same type."""
+    if own.kind != vocabulary.kind:
+        return None
+    if own.kind == "Set":
+        element = view(own.element, vocabulary.element) if own.element and vocabulary.element else None
+        return CedarType("Set", element=element) if element == own.element else None
+    if own.kind == "Record":
+        theirs = dict(vocabulary.attributes)
+        kept = [(name, seen) for name, typed in own.attributes if (seen := _view_in(typed, theirs.get(name)))]
+        return CedarType("Record", attributes=tuple(kept))
+    return own
+
+
+def _view_in(own: CedarType, theirs: CedarType | None) -> CedarType | None:
+    return view(own, theirs) if theirs is not None else None
+
+
+def render(typed: CedarType) -> str:
+    """Cedar schema syntax for ``typed``; record attributes are optional (``"name"?: T``).
+
+    Syntax: https://docs.cedarpolicy.com/schema/human-readable-schema.html.
+    """
+    if typed.kind == "Set" and typed.element:
+        return f"Set<{render(typed.element)}>"
+    if typed.kind == "Record":
+        inner = ", ".join(f"{json.dumps(name, ensure_ascii=False)}?: {render(t)}" for name, t in typed.attributes)
+        return "{" + inner + "}"
+    return typed.kind

@@ -1,0 +1,162 @@
+"""Principal and tool attributes for policies: allow-lists, per-agent limits, tool tags.
+
+A TOML file (``tomllib``, TOML 1.0) declares each attribute's Cedar type, then gives
+values per agent and per tool::
+
+    [types.agent]                      # attributes of Agent::"<principal>"
+    allowed_recipients = "Set<String>"
+    max_amount = "decimal"
+    [types.tool]                       # attributes of Tool::"<tool name>"
+    tags = "Set<String>"
+
+    [agents.bank-agent]
+    allowed_recipients = ["DE89370400440532013000"]
+    max_amount = "1000.00"             # a decimal: a string or a number, at most 4 places
+    [tools.mcp_bank]
+    tags = ["banking"]
+
+Types: ``String``, ``Long``, ``Bool``, ``decimal``, ``Set<String>``, ``Set<Long>``.
+:data:`STANDARD_AGENT_TYPES` are declared without the file. Every
+declared attribute is optional in the Cedar schema (an entity without a value simply lacks
+it), so a rule tests ``principal has max_amount`` first; a rule naming an undeclared
+attribute is refused at load. Values are checked here against their declared type and
+then by Cedar against the generated schema (``cedarpy.Entities.from_json_str``). Unknown
+keys and attributes are refused, naming the table and key. Pure: parses text.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolgate.policy.context import Untypable, cedar_decimal
+from toolgate.policy.errors import PolicyInvalid
+
+__all__ = ["STANDARD_AGENT_TYPES", "TYPES", "Attributes", "load_attributes", "parse_attributes"]
+
+TYPES = ("String", "Long", "Bool", "decimal", "Set<String>", "Set<Long>")
+"""The attribute types a file may declare."""
+
+STANDARD_AGENT_TYPES = {"allowed_hosts": "Set<String>", "max_amount": "decimal"}
+"""Agent attributes every schema declares (the shipped policy reads them): the hosts an
+agent's open-world reads may reach on their own, and the largest amount it may move."""
+
+_RESERVED = {"agent": ("autonomy", "roles"), "tool": ()}
+_SECTIONS = {"types", "agents", "tools"}
+
+
+@dataclass(frozen=True, slots=True)
+class Attributes:
+    """Declared attribute types and the values of each agent and tool.
+
+    Attributes:
+        agent_types: attribute name to its type, for agents.
+        tool_types: the same for tools.
+        agents: principal name to its attributes, as Cedar entity JSON values.
+        tools: tool name to its attributes, the same way.
+    """
+
+    agent_types: Mapping[str, str] = field(default_factory=lambda: dict(STANDARD_AGENT_TYPES))
+    tool_types: Mapping[str, str] = field(default_factory=dict)
+    agents: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    tools: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def load_attributes(path: Path) -> Attributes:
+    """Read and parse the attributes file; a missing file declares nothing.
+
+    Raises:
+        PolicyInvalid: unreadable, not TOML, or invalid (naming the table and key).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Attributes()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolicyInvalid(f"cannot read {path}: {exc}", path=str(path)) from exc
+    try:
+        return parse_attributes(text)
+    except PolicyInvalid as exc:
+        raise PolicyInvalid(f"{path}: {exc.reason}", path=str(path)) from exc
+
+
+def parse_attributes(text: str) -> Attributes:
+    """Parse attributes TOML (format in the module docstring).
+
+    Raises:
+        PolicyInvalid: not TOML, an unknown section, type or attribute, or a value that
+            does not have its declared type.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyInvalid(f"not TOML: {exc}") from None
+    if unknown := sorted(set(data) - _SECTIONS):
+        expected = "[types.agent], [types.tool], [agents.*], [tools.*]"
+        raise PolicyInvalid(f"unknown table [{unknown[0]}]: expected {expected}")
+    types = _table(data, "types")
+    if unknown := sorted(set(types) - {"agent", "tool"}):
+        raise PolicyInvalid(f"unknown table [types.{unknown[0]}]: expected agent or tool")
+    agent_types = {**STANDARD_AGENT_TYPES, **_types(_table(types, "agent", "types."), "agent")}
+    tool_types = _types(_table(types, "tool", "types."), "tool")
+    return Attributes(
+        agent_types=agent_types,
+        tool_types=tool_types,
+        agents=_entities(_table(data, "agents"), agent_types, "agents"),
+        tools=_entities(_table(data, "tools"), tool_types, "tools"),
+    )
+
+
+def _table(data: Mapping[str, Any], key: str, prefix: str = "") -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise PolicyInvalid(f"[{prefix}{key}] must be a table")
+    return value
+
+
+def _types(declared: Mapping[str, Any], kind: str) -> dict[str, str]:
+    for name, typed in declared.items():
+        if typed not in TYPES:
+            raise PolicyInvalid(f"types.{kind}.{name}: {typed!r} is not one of {', '.join(TYPES)}")
+        if kind == "agent" and STANDARD_AGENT_TYPES.get(name, typed) != typed:
+            raise PolicyInvalid(f"types.agent.{name}: toolgate declares it {STANDARD_AGENT_TYPES[name]}")
+        if name in _RESERVED[kind]:
+            raise PolicyInvalid(f"types.{kind}.{name}: {name} comes from the principal directory")
+        if not name.isidentifier():
+            raise PolicyInvalid(f"types.{kind}.{name}: an attribute name must be an identifier")
+    return dict(declared)
+
+
+def _entities(table: Mapping[str, Any], types: Mapping[str, str], where: str) -> dict[str, dict[str, Any]]:
+    entities: dict[str, dict[str, Any]] = {}
+    for name, values in table.items():
+        if not isinstance(values, dict):
+            raise PolicyInvalid(f"[{where}.{name}] must be a table")
+        entities[name] = {key: _value(value, types, f"{where}.{name}.{key}") for key, value in values.items()}
+    return entities
+
+
+def _value(value: Any, types: Mapping[str, str], where: str) -> Any:
+    typed = types.get(where.rsplit(".", 1)[1])
+    if typed is None:
+        raise PolicyInvalid(f"{where}: not declared under [types]")
+    if typed.startswith("Set<"):
+        if not isinstance(value, list):
+            raise PolicyInvalid(f"{where}: must be an array ({typed})")
+        return [_scalar(item, typed[4:-1], f"{where}[{index}]") for index, item in enumerate(value)]
+    return _scalar(value, typed, where)
+
+
+def _scalar(value: Any, typed: str, where: str) -> Any:
+    if typed == "decimal":
+        try:
+            return cedar_decimal(value, where)
+        except Untypable as error:
+            raise PolicyInvalid(f"{where}: {error.why}") from None
+    expected = {"String": str, "Long": int, "Bool": bool}[typed]
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise PolicyInvalid(f"{where}: must be a {typed}, got {value!r}")
+    return value

@@ -1,0 +1,139 @@
+"""The Cedar context of one call: what the descriptor says, and what its arguments say.
+
+Built per request from the resolved descriptor and the call's (schema-valid) arguments:
+
+- ``tool``, ``version``, ``operation``, ``side_effect`` (+ ``_rank``), ``risk`` (+ ``_rank``),
+  ``open_world``: from the descriptor;
+- ``args``: the arguments, converted with the operation's Cedar types
+  (:mod:`toolgate.policy.args_schema`) as far as the policy's vocabulary holds them;
+- ``destination_host``: the lower-case host of the URL at the operation's ``destination``
+  pointer (parsed as RFC 3986 by :func:`urllib.parse.urlsplit`, so ``https://a@evil/`` is
+  ``evil``); absent when there is no such pointer, value or host;
+- ``amount``: the number at the operation's ``amount`` pointer, as a Cedar ``decimal``;
+  absent when there is no such pointer or value.
+
+A value the policy should see but Cedar cannot hold exactly (a number with more than four
+decimal places or out of range as a ``decimal``, an integer beyond 64 bits, an
+``amount`` that is not a number) raises :class:`Untypable`: the call is refused rather
+than decided on a value the policy never saw (fail closed). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from urllib.parse import urlsplit
+
+from toolgate.policy.args_schema import CedarType
+from toolgate.shared.descriptors import OperationSpec
+from toolgate.shared.pointers import MISSING, resolve
+
+__all__ = ["Untypable", "call_context", "cedar_decimal", "descriptor_context"]
+
+_LONG = (-(2**63), 2**63 - 1)
+_DECIMAL_LIMIT = Decimal("922337203685477.5807")
+_QUANTUM = Decimal("0.0001")
+
+
+class Untypable(ValueError):
+    """An argument the policy must see has no exact Cedar value.
+
+    Attributes:
+        pointer: its JSON Pointer (RFC 6901) in the arguments.
+        why: what is wrong with it.
+    """
+
+    def __init__(self, pointer: str, why: str) -> None:
+        super().__init__(f"{pointer}: {why}")
+        self.pointer, self.why = pointer, why
+
+
+def descriptor_context(tool: str, version: str, operation: str, spec: OperationSpec) -> dict[str, Any]:
+    """The part of the context that holds for every call of ``tool@version`` ``operation``."""
+    return {
+        "operation": operation,
+        "side_effect": spec.side_effect_class.value,
+        "side_effect_rank": spec.side_effect_class.rank,
+        "risk": spec.risk_tier.value,
+        "risk_rank": spec.risk_tier.rank,
+        "tool": tool,
+        "version": version,
+        "open_world": spec.open_world,
+    }
+
+
+def call_context(spec: OperationSpec, args_type: CedarType, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The argument-derived part of the context: ``args``, ``destination_host``, ``amount``.
+
+    Args:
+        spec: the operation (its ``destination`` and ``amount`` pointers).
+        args_type: the record of the operation's argument types the vocabulary holds.
+        arguments: the call's arguments, already valid against the input schema.
+
+    Raises:
+        Untypable: a value the policy must see has no exact Cedar value.
+    """
+    context: dict[str, Any] = {"args": _value(arguments, args_type, "")}
+    if spec.destination is not None and (host := _host(resolve(spec.destination, arguments))):
+        context["destination_host"] = host
+    if spec.amount is not None and (amount := resolve(spec.amount, arguments)) is not MISSING:
+        context["amount"] = cedar_decimal(amount, spec.amount)
+    return context
+
+
+def _host(url: Any) -> str | None:
+    if not isinstance(url, str):
+        return None
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        return None
+    return host or None
+
+
+def cedar_decimal(number: Any, pointer: str) -> dict[str, Any]:
+    """``number`` as a Cedar ``decimal`` extension value (``{"__extn": …}``).
+
+    Raises:
+        Untypable: not a number, more than 4 decimal places, or beyond ±922337203685477.5807.
+    """
+    if isinstance(number, bool) or not isinstance(number, int | float | str):
+        raise Untypable(pointer, "is not a number")
+    try:
+        exact = Decimal(str(number))
+    except InvalidOperation:
+        raise Untypable(pointer, "is not a number") from None
+    if not exact.is_finite() or exact != exact.quantize(_QUANTUM, rounding="ROUND_DOWN"):
+        raise Untypable(pointer, "has more than 4 decimal places (a Cedar decimal holds 4)")
+    if abs(exact) > _DECIMAL_LIMIT:
+        raise Untypable(pointer, "is beyond the range of a Cedar decimal")
+    return {"__extn": {"fn": "decimal", "arg": format(exact.quantize(_QUANTUM), "f")}}
+
+
+def _value(value: Any, typed: CedarType, pointer: str) -> Any:
+    if typed.kind == "Record":
+        fields = value if isinstance(value, Mapping) else {}
+        return {
+            name: _value(fields[name], inner, f"{pointer}/{_escape(name)}")
+            for name, inner in typed.attributes
+            if name in fields
+        }
+    if typed.kind == "Set" and typed.element is not None:
+        items = value if isinstance(value, list) else []
+        return [_value(item, typed.element, f"{pointer}/{index}") for index, item in enumerate(items)]
+    if typed.kind == "decimal":
+        return cedar_decimal(value, pointer)
+    if typed.kind == "Long" and isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON Schema's "integer" admits 5.0
+    if typed.kind == "Long" and (isinstance(value, bool) or not isinstance(value, int) or not _fits(value)):
+        raise Untypable(pointer, "is not an integer of at most 64 bits")
+    return value
+
+
+def _fits(value: int) -> bool:
+    return _LONG[0] <= value <= _LONG[1]
+
+
+def _escape(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")

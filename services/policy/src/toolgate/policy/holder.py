@@ -1,0 +1,79 @@
+"""The engine in force, rebuilt whole when the policy text or the registry changes.
+
+Each decision reads :attr:`PolicyHolder.engine` once and decides with that engine only,
+so a switch is atomic: a decision is made wholly under the old policy or wholly under
+the new one, never half of each. A text that does not build leaves the engine in force
+(or none, at start) and is reported by :attr:`PolicyHolder.problem`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from toolgate.policy.engine import PolicyEngine
+from toolgate.policy.errors import PolicyInvalid
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.listing import Readiness
+
+__all__ = ["Builder", "PolicyHolder"]
+
+log = logging.getLogger("toolgate.policy")
+
+Builder = Callable[[str, Sequence[ToolDescriptor]], PolicyEngine]
+"""Builds an engine from a policy text and the registered descriptors (raises :class:`PolicyInvalid`)."""
+
+
+class PolicyHolder:
+    """Holds the current :class:`PolicyEngine` (``None``: no valid policy, every call denied).
+
+    Args:
+        engine: the engine in force at start (tests hand one in directly).
+        build: how an engine is built; ``None``: the engine never changes.
+        text: the policy text meant to be in force (it may not have built yet).
+    """
+
+    def __init__(self, engine: PolicyEngine | None = None, build: Builder | None = None, text: str = "") -> None:
+        self._engine, self._build = engine, build
+        self.text = engine.text if engine is not None else text
+        self.problem: str | None = None
+
+    @property
+    def engine(self) -> PolicyEngine | None:
+        """The engine in force now."""
+        return self._engine
+
+    def swap(self, engine: PolicyEngine | None) -> None:
+        """Put ``engine`` in force for every decision that starts from now on."""
+        self._engine = engine
+
+    def adopt(self, text: str, descriptors: Sequence[ToolDescriptor]) -> PolicyEngine:
+        """Build ``text`` and put it in force; on failure nothing changes.
+
+        Raises:
+            PolicyInvalid: the text does not build (the engine in force stays).
+        """
+        if self._build is None:
+            raise PolicyInvalid("this policy holder cannot build policies")
+        engine = self._build(text, descriptors)
+        self.text, self.problem = text, None
+        self.swap(engine)
+        return engine
+
+    def rebuild(self, descriptors: Sequence[ToolDescriptor]) -> None:
+        """Build the text in force again over ``descriptors`` (the registry changed); never raises."""
+        try:
+            self.adopt(self.text, descriptors)
+        except PolicyInvalid as error:
+            if error.reason != self.problem:
+                log.error("policy not rebuilt, the one in force stays: %s", error.reason)
+            self.problem = error.reason
+
+    def readiness(self) -> Readiness:
+        """Ready when an engine with at least one policy is in force."""
+        engine = self._engine
+        if engine is None:
+            return Readiness(ready=False, reason=f"no valid policy is loaded: {self.problem or 'none given'}")
+        if not engine.policy_ids:
+            return Readiness(ready=False, reason="the policy holds no policy: every request will be denied")
+        return Readiness(ready=True, reason=f"{len(engine.policy_ids)} policies loaded, version {engine.version}")
