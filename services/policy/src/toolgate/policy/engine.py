@@ -44,7 +44,7 @@ from toolgate.policy.args_schema import CedarType, Vocabulary, operation_types, 
 from toolgate.policy.attributes import Attributes, load_attributes
 from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE, schema_text
 from toolgate.policy.context import Untypable, call_context, descriptor_context
-from toolgate.policy.entities import entities
+from toolgate.policy.entities import entities, strangers
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.never_match import never_matching
 from toolgate.policy.outcomes import Evaluation, Outcomes, PolicyOutcome, deny, evaluation, ids_of, readable
@@ -97,7 +97,8 @@ class PolicyEngine:
         _validate(policy_text, self._infos, self._schema)
         self._directory, self._args = directory, vocabulary.record()
         self._entities = entities(directory, attributes, self._schema)
-        self.text, self.version, self.notes = policy_text, policy_version(policy_text), vocabulary.notes
+        self.text, self.version = policy_text, policy_version(policy_text)
+        self.notes = (*vocabulary.notes, *strangers(directory, attributes))
         self._views: dict[tuple[str, str], CedarType] = {}
 
     @property

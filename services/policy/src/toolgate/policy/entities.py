@@ -17,18 +17,21 @@ from toolgate.policy.attributes import Attributes
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.shared.directory import PrincipalDirectory
 
-__all__ = ["entities"]
+__all__ = ["entities", "strangers"]
+
+
+def strangers(directory: PrincipalDirectory, attributes: Attributes) -> list[str]:
+    """A note for each agent with attributes that the directory does not hold (its values are unused)."""
+    unknown = sorted(set(attributes.agents) - set(directory.principals))
+    return [f"attributes: agents.{name} is not in the principal directory, its values are unused" for name in unknown]
 
 
 def entities(directory: PrincipalDirectory, attributes: Attributes, schema: cedarpy.Schema) -> cedarpy.Entities:
     """The agents of ``directory`` and the tools of ``attributes`` as Cedar entities.
 
     Raises:
-        PolicyInvalid: the attributes name an agent missing from the directory, or a value
-            does not fit the schema.
+        PolicyInvalid: a value does not fit the schema.
     """
-    if strangers := sorted(set(attributes.agents) - set(directory.principals)):
-        raise PolicyInvalid(f"attributes: agents.{strangers[0]} is not in the principal directory")
     agents = [_agent(p.name, p.autonomy, sorted(p.roles), attributes) for p in directory.principals.values()]
     tools = [_entity("Tool", name, dict(values)) for name, values in attributes.tools.items()]
     try:
