@@ -114,7 +114,7 @@ def _comparable(issued: ReceiptIssued, names: dict[str, str]) -> bytes:
     ("hidden", "missing", "policy_code"),
     [
         (("repo", "reset"), ("repo", "rebase"), "no_permit"),  # a hidden operation of a visible tool
-        (("payments", "refund"), ("paymentz", "refund"), "forbidden"),  # a tool hidden whole
+        (("payments", "refund"), ("paymentz", "refund"), "no_permit"),  # hidden whole: no amount to judge
         (("payments", "balance"), ("nothing", "balance"), "no_permit"),
     ],
 )

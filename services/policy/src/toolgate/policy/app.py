@@ -87,12 +87,10 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
 
 
 def _log_state(holder: PolicyHolder, settings: PolicySettings) -> None:
-    engine = holder.engine
-    if engine is None:
-        log.error("NOT READY: policy not loaded, every request will be denied: %s", holder.problem)
+    readiness, engine = holder.readiness(), holder.engine
+    if not readiness.ready:
+        log.error("NOT READY: %s (%s)", readiness.reason, settings.policy_file)
         return
-    for note in engine.notes:
+    for note in engine.notes if engine else ():
         log.info("policy context: %s", note)
-    log.info(
-        "policy loaded: %d policies from %s, version %s", len(engine.policy_ids), settings.policy_file, engine.version
-    )
+    log.info("policy loaded from %s: %s", settings.policy_file, readiness.reason)
