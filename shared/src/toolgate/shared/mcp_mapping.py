@@ -38,6 +38,12 @@ anything else (``readOnlyHint: true``, no hints)         READ_ONLY              
 and ``openWorldHint: true`` admits at least tier ``low``. A server's ``readOnlyHint``
 therefore never makes a tool look safer than the operator said. No annotations at all
 is the last row of either table.
+
+Open world (``OperationSpec.open_world``, ``context.open_world`` in policies): the
+override's ``open_world`` when set; else, on a trusted server, ``openWorldHint`` with the
+specification's default ``true``; else ``true`` (an untrusted server's ``openWorldHint:
+false`` cannot make a tool look closed). The override's ``destination``, ``amount`` and
+``cost`` become the operation's own.
 """
 
 from __future__ import annotations
