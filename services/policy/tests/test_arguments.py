@@ -222,6 +222,11 @@ def test_security_sensitive_needs_two_security_approvals(shipped: PolicyEngine) 
         ("a1", "https://DOCS.python.org/3/", E),  # hosts compare in lower case
         ("a1", "https://attacker.example/?q=secret", A),
         ("a1", "https://docs.python.org@attacker.example/", A),  # the host is after the @
+        ("a1", "https://user@docs.python.org/", A),  # userinfo: no host is read
+        ("a1", "https://attacker.example\\@docs.python.org/", A),  # WHATWG reads attacker.example
+        ("a1", "https://docs.python.org /x", A),
+        ("a1", "https://docs.pyth\u03bfn.org/", A),  # a look-alike, non-ASCII
+        ("a1", "https://docs.python.org:443/3/?q=1#f", E),
         ("a1", "not a url", A),
         ("poor", "https://docs.python.org/", A),  # no allow-list
         ("a2", "https://attacker.example/", E),  # autonomy 2 reads the open world on its own

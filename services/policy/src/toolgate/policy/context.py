@@ -7,8 +7,9 @@ Built per request from the resolved descriptor and the call's (schema-valid) arg
 - ``args``: the arguments, converted with the operation's Cedar types
   (:mod:`toolgate.policy.args_schema`) as far as the policy's vocabulary holds them;
 - ``destination_host``: the lower-case host of the URL at the operation's ``destination``
-  pointer (parsed as RFC 3986 by :func:`urllib.parse.urlsplit`, so ``https://a@evil/`` is
-  ``evil``); absent when there is no such pointer, value or host;
+  pointer (parsed as RFC 3986 by :func:`urllib.parse.urlsplit`); absent when there is no
+  such pointer, value or host, and when parsers could disagree on the host (userinfo,
+  backslashes, spaces, non-ASCII: :func:`_host`);
 - ``amount``: the number at the operation's ``amount`` pointer, as a Cedar ``decimal``;
   absent when there is no such pointer or value.
 
@@ -20,6 +21,7 @@ than decided on a value the policy never saw (fail closed). Pure: no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -34,6 +36,7 @@ __all__ = ["Untypable", "call_context", "cedar_decimal", "descriptor_context"]
 _LONG = (-(2**63), 2**63 - 1)
 _DECIMAL_LIMIT = Decimal("922337203685477.5807")
 _QUANTUM = Decimal("0.0001")
+_PLAIN = re.compile(r"[!-\[\]-~]+")  # printable ASCII, no space, no backslash
 
 
 class Untypable(ValueError):
@@ -83,13 +86,21 @@ def call_context(spec: OperationSpec, args_type: CedarType, arguments: Mapping[s
 
 
 def _host(url: Any) -> str | None:
-    if not isinstance(url, str):
+    r"""The host of ``url``, or ``None`` when it has none or parsers could disagree on it.
+
+    Only printable ASCII without backslashes and without userinfo is read: WHATWG URL
+    parsers (browsers, Node's ``fetch``) take ``\`` for ``/`` in ``https://evil\@good/``,
+    where RFC 3986 finds the host ``good``; a policy must not allow what the tool would
+    reach elsewhere. Without a host the call needs whatever a host-less call needs.
+    """
+    if not isinstance(url, str) or not _PLAIN.fullmatch(url):
         return None
     try:
-        host = urlsplit(url).hostname
+        parts = urlsplit(url)
+        host = parts.hostname
     except ValueError:  # e.g. an unclosed IPv6 bracket
         return None
-    return host or None
+    return host if host and "@" not in parts.netloc else None
 
 
 def cedar_decimal(number: Any, pointer: str) -> dict[str, Any]:
