@@ -191,20 +191,19 @@ def _verified(rt: BudgetRuntime, delivery: Delivery) -> ReceiptIssued | None:
         receipt = decode_untrusted(_receipt, delivery.data)
     except msgspec.DecodeError:
         return None
-    if delivery.subject.split(".")[-2:] != [receipt.principal, receipt.request_id] or not signed_by(
-        delivery.data, rt.receipts_key
-    ):
-        rt.reporter.report(
-            SecurityKind.RECEIPT_FORGED,
-            principal=receipt.principal,
-            request_id=receipt.request_id,
-            subject=delivery.subject,
-            reason_code="signature_invalid",
-            detail="not an executor-signed receipt of the request its subject names: no budget settled",
-            payload=delivery.data,
-        )
-        return None
-    return receipt
+    names_its_request = delivery.subject.split(".")[-2:] == [receipt.principal, receipt.request_id]
+    if names_its_request and signed_by(delivery.data, rt.receipts_key):
+        return receipt
+    rt.reporter.report(
+        SecurityKind.RECEIPT_FORGED,
+        principal=receipt.principal,
+        request_id=receipt.request_id,
+        subject=delivery.subject,
+        reason_code="signature_invalid",
+        detail="not an executor-signed receipt of the request its subject names: no budget settled",
+        payload=delivery.data,
+    )
+    return None
 
 
 def route_budgets(router: NatsRouter, runtime: Callable[[], BudgetRuntime]) -> None:
