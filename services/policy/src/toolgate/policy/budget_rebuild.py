@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -67,11 +67,22 @@ async def rebuild_budgets(
         BudgetUnavailable: Redis cannot be reached.
         nats.errors.Error: the stream cannot be read.
     """
+    longest_s = max((b.window_s for b in spending.book.budgets), default=0) + spending.keep_s
 
     async def restore(decision: DecisionMade) -> int:
-        return await _restore(decision, spending, ledger, trail, descriptors, clock())
+        now = clock()
+        if (now - decision.occurred_at).total_seconds() > longest_s:  # every counter it was in is forgotten
+            return 0
+        return await _restore(decision, spending, ledger, trail, descriptors, now)
 
-    return await rebuild(ledger, trail.decisions(), restore, owner, "spend ledger")
+    decisions = trail.decisions() if spending.book.budgets else _nothing()
+    return await rebuild(ledger, decisions, restore, owner, "spend ledger")
+
+
+async def _nothing() -> AsyncIterator[DecisionMade]:
+    """No budgets: nothing to restore (the epoch is still set)."""
+    for _ in ():
+        yield _
 
 
 async def _restore(
@@ -83,9 +94,9 @@ async def _restore(
     now: datetime,
 ) -> int:
     """Write one admitted call back; 0 when it was not admitted, charged nothing, or ended released."""
-    span = await _admitted_span(decision, trail, now)
     bound = decision.request
-    if span is None or bound is None or not spending.book.budgets:
+    span = None if bound is None else await _admitted_span(decision, trail, now)
+    if span is None or bound is None:
         return 0
     receipt = await trail.receipt(decision.principal, decision.request_id)
     state = _state_of(receipt.outcome if receipt else None)
