@@ -160,7 +160,7 @@ class PolicyEngine:
         holds regardless, or no ``permit`` that could hold). A principal missing from the
         directory or an evaluation error: ``False``.
         """
-        if self._directory.principal(principal) is None:
+        if principal not in self._directory.principals:
             return False
         spec = descriptor.operations[operation]
         context = descriptor_context(descriptor.name, descriptor.version, operation, spec)
