@@ -54,8 +54,9 @@ def _row(table: Table, *cells: Any) -> None:
 def tools_table(tools: list[ToolDescriptor]) -> Table:
     """One row per operation: tool, version, operation, side-effect class, risk tier, rate limit.
 
-    An open-world operation's class is marked ``open world``. The rate limit is the budget the operation uses (``descriptors.rate_of``): its own,
-    marked ``(own)``, or the tool's shared one.
+    An open-world operation's class is marked ``open world``. The rate limit is the
+    budget the operation uses (``descriptors.rate_of``): its own, marked ``(own)``, or
+    the tool's shared one.
     """
     table = Table(title="Registered tools", show_lines=False)
     for column in ("tool", "version", "operation", "side-effect class", "risk", "rate limit"):
