@@ -27,6 +27,7 @@ def test_subject_builders_are_pinned() -> None:
     assert Subjects.security_of("audit") == "tg.security.audit.*"
     assert Subjects.alarm("approval_refused") == "tg.alarm.approval_refused" and Subjects.ALARMS == "tg.alarm.*"
     assert Rpc.AUDIT_ALARMS == "tg.audit.alarms"
+    assert (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE) == ("tg.policy.budgets", "tg.policy.budgets.resolve")
 
 
 def test_stream_and_consumers_are_pinned() -> None:
@@ -50,6 +51,7 @@ def test_stream_and_consumers_are_pinned() -> None:
         ("audit-all", None, -1),
         ("chatops-approvals", "tg.approval.*.*.*", -1),
         ("chatops-receipts", "tg.receipt.*.*", -1),
+        ("policy-receipts", "tg.receipt.*.*", -1),
     }
     assert catalog.CARDS_BUCKET == "TOOLGATE_CHAT_CARDS"
 

@@ -39,6 +39,7 @@ CLIENT_USERS = {
     "agent-ops-agent",
     "approver-alice",
     "approver-bob",
+    "approver-carol",
     OPERATOR,
 }
 """The agents and approvers of deploy/policy/principals.toml, and the operator."""

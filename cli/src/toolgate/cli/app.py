@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from toolgate.cli import rpc
 from toolgate.cli.audit_commands import audit_app
+from toolgate.cli.budget_commands import budgets_app
 from toolgate.cli.identity import state_dir
 from toolgate.cli.render import approvals_table, decide_line, tools_table
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
@@ -31,6 +32,7 @@ for sub, name in (
     (tools_app, "tools"),
     (approvals_app, "approvals"),
     (audit_app, "audit"),
+    (budgets_app, "budgets"),
     (keys_app, "keys"),
     (tls_app, "tls"),
 ):

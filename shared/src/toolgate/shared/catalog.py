@@ -35,6 +35,7 @@ __all__ = [
     "EXECUTOR_APPROVALS",
     "EXECUTOR_DECISIONS",
     "POLICY_CONSUMER",
+    "POLICY_RECEIPTS",
     "RESULTS_STREAM",
     "RESULTS_SUBJECTS",
     "STREAM",
@@ -158,6 +159,10 @@ class Rpc:
     REGISTRY_LIST: Final = "tg.registry.list"
     POLICY_RECHECK: Final = "tg.policy.recheck"
     POLICY_READY: Final = "tg.policy.ready"
+    POLICY_BUDGETS: Final = "tg.policy.budgets"
+    """Operators: the spend budgets' counters with their records (the reconciliation check)."""
+    POLICY_BUDGETS_RESOLVE: Final = "tg.policy.budgets.resolve"
+    """Operators: commit or release the reservation of an ``uncertain`` call."""
     TOOLS_LIST: Final = "tg.tools.list.*"
     TOOLS_GET: Final = "tg.tools.get.*"
     APPROVALS_LIST: Final = "tg.approvals.list"
@@ -215,6 +220,8 @@ CHATOPS_APPROVALS: Final = ConsumerSpec("chatops-approvals", Subjects.APPROVALS,
 """The chat-ops bot's cards: never gives up (chat may be down for hours; the approval waits)."""
 CHATOPS_RECEIPTS: Final = ConsumerSpec("chatops-receipts", Subjects.RECEIPTS, max_deliver=-1)
 """Receipts of calls that had a card: their outcome is posted in the card's thread."""
+POLICY_RECEIPTS: Final = ConsumerSpec("policy-receipts", Subjects.RECEIPTS, max_deliver=-1)
+"""Receipts settle spend reservations (commit, release, uncertain); never gives up on one."""
 
 CONSUMERS: Final = (
     POLICY_CONSUMER,
@@ -225,4 +232,5 @@ CONSUMERS: Final = (
     AUDIT_CONSUMER,
     CHATOPS_APPROVALS,
     CHATOPS_RECEIPTS,
+    POLICY_RECEIPTS,
 )

@@ -16,7 +16,8 @@ The users:
 - ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
   only as ``<n>`` (``tg.approvals.decide.<n>``), and watch and list alarms;
 - ``operator``: the operator's CLI (registry listing, lookup and publishing, the list of
-  pending approvals, the audit trail, its verification and export, alarms); answers no approval;
+  pending approvals, the audit trail, its verification and export, alarms, the spend
+  budgets' counters and the resolution of an uncertain call's reservation); answers no approval;
 - ``admin`` with every right, only when asked for (a test observer).
 
 The prefixes keep an agent and an approver of the same name apart. Every client that is
@@ -239,6 +240,9 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
         publish=(
             Rule(Subjects.DECISIONS, "only policy decides"),
             *_consumer(catalog.POLICY_CONSUMER),
+            *_consumer(catalog.POLICY_RECEIPTS),
+            Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its spend ledger: decisions, grants, receipts"),
+            Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             *_kv_reads(),
             *_replies_to(clients),
             _reports("policy"),
@@ -248,6 +252,8 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
             Rule(Rpc.TOOLS_LIST, "each agent's listing: what it may call (the principal is the last token)"),
             Rule(Rpc.TOOLS_GET),
             Rule(Rpc.POLICY_READY, "readiness: is a valid policy loaded"),
+            Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (operators only)"),
+            Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolving an uncertain call's reservation (operators only)"),
             Rule(SERVICE_INBOXES),
         ),
     )
@@ -357,6 +363,8 @@ def _operator() -> NatsUser:
             Rule(Rpc.REGISTRY_PUBLISH, "publishing tools is the operator's (no agent has it)"),
             *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
+            Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (the reconciliation check)"),
+            Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolves an uncertain call's reservation (the operator's only)"),
         ),
         subscribe=(Rule(f"{inbox}.>"), Rule(Subjects.ALARMS, "watches alarms as they are raised")),
         inbox_prefix=inbox,

@@ -23,8 +23,10 @@ Order (each step can end the request; later steps never run for an ended request
    ``idempotency_key_reused``), then Cedar's verdict for the call,
 7. admission (:mod:`toolgate.policy.admission`): a call that executes now — Cedar's
    ``execute`` or a replay — consumes its rate budget, once per request id (deny
-   ``rate_limited`` with ``retry_after_s``); a call sent to approval consumes nothing
-   until it is admitted at the re-check before its effect,
+   ``rate_limited`` with ``retry_after_s``), and, unless it is a replay, reserves its
+   cost in the spend budgets that apply (deny ``budget_exceeded`` with ``retry_after_s``,
+   ``budget_cost_unknown``, ``budget_unavailable``); a call sent to approval consumes
+   nothing until it is admitted at the re-check before its effect,
 8. a completed key executes as ``idempotent_replay`` (no second approval); any other call
    gets Cedar's verdict.
 
@@ -43,7 +45,7 @@ from typing import Any
 
 import msgspec
 
-from toolgate.policy.admission import admit
+from toolgate.policy.admission import Call, Spending, admit
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.errors import IndexLost
 from toolgate.policy.holder import PolicyHolder
@@ -92,6 +94,7 @@ class PolicyPorts:
     """Everything :func:`decide` reaches outside itself.
 
     ``policy`` holds the engine in force; a decision reads it once (an atomic switch).
+    ``spending``: the spend budgets and their ledger (``None``: no budgets).
     """
 
     policy: PolicyHolder
@@ -100,6 +103,7 @@ class PolicyPorts:
     replays: ReplayIndex
     clock: Callable[[], datetime]
     max_request_bytes: int
+    spending: Spending | None = None
 
 
 class _Ended(Exception):
@@ -211,8 +215,8 @@ def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, 
     return outcome
 
 
-async def _admit(principal: str, descriptor: ToolDescriptor, request: ToolRequested, ports: PolicyPorts) -> None:
-    refused = await admit(principal, descriptor, request.operation, request.request_id, ports.limiter)
+async def _admit(call: Call, replay: bool, ports: PolicyPorts) -> None:
+    refused = await admit(call, ports.limiter, None if replay else ports.spending)
     if refused is not None:
         raise _Ended(Verdict.DENY, refused.reason_code, refused.reason, retry_after_s=refused.retry_after_s)
 
@@ -284,7 +288,8 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
     replay = await _replay(env.principal, request, digest, ports)
     outcome = _govern(env.principal, descriptor, request, engine)
     if replay or outcome.verdict is Verdict.EXECUTE:
-        await _admit(env.principal, descriptor, request, ports)
+        call = Call(env.principal, descriptor, request.operation, request.arguments, request.request_id, now)
+        await _admit(call, replay, ports)
     if replay:
         return _decision(
             env,
