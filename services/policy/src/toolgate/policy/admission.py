@@ -28,7 +28,7 @@ from toolgate.policy.errors import PolicyError
 from toolgate.policy.ports import RateLimiter
 from toolgate.shared.descriptors import ToolDescriptor, rate_of
 
-__all__ = ["Call", "NotAdmitted", "Spending", "admit", "charges_for"]
+__all__ = ["Call", "NotAdmitted", "Spending", "admit", "charges_for", "room_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,21 @@ def _charge(name: str, start_s: int, window_s: int, limit_units: int, spending: 
     return Charge(name, start_s, window_s, limit_units, start_s + window_s + spending.keep_s)
 
 
+async def room_for(call: Call, spending: Spending | None) -> NotAdmitted | None:
+    """Whether the call's cost fits its budgets *now*, reserving nothing (a call sent to approval).
+
+    An approval for a call its budgets could not admit would be asked for nothing: such a
+    call is denied at once. Room can still run out before the grant runs; its admission
+    at the re-check decides.
+    """
+    return None if spending is None else await _take(call, spending, reserve=False)
+
+
 async def _reserve(call: Call, spending: Spending) -> NotAdmitted | None:
+    return await _take(call, spending, reserve=True)
+
+
+async def _take(call: Call, spending: Spending, *, reserve: bool) -> NotAdmitted | None:
     try:
         charged = charges_for(call, spending)
     except CostUnknown as error:
@@ -133,8 +147,12 @@ async def _reserve(call: Call, spending: Spending) -> NotAdmitted | None:
     if charged is None:
         return None
     units, charges = charged
+    ledger = spending.ledger
     try:
-        exceeded = await spending.ledger.reserve(call.principal, call.request_id, units, charges)
+        if reserve:
+            exceeded = await ledger.reserve(call.principal, call.request_id, units, charges)
+        else:
+            exceeded = await ledger.fits(call.principal, units, charges)
     except PolicyError as error:
         return NotAdmitted(error.reason_code, error.reason)
     return None if exceeded is None else _over(call, units, exceeded)

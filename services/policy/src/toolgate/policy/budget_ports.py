@@ -148,6 +148,14 @@ class BudgetLedger(Protocol):
         """
         ...
 
+    async def fits(self, principal: str, units: int, charges: Sequence[Charge]) -> Exceeded | None:
+        """Whether ``units`` would fit every counter of ``charges`` now, writing nothing.
+
+        Raises:
+            BudgetUnavailable: the store cannot answer. BudgetsLost: the ledger was lost.
+        """
+        ...
+
     async def settle(
         self,
         principal: str,
@@ -197,11 +205,18 @@ class InMemoryBudgetLedger:
         self._check()
         if (principal, request_id) in self.records:
             return None
+        if (over := await self.fits(principal, units, charges)) is not None:
+            return over
+        await self.restore(principal, request_id, units, charges, RecordState.RESERVED)
+        return None
+
+    async def fits(self, principal: str, units: int, charges: Sequence[Charge]) -> Exceeded | None:
+        """See :meth:`BudgetLedger.fits`."""
+        self._check()
         for charge in charges:
             held = self._counter(principal, charge)
             if held.used_units + held.reserved_units + units > charge.limit_units:
                 return Exceeded(charge, held.used_units, held.reserved_units)
-        await self.restore(principal, request_id, units, charges, RecordState.RESERVED)
         return None
 
     async def settle(

@@ -45,7 +45,7 @@ from typing import Any
 
 import msgspec
 
-from toolgate.policy.admission import Call, Spending, admit
+from toolgate.policy.admission import Call, Spending, admit, room_for
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.errors import IndexLost
 from toolgate.policy.holder import PolicyHolder
@@ -287,9 +287,11 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
     }
     replay = await _replay(env.principal, request, digest, ports)
     outcome = _govern(env.principal, descriptor, request, engine)
+    call = Call(env.principal, descriptor, request.operation, request.arguments, request.request_id, now)
     if replay or outcome.verdict is Verdict.EXECUTE:
-        call = Call(env.principal, descriptor, request.operation, request.arguments, request.request_id, now)
         await _admit(call, replay, ports)
+    elif (no_room := await room_for(call, ports.spending)) is not None:  # no approval asked in vain
+        raise _Ended(Verdict.DENY, no_room.reason_code, no_room.reason, retry_after_s=no_room.retry_after_s)
     if replay:
         return _decision(
             env,

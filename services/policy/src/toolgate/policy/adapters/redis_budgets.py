@@ -46,17 +46,19 @@ T = TypeVar("T")
 EPOCH_KEY = "tg:epoch:budgets"
 LOCK_KEY = "tg:rebuild:budgets"
 _COUNTERS = "tg:budget:{*}:c:*"
+_NO_REQUEST = "-"  # a request id no request has (ids match [A-Za-z0-9_-]{1,64} but "-" is never issued)
 
 CHARGE_LUA = """
 -- KEYS[1] = epoch, KEYS[2] = the request's record, KEYS[3..] = its counters
--- ARGV[1] = mode ('reserve' | 'restore'), ARGV[2] = units, ARGV[3] = request id,
+-- ARGV[1] = mode ('reserve' | 'check': reserve's test, writing nothing | 'restore'),
+-- ARGV[2] = units, ARGV[3] = request id,
 -- ARGV[4] = principal, ARGV[5] = record expiry (Unix ms), ARGV[6] = state ('reserved' for a
 -- reservation), then per counter: budget, start, window_s, limit, expiry (Unix ms)
 -- returns {-1} epoch missing, {2} has a record, {1} charged, {0, counter index, used, reserved}
-if ARGV[1] == 'reserve' and redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+if ARGV[1] ~= 'restore' and redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {2} end
 local units = tonumber(ARGV[2])
-if ARGV[1] == 'reserve' then
+if ARGV[1] ~= 'restore' then
   for i = 3, #KEYS do
     local used = tonumber(redis.call('HGET', KEYS[i], 'used') or '0')
     local reserved = tonumber(redis.call('HGET', KEYS[i], 'reserved') or '0')
@@ -65,6 +67,7 @@ if ARGV[1] == 'reserve' then
     end
   end
 end
+if ARGV[1] == 'check' then return {1} end
 local state = ARGV[6]
 local counters = {}
 for i = 3, #KEYS do
@@ -153,6 +156,13 @@ class RedisBudgetLedger:
         if int(reply[0]) != 0:
             return None
         return Exceeded(charges[int(reply[1])], int(reply[2]), int(reply[3]))
+
+    async def fits(self, principal: str, units: int, charges: Sequence[Charge]) -> Exceeded | None:
+        """See :meth:`~toolgate.policy.budget_ports.BudgetLedger.fits`."""
+        reply = await self._call(self._charge_call("check", principal, _NO_REQUEST, units, charges, "reserved"))
+        if int(reply[0]) == -1:
+            self._lost()
+        return Exceeded(charges[int(reply[1])], int(reply[2]), int(reply[3])) if int(reply[0]) == 0 else None
 
     async def restore(
         self, principal: str, request_id: str, units: int, charges: Sequence[Charge], state: RecordState
