@@ -26,13 +26,14 @@ keys and attributes are refused, naming the table and key. Pure: parses text.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgate.policy.context import Untypable, cedar_decimal
+from toolgate.policy.context import Untypable, canonical_host, cedar_decimal
 from toolgate.policy.errors import PolicyInvalid
 
 __all__ = ["STANDARD_AGENT_TYPES", "TYPES", "Attributes", "load_attributes", "parse_attributes"]
@@ -43,6 +44,10 @@ TYPES = ("String", "Long", "Bool", "decimal", "Set<String>", "Set<Long>")
 STANDARD_AGENT_TYPES = {"allowed_hosts": "Set<String>", "max_amount": "decimal"}
 """Agent attributes every schema declares (the shipped policy reads them): the hosts an
 agent's open-world reads may reach on their own, and the largest amount it may move."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CEDAR_RESERVED = frozenset({"true", "false", "if", "then", "else", "in", "is", "like", "has", "__cedar"})
+"""Cedar's reserved identifiers (https://docs.cedarpolicy.com/policies/syntax-grammar.html)."""
 
 _RESERVED = {"agent": ("autonomy", "roles"), "tool": ()}
 _SECTIONS = {"types", "agents", "tools"}
@@ -125,8 +130,10 @@ def _types(declared: Mapping[str, Any], kind: str) -> dict[str, str]:
             raise PolicyInvalid(f"types.agent.{name}: toolgate declares it {STANDARD_AGENT_TYPES[name]}")
         if name in _RESERVED[kind]:
             raise PolicyInvalid(f"types.{kind}.{name}: {name} comes from the principal directory")
-        if not name.isidentifier():
-            raise PolicyInvalid(f"types.{kind}.{name}: an attribute name must be an identifier")
+        if not _IDENTIFIER.fullmatch(name) or name in _CEDAR_RESERVED:
+            raise PolicyInvalid(
+                f"types.{kind}.{name}: an attribute name must be an ASCII identifier, not a Cedar keyword"
+            )
     return dict(declared)
 
 
@@ -146,8 +153,17 @@ def _value(value: Any, types: Mapping[str, str], where: str) -> Any:
     if typed.startswith("Set<"):
         if not isinstance(value, list):
             raise PolicyInvalid(f"{where}: must be an array ({typed})")
-        return [_scalar(item, typed[4:-1], f"{where}[{index}]") for index, item in enumerate(value)]
+        items = [_scalar(item, typed[4:-1], f"{where}[{index}]") for index, item in enumerate(value)]
+        if where.endswith(".allowed_hosts"):
+            items = [_host_entry(item, f"{where}[{index}]") for index, item in enumerate(items)]
+        return items
     return _scalar(value, typed, where)
+
+
+def _host_entry(value: Any, where: str) -> Any:
+    if isinstance(value, str) and canonical_host(value) is None:
+        raise PolicyInvalid(f"{where}: {value!r} is not a host as destination_host gives it (lower case, no scheme)")
+    return value
 
 
 def _scalar(value: Any, typed: str, where: str) -> Any:

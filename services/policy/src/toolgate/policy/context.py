@@ -21,9 +21,10 @@ than decided on a value the policy never saw (fail closed). Pure: no I/O.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,11 +32,13 @@ from toolgate.policy.args_schema import CedarType
 from toolgate.shared.descriptors import OperationSpec
 from toolgate.shared.pointers import MISSING, resolve
 
-__all__ = ["Untypable", "call_context", "cedar_decimal", "descriptor_context"]
+__all__ = ["Untypable", "call_context", "canonical_host", "cedar_decimal", "descriptor_context"]
 
 _LONG = (-(2**63), 2**63 - 1)
 _DECIMAL_LIMIT = Decimal("922337203685477.5807")
 _QUANTUM = Decimal("0.0001")
+_PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+_DNS_NAME = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _PLAIN = re.compile(r"[!-\[\]-~]+")  # printable ASCII, no space, no backslash
 
 
@@ -86,12 +89,15 @@ def call_context(spec: OperationSpec, args_type: CedarType, arguments: Mapping[s
 
 
 def _host(url: Any) -> str | None:
-    r"""The host of ``url``, or ``None`` when it has none or parsers could disagree on it.
+    r"""The host of ``url``, or ``None`` when it has none or clients could reach another one.
 
     Only printable ASCII without backslashes and without userinfo is read: WHATWG URL
     parsers (browsers, Node's ``fetch``) take ``\`` for ``/`` in ``https://evil\@good/``,
-    where RFC 3986 finds the host ``good``; a policy must not allow what the tool would
-    reach elsewhere. Without a host the call needs whatever a host-less call needs.
+    where RFC 3986 finds the host ``good``. The host must then be in canonical form
+    (:func:`canonical_host`): resolvers and URL parsers read ``2852039166``, ``0xa9.0xfe.…``,
+    ``169%2e254…`` or a trailing dot as another spelling of some address, and a policy must
+    not allow what the tool would reach under another name. Without a host the call needs
+    whatever a host-less call needs.
     """
     if not isinstance(url, str) or not _PLAIN.fullmatch(url):
         return None
@@ -100,25 +106,46 @@ def _host(url: Any) -> str | None:
         host = parts.hostname
     except ValueError:  # e.g. an unclosed IPv6 bracket
         return None
-    return host if host and "@" not in parts.netloc else None
+    return canonical_host(host) if host and "@" not in parts.netloc else None
+
+
+def canonical_host(host: str) -> str | None:
+    """``host`` when it is written canonically; else ``None``.
+
+    Canonical: a lower-case DNS name (RFC 1123 labels, the last starting with a letter, no
+    trailing dot), or an address in its canonical text (dotted-quad IPv4 without leading
+    zeros; compressed IPv6 that is not IPv4-mapped).
+    """
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host if _DNS_NAME.fullmatch(host) else None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return None
+    return host if str(address) == host else None
 
 
 def cedar_decimal(number: Any, pointer: str) -> dict[str, Any]:
     """``number`` as a Cedar ``decimal`` extension value (``{"__extn": …}``).
 
+    A JSON number, or a string written plainly (``-?digits[.digits]``, ASCII): no exponent,
+    separators, spaces or other digits, which tools may read another way.
+
     Raises:
-        Untypable: not a number, more than 4 decimal places, or beyond ±922337203685477.5807.
+        Untypable: not a finite number, more than 4 decimal places, or beyond
+            ±922337203685477.5807.
     """
     if isinstance(number, bool) or not isinstance(number, int | float | str):
         raise Untypable(pointer, "is not a number")
-    try:
-        exact = Decimal(str(number))
-    except InvalidOperation:
-        raise Untypable(pointer, "is not a number") from None
-    if not exact.is_finite() or exact != exact.quantize(_QUANTUM, rounding="ROUND_DOWN"):
-        raise Untypable(pointer, "has more than 4 decimal places (a Cedar decimal holds 4)")
+    if isinstance(number, str) and not _PLAIN_NUMBER.fullmatch(number):
+        raise Untypable(pointer, "is not a number written plainly (digits, an optional sign and decimal point)")
+    exact = Decimal(str(number)) if not isinstance(number, float) else Decimal(repr(number))
+    if not exact.is_finite():
+        raise Untypable(pointer, "is not a finite number")
     if abs(exact) > _DECIMAL_LIMIT:
         raise Untypable(pointer, "is beyond the range of a Cedar decimal")
+    if exact != exact.quantize(_QUANTUM, rounding="ROUND_DOWN"):
+        raise Untypable(pointer, "has more than 4 decimal places (a Cedar decimal holds 4)")
     return {"__extn": {"fn": "decimal", "arg": format(exact.quantize(_QUANTUM), "f")}}
 
 
