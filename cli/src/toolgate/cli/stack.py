@@ -82,6 +82,8 @@ class Stack:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     servers: dict[str, ServerProcess] = field(default_factory=dict)
     """The nats-server and redis-server started for this stack (not those given by URL)."""
+    policy_version: str | None = None
+    """The version of the policy in force when the policy service reported ready."""
 
     def has_user(self, user: str) -> bool:
         """Whether the NATS server knows ``user`` (``False`` for every user when ``open``)."""
@@ -242,6 +244,7 @@ async def _policy_ready(stack: Stack, required: bool) -> None:
     finally:
         await nc.close()
     readiness = msgspec.json.decode(reply.data, type=Readiness)
+    stack.policy_version = readiness.version
     if readiness.ready:
         return
     if required:

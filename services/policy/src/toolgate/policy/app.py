@@ -1,12 +1,22 @@
-"""Composition root of the policy service: the only place its settings are read."""
+"""Composition root of the policy service: the only place its settings are read.
+
+At start a replica seeds its policy file into the policy bucket when the file changed
+since it was last seeded (:mod:`toolgate.policy.publishing`), puts the policy in force
+there in its holder, and then follows it (:mod:`toolgate.policy.following`) and the
+registry (:mod:`toolgate.policy.refresh`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from faststream import FastStream
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
@@ -15,15 +25,22 @@ from toolgate.policy.attributes import load_attributes
 from toolgate.policy.domain import PolicyPorts
 from toolgate.policy.engine import build_engine
 from toolgate.policy.errors import PolicyInvalid
+from toolgate.policy.following import Follower, follow_policy
 from toolgate.policy.handlers import PolicyRuntime, build_router, consumers
 from toolgate.policy.holder import PolicyHolder
+from toolgate.policy.publishing import Publisher
 from toolgate.policy.refresh import follow_registry, refresh_once
 from toolgate.policy.settings import PolicySettings
+from toolgate.shared.bus import publish_event
+from toolgate.shared.catalog import Subjects
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
+from toolgate.shared.events import PolicyPublished
 from toolgate.shared.keyring import load_own_private_key
+from toolgate.shared.policy_kv import PolicyBucket
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
+from toolgate.shared.signing import sign_event
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
@@ -32,17 +49,23 @@ log = logging.getLogger("toolgate.policy")
 
 
 def _holder(settings: PolicySettings) -> PolicyHolder:
-    """A holder that builds the policy file's text over the directory and attributes read once."""
+    """A holder that builds policies over the directory and attributes read once (none yet in force)."""
     try:
-        text = settings.policy_file.read_text(encoding="utf-8")
         directory = PrincipalDirectory.from_toml(settings.principals_file.read_text(encoding="utf-8"))
         attributes = load_attributes(settings.attributes_file)
     except (OSError, UnicodeDecodeError, DirectoryInvalid, PolicyInvalid) as error:
-        holder = PolicyHolder()
-        holder.problem = getattr(error, "reason", None) or str(error)
+        holder = PolicyHolder(broken=getattr(error, "reason", None) or str(error))
         log.error("NOT READY: policy not loaded, every request will be denied: %s", holder.problem)
         return holder
-    return PolicyHolder(build=lambda t, listed: build_engine(t, directory, attributes, listed), text=text)
+    return PolicyHolder(build=lambda t, listed: build_engine(t, directory, attributes, listed))
+
+
+def _file_text(settings: PolicySettings) -> str | None:
+    try:
+        return settings.policy_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        log.error("policy file %s not read; the published policy stays in force: %s", settings.policy_file, error)
+        return None
 
 
 def create_app(settings: PolicySettings | None = None) -> FastStream:
@@ -62,12 +85,27 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
 
     following: list[asyncio.Task[None]] = []
 
+    async def announce(event: PolicyPublished) -> None:
+        await publish_event(broker.connection.jetstream(), Subjects.POLICY_PUBLISHED, sign_event(event, key))
+
     async def build(js: JetStreamContext) -> None:
         redis = redis_client(settings)
-        holder, descriptors = _holder(settings), await ToolsBucket.open(js)
+        holder, descriptors, store = _holder(settings), await ToolsBucket.open(js), await PolicyBucket.open(js)
+        publisher = Publisher(holder, store, descriptors, clock, announce)
+        follower, wake = Follower(holder, store, descriptors, reporter), asyncio.Event()
+        await broker.connection.subscribe(Subjects.POLICY_CURRENT, cb=_waker(wake))
+        file_text = _file_text(settings)
+        seeded = await publisher.seed(file_text) if file_text is not None else "policy file not read"
+        log.info("%s: %s", settings.policy_file, seeded)
+        await follower.check()
+        if holder.engine is None and holder.problem is None:
+            holder.problem = seeded
         await refresh_once(holder, descriptors, None)
         _log_state(holder, settings)
+        if holder.engine is None and file_text is not None:
+            following.append(asyncio.create_task(publisher.retry_seed(file_text, settings.follow_interval_s)))
         following.append(asyncio.create_task(follow_registry(holder, descriptors, settings.registry_refresh_s)))
+        following.append(asyncio.create_task(follow_policy(follower, wake, settings.follow_interval_s)))
         ports = PolicyPorts(
             policy=holder,
             descriptors=descriptors,
@@ -76,7 +114,8 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
             clock=clock,
             max_request_bytes=settings.max_request_bytes,
         )
-        cell.set(PolicyRuntime(ports=ports, key=key, js=js))
+        replica = f"{socket.gethostname()}:{os.getpid()}"
+        cell.set(PolicyRuntime(ports, key, js, publisher, replica, settings.max_policy_bytes))
 
     async def stop_following() -> None:
         for task in following:
@@ -86,6 +125,15 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
     return new_app(broker, build, lifecycle)
 
 
+def _waker(wake: asyncio.Event) -> Callable[[Msg], Awaitable[None]]:
+    """A subscription callback that wakes the follower: a publication was stored, read ``current`` now."""
+
+    async def on_current(msg: Msg) -> None:
+        wake.set()
+
+    return on_current
+
+
 def _log_state(holder: PolicyHolder, settings: PolicySettings) -> None:
     readiness, engine = holder.readiness(), holder.engine
     if not readiness.ready:
@@ -93,4 +141,4 @@ def _log_state(holder: PolicyHolder, settings: PolicySettings) -> None:
         return
     for note in engine.notes if engine else ():
         log.info("policy context: %s", note)
-    log.info("policy loaded from %s: %s", settings.policy_file, readiness.reason)
+    log.info("policy in force: %s", readiness.reason)
