@@ -105,12 +105,16 @@ class Stack:
         """
         return self.credentials.options(user) if self.credentials else {}
 
-    def start(self, service: str) -> None:
-        """Start one service process as its own NATS user, logging to ``<state_dir>/logs/<service>.log``."""
-        logs = self.state_dir / "logs"
+    def start(self, service: str, name: str | None = None) -> None:
+        """Start one service process as its own NATS user, logging to ``<state_dir>/logs/<name>.log``.
+
+        ``name`` (default: the service) tells replicas of one service apart: ``start("policy", "policy-2")``
+        runs a second policy replica, stopped by ``stop("policy-2")``.
+        """
+        logs, name = self.state_dir / "logs", name or service
         logs.mkdir(parents=True, exist_ok=True)
-        with (logs / f"{service}.log").open("ab") as sink:
-            self.processes[service] = subprocess.Popen(
+        with (logs / f"{name}.log").open("ab") as sink:
+            self.processes[name] = subprocess.Popen(
                 [sys.executable, "-m", f"toolgate.{service}"],
                 env={**self.env, "NATS_URL": self.url_for(service), "TOOLGATE_KEYS_DIR": str(self.keys_dir(service))},
                 stdout=sink,
