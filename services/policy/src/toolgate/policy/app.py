@@ -89,33 +89,14 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
         await publish_event(broker.connection.jetstream(), Subjects.POLICY_PUBLISHED, sign_event(event, key))
 
     async def build(js: JetStreamContext) -> None:
-        redis = redis_client(settings)
         holder, descriptors, store = _holder(settings), await ToolsBucket.open(js), await PolicyBucket.open(js)
         publisher = Publisher(holder, store, descriptors, clock, announce)
         follower, wake = Follower(holder, store, descriptors, reporter), asyncio.Event()
-        await broker.connection.subscribe(Subjects.POLICY_CURRENT, cb=_waker(wake))
-        file_text = _file_text(settings)
-        seeded = await publisher.seed(file_text) if file_text is not None else "policy file not read"
-        log.info("%s: %s", settings.policy_file, seeded)
-        await follower.check()
-        if holder.engine is None and holder.problem is None:
-            holder.problem = seeded
-        await refresh_once(holder, descriptors, None)
-        _log_state(holder, settings)
-        if holder.engine is None and file_text is not None:
-            following.append(asyncio.create_task(publisher.retry_seed(file_text, settings.follow_interval_s)))
-        following.append(asyncio.create_task(follow_registry(holder, descriptors, settings.registry_refresh_s)))
+        await broker.connection.subscribe(Subjects.POLICY_CURRENT, cb=_waker(wake))  # before reading: none missed
+        following.extend(await _put_in_force(settings, holder, publisher, follower, descriptors))
         following.append(asyncio.create_task(follow_policy(follower, wake, settings.follow_interval_s)))
-        ports = PolicyPorts(
-            policy=holder,
-            descriptors=descriptors,
-            limiter=RedisRateLimiter(redis, admitted_ttl_s=settings.admitted_ttl_s),
-            replays=RedisReplayIndex(redis),
-            clock=clock,
-            max_request_bytes=settings.max_request_bytes,
-        )
-        replica = f"{socket.gethostname()}:{os.getpid()}"
-        cell.set(PolicyRuntime(ports, key, js, publisher, replica, settings.max_policy_bytes))
+        ports = _ports(settings, holder, descriptors, clock)
+        cell.set(PolicyRuntime(ports, key, js, publisher, _REPLICA, settings.max_policy_bytes))
 
     async def stop_following() -> None:
         for task in following:
@@ -123,6 +104,42 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
 
     lifecycle = Lifecycle(consumers=consumers(cell), reporter=reporter, closers=(stop_following,))
     return new_app(broker, build, lifecycle)
+
+
+_REPLICA = f"{socket.gethostname()}:{os.getpid()}"
+"""This replica, as readiness names it."""
+
+
+async def _put_in_force(
+    settings: PolicySettings, holder: PolicyHolder, publisher: Publisher, follower: Follower, tools: ToolsBucket
+) -> list[asyncio.Task[None]]:
+    """Seed the policy file, put the published policy in force here; return the tasks that keep it so."""
+    file_text = _file_text(settings)
+    seeded = await publisher.seed(file_text) if file_text is not None else "policy file not read"
+    log.info("%s: %s", settings.policy_file, seeded)
+    await follower.check()
+    if holder.engine is None and holder.problem is None:
+        holder.problem = seeded
+    await refresh_once(holder, tools, None)
+    _log_state(holder, settings)
+    tasks = [asyncio.create_task(follow_registry(holder, tools, settings.registry_refresh_s))]
+    if holder.engine is None and file_text is not None:  # nothing in force: try the file as the registry grows
+        tasks.append(asyncio.create_task(publisher.retry_seed(file_text, settings.follow_interval_s)))
+    return tasks
+
+
+def _ports(
+    settings: PolicySettings, holder: PolicyHolder, tools: ToolsBucket, clock: Callable[[], datetime]
+) -> PolicyPorts:
+    redis = redis_client(settings)
+    return PolicyPorts(
+        policy=holder,
+        descriptors=tools,
+        limiter=RedisRateLimiter(redis, admitted_ttl_s=settings.admitted_ttl_s),
+        replays=RedisReplayIndex(redis),
+        clock=clock,
+        max_request_bytes=settings.max_request_bytes,
+    )
 
 
 def _waker(wake: asyncio.Event) -> Callable[[Msg], Awaitable[None]]:
