@@ -138,6 +138,17 @@ def test_the_tools_table_shows_the_budget_each_operation_uses() -> None:
     assert "2/10s (own)" in rows["limited"]
 
 
+def test_the_tools_table_marks_open_world_operations() -> None:
+    spec = OperationSpec(
+        input_schema={}, output_schema={}, side_effect_class=SideEffectClass.READ_ONLY, risk_tier=RiskTier.LOW
+    )
+    fetch = msgspec.structs.replace(spec, open_world=True)
+    tool = ToolDescriptor(name="t", version="1.0.0", adapter="x", operations={"local": spec, "fetch": fetch})
+    table = _render(tools_table([tool]))
+    rows = {line.split("│")[3].strip(): line for line in table.splitlines() if "│" in line}
+    assert "open world" in rows["fetch"] and "open world" not in rows["local"]
+
+
 def _quorum_pending() -> dict[str, object]:
     request_id, key = "0f" * 16, "k" + "9" * 31
     pending = _pending({"path": "notes/report.txt", "content": "quarterly numbers " * 8})

@@ -29,6 +29,7 @@ def test_subject_builders_are_pinned() -> None:
     assert Rpc.AUDIT_ALARMS == "tg.audit.alarms"
     assert Rpc.POLICY_PUBLISH == "tg.policy.publish" and Subjects.POLICY_PUBLISHED == "tg.policy.published"
     assert Subjects.POLICY_CURRENT == Subjects.policy_kv("current") == "$KV.TOOLGATE_POLICY.current"
+    assert (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE) == ("tg.policy.budgets", "tg.policy.budgets.resolve")
 
 
 def test_stream_and_consumers_are_pinned() -> None:
@@ -53,6 +54,7 @@ def test_stream_and_consumers_are_pinned() -> None:
         ("audit-all", None, -1),
         ("chatops-approvals", "tg.approval.*.*.*", -1),
         ("chatops-receipts", "tg.receipt.*.*", -1),
+        ("policy-receipts", "tg.receipt.*.*", -1),
     }
     assert catalog.CARDS_BUCKET == "TOOLGATE_CHAT_CARDS" and catalog.POLICY_BUCKET == "TOOLGATE_POLICY"
 

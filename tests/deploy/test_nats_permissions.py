@@ -53,15 +53,17 @@ ALICE, BOB = approver_user("alice"), approver_user("bob")
 CLIENTS = (AGENT, OTHER, ALICE_AGENT, ALICE, BOB, OPERATOR)
 USERS = (*SERVICES, *CLIENTS)
 SERVICE_CONSUMERS = {
-    "policy": (catalog.POLICY_CONSUMER,),
+    "policy": (catalog.POLICY_CONSUMER, catalog.POLICY_RECEIPTS),
     "approvals": (catalog.APPROVALS_CONSUMER,),
     "executor": (catalog.EXECUTOR_DECISIONS, catalog.EXECUTOR_APPROVALS, catalog.BACKSTOP_CONSUMER),
     "audit": (catalog.AUDIT_CONSUMER,),
     "chatops": (catalog.CHATOPS_APPROVALS, catalog.CHATOPS_RECEIPTS),
 }
+BUDGET_CALLS = (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE)
+"""The spend ledger's counters and the resolution of an uncertain reservation: the operator's only."""
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
-    "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH),
+    "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH, *BUDGET_CALLS),
     "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
     "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT),
 }
@@ -88,6 +90,7 @@ LISTINGS = {name: (Rpc.tools_list(name), Rpc.tools_get(name)) for name in ("demo
 RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
     *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH),
+    *BUDGET_CALLS,
     *DECIDE.values(),
     *(subject for pair in LISTINGS.values() for subject in pair),
 )
@@ -100,7 +103,7 @@ MAY_CALL = {  # each approver answers approvals as themselves only; only the ope
     AGENT: set(LISTINGS["demo-agent"]),  # its own listing only: not another's, not the registry's full one
     OTHER: set(LISTINGS["other-agent"]),
     ALICE_AGENT: set(LISTINGS["alice"]),
-    OPERATOR: OPERATOR_CALLS | {Rpc.REGISTRY_PUBLISH, Rpc.POLICY_PUBLISH},  # not approvers: they may not publish
+    OPERATOR: OPERATOR_CALLS | {Rpc.REGISTRY_PUBLISH, Rpc.POLICY_PUBLISH, *BUDGET_CALLS},  # approvers publish nothing
     ALICE: OPERATOR_CALLS | {DECIDE["alice"]},
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
     "executor": {Rpc.POLICY_RECHECK},
@@ -306,6 +309,7 @@ async def test_clients_cannot_subscribe_beyond_their_own(
         Rpc.POLICY_PUBLISH,
         Subjects.POLICY_CURRENT,
         *(Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.tools_list("demo-agent"), Rpc.tools_get("alice")),
+        *BUDGET_CALLS,
     ],
 )
 async def test_clients_cannot_answer_for_a_service(conns: dict[str, Conn], caller: str, subject: str) -> None:
@@ -484,7 +488,7 @@ async def test_only_services_that_need_it_read_events_by_subject(conns: dict[str
     async def read() -> None:
         assert (await conns[user].js.get_last_msg(catalog.STREAM, subject)).data == b"signed decision"
 
-    expected = user in ("registry", "approvals", "executor", "audit")  # audit: verify against the stream
+    expected = user in ("registry", "policy", "approvals", "executor", "audit")  # audit: verify; policy: rebuild
     assert await allowed(conns[user], f"$JS.API.STREAM.MSG.GET.{catalog.STREAM}", read()) is expected
 
 

@@ -297,3 +297,21 @@ async def test_the_pipeline_refuses_a_value_the_policy_cannot_see_and_denies_wit
     assert "above this agent's limit" in over.reason
     fetch = await call("fetch", {"url": "https://attacker.example/x"}, "k3")
     assert (fetch.verdict, fetch.policy_id) == (A, "open-world-read-approval")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://attacker.example\\.python.org/",  # WHATWG: host attacker.example, path /.python.org
+        "https://attacker.example\t.python.org/",
+        "https://attacker.example .python.org/",
+        "https://attacker.example\u3002python.org/",  # an ideographic full stop
+    ],
+)
+def test_a_host_pattern_is_not_matched_by_a_url_parsers_read_two_ways(url: str) -> None:
+    rules = engine(
+        '@id("python-hosts") permit (principal, action == Action::"execute", resource)'
+        ' when { context has destination_host && context.destination_host like "*.python.org" };'
+    )
+    assert decide(rules, "a1", WEB, "fetch", url="https://docs.python.org/").verdict is E
+    assert decide(rules, "a1", WEB, "fetch", url=url).verdict is D

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from toolgate.cli import rpc
 from toolgate.cli.audit_commands import audit_app
+from toolgate.cli.budget_commands import budgets_app
 from toolgate.cli.identity import state_dir
 from toolgate.cli.policy_commands import policy_app
 from toolgate.cli.render import approvals_table, decide_line, tools_table
@@ -33,6 +34,7 @@ for sub, name in (
     (approvals_app, "approvals"),
     (audit_app, "audit"),
     (policy_app, "policy"),
+    (budgets_app, "budgets"),
     (keys_app, "keys"),
     (tls_app, "tls"),
 ):

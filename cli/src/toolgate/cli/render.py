@@ -54,8 +54,9 @@ def _row(table: Table, *cells: Any) -> None:
 def tools_table(tools: list[ToolDescriptor]) -> Table:
     """One row per operation: tool, version, operation, side-effect class, risk tier, rate limit.
 
-    The rate limit is the budget the operation uses (``descriptors.rate_of``): its own,
-    marked ``(own)``, or the tool's shared one.
+    An open-world operation's class is marked ``open world``. The rate limit is the
+    budget the operation uses (``descriptors.rate_of``): its own, marked ``(own)``, or
+    the tool's shared one.
     """
     table = Table(title="Registered tools", show_lines=False)
     for column in ("tool", "version", "operation", "side-effect class", "risk", "rate limit"):
@@ -64,7 +65,8 @@ def tools_table(tools: list[ToolDescriptor]) -> Table:
         for name, spec in sorted(tool.operations.items()):
             bucket, rate = rate_of(tool, name)
             shown = f"{rate.calls}/{rate.period_s:g}s" + (" (own)" if bucket != tool.name else "")
-            _row(table, tool.name, tool.version, name, spec.side_effect_class.value, spec.risk_tier.value, shown)
+            effect = spec.side_effect_class.value + (" (open world)" if spec.open_world else "")
+            _row(table, tool.name, tool.version, name, effect, spec.risk_tier.value, shown)
     return table
 
 

@@ -182,6 +182,7 @@ def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
         "TOOLGATE_POLICY_POLICY_FILE": str(policy / "policy.cedar"),
         "TOOLGATE_POLICY_PRINCIPALS_FILE": str(policy / "principals.toml"),
         "TOOLGATE_POLICY_ATTRIBUTES_FILE": str(policy / "attributes.toml"),
+        "TOOLGATE_POLICY_BUDGETS_FILE": str(policy / "budgets.toml"),
         "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(policy / "principals.toml"),
         "TOOLGATE_CHATOPS_PRINCIPALS_FILE": str(policy / "principals.toml"),
         "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(deploy_dir / "tools"),

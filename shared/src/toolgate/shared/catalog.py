@@ -38,6 +38,7 @@ __all__ = [
     "EXECUTOR_APPROVALS",
     "EXECUTOR_DECISIONS",
     "POLICY_CONSUMER",
+    "POLICY_RECEIPTS",
     "RESULTS_STREAM",
     "RESULTS_SUBJECTS",
     "STREAM",
@@ -179,6 +180,10 @@ class Rpc:
     POLICY_READY: Final = "tg.policy.ready"
     POLICY_PUBLISH: Final = "tg.policy.publish"
     """Operators only: put a new policy text in force (``{"text": …}``), validated by the policy service."""
+    POLICY_BUDGETS: Final = "tg.policy.budgets"
+    """Operators: the spend budgets' counters with their records (the reconciliation check)."""
+    POLICY_BUDGETS_RESOLVE: Final = "tg.policy.budgets.resolve"
+    """Operators: commit or release the reservation of an ``uncertain`` call."""
     TOOLS_LIST: Final = "tg.tools.list.*"
     TOOLS_GET: Final = "tg.tools.get.*"
     APPROVALS_LIST: Final = "tg.approvals.list"
@@ -236,6 +241,8 @@ CHATOPS_APPROVALS: Final = ConsumerSpec("chatops-approvals", Subjects.APPROVALS,
 """The chat-ops bot's cards: never gives up (chat may be down for hours; the approval waits)."""
 CHATOPS_RECEIPTS: Final = ConsumerSpec("chatops-receipts", Subjects.RECEIPTS, max_deliver=-1)
 """Receipts of calls that had a card: their outcome is posted in the card's thread."""
+POLICY_RECEIPTS: Final = ConsumerSpec("policy-receipts", Subjects.RECEIPTS, max_deliver=-1)
+"""Receipts settle spend reservations (commit, release, uncertain); never gives up on one."""
 
 CONSUMERS: Final = (
     POLICY_CONSUMER,
@@ -246,4 +253,5 @@ CONSUMERS: Final = (
     AUDIT_CONSUMER,
     CHATOPS_APPROVALS,
     CHATOPS_RECEIPTS,
+    POLICY_RECEIPTS,
 )

@@ -2,7 +2,7 @@
 
 Layout under a keys root (``toolgate up``: ``.toolgate/keys``; compose: ``./keys``)::
 
-    <root>/policy/     policy.key                      (signs decisions)
+    <root>/policy/     policy.key  approvals.pub receipts.pub   (signs decisions; verifies grants and receipts: budgets)
     <root>/approvals/  approvals.key  policy.pub       (signs approvals; verifies decisions)
     <root>/executor/   receipts.key sealing.key  policy.pub approvals.pub   (signs receipts, opens sealed arguments)
     <root>/audit/      policy.pub approvals.pub receipts.pub     (verifies every signature)
@@ -57,7 +57,7 @@ class Holder:
 
 
 HOLDERS: Final[dict[str, Holder]] = {
-    "policy": Holder("policy"),
+    "policy": Holder("policy", ("approvals", "receipts")),
     "approvals": Holder("approvals", ("policy",)),
     "executor": Holder("receipts", ("policy", "approvals"), also_holds=("sealing",)),
     "audit": Holder(None, ("policy", "approvals", "receipts")),

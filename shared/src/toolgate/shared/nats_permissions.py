@@ -17,7 +17,8 @@ The users:
   only as ``<n>`` (``tg.approvals.decide.<n>``), and watch and list alarms;
 - ``operator``: the operator's CLI (registry listing, lookup and publishing, publishing a
   policy through the policy service and reading the policy bucket, the list of pending
-  approvals, the audit trail, its verification and export, alarms); answers no approval;
+  approvals, the audit trail, its verification and export, alarms, the spend budgets'
+  counters and the resolution of an uncertain call's reservation); answers no approval;
 - ``admin`` with every right, only when asked for (a test observer).
 
 The prefixes keep an agent and an approver of the same name apart. Every client that is
@@ -243,6 +244,9 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
         publish=(
             Rule(Subjects.DECISIONS, "only policy decides"),
             *_consumer(catalog.POLICY_CONSUMER),
+            *_consumer(catalog.POLICY_RECEIPTS),
+            Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its spend ledger: decisions, grants, receipts"),
+            Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             *_kv_reads(),
             Rule(Subjects.policy_kv(">"), "puts policies in force (only the policy service writes the bucket)"),
             *_kv_reads(POLICY_STREAM, "policy", "the policy in force and published versions"),
@@ -257,6 +261,8 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
             Rule(Rpc.POLICY_READY, "readiness: is a valid policy loaded"),
             Rule(Rpc.POLICY_PUBLISH, "a new policy from the operator, validated before it is put in force"),
             Rule(Subjects.POLICY_CURRENT, "every replica follows the policy in force"),
+            Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (operators only)"),
+            Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolving an uncertain call's reservation (operators only)"),
             Rule(SERVICE_INBOXES),
         ),
     )
@@ -368,6 +374,8 @@ def _operator() -> NatsUser:
             *_kv_reads(POLICY_STREAM, "policy", "published policy versions (policy explain, simulate)"),
             *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
+            Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (the reconciliation check)"),
+            Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolves an uncertain call's reservation (the operator's only)"),
         ),
         subscribe=(Rule(f"{inbox}.>"), Rule(Subjects.ALARMS, "watches alarms as they are raised")),
         inbox_prefix=inbox,

@@ -18,15 +18,28 @@ from datetime import UTC, datetime
 from faststream import FastStream
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
+from redis.asyncio import Redis
 
+from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.adapters.redis_replays import RedisReplayIndex
+from toolgate.policy.adapters.stream import StreamSpendTrail
+from toolgate.policy.admission import Spending
 from toolgate.policy.attributes import load_attributes
+from toolgate.policy.budget_rebuild import BudgetRebuilder
+from toolgate.policy.budgets import BudgetBook, load_budgets
 from toolgate.policy.domain import PolicyPorts
 from toolgate.policy.engine import build_engine
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.following import Follower, follow_policy
-from toolgate.policy.handlers import PolicyRuntime, build_router, consumers
+from toolgate.policy.handlers import (
+    BudgetRuntime,
+    PolicyRuntime,
+    budget_consumers,
+    build_router,
+    consumers,
+    route_budgets,
+)
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.publishing import Publisher
 from toolgate.policy.refresh import follow_registry, refresh_once
@@ -36,7 +49,7 @@ from toolgate.shared.catalog import Subjects
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.shared.events import PolicyPublished
-from toolgate.shared.keyring import load_own_private_key
+from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.policy_kv import PolicyBucket
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
@@ -48,16 +61,20 @@ __all__ = ["create_app"]
 log = logging.getLogger("toolgate.policy")
 
 
-def _holder(settings: PolicySettings) -> PolicyHolder:
-    """A holder that builds policies over the directory and attributes read once (none yet in force)."""
+def _holder(settings: PolicySettings) -> tuple[PolicyHolder, BudgetBook]:
+    """A holder that builds policies over the directory and attributes read once (none yet in force), and the budgets.
+
+    An unreadable or invalid budgets file is an invalid policy: no engine, every request denied.
+    """
     try:
         directory = PrincipalDirectory.from_toml(settings.principals_file.read_text(encoding="utf-8"))
         attributes = load_attributes(settings.attributes_file)
+        book = load_budgets(settings.budgets_file)
     except (OSError, UnicodeDecodeError, DirectoryInvalid, PolicyInvalid) as error:
         holder = PolicyHolder(broken=getattr(error, "reason", None) or str(error))
         log.error("NOT READY: policy not loaded, every request will be denied: %s", holder.problem)
-        return holder
-    return PolicyHolder(build=lambda t, listed: build_engine(t, directory, attributes, listed))
+        return holder, BudgetBook()
+    return PolicyHolder(build=lambda t, listed: build_engine(t, directory, attributes, listed)), book
 
 
 def _file_text(settings: PolicySettings) -> str | None:
@@ -72,38 +89,60 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
     """Build the policy service.
 
     Raises:
-        OSError / ValueError: the signing key ``<keys_dir>/policy.key`` is missing or invalid.
+        OSError / ValueError: the signing key ``<keys_dir>/policy.key``, or the public keys
+            ``approvals.pub`` / ``receipts.pub`` (grants and receipts settle budgets), are
+            missing or invalid.
         toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds another service's private key.
     """
     settings = settings or PolicySettings()
     key = load_own_private_key(settings.keys_dir, "policy")
-    reporter = SecurityReporter("policy")  # permission violations on its connection
+    approvals_key, receipts_key = (
+        public_key_of(settings.keys_dir, "approvals"),
+        public_key_of(settings.keys_dir, "receipts"),
+    )
+    reporter = SecurityReporter("policy")  # permission violations on its connection, forged receipts
     broker = new_broker("policy", settings, reporter)
     cell: RuntimeCell[PolicyRuntime] = RuntimeCell()
+    budget_cell: RuntimeCell[BudgetRuntime] = RuntimeCell()
     clock = lambda: datetime.now(UTC)  # noqa: E731
-    broker.include_router(build_router(cell, clock))
+    router = build_router(cell, clock)
+    route_budgets(router, budget_cell)
+    broker.include_router(router)
 
     following: list[asyncio.Task[None]] = []
+    rebuilders: list[BudgetRebuilder] = []
 
     async def announce(event: PolicyPublished) -> None:
         await publish_event(broker.connection.jetstream(), Subjects.POLICY_PUBLISHED, sign_event(event, key))
 
     async def build(js: JetStreamContext) -> None:
-        holder, descriptors, store = _holder(settings), await ToolsBucket.open(js), await PolicyBucket.open(js)
+        (holder, book), descriptors, store = _holder(settings), await ToolsBucket.open(js), await PolicyBucket.open(js)
         publisher = Publisher(holder, store, descriptors, clock, announce)
         follower, wake = Follower(holder, store, descriptors, reporter), asyncio.Event()
         await broker.connection.subscribe(Subjects.POLICY_CURRENT, cb=_waker(wake))  # before reading: none missed
         following.extend(await _put_in_force(settings, holder, publisher, follower, descriptors))
+        log.info("%d spend budgets from %s", len(book.budgets), settings.budgets_file)
         following.append(asyncio.create_task(follow_policy(follower, wake, settings.follow_interval_s)))
-        ports = _ports(settings, holder, descriptors, clock)
+        redis = redis_client(settings)
+        ledger = RedisBudgetLedger(redis, ended_ttl_s=settings.admitted_ttl_s, on_lost=lambda: rebuilders[0].start())
+        spending = Spending(book, ledger, settings.budget_keep_s)
+        trail = StreamSpendTrail(js, key.public_key(), approvals_key, receipts_key)
+        rebuilders.append(BudgetRebuilder(spending, ledger, trail, descriptors, clock))
+        rebuilders[0].start()  # a new or emptied ledger is rebuilt from the stream before it is used
+        ports = _ports(settings, redis, holder, descriptors, clock, spending)
         cell.set(PolicyRuntime(ports, key, js, publisher, _REPLICA, settings.max_policy_bytes))
+        budget_cell.set(BudgetRuntime(spending=spending, receipts_key=receipts_key, reporter=reporter))
 
-    async def stop_following() -> None:
+    async def stop_background() -> None:
         for task in following:
             task.cancel()
+        for rebuilder in rebuilders:
+            await rebuilder.stop()
 
-    lifecycle = Lifecycle(consumers=consumers(cell), reporter=reporter, closers=(stop_following,))
-    return new_app(broker, build, lifecycle)
+    plan = Lifecycle(
+        consumers=[*consumers(cell), *budget_consumers(budget_cell)], reporter=reporter, closers=(stop_background,)
+    )
+    return new_app(broker, build, plan)
 
 
 _REPLICA = f"{socket.gethostname()}:{os.getpid()}"
@@ -129,9 +168,13 @@ async def _put_in_force(
 
 
 def _ports(
-    settings: PolicySettings, holder: PolicyHolder, tools: ToolsBucket, clock: Callable[[], datetime]
+    settings: PolicySettings,
+    redis: Redis,
+    holder: PolicyHolder,
+    tools: ToolsBucket,
+    clock: Callable[[], datetime],
+    spending: Spending,
 ) -> PolicyPorts:
-    redis = redis_client(settings)
     return PolicyPorts(
         policy=holder,
         descriptors=tools,
@@ -139,6 +182,7 @@ def _ports(
         replays=RedisReplayIndex(redis),
         clock=clock,
         max_request_bytes=settings.max_request_bytes,
+        spending=spending,
     )
 
 

@@ -23,8 +23,10 @@ Order (each step can end the request; later steps never run for an ended request
    ``idempotency_key_reused``), then Cedar's verdict for the call,
 7. admission (:mod:`toolgate.policy.admission`): a call that executes now — Cedar's
    ``execute`` or a replay — consumes its rate budget, once per request id (deny
-   ``rate_limited`` with ``retry_after_s``); a call sent to approval consumes nothing
-   until it is admitted at the re-check before its effect,
+   ``rate_limited`` with ``retry_after_s``), and, unless it is a replay, reserves its
+   cost in the spend budgets that apply (deny ``budget_exceeded`` with ``retry_after_s``,
+   ``budget_cost_unknown``, ``budget_unavailable``); a call sent to approval consumes
+   nothing until it is admitted at the re-check before its effect,
 8. a completed key executes as ``idempotent_replay`` (no second approval); any other call
    gets Cedar's verdict.
 
@@ -49,7 +51,7 @@ from typing import Any
 
 import msgspec
 
-from toolgate.policy.admission import admit
+from toolgate.policy.admission import Call, Spending, admit, room_for
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.errors import IndexLost
 from toolgate.policy.holder import PolicyHolder
@@ -99,6 +101,7 @@ class PolicyPorts:
     """Everything :func:`decide` reaches outside itself.
 
     ``policy`` holds the engine in force; a decision reads it once (an atomic switch).
+    ``spending``: the spend budgets and their ledger (``None``: no budgets).
     """
 
     policy: PolicyHolder
@@ -107,6 +110,7 @@ class PolicyPorts:
     replays: ReplayIndex
     clock: Callable[[], datetime]
     max_request_bytes: int
+    spending: Spending | None = None
 
 
 class _Ended(Exception):
@@ -220,10 +224,8 @@ def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, 
     return outcome
 
 
-async def _admit(
-    principal: str, descriptor: ToolDescriptor, request: ToolRequested, ports: PolicyPorts, said: Verdict
-) -> None:
-    refused = await admit(principal, descriptor, request.operation, request.request_id, ports.limiter)
+async def _admit(call: Call, replay: bool, ports: PolicyPorts, said: Verdict) -> None:
+    refused = await admit(call, ports.limiter, None if replay else ports.spending)
     if refused is not None:
         retry = refused.retry_after_s
         raise _Ended(Verdict.DENY, refused.reason_code, refused.reason, retry_after_s=retry, policy_verdict=said)
@@ -304,8 +306,12 @@ async def _decide_parsed(
     replay = await _replay(env.principal, request, digest, ports)
     outcome = _govern(env.principal, descriptor, request, engine)
     common["policy_verdict"] = said = policy_verdict(outcome)
+    call = Call(env.principal, descriptor, request.operation, request.arguments, request.request_id, now)
     if replay or outcome.verdict is Verdict.EXECUTE:
-        await _admit(env.principal, descriptor, request, ports, said)
+        await _admit(call, replay, ports, said)
+    elif (no_room := await room_for(call, ports.spending)) is not None:  # no approval asked in vain
+        retry = no_room.retry_after_s
+        raise _Ended(Verdict.DENY, no_room.reason_code, no_room.reason, retry_after_s=retry, policy_verdict=said)
     if replay:
         return _decision(
             env,

@@ -113,7 +113,8 @@ class PolicyEngine:
 
     def evaluate(self, principal: str, tool: str, context: dict[str, Any]) -> tuple[Evaluation, Evaluation]:
         """Cedar's answers for ``execute`` and ``execute_with_approval`` in ``context`` (for explaining)."""
-        return self._evaluate(principal, tool, context)
+        execute = self._evaluate(principal, ACTION_EXECUTE, tool, context)
+        return execute, self._evaluate(principal, ACTION_APPROVAL, tool, context)
 
     @property
     def policy_ids(self) -> tuple[str, ...]:
@@ -140,9 +141,10 @@ class PolicyEngine:
             context = self.context(descriptor, operation, arguments)
         except Untypable as error:
             return deny("argument_untypable", f"argument {error} (it cannot be given to the policy)")
-        execute, approval = self._evaluate(principal, descriptor.name, context)
-        if execute.errors or execute.allowed:
+        execute = self._evaluate(principal, ACTION_EXECUTE, descriptor.name, context)
+        if execute.errors or execute.allowed:  # the common case: the second question is not asked
             return self._outcomes.errored(execute) if execute.errors else self._outcomes.permitted(execute)
+        approval = self._evaluate(principal, ACTION_APPROVAL, descriptor.name, context)
         if approval.errors or approval.allowed:
             return self._outcomes.errored(approval) if approval.errors else self._outcomes.needs_approval(approval)
         spec = descriptor.operations[operation]
@@ -168,7 +170,7 @@ class PolicyEngine:
         holds regardless, or no ``permit`` that could hold). A principal missing from the
         directory or an evaluation error: ``False``.
         """
-        if self._directory.principal(principal) is None:
+        if principal not in self._directory.principals:
             return False
         spec = descriptor.operations[operation]
         context = descriptor_context(descriptor.name, descriptor.version, operation, spec)
@@ -197,15 +199,12 @@ class PolicyEngine:
             seen = self._views[key] = seen or CedarType("Record")
         return seen
 
-    def _evaluate(self, principal: str, tool: str, context: dict[str, Any]) -> tuple[Evaluation, Evaluation]:
-        requests = [_request(principal, action, tool, context) for action in _ACTIONS]
+    def _evaluate(self, principal: str, action: str, tool: str, context: dict[str, Any]) -> Evaluation:
+        request = _request(principal, action, tool, context)
         try:
-            results = cedarpy.is_authorized_batch(requests, self._policy_set, self._entities, self._schema)
-            execute, approval = (evaluation(result) for result in results)
+            return evaluation(cedarpy.is_authorized(request, self._policy_set, self._entities, self._schema))
         except Exception as exc:  # any engine failure fails closed
-            failed = Evaluation(allowed=False, determining=(), errors=(f"cedar failed: {exc!r}",))
-            return failed, failed
-        return execute, approval
+            return Evaluation(allowed=False, determining=(), errors=(f"cedar failed: {exc!r}",))
 
 
 def policy_version(policy_text: str) -> str:

@@ -12,16 +12,20 @@ closed), never into an execution.
     │                        unparsable or fails Cedar schema validation
     ├── LimiterUnavailable   reason_code="rate_limiter_unavailable"
     │                        the rate limiter's store (Redis) failed or timed out
-    └── IndexLost            reason_code="idempotency_index_rebuilding"
-                             the idempotency index lost its state (Redis restarted
-                             empty) and is being rebuilt from the stream: transient
+    ├── IndexLost            reason_code="idempotency_index_rebuilding"
+    │                        the idempotency index lost its state (Redis restarted
+    │                        empty) and is being rebuilt from the stream: transient
+    └── BudgetUnavailable    reason_code="budget_unavailable"
+        │                    the spend ledger's store (Redis) failed or timed out
+        └── BudgetsLost      the ledger has no epoch marker: it lost its state and is
+                             being rebuilt from the stream (transient)
 """
 
 from __future__ import annotations
 
 from toolgate.shared.errors import ToolgateError
 
-__all__ = ["IndexLost", "LimiterUnavailable", "PolicyError", "PolicyInvalid"]
+__all__ = ["BudgetUnavailable", "BudgetsLost", "IndexLost", "LimiterUnavailable", "PolicyError", "PolicyInvalid"]
 
 
 class PolicyError(ToolgateError):
@@ -52,3 +56,17 @@ class IndexLost(PolicyError):
 
     def __init__(self) -> None:
         super().__init__("idempotency_index_rebuilding", "the idempotency index is being rebuilt from the stream")
+
+
+class BudgetUnavailable(PolicyError):
+    """The spend ledger could not answer (store down, timeout, protocol error)."""
+
+    def __init__(self, reason: str, *, reason_code: str = "budget_unavailable") -> None:
+        super().__init__(reason_code, reason)
+
+
+class BudgetsLost(BudgetUnavailable):
+    """The spend ledger has no epoch marker: it lost its state and is being rebuilt from the stream."""
+
+    def __init__(self) -> None:
+        super().__init__("the spend budgets are being rebuilt from the stream (their store lost its state)")

@@ -1,34 +1,72 @@
-"""The policy service's broker edge: request in, signed decision out; re-checks, listings, readiness, publications."""
+"""The policy service's broker edge: request in, signed decision out; re-checks, listings, readiness, publications.
+
+``tg.policy.publish`` (operators only, by NATS permissions): a new policy text, validated
+and put in force by :mod:`toolgate.policy.publishing`.
+
+Spend budgets (:mod:`toolgate.policy.settling`, :mod:`toolgate.policy.reconciliation`):
+
+- durable consumer ``policy-receipts`` over ``tg.receipt.*.*``: each receipt signed by the
+  executor's receipts key and naming the request its subject names settles that request's
+  reservation; anything else is terminated and reported (``receipt_forged``). While the
+  ledger is rebuilt the receipt waits (``Later``); Redis unreachable: retried with
+  back-off. The consumer never gives up (``max_deliver = -1``): a reservation must not
+  stay held because Redis was down for a while.
+- ``tg.policy.budgets`` (operators): one page of counters with their records, for
+  ``toolgate budgets check``; ``tg.policy.budgets.resolve`` (operators): commit or
+  release an uncertain reservation, for ``toolgate budgets resolve``.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 import msgspec
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from faststream.nats import NatsMessage, NatsRouter
 from nats.js import JetStreamContext
 
+from toolgate.policy.adapters.stream import signed_by
+from toolgate.policy.admission import Spending
 from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
+from toolgate.policy.errors import BudgetsLost, BudgetUnavailable
 from toolgate.policy.publishing import Publisher, PublishReply, policy_text, refused
 from toolgate.policy.recheck import recheck
+from toolgate.policy.reconciliation import MAX_PAGE, CountersQuery, CountersReply, ResolveQuery, ResolveReply
+from toolgate.policy.settling import resolve, settle_receipt
 from toolgate.policy.tool_listing import get_for, list_for, principal_of
 from toolgate.shared import catalog
 from toolgate.shared.bus import publish_once
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import DecisionMade, decode_untrusted, request_identity
+from toolgate.shared.catalog import TOKEN, Rpc, Subjects
+from toolgate.shared.events import DecisionMade, ReceiptIssued, decode_untrusted, request_identity
 from toolgate.shared.failpoints import failpoint
-from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
+from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
 from toolgate.shared.listing import Readiness
 from toolgate.shared.recheck import RecheckQuery
+from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.security import SecurityKind
 from toolgate.shared.service import rpc
 from toolgate.shared.signing import sign_event
 
-__all__ = ["PolicyRuntime", "build_router", "consumers", "envelope_of"]
+__all__ = [
+    "REBUILD_WAIT_S",
+    "BudgetRuntime",
+    "PolicyRuntime",
+    "budget_consumers",
+    "build_router",
+    "consumers",
+    "envelope_of",
+    "route_budgets",
+]
+
+log = logging.getLogger("toolgate.policy")
 
 _query = msgspec.json.Decoder(RecheckQuery)
+_receipt = msgspec.json.Decoder(ReceiptIssued)
+_counters_query = msgspec.json.Decoder(CountersQuery)
+_resolve_query = msgspec.json.Decoder(ResolveQuery)
 
 HANDLER_TIMEOUT_S = 30.0
 """A decision still being made after this long is cancelled and retried, seconds."""
@@ -127,3 +165,106 @@ def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datet
         return msgspec.json.encode(sign_event(await recheck(query, rt.ports, clock), rt.key))
 
     return router
+
+
+REBUILD_WAIT_S = 2.0
+"""How long a receipt waits while the ledger is rebuilt, seconds."""
+
+
+@dataclass
+class BudgetRuntime:
+    """What the budget handlers need once the service has started.
+
+    Attributes:
+        spending: the budgets in force and their ledger.
+        receipts_key: the executor's receipts public key (only its receipts settle).
+        reporter: reports forged receipts.
+    """
+
+    spending: Spending
+    receipts_key: Ed25519PublicKey
+    reporter: SecurityReporter
+
+
+def budget_consumers(runtime: Callable[[], BudgetRuntime]) -> list[Consumer]:
+    """The receipts consumer that settles reservations."""
+
+    async def on_receipt(delivery: Delivery) -> Settlement:
+        rt = runtime()
+        receipt = _verified(rt, delivery)
+        if receipt is None:
+            return Settle.TERM
+        try:
+            await settle_receipt(receipt, rt.spending)
+        except BudgetsLost:
+            return Later(REBUILD_WAIT_S)
+        except BudgetUnavailable:
+            return Settle.RETRY
+        return Settle.ACK
+
+    return [Consumer(catalog.POLICY_RECEIPTS, on_receipt, handler_timeout_s=10.0)]
+
+
+def _verified(rt: BudgetRuntime, delivery: Delivery) -> ReceiptIssued | None:
+    """The delivered receipt when it decodes, names its subject's request and is executor-signed."""
+    try:
+        receipt = decode_untrusted(_receipt, delivery.data)
+    except msgspec.DecodeError:
+        return None
+    names_its_request = delivery.subject.split(".")[-2:] == [receipt.principal, receipt.request_id]
+    if names_its_request and signed_by(delivery.data, rt.receipts_key):
+        return receipt
+    rt.reporter.report(
+        SecurityKind.RECEIPT_FORGED,
+        principal=receipt.principal,
+        request_id=receipt.request_id,
+        subject=delivery.subject,
+        reason_code="signature_invalid",
+        detail="not an executor-signed receipt of the request its subject names: no budget settled",
+        payload=delivery.data,
+    )
+    return None
+
+
+def route_budgets(router: NatsRouter, runtime: Callable[[], BudgetRuntime]) -> None:
+    """Answer ``tg.policy.budgets`` and ``tg.policy.budgets.resolve`` on ``router``."""
+
+    @rpc(router, Rpc.POLICY_BUDGETS, "policy")
+    async def on_counters(msg: NatsMessage) -> bytes:
+        return msgspec.json.encode(await _counters(runtime, msg.raw_message.data or b""))
+
+    @rpc(router, Rpc.POLICY_BUDGETS_RESOLVE, "policy")
+    async def on_resolve(msg: NatsMessage) -> bytes:
+        return msgspec.json.encode(await _resolve(runtime, msg.raw_message.data or b""))
+
+
+async def _counters(runtime: Callable[[], BudgetRuntime], body: bytes) -> CountersReply:
+    try:
+        query = decode_untrusted(_counters_query, body)
+        counters, cursor = await runtime().spending.ledger.counters(query.cursor, min(max(query.count, 1), MAX_PAGE))
+    except msgspec.DecodeError as error:
+        return CountersReply(ok=False, reason=f"not a counters query: {error}")
+    except (BudgetUnavailable, RuntimeError) as error:
+        return CountersReply(ok=False, reason=getattr(error, "reason", None) or "the policy service is starting")
+    return CountersReply(ok=True, counters=counters, cursor=cursor)
+
+
+async def _resolve(runtime: Callable[[], BudgetRuntime], body: bytes) -> ResolveReply:
+    try:
+        query = decode_untrusted(_resolve_query, body)
+    except msgspec.DecodeError as error:
+        return ResolveReply(ok=False, reason=f"not a resolve query: {error}")
+    if not (TOKEN.match(query.principal) and TOKEN.match(query.request_id)):
+        return ResolveReply(ok=False, reason=f"principal and request_id must match {TOKEN.pattern}")
+    try:
+        answer = await resolve(runtime().spending.ledger, query.principal, query.request_id, query.ran)
+    except (BudgetUnavailable, RuntimeError) as error:
+        return ResolveReply(ok=False, reason=getattr(error, "reason", None) or "the policy service is starting")
+    log.warning(
+        "budget resolution by the operator: %s/%s ran=%s: %s",
+        query.principal,
+        query.request_id,
+        query.ran,
+        answer.reason,
+    )
+    return answer

@@ -8,11 +8,12 @@ was decided under is still the one that would be chosen (the latest version, unl
 request pinned its version; same digest).
 
 When the executor asks right before a granted call runs (``admit_request_id`` set), a
-call that may still run is then admitted: its rate budget is consumed, once per request
-id (:mod:`toolgate.policy.admission`); over the rate it is answered ``rate_limited`` with
-``retry_after_s``. The approvals service's question on a grant admits nothing and does
-not look at the rate: an approval is never refused for a burst that may be over by the
-time the call runs.
+call that may still run is then admitted: its rate budget is consumed and its cost
+reserved in the spend budgets that apply, once per request id
+(:mod:`toolgate.policy.admission`); over the rate it is answered ``rate_limited``, over a
+budget ``budget_exceeded``, both with ``retry_after_s``. The approvals service's question
+on a grant admits nothing and does not look at the rate or the budgets: an approval is
+never refused for a burst that may be over by the time the call runs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from datetime import datetime
 
 import msgspec
 
-from toolgate.policy.admission import admit
+from toolgate.policy.admission import Call, admit
 from toolgate.policy.domain import PolicyPorts
 from toolgate.policy.engine import PolicyEngine
 from toolgate.shared.canonical import unrepresentable
@@ -60,7 +61,7 @@ async def recheck(query: RecheckQuery, ports: PolicyPorts, clock: Callable[[], d
     try:
         descriptor = await _current_descriptor(query, ports)
         reason = _still_permitted(query, descriptor, ports)
-        await _admitted(query, descriptor, ports)
+        await _admitted(query, descriptor, ports, clock)
     except _Changed as changed:
         return _answer(query, clock, False, changed.reason_code, changed.reason, changed.retry_after_s)
     return _answer(query, clock, True, "still_allowed", reason)
@@ -80,11 +81,14 @@ def _answer(
     )
 
 
-async def _admitted(query: RecheckQuery, descriptor: ToolDescriptor, ports: PolicyPorts) -> None:
+async def _admitted(
+    query: RecheckQuery, descriptor: ToolDescriptor, ports: PolicyPorts, clock: Callable[[], datetime]
+) -> None:
     if query.admit_request_id is None:
         return
-    principal, operation = query.principal, query.request.operation
-    refused = await admit(principal, descriptor, operation, query.admit_request_id, ports.limiter)
+    bound = query.request
+    call = Call(query.principal, descriptor, bound.operation, bound.arguments, query.admit_request_id, clock())
+    refused = await admit(call, ports.limiter, ports.spending)
     if refused is not None:
         raise _Changed(refused.reason_code, f"not admitted now: {refused.reason}", refused.retry_after_s)
 

@@ -34,6 +34,19 @@ class PolicySettings(ServiceSettings):
         "their declared Cedar types. Missing: none. Invalid: every request is denied. "
         "Env: TOOLGATE_POLICY_ATTRIBUTES_FILE.",
     )
+    budgets_file: Path = Field(
+        default=Path("deploy/policy/budgets.toml"),
+        description="Spend budgets per principal (and tool or operation) over fixed windows. Missing: no budgets. "
+        "Unreadable or invalid: every request is denied and the service is not ready. "
+        "Env: TOOLGATE_POLICY_BUDGETS_FILE.",
+    )
+    budget_keep_s: int = Field(
+        default=604_800,
+        ge=0,
+        description="Seconds a budget counter and its records are kept after its window ends, for "
+        "`toolgate budgets check` and late receipts (default 7 days, the stream's retention). "
+        "Env: TOOLGATE_POLICY_BUDGET_KEEP_S.",
+    )
     registry_refresh_s: float = Field(
         default=5.0,
         gt=0,

@@ -1,0 +1,139 @@
+"""``toolgate budgets …``: do the spend counters agree with the receipts; resolve an uncertain call's spend.
+
+``check`` reads every counter with its records from the policy service
+(``tg.policy.budgets``, page by page) and every receipt from the audit export
+(``tg.audit.export``), then prints each difference
+(:func:`toolgate.policy.reconciliation.differences`) and exits 1 when there is any. A
+receipt on its way (settled by the policy, not yet recorded by the audit, or the reverse)
+can look like a difference for a moment, so differences are read a second time after
+``--settle-s`` seconds and only those seen both times are reported.
+
+``resolve`` says what happened to an ``uncertain`` call (``--ran`` or ``--not-run``): its
+reservation is committed or released (``tg.policy.budgets.resolve``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import msgspec
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from toolgate.cli import rpc
+from toolgate.cli.session import NatsUrl, console, err_console, on_bus
+from toolgate.policy.budget_ports import BudgetCounter
+from toolgate.policy.budgets import as_cost
+from toolgate.policy.reconciliation import CountersReply, Difference, differences, pending, receipt_outcomes
+from toolgate.shared.catalog import Rpc
+
+__all__ = ["budgets_app"]
+
+budgets_app = typer.Typer(help="Spend budgets: check the counters against the receipts.", no_args_is_help=True)
+
+PAGE = 200
+"""Counters asked for per ``tg.policy.budgets`` request."""
+
+SettleS = Annotated[float, typer.Option(help="Seconds between the two looks (a difference must be seen in both).")]
+
+
+@budgets_app.command("check")
+def budgets_check(nats_url: NatsUrl = "", settle_s: SettleS = 5.0) -> None:
+    """Compare every budget counter with the receipts; print each difference, exit 1 when there is any."""
+    counters, found, waiting = on_bus(nats_url, lambda bus: _twice(bus, settle_s))
+    console.print(_counters_table(counters))
+    for row in waiting:
+        console.print(escape(f"{row.kind}: {row.principal}/{row.request_id} ({row.budget}): {row.detail}"))
+    if found:
+        err_console.print(_differences_table(found))
+        err_console.print(f"[red]{len(found)} difference(s)[/red] between the budget counters and the receipts")
+        raise typer.Exit(1)
+    console.print(f"[green]no difference[/green]: {len(counters)} counter(s) agree with the receipts")
+
+
+@budgets_app.command("resolve")
+def budgets_resolve(
+    principal: str,
+    request_id: str,
+    ran: Annotated[bool, typer.Option("--ran/--not-run", help="Did the uncertain call's effect happen?")],
+    nats_url: NatsUrl = "",
+) -> None:
+    """Resolve an uncertain call's reservation: --ran commits it, --not-run releases it."""
+    body = {"principal": principal, "request_id": request_id, "ran": ran}
+    reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.POLICY_BUDGETS_RESOLVE, body))
+    if not reply.get("ok"):
+        err_console.print("[red]not resolved:[/red]", escape(str(reply.get("reason"))))
+        raise typer.Exit(1)
+    console.print(escape(str(reply.get("reason"))))
+
+
+async def _twice(bus: rpc.Bus, settle_s: float) -> tuple[list[BudgetCounter], list[Difference], list[Difference]]:
+    """Two looks ``settle_s`` apart: the second look's counters, the differences seen both times, what is pending."""
+    counters, receipts = await _look(bus)
+    first = differences(counters, receipts)
+    if first:
+        await asyncio.sleep(settle_s)
+        counters, receipts = await _look(bus)
+    seen = {_identity(d) for d in first}
+    return counters, [d for d in differences(counters, receipts) if _identity(d) in seen], pending(counters, receipts)
+
+
+def _identity(found: Difference) -> tuple[str, str, str, int, str | None]:
+    return found.kind, found.principal, found.budget, found.start_s, found.request_id
+
+
+async def _look(bus: rpc.Bus) -> tuple[list[BudgetCounter], dict[tuple[str, str], str]]:
+    """The counters first, then the receipts: a receipt the ledger applied is already in the stream."""
+    counters = await _counters(bus)
+    return counters, receipt_outcomes(await _audit_records(bus))
+
+
+async def _counters(bus: rpc.Bus) -> list[BudgetCounter]:
+    found: dict[tuple[str, str, int], BudgetCounter] = {}  # SCAN may return a key twice
+    cursor = 0
+    while True:
+        raw = await rpc.request(bus, Rpc.POLICY_BUDGETS, {"cursor": cursor, "count": PAGE}, timeout_s=10)
+        reply = msgspec.convert(raw, CountersReply)
+        if not reply.ok:
+            raise rpc.BusError(f"the policy service refused the counters: {reply.reason}")
+        found.update({(c.principal, c.budget, c.start_s): c for c in reply.counters})
+        if (cursor := reply.cursor) == 0:
+            return sorted(found.values(), key=lambda c: (c.principal, c.budget, c.start_s))
+
+
+async def _audit_records(bus: rpc.Bus) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        reply: dict[str, Any] = await rpc.request(bus, Rpc.AUDIT_EXPORT, {"after": after}, timeout_s=30)
+        if not reply.get("ok"):
+            raise rpc.BusError(f"the audit service refused the export: {reply.get('reason')}")
+        page = reply.get("records") or []
+        if not page:
+            return records
+        records += page
+        after = int(page[-1]["sequence"])
+
+
+def _window(counter: BudgetCounter) -> str:
+    start = datetime.fromtimestamp(counter.start_s, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{start} UTC +{counter.window_s}s"
+
+
+def _counters_table(counters: list[BudgetCounter]) -> Table:
+    table = Table("principal", "budget", "window", "used", "reserved", "limit", "calls", title="budget counters")
+    for c in counters:
+        held = f"{len(c.records)}"
+        used, reserved, limit = as_cost(c.used_units), as_cost(c.reserved_units), as_cost(c.limit_units)
+        table.add_row(escape(c.principal), escape(c.budget), _window(c), used, reserved, limit, held)
+    return table
+
+
+def _differences_table(found: list[Difference]) -> Table:
+    table = Table("difference", "principal", "budget", "request", "detail", title="differences")
+    for d in found:
+        table.add_row(d.kind, escape(d.principal), escape(d.budget), escape(d.request_id or "-"), escape(d.detail))
+    return table

@@ -1,0 +1,186 @@
+"""Rebuilding the spend ledger from the stream after Redis lost it.
+
+The ledger is an index: every admitted call is in the stream. A call admitted at its
+decision has an ``execute`` decision (not a replay), and its reservation was made for the
+window holding the decision's own time (the decision's ``occurred_at`` is the admission's
+clock reading), so it is restored exactly. A call admitted at the re-check before its
+effect has a grant; that re-check happened after the grant and before the grant expired
+(the executor runs nothing on an expired grant) and before the receipt, so the call is
+restored in *every* window that span touches: a rebuilt budget may count a granted call
+twice near a window boundary, never miss it. Its receipt then says where it stands:
+``succeeded`` committed, ``uncertain`` uncertain, none yet reserved, any other outcome
+released (and not restored). Costs come from the registry's descriptor of the decided
+version and the arguments in the decision, charged against the budgets in force now.
+
+When the ledger has no epoch marker (Redis restarted empty, or is new) one policy
+instance takes the rebuild lock, restores every decision whose counters would still be
+kept, and only then sets the epoch (:func:`toolgate.shared.rebuilding.rebuild`). Until
+then every call a budget applies to is denied ``budget_unavailable`` and every receipt
+waits: nothing is charged, and nothing settled, against a ledger that may be incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
+from typing import Protocol
+
+from toolgate.policy.admission import Call, Spending, charges_for
+from toolgate.policy.budget_ports import Charge, RecordState, SpendTrail
+from toolgate.policy.budgets import CostUnknown, window_start
+from toolgate.policy.ports import DescriptorSource
+from toolgate.shared.events import DecisionMade
+from toolgate.shared.rebuilding import Rebuildable, rebuild
+from toolgate.shared.vocabulary import Outcome, Verdict
+
+__all__ = ["BudgetRebuilder", "RebuildableLedger", "rebuild_budgets"]
+
+log = logging.getLogger("toolgate.policy")
+
+
+class RebuildableLedger(Rebuildable, Protocol):
+    """A ledger that can be rebuilt: the epoch and lock of :class:`Rebuildable`, and ``restore``."""
+
+    async def restore(
+        self, principal: str, request_id: str, units: int, charges: Sequence[Charge], state: RecordState
+    ) -> bool:
+        """See :meth:`~toolgate.policy.budget_ports.BudgetLedger.restore`."""
+        ...
+
+
+async def rebuild_budgets(
+    spending: Spending,
+    ledger: RebuildableLedger,
+    trail: SpendTrail,
+    descriptors: DescriptorSource,
+    clock: Callable[[], datetime],
+    owner: str,
+) -> bool:
+    """Rebuild the ledger if its epoch is missing; True when it is complete afterwards.
+
+    Returns ``False`` when another instance holds the rebuild lock or it was lost (try again).
+
+    Raises:
+        BudgetUnavailable: Redis cannot be reached.
+        nats.errors.Error: the stream cannot be read.
+    """
+    longest_s = max((b.window_s for b in spending.book.budgets), default=0) + spending.keep_s
+
+    async def restore(decision: DecisionMade) -> int:
+        now = clock()
+        if (now - decision.occurred_at).total_seconds() > longest_s:  # every counter it was in is forgotten
+            return 0
+        return await _restore(decision, spending, ledger, trail, descriptors, now)
+
+    decisions = trail.decisions() if spending.book.budgets else _nothing()
+    return await rebuild(ledger, decisions, restore, owner, "spend ledger")
+
+
+async def _nothing() -> AsyncIterator[DecisionMade]:
+    """No budgets: nothing to restore (the epoch is still set)."""
+    for _ in ():
+        yield _
+
+
+async def _restore(
+    decision: DecisionMade,
+    spending: Spending,
+    ledger: RebuildableLedger,
+    trail: SpendTrail,
+    descriptors: DescriptorSource,
+    now: datetime,
+) -> int:
+    """Write one admitted call back; 0 when it was not admitted, charged nothing, or ended released."""
+    bound = decision.request
+    span = None if bound is None else await _admitted_span(decision, trail, now)
+    if span is None or bound is None:
+        return 0
+    receipt = await trail.receipt(decision.principal, decision.request_id)
+    state = _state_of(receipt.outcome if receipt else None)
+    descriptor = await descriptors.get(bound.tool, bound.version)
+    if state is None or descriptor is None or bound.operation not in descriptor.operations:
+        return 0
+    call = Call(decision.principal, descriptor, bound.operation, bound.arguments, decision.request_id, span[0])
+    try:
+        charged = charges_for(call, spending)
+    except CostUnknown:  # it was denied, so never charged
+        return 0
+    if charged is None:
+        return 0
+    last = min(span[1], receipt.occurred_at if receipt else now)
+    charges = _kept(_spanning(charged[1], last, spending.keep_s), now)
+    if not charges:
+        return 0
+    return int(await ledger.restore(decision.principal, decision.request_id, charged[0], charges, state))
+
+
+async def _admitted_span(decision: DecisionMade, trail: SpendTrail, now: datetime) -> tuple[datetime, datetime] | None:
+    """When the call was admitted: a moment (a direct call) or a span (a granted call); ``None``: never."""
+    if decision.verdict is Verdict.EXECUTE and decision.reason_code != "idempotent_replay":
+        return decision.occurred_at, decision.occurred_at
+    if decision.verdict is not Verdict.NEEDS_APPROVAL:
+        return None
+    grant = await trail.grant(decision.principal, decision.request_id)
+    return None if grant is None else (grant.occurred_at, max(grant.occurred_at, grant.expires_at))
+
+
+def _state_of(outcome: Outcome | None) -> RecordState | None:
+    if outcome is None:
+        return RecordState.RESERVED
+    if outcome is Outcome.SUCCEEDED:
+        return RecordState.COMMITTED
+    return RecordState.UNCERTAIN if outcome is Outcome.UNCERTAIN else None
+
+
+def _spanning(charges: tuple[Charge, ...], last: datetime, keep_s: int) -> tuple[Charge, ...]:
+    """Each charge (in the window of the span's first moment) and its budget's later windows up to ``last``."""
+    spread: list[Charge] = []
+    for charge in charges:
+        start, final_s = charge.start_s, window_start(last.timestamp(), charge.window_s)
+        while start <= final_s or start == charge.start_s:
+            expires_at_s = start + charge.window_s + keep_s
+            spread.append(Charge(charge.budget, start, charge.window_s, charge.limit_units, expires_at_s))
+            start += charge.window_s
+    return tuple(spread)
+
+
+def _kept(charges: tuple[Charge, ...], now: datetime) -> tuple[Charge, ...]:
+    return tuple(charge for charge in charges if charge.expires_at_s > now.timestamp())
+
+
+class BudgetRebuilder:
+    """Runs :func:`rebuild_budgets` in the background, one at a time, until it succeeds."""
+
+    def __init__(
+        self,
+        spending: Spending,
+        ledger: RebuildableLedger,
+        trail: SpendTrail,
+        descriptors: DescriptorSource,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._args = (spending, ledger, trail, descriptors, clock, uuid.uuid4().hex)
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Rebuild now unless a rebuild is already running."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._until_done(), name="budgets-rebuild")
+
+    async def stop(self) -> None:
+        """Cancel a running rebuild."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _until_done(self) -> None:
+        while True:
+            try:
+                if await rebuild_budgets(*self._args):
+                    return
+            except Exception as error:  # Redis or the stream not reachable yet: keep trying, loudly
+                log.warning("spend ledger rebuild not possible yet: %s: %s", type(error).__name__, error)
+            await asyncio.sleep(1.0)

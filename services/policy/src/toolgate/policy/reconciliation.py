@@ -1,0 +1,174 @@
+"""Do the budget counters agree with what really ran? The check, and the operator's two requests.
+
+``toolgate budgets check`` reads every counter with its records from the policy service
+(``tg.policy.budgets``, :class:`CountersQuery` → :class:`CountersReply`) and every
+receipt from the audit export, and reports each difference (:func:`differences`):
+
+- ``counter_mismatch``: a counter's ``used`` is not the sum of its committed records, or
+  its ``reserved`` not the sum of its reserved and uncertain ones;
+- ``committed_without_success``: a committed reservation whose receipt is missing or says
+  the call did not succeed (an ``uncertain`` receipt resolved as run is fine);
+- ``success_not_committed``: a ``succeeded`` receipt whose reservation was released or is
+  still marked uncertain;
+- ``receipt_not_applied``: a reservation still ``reserved`` although its request has a
+  receipt (the receipt never reached the ledger);
+- ``uncertain_mismatch``: a reservation marked uncertain whose receipt is not ``uncertain``;
+- ``released_without_receipt``: a released reservation whose request has no receipt.
+
+Not differences, listed apart (:func:`pending`): reservations of calls still running
+(``reserved``, no receipt yet) and uncertain ones awaiting an operator's resolution
+(``toolgate budgets resolve``: :class:`ResolveQuery` on ``tg.policy.budgets.resolve``).
+Pure: the CLI does the reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import msgspec
+
+from toolgate.policy.budget_ports import BudgetCounter, RecordState
+from toolgate.shared.vocabulary import Outcome
+
+__all__ = [
+    "CountersQuery",
+    "CountersReply",
+    "Difference",
+    "ResolveQuery",
+    "ResolveReply",
+    "differences",
+    "pending",
+    "receipt_outcomes",
+]
+
+MAX_PAGE = 500
+"""Most counters one ``tg.policy.budgets`` answer asks Redis for."""
+
+
+class CountersQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Ask for one page of counters: from ``cursor`` (0: the first), about ``count`` of them."""
+
+    cursor: int = 0
+    count: int = 100
+
+
+class CountersReply(msgspec.Struct, frozen=True, kw_only=True):
+    """One page of counters; ``cursor`` 0 after the last page; ``ok`` False with ``reason`` when refused."""
+
+    ok: bool
+    reason: str = ""
+    counters: list[BudgetCounter] = msgspec.field(default_factory=list)
+    cursor: int = 0
+
+
+class ResolveQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Resolve an uncertain reservation: ``ran`` commits it, otherwise it is released."""
+
+    principal: str
+    request_id: str
+    ran: bool
+
+
+class ResolveReply(msgspec.Struct, frozen=True, kw_only=True):
+    """Whether the reservation moved, its state now, and why."""
+
+    ok: bool
+    reason: str
+    state: str | None = None
+
+
+class Difference(msgspec.Struct, frozen=True, kw_only=True):
+    """One disagreement between the ledger and the receipts (kinds in the module docstring)."""
+
+    kind: str
+    principal: str
+    budget: str
+    start_s: int
+    request_id: str | None
+    detail: str
+
+
+def receipt_outcomes(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """``(principal, request id) → outcome`` of each request's first receipt in audit records.
+
+    Args:
+        records: audit records as exported (``event_type``, ``payload``: the event's JSON text).
+    """
+    found: dict[tuple[str, str], str] = {}
+    for record in records:
+        if record.get("event_type") != "receipt.issued":
+            continue
+        try:
+            body = msgspec.json.decode(str(record.get("payload") or ""))
+        except msgspec.DecodeError:
+            continue
+        if isinstance(body, dict) and all(isinstance(body.get(k), str) for k in ("principal", "request_id", "outcome")):
+            found.setdefault((body["principal"], body["request_id"]), body["outcome"])
+    return found
+
+
+def differences(counters: Iterable[BudgetCounter], receipts: Mapping[tuple[str, str], str]) -> list[Difference]:
+    """Every difference between ``counters`` and the ``receipts`` (:func:`receipt_outcomes`)."""
+    found: list[Difference] = []
+    for counter in counters:
+        found += _sums(counter)
+        for request_id, held in sorted(counter.records.items()):
+            problem = _problem(held.state, receipts.get((counter.principal, request_id)))
+            if problem is not None:
+                found.append(_difference(counter, request_id, *problem))
+    return found
+
+
+def pending(counters: Iterable[BudgetCounter], receipts: Mapping[tuple[str, str], str]) -> list[Difference]:
+    """Reservations of calls still running (``in_flight``) and ``awaiting_resolution`` (uncertain)."""
+    found: list[Difference] = []
+    for counter in counters:
+        for request_id, held in sorted(counter.records.items()):
+            outcome = receipts.get((counter.principal, request_id))
+            if held.state == RecordState.RESERVED and outcome is None:
+                found.append(_difference(counter, request_id, "in_flight", f"{held.units} units reserved, no receipt"))
+            if held.state == RecordState.UNCERTAIN and outcome == Outcome.UNCERTAIN:
+                detail = f"{held.units} units held: `toolgate budgets resolve` once known"
+                found.append(_difference(counter, request_id, "awaiting_resolution", detail))
+    return found
+
+
+def _difference(counter: BudgetCounter, request_id: str | None, kind: str, detail: str) -> Difference:
+    return Difference(
+        kind=kind,
+        principal=counter.principal,
+        budget=counter.budget,
+        start_s=counter.start_s,
+        request_id=request_id,
+        detail=detail,
+    )
+
+
+def _sums(counter: BudgetCounter) -> list[Difference]:
+    held = counter.records.values()
+    used = sum(h.units for h in held if h.state == RecordState.COMMITTED)
+    reserved = sum(h.units for h in held if h.state in (RecordState.RESERVED, RecordState.UNCERTAIN))
+    if (used, reserved) == (counter.used_units, counter.reserved_units):
+        return []
+    detail = (
+        f"counter says used {counter.used_units}, reserved {counter.reserved_units} units; "
+        f"its records sum to used {used}, reserved {reserved}"
+    )
+    return [_difference(counter, None, "counter_mismatch", detail)]
+
+
+def _problem(state: str, outcome: str | None) -> tuple[str, str] | None:
+    """The difference one record makes with its request's receipt outcome, or ``None``."""
+    said = f"receipt {outcome}" if outcome else "no receipt"
+    if state == RecordState.COMMITTED and outcome not in (Outcome.SUCCEEDED, Outcome.UNCERTAIN):
+        return "committed_without_success", f"committed, but {said}"
+    if state in (RecordState.RELEASED, RecordState.UNCERTAIN) and outcome == Outcome.SUCCEEDED:
+        return "success_not_committed", f"{state}, but receipt succeeded"
+    if state == RecordState.RESERVED and outcome is not None:
+        return "receipt_not_applied", f"still reserved, but {said}"
+    if state == RecordState.UNCERTAIN and outcome not in (Outcome.UNCERTAIN, Outcome.SUCCEEDED):
+        return "uncertain_mismatch", f"marked uncertain, but {said}"
+    if state == RecordState.RELEASED and outcome is None:
+        return "released_without_receipt", "released, but no receipt"
+    return None

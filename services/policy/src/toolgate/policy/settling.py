@@ -1,0 +1,70 @@
+"""Settling spend reservations: by each request's receipt, and by an operator for an ``uncertain`` one.
+
+A receipt is the one end of its request (guarantee 2), so it decides the reservation:
+
+==============================================  ======================================
+receipt outcome                                 reservation
+==============================================  ======================================
+``succeeded``                                   committed (the spend happened)
+``uncertain``                                   kept, marked uncertain (it may have)
+``failed``, ``denied`` (rejected and expired    released (nothing ran, or the tool
+approvals included), ``refused``, ``replayed``  answered that it did nothing)
+==============================================  ======================================
+
+An ``uncertain`` write is never resolved by the system itself (guarantee 3: a reconciler
+or a person decides). Its reservation stays counted until an operator says what happened
+(``toolgate budgets resolve``, :func:`resolve`): *ran* commits it, *did not run* releases
+it. Settling is idempotent: a redelivered receipt or a repeated resolution changes nothing.
+"""
+
+from __future__ import annotations
+
+from toolgate.policy.admission import Spending
+from toolgate.policy.budget_ports import BudgetLedger, RecordState
+from toolgate.policy.reconciliation import ResolveReply
+from toolgate.shared.events import ReceiptIssued
+from toolgate.shared.vocabulary import Outcome
+
+__all__ = ["resolve", "settle_receipt", "target_of"]
+
+
+def target_of(outcome: Outcome) -> RecordState:
+    """Where a receipt with ``outcome`` moves its request's reservation (the module's table)."""
+    if outcome is Outcome.SUCCEEDED:
+        return RecordState.COMMITTED
+    if outcome is Outcome.UNCERTAIN:
+        return RecordState.UNCERTAIN
+    return RecordState.RELEASED
+
+
+async def settle_receipt(receipt: ReceiptIssued, spending: Spending) -> RecordState | None:
+    """Apply one (verified) receipt to its request's reservation; returns the state it was in.
+
+    A receipt of a request charged nowhere leaves an ``ended`` record while budgets are in
+    force (a re-check racing the receipt then charges nothing); without budgets, nothing.
+
+    Raises:
+        BudgetUnavailable: the ledger cannot answer (retry).
+        BudgetsLost: the ledger is being rebuilt (retry once it is).
+    """
+    to, end = target_of(receipt.outcome), bool(spending.book.budgets)
+    return await spending.ledger.settle(receipt.principal, receipt.request_id, to, end=end)
+
+
+async def resolve(ledger: BudgetLedger, principal: str, request_id: str, ran: bool) -> ResolveReply:
+    """Resolve the uncertain reservation of ``request_id``: commit it (``ran``) or release it.
+
+    Only an ``uncertain`` reservation moves; any other is left as it is and said so.
+
+    Raises:
+        BudgetUnavailable: the ledger cannot answer.
+    """
+    to = RecordState.COMMITTED if ran else RecordState.RELEASED
+    was = await ledger.settle(principal, request_id, to, only_from=RecordState.UNCERTAIN, end=False)
+    if was is None:
+        return ResolveReply(ok=False, reason=f"no reservation is recorded for {principal}/{request_id}")
+    if was is not RecordState.UNCERTAIN:
+        reason = f"the reservation is {was.value}, not uncertain: nothing changed"
+        return ResolveReply(ok=False, state=was.value, reason=reason)
+    reason = f"the uncertain reservation of {principal}/{request_id} is now {to.value}"
+    return ResolveReply(ok=True, state=to.value, reason=reason)
