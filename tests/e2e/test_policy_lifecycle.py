@@ -213,7 +213,7 @@ async def test_a_publish_switches_both_replicas_without_a_restart_and_decisions_
     assert verify_body(events[-1], load_public_key(stack.public_keys / "policy.pub"))
 
 
-async def test_an_invalid_policy_is_refused_at_publish_and_the_old_one_stays(
+async def test_an_invalid_policy_or_a_malformed_request_is_refused_at_publish_and_the_old_one_stays(
     gate: Any, stack: Stack, e2e_paths: Any, repo_root: Path, changed: str, invalid_file: Path
 ) -> None:
     checked = await toolgate(stack, e2e_paths, repo_root, "policy", "check", str(invalid_file))
@@ -223,6 +223,13 @@ async def test_an_invalid_policy_is_refused_at_publish_and_the_old_one_stays(
         text = " ".join(said.stderr.split())
         assert said.returncode == 1 and "'payments-team-reads'" in text and "principal.department" in text, text
     await until_all(gate, policy_digest(changed), replicas=2)
+    for body, named in (
+        (b"not json", 'not {"text"'),
+        (b'{"text": "x", "as": "admin"}', "as"),
+        (b"x" * 300_000, "bytes"),
+    ):
+        reply = json.loads((await gate.nc.request(Rpc.POLICY_PUBLISH, body, timeout=10)).data)
+        assert (reply["ok"], reply["version"]) == (False, None) and named in reply["reason"], reply
     kv = await gate.js.key_value(catalog.POLICY_BUCKET)
     assert json.loads((await kv.get("current")).value)["version"] == policy_digest(changed)
     assert len(await published_events(gate)) == 2

@@ -30,11 +30,9 @@ Order (each step can end the request; later steps never run for an ended request
 8. a completed key executes as ``idempotent_replay`` (no second approval); any other call
    gets Cedar's verdict.
 
-The engine in force is read once, when the request is taken up: every decision names its
-version (``policy_version``), and every decision the policy took part in records what the
-policy itself said (``policy_verdict``: ``deny`` for a hidden call, else
-:func:`~toolgate.policy.outcomes.policy_verdict`) before replays and admission had their
-say, so ``toolgate policy simulate`` can compare a candidate policy like with like.
+The engine in force is read once per request; every decision names its version
+(``policy_version``) and, when the policy took part, what it said before replays and
+admission (``policy_verdict``; ``deny`` for a hidden call): ``policy simulate`` compares that.
 
 Every failure to check (store or limiter unreachable) denies: fail closed. An
 idempotency index that lost its state (Redis restarted empty) is transient instead:
