@@ -27,6 +27,8 @@ def test_subject_builders_are_pinned() -> None:
     assert Subjects.security_of("audit") == "tg.security.audit.*"
     assert Subjects.alarm("approval_refused") == "tg.alarm.approval_refused" and Subjects.ALARMS == "tg.alarm.*"
     assert Rpc.AUDIT_ALARMS == "tg.audit.alarms"
+    assert Rpc.POLICY_PUBLISH == "tg.policy.publish" and Subjects.POLICY_PUBLISHED == "tg.policy.published"
+    assert Subjects.POLICY_CURRENT == Subjects.policy_kv("current") == "$KV.TOOLGATE_POLICY.current"
     assert (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE) == ("tg.policy.budgets", "tg.policy.budgets.resolve")
 
 
@@ -40,6 +42,7 @@ def test_stream_and_consumers_are_pinned() -> None:
         "tg.claim.*.*",
         "tg.tool.published.*",
         "tg.security.*.*",
+        "tg.policy.published",
     )
     assert catalog.RESULTS_STREAM == "TOOLGATE_RESULTS" and catalog.RESULTS_SUBJECTS == ("tg.result.*.*.*",)
     assert {(c.durable, c.filter_subject, c.max_deliver) for c in catalog.CONSUMERS} == {
@@ -53,7 +56,7 @@ def test_stream_and_consumers_are_pinned() -> None:
         ("chatops-receipts", "tg.receipt.*.*", -1),
         ("policy-receipts", "tg.receipt.*.*", -1),
     }
-    assert catalog.CARDS_BUCKET == "TOOLGATE_CHAT_CARDS"
+    assert catalog.CARDS_BUCKET == "TOOLGATE_CHAT_CARDS" and catalog.POLICY_BUCKET == "TOOLGATE_POLICY"
 
 
 def _matches(pattern: str, subject: str) -> bool:
@@ -69,6 +72,7 @@ def test_every_event_subject_is_in_the_stream_and_rpc_subjects_are_not() -> None
         Subjects.tool_published("t"),
         Subjects.claim("a", "k"),
         Subjects.security("approvals", "approval_refused"),
+        Subjects.POLICY_PUBLISHED,
     ] + [Subjects.approval(k, "a", "r") for k in ("requested", "granted", "rejected")]
     for subject in event_subjects:
         assert sum(_matches(p, subject) for p in catalog.STREAM_SUBJECTS) == 1, subject
@@ -89,6 +93,7 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "ReceiptIssued": "receipt.issued",
         "EffectClaimed": "effect.claimed",
         "ToolPublished": "tool.published",
+        "PolicyPublished": "policy.published",
         "SecurityEvent": "security.event",
     }
 
@@ -154,6 +159,7 @@ def test_events_are_frozen_and_required_fields_are_pinned() -> None:
             "request_id",
         ],
         "ToolPublished": ["digest", "event_id", "occurred_at", "tool", "version"],
+        "PolicyPublished": ["event_id", "occurred_at", "source", "version"],
         "SecurityEvent": ["event_id", "kind", "occurred_at", "service"],
     }
 

@@ -63,7 +63,7 @@ BUDGET_CALLS = (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE)
 """The spend ledger's counters and the resolution of an uncertain reservation: the operator's only."""
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
-    "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, *BUDGET_CALLS),
+    "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH, *BUDGET_CALLS),
     "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
     "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT),
 }
@@ -78,6 +78,8 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     "tool-published": (Subjects.tool_published, "registry"),
     "tools-kv": (lambda key: f"$KV.{catalog.TOOLS_BUCKET}.{key}", "registry"),
     "cards-kv": (lambda key: f"$KV.{catalog.CARDS_BUCKET}.{key}", "chatops"),
+    "policy-kv": (Subjects.policy_kv, "policy"),
+    "policy-published": (lambda _: Subjects.POLICY_PUBLISHED, "policy"),
     **{  # each service reports security events as itself only
         f"security-{service}": (lambda _, s=service: Subjects.security(s, "decision_forged"), service)
         for service in SERVICES
@@ -87,7 +89,7 @@ DECIDE = {name: Rpc.approvals_decide(name) for name in ("alice", "bob", "demo-ag
 LISTINGS = {name: (Rpc.tools_list(name), Rpc.tools_get(name)) for name in ("demo-agent", "other-agent", "alice")}
 RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
-    *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.POLICY_RECHECK, Rpc.POLICY_READY),
+    *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH),
     *BUDGET_CALLS,
     *DECIDE.values(),
     *(subject for pair in LISTINGS.values() for subject in pair),
@@ -101,7 +103,7 @@ MAY_CALL = {  # each approver answers approvals as themselves only; only the ope
     AGENT: set(LISTINGS["demo-agent"]),  # its own listing only: not another's, not the registry's full one
     OTHER: set(LISTINGS["other-agent"]),
     ALICE_AGENT: set(LISTINGS["alice"]),
-    OPERATOR: OPERATOR_CALLS | {Rpc.REGISTRY_PUBLISH, *BUDGET_CALLS},
+    OPERATOR: OPERATOR_CALLS | {Rpc.REGISTRY_PUBLISH, Rpc.POLICY_PUBLISH, *BUDGET_CALLS},  # approvers publish nothing
     ALICE: OPERATOR_CALLS | {DECIDE["alice"]},
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
     "executor": {Rpc.POLICY_RECHECK},
@@ -122,7 +124,7 @@ class Conn:
         return self.nc.jetstream()
 
     def violated(self, kind: str, subject: str) -> bool:
-        needle = f'permissions violation for {kind} to "{subject.lower()}'
+        needle = f'permissions violation for {kind} to "{subject.lower()}"'  # whole: not a longer subject's
         return any(needle in error for error in self.errors)
 
 
@@ -304,6 +306,8 @@ async def test_clients_cannot_subscribe_beyond_their_own(
     "subject",
     [
         *(Rpc.APPROVALS_DECIDE, Rpc.POLICY_RECHECK, Rpc.AUDIT_TRAIL, Rpc.REGISTRY_LIST, Rpc.POLICY_READY),
+        Rpc.POLICY_PUBLISH,
+        Subjects.POLICY_CURRENT,
         *(Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.tools_list("demo-agent"), Rpc.tools_get("alice")),
         *BUDGET_CALLS,
     ],
@@ -452,6 +456,28 @@ async def test_only_policy_and_executor_read_the_tools_bucket(conns: dict[str, C
 
     subject = f"$JS.API.STREAM.INFO.KV_{catalog.TOOLS_BUCKET}"
     assert await allowed(conns[user], subject, read()) is (user in ("registry", "policy", "executor"))
+
+
+@pytest.mark.parametrize("user", USERS)
+async def test_only_the_policy_service_and_the_operator_read_the_policy_bucket(
+    conns: dict[str, Conn], user: str, ns: str
+) -> None:
+    owner = await conns["policy"].js.key_value(catalog.POLICY_BUCKET)
+    await owner.put(f"v.{ns}", b"policy")
+
+    async def read() -> None:
+        assert (await (await conns[user].js.key_value(catalog.POLICY_BUCKET)).get(f"v.{ns}")).value == b"policy"
+
+    subject = f"$JS.API.STREAM.INFO.KV_{catalog.POLICY_BUCKET}"
+    assert await allowed(conns[user], subject, read()) is (user in ("registry", "policy", OPERATOR))
+
+
+async def test_every_policy_replica_sees_a_publication_as_it_is_stored(conns: dict[str, Conn], ns: str) -> None:
+    watching = await conns["policy"].nc.subscribe(Subjects.POLICY_CURRENT)
+    owner = await conns["policy"].js.key_value(catalog.POLICY_BUCKET)  # a reply: the subscription is in effect
+    await owner.put("current", ns.encode())
+    assert (await watching.next_msg(timeout=5)).data == ns.encode()
+    await watching.unsubscribe()
 
 
 @pytest.mark.parametrize("user", USERS)

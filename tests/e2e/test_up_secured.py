@@ -29,6 +29,7 @@ from toolgate.sdk import ToolClient
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.nats_credentials import load_credentials
 from toolgate.shared.nats_permissions import OPERATOR
+from toolgate.shared.policy_kv import policy_digest
 
 pytestmark = pytest.mark.e2e
 
@@ -286,3 +287,20 @@ def test_other_commands_connect_as_the_operator(up: Up, args: tuple[str, ...], s
     else:
         assert as_agent.returncode == 2
         assert "permission refused: NATS user agent-demo-agent may not publish to" in " ".join(as_agent.stderr.split())
+
+
+def test_up_names_the_policy_in_force_and_only_the_operator_publishes_one(up: Up, repo_root: Path) -> None:
+    shipped = repo_root / "deploy/policy/policy.cedar"
+    line = f"policy in force: {policy_digest(shipped.read_text())}"
+    deadline = time.monotonic() + 10
+    while line not in up.text():
+        assert time.monotonic() < deadline, up.text()
+        time.sleep(0.1)
+    done = _toolgate(up.cwd, "policy", "publish", str(shipped))
+    assert done.returncode == 0 and "already in force" in done.stdout, done.stdout + done.stderr
+    for holder in ("agent-demo-agent", "approver-alice"):
+        refused = _toolgate(
+            up.cwd, "policy", "publish", str(shipped), TOOLGATE_CREDENTIALS=str(up.credentials / f"{holder}.json")
+        )
+        said = " ".join(refused.stderr.split())
+        assert refused.returncode == 2 and f"{holder} may not publish to tg.policy.publish" in said, said

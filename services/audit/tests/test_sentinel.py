@@ -24,6 +24,7 @@ from toolgate.shared.events import (
     ApprovalVoted,
     BoundRequest,
     DecisionMade,
+    PolicyPublished,
     SecurityEvent,
     encode,
 )
@@ -102,6 +103,10 @@ def _requested(rid: str = "r1") -> ApprovalRequested:
             principal="a1", tool="t", version="1.0.0", descriptor_digest="sha256:d", operation="w", arguments={}
         ),
     )
+
+
+def _policy_published() -> PolicyPublished:
+    return PolicyPublished(event_id="p1", occurred_at=NOW, version="sha256:" + "a" * 64, source="cli", revision=3)
 
 
 DECISION, GRANTED, REJECTED, VOTED = (
@@ -184,6 +189,19 @@ FORGERIES: dict[str, tuple[str, bytes, SecurityKind, str]] = {
         SecurityKind.APPROVAL_FORGED,
         "not a ApprovalVoted",
     ),
+    "policy-published-unsigned": (
+        Subjects.POLICY_PUBLISHED,
+        encode(_policy_published()),
+        SecurityKind.POLICY_FORGED,
+        "not signed by the policy key",
+    ),
+    "policy-published-by-approvals": (
+        Subjects.POLICY_PUBLISHED,
+        encode(sign_event(_policy_published(), APPROVALS)),
+        SecurityKind.POLICY_FORGED,
+        "not signed by the policy key",
+    ),
+    "policy-published-junk": (Subjects.POLICY_PUBLISHED, b"{}", SecurityKind.POLICY_FORGED, "not a PolicyPublished"),
 }
 GENUINE = {
     "decision": (DECISION, encode(sign_event(_decision(), POLICY))),
@@ -191,6 +209,7 @@ GENUINE = {
     "rejection": (REJECTED, encode(sign_event(_rejected(), APPROVALS))),
     "vote": (VOTED, encode(sign_event(_voted(), APPROVALS))),
     "approval-requested": (REQUESTED, encode(sign_event(_requested(), APPROVALS))),
+    "policy-published": (Subjects.POLICY_PUBLISHED, encode(sign_event(_policy_published(), POLICY))),
     "request": (Subjects.request("a1"), b"anything at all"),
     "receipt": (Subjects.receipt("a1", "r1"), b"{}"),
 }
@@ -222,6 +241,7 @@ def test_the_table_names_one_key_and_kind_per_signed_subject() -> None:
         ("tg.approval.rejected.*.*", "approvals", "approval_forged"),
         ("tg.approval.voted.*.*", "approvals", "approval_forged"),
         ("tg.receipt.*.*", "receipts", "receipt_forged"),
+        ("tg.policy.published", "policy", "policy_forged"),
     ]
 
 

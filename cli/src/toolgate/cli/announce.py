@@ -53,6 +53,8 @@ def announce(console: Console, stack: Stack, sandbox: str, state: Path) -> None:
     if stack.credentials is not None:
         _connection_help(console, stack, credentials_dir(state))
     console.print(f"  file_system sandbox: {sandbox}")
+    if stack.policy_version:
+        console.print(f"  policy in force: {stack.policy_version} (`toolgate policy publish FILE` replaces it)")
     _chat_line(console, stack, state)
     console.print(f"  logs: {state / 'logs'}  ·  Ctrl-C stops everything")
 

@@ -14,6 +14,7 @@ from toolgate.cli import rpc
 from toolgate.cli.audit_commands import audit_app
 from toolgate.cli.budget_commands import budgets_app
 from toolgate.cli.identity import state_dir
+from toolgate.cli.policy_commands import policy_app
 from toolgate.cli.render import approvals_table, decide_line, tools_table
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.shared.catalog import Rpc
@@ -32,6 +33,7 @@ for sub, name in (
     (tools_app, "tools"),
     (approvals_app, "approvals"),
     (audit_app, "audit"),
+    (policy_app, "policy"),
     (budgets_app, "budgets"),
     (keys_app, "keys"),
     (tls_app, "tls"),

@@ -22,7 +22,7 @@ from toolgate.cli.identity import identity, state_dir
 from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
 from toolgate.shared.nats_credentials import CredentialsInvalid
 
-__all__ = ["NatsUrl", "console", "err_console", "on_bus"]
+__all__ = ["NatsUrl", "console", "err_console", "on_bus", "on_bus_if_up"]
 
 T = TypeVar("T")
 console = Console()
@@ -50,9 +50,7 @@ async def _connect(url: str | None, approver: str | None) -> rpc.Bus:
         raise rpc.BusError(f"{error}; connecting as {who.user or 'no user'} ({who.source}){stale}") from None
 
 
-def on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: str | None = None) -> T:
-    """Run ``work`` on a connection as the operator, or as ``approver`` (see :mod:`toolgate.cli.identity`)."""
-
+def _run(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: str | None) -> T:
     async def run() -> T:
         bus = await _connect(url, approver)
         try:
@@ -60,8 +58,24 @@ def on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: s
         finally:
             await bus.close()
 
+    return asyncio.run(run())
+
+
+_FAILURES = (rpc.BusError, CredentialsInvalid, ValueError, OSError, nats.errors.Error)
+
+
+def on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: str | None = None) -> T:
+    """Run ``work`` on a connection as the operator, or as ``approver`` (see :mod:`toolgate.cli.identity`)."""
     try:
-        return asyncio.run(run())
-    except (rpc.BusError, CredentialsInvalid, ValueError, OSError, nats.errors.Error) as error:
+        return _run(url, work, approver)
+    except _FAILURES as error:
         err_console.print("[red]error:[/red]", escape(redact(str(error))))
         raise typer.Exit(2) from None
+
+
+def on_bus_if_up(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]]) -> tuple[T | None, str]:
+    """``on_bus`` for work that can do without a stack: ``(result, "")``, or ``(None, why not)``."""
+    try:
+        return _run(url, work, None), ""
+    except _FAILURES as error:
+        return None, redact(str(error))

@@ -82,6 +82,8 @@ class Stack:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     servers: dict[str, ServerProcess] = field(default_factory=dict)
     """The nats-server and redis-server started for this stack (not those given by URL)."""
+    policy_version: str | None = None
+    """The version of the policy in force when the policy service reported ready."""
 
     def has_user(self, user: str) -> bool:
         """Whether the NATS server knows ``user`` (``False`` for every user when ``open``)."""
@@ -103,12 +105,16 @@ class Stack:
         """
         return self.credentials.options(user) if self.credentials else {}
 
-    def start(self, service: str) -> None:
-        """Start one service process as its own NATS user, logging to ``<state_dir>/logs/<service>.log``."""
-        logs = self.state_dir / "logs"
+    def start(self, service: str, name: str | None = None) -> None:
+        """Start one service process as its own NATS user, logging to ``<state_dir>/logs/<name>.log``.
+
+        ``name`` (default: the service) tells replicas of one service apart: ``start("policy", "policy-2")``
+        runs a second policy replica, stopped by ``stop("policy-2")``.
+        """
+        logs, name = self.state_dir / "logs", name or service
         logs.mkdir(parents=True, exist_ok=True)
-        with (logs / f"{service}.log").open("ab") as sink:
-            self.processes[service] = subprocess.Popen(
+        with (logs / f"{name}.log").open("ab") as sink:
+            self.processes[name] = subprocess.Popen(
                 [sys.executable, "-m", f"toolgate.{service}"],
                 env={**self.env, "NATS_URL": self.url_for(service), "TOOLGATE_KEYS_DIR": str(self.keys_dir(service))},
                 stdout=sink,
@@ -243,6 +249,7 @@ async def _policy_ready(stack: Stack, required: bool) -> None:
     finally:
         await nc.close()
     readiness = msgspec.json.decode(reply.data, type=Readiness)
+    stack.policy_version = readiness.version
     if readiness.ready:
         return
     if required:

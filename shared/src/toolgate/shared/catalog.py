@@ -13,7 +13,9 @@ Flow::
 
 The executor also records each write's claim on ``tg.claim.<p>.<key digest>`` (the
 durable half of the at-most-once record) and keeps results too large for one message
-in the results stream, on ``tg.result.<p>.<rid>.<chunk>``. Any service records a refused
+in the results stream, on ``tg.result.<p>.<rid>.<chunk>``. The policy in force lives in the
+KV bucket :data:`POLICY_BUCKET` (every policy replica follows its ``current`` key) and each
+publication is recorded on ``tg.policy.published``. Any service records a refused
 attempt on ``tg.security.<service>.<kind>`` (in the stream); the audit announces each one it
 records on the core subject ``tg.alarm.<kind>``.
 """
@@ -32,6 +34,7 @@ __all__ = [
     "CHATOPS_APPROVALS",
     "CHATOPS_RECEIPTS",
     "CONSUMERS",
+    "POLICY_BUCKET",
     "EXECUTOR_APPROVALS",
     "EXECUTOR_DECISIONS",
     "POLICY_CONSUMER",
@@ -58,6 +61,9 @@ RESULTS_STREAM: Final = "TOOLGATE_RESULTS"
 
 TOOLS_BUCKET: Final = "TOOLGATE_TOOLS"
 
+POLICY_BUCKET: Final = "TOOLGATE_POLICY"
+"""The policy in force (``current``), every published text (``v.<hex>``) and the seeded file's digest (``file``)."""
+
 CARDS_BUCKET: Final = "TOOLGATE_CHAT_CARDS"
 """The chat-ops bot's record of each approval card (room and message ids), keyed by approval id."""
 
@@ -69,6 +75,7 @@ STREAM_SUBJECTS: Final = (
     "tg.claim.*.*",
     "tg.tool.published.*",
     "tg.security.*.*",
+    "tg.policy.published",
 )
 
 RESULTS_SUBJECTS: Final = ("tg.result.*.*.*",)
@@ -87,6 +94,10 @@ class Subjects:
     APPROVALS_REJECTED: Final = "tg.approval.rejected.*.*"
     APPROVALS_VOTED: Final = "tg.approval.voted.*.*"
     SECURITY: Final = "tg.security.*.*"
+    POLICY_PUBLISHED: Final = "tg.policy.published"
+    """:class:`PolicyPublished`: a new policy version was put in force (signed by the policy key)."""
+    POLICY_CURRENT: Final = f"$KV.{POLICY_BUCKET}.current"
+    """The policy in force (key ``current`` of :data:`POLICY_BUCKET`): every policy replica subscribes to it."""
     ALARMS: Final = "tg.alarm.*"
     """Core NATS (not in the stream): the audit's alarm for each recorded security event."""
 
@@ -146,6 +157,14 @@ class Subjects:
         return f"tg.alarm.{kind}"
 
     @staticmethod
+    def policy_kv(key: str) -> str:
+        """``$KV.TOOLGATE_POLICY.<key>``: where a key of :data:`POLICY_BUCKET` is written (NATS ADR-8).
+
+        Core NATS subscribers of ``policy_kv("current")`` see every publication as it is stored.
+        """
+        return f"$KV.{POLICY_BUCKET}.{key}"
+
+    @staticmethod
     def tool_published(tool: str) -> str:
         """``tg.tool.published.<tool>``: :class:`ToolPublished`."""
         return f"tg.tool.published.{tool}"
@@ -159,6 +178,8 @@ class Rpc:
     REGISTRY_LIST: Final = "tg.registry.list"
     POLICY_RECHECK: Final = "tg.policy.recheck"
     POLICY_READY: Final = "tg.policy.ready"
+    POLICY_PUBLISH: Final = "tg.policy.publish"
+    """Operators only: put a new policy text in force (``{"text": …}``), validated by the policy service."""
     POLICY_BUDGETS: Final = "tg.policy.budgets"
     """Operators: the spend budgets' counters with their records (the reconciliation check)."""
     POLICY_BUDGETS_RESOLVE: Final = "tg.policy.budgets.resolve"

@@ -27,6 +27,7 @@ __all__ = [
     "DecisionMade",
     "EffectClaimed",
     "Event",
+    "PolicyPublished",
     "ReceiptIssued",
     "ResultRef",
     "SecurityEvent",
@@ -118,6 +119,14 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
             only; several are joined with ``", "``).
         approvals_required: distinct entitled approvers who must approve
             (``needs_approval`` only; the policy's ``@approvals_required``, default 1).
+        policy_version: the version (``sha256:<hex>`` of its text) of the policy in force
+            when the decision was made; ``None`` when none was.
+        policy_verdict: what the policy itself said about the call, before idempotent
+            replays and admission (rate limits) had their say: ``deny`` for a call the
+            policy hides, ``refuse`` for an argument it cannot be given
+            (``argument_untypable``), else Cedar's verdict; ``None`` when the request ended
+            before the policy was asked (malformed, unknown tool, invalid arguments, …).
+            ``toolgate policy simulate`` compares a candidate policy against it.
         signature: base64 Ed25519 signature over the canonical event without it.
     """
 
@@ -139,6 +148,8 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
     risk_tier: RiskTier | None = None
     policy_id: str | None = None
     approvals_required: int = 1
+    policy_version: str | None = None
+    policy_verdict: Verdict | None = None
     signature: str = ""
 
 
@@ -342,6 +353,25 @@ class ToolPublished(Event, frozen=True, kw_only=True, tag="tool.published"):
     digest: str
 
 
+class PolicyPublished(Event, frozen=True, kw_only=True, tag="policy.published"):
+    """A policy version was put in force. Published on ``tg.policy.published``, signed by the policy key.
+
+    Attributes:
+        version: ``sha256:<hex>`` of the policy text's UTF-8 bytes (the text is kept in the
+            policy bucket under ``v.<hex>``).
+        source: ``cli`` (``toolgate policy publish``) or ``file`` (a replica seeded its policy file).
+        previous_version: the version it replaced; ``None`` when none was in force.
+        revision: the policy bucket's revision of ``current`` that holds it.
+        signature: base64 Ed25519 signature by the policy key.
+    """
+
+    version: str
+    source: str
+    previous_version: str | None = None
+    revision: int = 0
+    signature: str = ""
+
+
 class SecurityEvent(Event, frozen=True, kw_only=True, tag="security.event"):
     """A refused attempt a service observed (``toolgate.shared.security``).
 
@@ -381,6 +411,7 @@ AnyEvent = (
     | ReceiptIssued
     | EffectClaimed
     | ToolPublished
+    | PolicyPublished
     | SecurityEvent
 )
 

@@ -49,7 +49,12 @@ class Readiness(msgspec.Struct, frozen=True, kw_only=True):
         ready: ``True`` only when it can (for the policy service: a valid, non-empty
             policy set is loaded).
         reason: what it has loaded, or what is missing.
+        version: the policy service: the version of the policy in force (``sha256:<hex>``),
+            ``None`` when none is.
+        replica: the policy service: which replica answered (``<host>:<pid>``).
     """
 
     ready: bool
     reason: str
+    version: str | None = None
+    replica: str | None = None

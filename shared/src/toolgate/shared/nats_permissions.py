@@ -15,9 +15,10 @@ The users:
   reads only its own receipts and stored results;
 - ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
   only as ``<n>`` (``tg.approvals.decide.<n>``), and watch and list alarms;
-- ``operator``: the operator's CLI (registry listing, lookup and publishing, the list of
-  pending approvals, the audit trail, its verification and export, alarms, the spend
-  budgets' counters and the resolution of an uncertain call's reservation); answers no approval;
+- ``operator``: the operator's CLI (registry listing, lookup and publishing, publishing a
+  policy through the policy service and reading the policy bucket, the list of pending
+  approvals, the audit trail, its verification and export, alarms, the spend budgets'
+  counters and the resolution of an uncertain call's reservation); answers no approval;
 - ``admin`` with every right, only when asked for (a test observer).
 
 The prefixes keep an agent and an approver of the same name apart. Every client that is
@@ -72,6 +73,9 @@ SERVICE_INBOXES = "_INBOX.>"
 
 KV_STREAM = f"KV_{catalog.TOOLS_BUCKET}"
 """The stream behind the tools bucket (NATS KV naming)."""
+
+POLICY_STREAM = f"KV_{catalog.POLICY_BUCKET}"
+"""The stream behind the policy bucket."""
 
 
 @dataclass(frozen=True)
@@ -138,13 +142,13 @@ def _consumer(spec: catalog.ConsumerSpec) -> tuple[Rule, ...]:
     )
 
 
-def _kv_reads() -> tuple[Rule, ...]:
-    """Bind the tools bucket and read descriptors (direct get once the bucket allows it)."""
+def _kv_reads(stream: str = KV_STREAM, bucket: str = "tools", what: str = "descriptors") -> tuple[Rule, ...]:
+    """Bind a bucket (default: the tools bucket) and read its entries (direct get once the bucket allows it)."""
     return (
-        Rule(_api("STREAM.INFO", KV_STREAM), "bind the tools bucket"),
-        Rule(_api("STREAM.MSG.GET", KV_STREAM), "read descriptors"),
-        Rule(_api("DIRECT.GET", KV_STREAM), "... by direct get"),
-        Rule(_api("DIRECT.GET", KV_STREAM, ">")),
+        Rule(_api("STREAM.INFO", stream), f"bind the {bucket} bucket"),
+        Rule(_api("STREAM.MSG.GET", stream), f"read {what}"),
+        Rule(_api("DIRECT.GET", stream), "... by direct get"),
+        Rule(_api("DIRECT.GET", stream, ">")),
     )
 
 
@@ -236,7 +240,7 @@ def _registry(clients: tuple[str, ...]) -> NatsUser:
 def _policy(clients: tuple[str, ...]) -> NatsUser:
     return NatsUser(
         name="policy",
-        title="policy: tool requests in, signed decisions out; per-caller tool listings",
+        title="policy: tool requests in, signed decisions out; per-caller tool listings; the policy in force",
         publish=(
             Rule(Subjects.DECISIONS, "only policy decides"),
             *_consumer(catalog.POLICY_CONSUMER),
@@ -244,6 +248,9 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its spend ledger: decisions, grants, receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             *_kv_reads(),
+            Rule(Subjects.policy_kv(">"), "puts policies in force (only the policy service writes the bucket)"),
+            *_kv_reads(POLICY_STREAM, "policy", "the policy in force and published versions"),
+            Rule(Subjects.POLICY_PUBLISHED, "PolicyPublished events (only the policy service)"),
             *_replies_to(clients),
             _reports("policy"),
         ),
@@ -252,6 +259,8 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
             Rule(Rpc.TOOLS_LIST, "each agent's listing: what it may call (the principal is the last token)"),
             Rule(Rpc.TOOLS_GET),
             Rule(Rpc.POLICY_READY, "readiness: is a valid policy loaded"),
+            Rule(Rpc.POLICY_PUBLISH, "a new policy from the operator, validated before it is put in force"),
+            Rule(Subjects.POLICY_CURRENT, "every replica follows the policy in force"),
             Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (operators only)"),
             Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolving an uncertain call's reservation (operators only)"),
             Rule(SERVICE_INBOXES),
@@ -357,10 +366,12 @@ def _operator() -> NatsUser:
     inbox = private_inbox(OPERATOR)
     return NatsUser(
         name=OPERATOR,
-        title="operator: the registry, pending approvals, the audit and its alarms; answers no approval",
+        title="operator: the registry, the policy, pending approvals, the audit and its alarms; answers no approval",
         publish=(
             *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)),
             Rule(Rpc.REGISTRY_PUBLISH, "publishing tools is the operator's (no agent has it)"),
+            Rule(Rpc.POLICY_PUBLISH, "publishing a policy is the operator's; the policy service validates it"),
+            *_kv_reads(POLICY_STREAM, "policy", "published policy versions (policy explain, simulate)"),
             *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
             Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (the reconciliation check)"),

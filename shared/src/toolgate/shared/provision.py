@@ -1,4 +1,4 @@
-"""Creates the JetStream streams, their durable consumers and the tools KV bucket.
+"""Creates the JetStream streams, their durable consumers and the KV buckets (tools, policy, chat cards).
 
 One owner runs this (the registry service at start-up, and ``toolgate up`` before
 any service starts); every other service binds to what exists. Consumers are
@@ -88,7 +88,7 @@ async def _ensure_consumer(js: JetStreamContext, spec: catalog.ConsumerSpec) -> 
 
 
 async def ensure_bus(js: JetStreamContext, max_age_s: float = STREAM_MAX_AGE_S) -> None:
-    """Create (or bring up to date) both streams, every catalog consumer, the tools and the cards buckets.
+    """Create (or bring up to date) both streams, every catalog consumer, the tools, policy and cards buckets.
 
     Raises:
         nats.js.errors.APIError: the server refused a creation or an update.
@@ -98,4 +98,5 @@ async def ensure_bus(js: JetStreamContext, max_age_s: float = STREAM_MAX_AGE_S) 
     for spec in catalog.CONSUMERS:
         await _ensure_consumer(js, spec)
     await js.create_key_value(bucket=catalog.TOOLS_BUCKET, history=1)
+    await js.create_key_value(bucket=catalog.POLICY_BUCKET, history=1)
     await js.create_key_value(bucket=catalog.CARDS_BUCKET, history=1)

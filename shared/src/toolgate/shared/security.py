@@ -59,6 +59,11 @@ class SecurityKind(StrEnum):
     PUBLISH_REFUSED = "publish_refused"
     """The stream refused to store an event where it should have (e.g. a per-request subject
     already taken by another message)."""
+    POLICY_FORGED = "policy_forged"
+    """A message on ``tg.policy.published`` that is not a policy-signed :class:`PolicyPublished`."""
+    POLICY_NOT_APPLIED = "policy_not_applied"
+    """A policy replica could not build the published policy version and keeps deciding
+    under the one it had: the replicas disagree until it is fixed (``detail`` says why)."""
 
 
 def digest(data: bytes | str) -> str:

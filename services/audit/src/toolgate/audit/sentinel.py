@@ -29,6 +29,7 @@ from toolgate.shared.events import (
     ApprovalRequested,
     ApprovalVoted,
     DecisionMade,
+    PolicyPublished,
     ReceiptIssued,
     SecurityEvent,
     decode_untrusted,
@@ -44,16 +45,20 @@ class SignedSubject:
     """A subject only one service publishes, and signs.
 
     Attributes:
-        pattern: the subject pattern (``*`` is one token), ending ``<principal>.<request id>``.
+        pattern: the subject pattern (``*`` is one token), ending ``<principal>.<request id>``
+            when ``per_request``.
         event: the event type it carries.
         key: the signer's key name (``<key>.pub`` in the keys directory).
         kind: what a message breaking the rule is reported as.
+        per_request: the event names the request its subject names (``False``: a subject
+            of no request, e.g. ``tg.policy.published``).
     """
 
     pattern: str
     event: type[Any]
     key: str
     kind: SecurityKind
+    per_request: bool = True
 
 
 SIGNED: tuple[SignedSubject, ...] = (
@@ -63,6 +68,7 @@ SIGNED: tuple[SignedSubject, ...] = (
     SignedSubject(Subjects.APPROVALS_REJECTED, ApprovalRejected, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_VOTED, ApprovalVoted, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.RECEIPTS, ReceiptIssued, "receipts", SecurityKind.RECEIPT_FORGED),
+    SignedSubject(Subjects.POLICY_PUBLISHED, PolicyPublished, "policy", SecurityKind.POLICY_FORGED, per_request=False),
 )
 
 _decoders = {rule.event: msgspec.json.Decoder(rule.event) for rule in SIGNED}
@@ -92,7 +98,7 @@ def forgery(subject: str, data: bytes, keys: Mapping[str, Ed25519PublicKey]) -> 
         event = decode_untrusted(_decoders[rule.event], data)
     except msgspec.DecodeError:
         return Forgery(rule, f"the body is not a {rule.event.__name__}")
-    if subject.split(".")[-2:] != [event.principal, event.request_id]:
+    if rule.per_request and subject.split(".")[-2:] != [event.principal, event.request_id]:
         return Forgery(rule, f"an event about {event.principal}/{event.request_id} on another request's subject")
     if not verify_body(msgspec.json.decode(data), keys[rule.key]):
         return Forgery(rule, f"not signed by the {rule.key} key")

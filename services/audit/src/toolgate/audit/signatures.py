@@ -1,6 +1,6 @@
 """Which recorded events must carry a signature, and checking it while the chain is verified.
 
-Decisions are signed by the policy key, approval outcomes by the approvals key, receipts by
+Decisions and policy publications are signed by the policy key, approval outcomes by the approvals key, receipts by
 the executor's receipts key (Ed25519, RFC 8032, over the RFC 8785 canonical JSON of the event
 as sent without its ``signature``: :func:`toolgate.shared.signing.verify_body`). A record of
 one of those types whose signature does not verify under its signer's public key is a

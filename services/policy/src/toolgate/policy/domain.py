@@ -30,6 +30,10 @@ Order (each step can end the request; later steps never run for an ended request
 8. a completed key executes as ``idempotent_replay`` (no second approval); any other call
    gets Cedar's verdict.
 
+The engine in force is read once per request; every decision names its version
+(``policy_version``) and, when the policy took part, what it said before replays and
+admission (``policy_verdict``; ``deny`` for a hidden call): ``policy simulate`` compares that.
+
 Every failure to check (store or limiter unreachable) denies: fail closed. An
 idempotency index that lost its state (Redis restarted empty) is transient instead:
 :class:`IndexLost` propagates, the message is retried while the executor rebuilds the
@@ -49,6 +53,7 @@ from toolgate.policy.admission import Call, Spending, admit, room_for
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.errors import IndexLost
 from toolgate.policy.holder import PolicyHolder
+from toolgate.policy.outcomes import policy_verdict
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
 from toolgate.policy.visibility import hidden_from, unknown_operation, unknown_tool
 from toolgate.shared.canonical import unrepresentable
@@ -114,10 +119,11 @@ class _Ended(Exception):
         reason: str,
         hidden: PolicyOutcome | None = None,
         retry_after_s: float | None = None,
+        policy_verdict: Verdict | None = None,
     ) -> None:
         super().__init__(reason)
         self.verdict, self.reason_code, self.reason, self.hidden = verdict, reason_code, reason, hidden
-        self.retry_after_s = retry_after_s
+        self.retry_after_s, self.policy_verdict = retry_after_s, policy_verdict
 
 
 def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
@@ -171,7 +177,7 @@ async def _resolve(principal: str, request: ToolRequested, engine: PolicyEngine,
     if request.operation not in descriptor.operations:
         raise _Ended(Verdict.DENY, *unknown_operation(request.tool, request.operation))
     if hidden := hidden_from(engine, principal, descriptor, request.operation, request.version):
-        raise _Ended(Verdict.DENY, hidden.reason_code, hidden.reason, hidden.policy)
+        raise _Ended(Verdict.DENY, hidden.reason_code, hidden.reason, hidden.policy, policy_verdict=Verdict.DENY)
     spec = descriptor.operations[request.operation]
     try:  # a stored schema that cannot be compiled (nothing is ever fetched) denies: fail closed
         ensure_usable(spec.output_schema)
@@ -208,17 +214,19 @@ async def _replay(principal: str, request: ToolRequested, digest: str, ports: Po
 
 def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, engine: PolicyEngine) -> PolicyOutcome:
     outcome = engine.decide(principal, descriptor, request.operation, request.arguments)
-    if outcome.reason_code == "argument_untypable":  # the caller's value, not the policy's verdict
-        raise _Ended(Verdict.REFUSE, outcome.reason_code, outcome.reason)
+    said = policy_verdict(outcome)
+    if said is Verdict.REFUSE:  # the caller's value, not the policy's verdict
+        raise _Ended(Verdict.REFUSE, outcome.reason_code, outcome.reason, policy_verdict=said)
     if outcome.verdict not in (Verdict.EXECUTE, Verdict.NEEDS_APPROVAL):
-        raise _Ended(Verdict.DENY, outcome.reason_code, outcome.reason)
+        raise _Ended(Verdict.DENY, outcome.reason_code, outcome.reason, policy_verdict=said)
     return outcome
 
 
-async def _admit(call: Call, replay: bool, ports: PolicyPorts) -> None:
+async def _admit(call: Call, replay: bool, ports: PolicyPorts, said: Verdict) -> None:
     refused = await admit(call, ports.limiter, None if replay else ports.spending)
     if refused is not None:
-        raise _Ended(Verdict.DENY, refused.reason_code, refused.reason, retry_after_s=refused.retry_after_s)
+        retry = refused.retry_after_s
+        raise _Ended(Verdict.DENY, refused.reason_code, refused.reason, retry_after_s=retry, policy_verdict=said)
 
 
 async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
@@ -227,15 +235,16 @@ async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
     Returns:
         An unsigned :class:`DecisionMade` addressed to ``env.principal``.
     """
-    now = ports.clock()
+    now, engine = ports.clock(), ports.policy.engine  # read once: the whole decision under one policy
+    version = engine.version if engine is not None else None
     try:
         request = _parse(env, ports.max_request_bytes)
     except _Ended as ended:
-        return _ended(env, env.request_id, now, ended, None)
+        return _ended(env, env.request_id, now, ended, None, version)
     try:
-        return await _decide_parsed(env, request, ports, now)
+        return await _decide_parsed(env, request, ports, now, engine)
     except _Ended as ended:
-        return _ended(env, request.request_id, now, ended, request.idempotency_key)
+        return _ended(env, request.request_id, now, ended, request.idempotency_key, version)
 
 
 def fault_denial(env: Envelope, now: datetime, reason_code: str, reason: str) -> DecisionMade:
@@ -246,7 +255,9 @@ def fault_denial(env: Envelope, now: datetime, reason_code: str, reason: str) ->
     return _decision(env, env.request_id, now, verdict=Verdict.DENY, reason_code=reason_code, reason=reason)
 
 
-def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: str | None) -> DecisionMade:
+def _ended(
+    env: Envelope, request_id: str, now: datetime, ended: _Ended, key: str | None, version: str | None
+) -> DecisionMade:
     return _decision(
         env,
         request_id,
@@ -258,13 +269,17 @@ def _ended(env: Envelope, request_id: str, now: datetime, ended: _Ended, key: st
         hidden_reason_code=ended.hidden.reason_code if ended.hidden else None,
         hidden_reason=ended.hidden.reason if ended.hidden else None,
         retry_after_s=ended.retry_after_s,
+        policy_version=version,
+        policy_verdict=ended.policy_verdict,
     )
 
 
-async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPorts, now: datetime) -> DecisionMade:
+async def _decide_parsed(
+    env: Envelope, request: ToolRequested, ports: PolicyPorts, now: datetime, in_force: PolicyEngine | None
+) -> DecisionMade:
     if not TOKEN.match(env.principal):
         raise _Ended(Verdict.REFUSE, "invalid_principal", "principal must match [A-Za-z0-9_-]{1,64}")
-    engine = _engine_for(env.principal, ports.policy.engine)  # read once: the whole decision under one policy
+    engine = _engine_for(env.principal, in_force)
     descriptor = await _resolve(env.principal, request, engine, ports)
     bound = BoundRequest(
         principal=env.principal,
@@ -284,14 +299,17 @@ async def _decide_parsed(env: Envelope, request: ToolRequested, ports: PolicyPor
         "risk_tier": spec.risk_tier,
         "timeout_s": descriptor.timeout_s,
         "version_pinned": request.version is not None,
+        "policy_version": engine.version,
     }
     replay = await _replay(env.principal, request, digest, ports)
     outcome = _govern(env.principal, descriptor, request, engine)
+    common["policy_verdict"] = said = policy_verdict(outcome)
     call = Call(env.principal, descriptor, request.operation, request.arguments, request.request_id, now)
     if replay or outcome.verdict is Verdict.EXECUTE:
-        await _admit(call, replay, ports)
+        await _admit(call, replay, ports, said)
     elif (no_room := await room_for(call, ports.spending)) is not None:  # no approval asked in vain
-        raise _Ended(Verdict.DENY, no_room.reason_code, no_room.reason, retry_after_s=no_room.retry_after_s)
+        retry = no_room.retry_after_s
+        raise _Ended(Verdict.DENY, no_room.reason_code, no_room.reason, retry_after_s=retry, policy_verdict=said)
     if replay:
         return _decision(
             env,

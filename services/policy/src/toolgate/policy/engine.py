@@ -107,6 +107,16 @@ class PolicyEngine:
         return self._directory
 
     @property
+    def policies(self) -> Mapping[str, PolicyInfo]:
+        """Every policy by Cedar's positional id (``policy<N>``): its ``@id``, effect and annotations."""
+        return self._infos
+
+    def evaluate(self, principal: str, tool: str, context: dict[str, Any]) -> tuple[Evaluation, Evaluation]:
+        """Cedar's answers for ``execute`` and ``execute_with_approval`` in ``context`` (for explaining)."""
+        execute = self._evaluate(principal, ACTION_EXECUTE, tool, context)
+        return execute, self._evaluate(principal, ACTION_APPROVAL, tool, context)
+
+    @property
     def policy_ids(self) -> tuple[str, ...]:
         """``@id`` of every policy, in file order."""
         return ids_of(self._outcomes.known(self._infos))

@@ -1,4 +1,7 @@
-"""The policy service's broker edge: request in, signed decision out; re-checks, listings and readiness answered.
+"""The policy service's broker edge: request in, signed decision out; re-checks, listings, readiness, publications.
+
+``tg.policy.publish`` (operators only, by NATS permissions): a new policy text, validated
+and put in force by :mod:`toolgate.policy.publishing`.
 
 Spend budgets (:mod:`toolgate.policy.settling`, :mod:`toolgate.policy.reconciliation`):
 
@@ -29,6 +32,7 @@ from toolgate.policy.adapters.stream import signed_by
 from toolgate.policy.admission import Spending
 from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
 from toolgate.policy.errors import BudgetsLost, BudgetUnavailable
+from toolgate.policy.publishing import Publisher, PublishReply, policy_text, refused
 from toolgate.policy.recheck import recheck
 from toolgate.policy.reconciliation import MAX_PAGE, CountersQuery, CountersReply, ResolveQuery, ResolveReply
 from toolgate.policy.settling import resolve, settle_receipt
@@ -75,6 +79,9 @@ class PolicyRuntime:
     ports: PolicyPorts
     key: Ed25519PrivateKey
     js: JetStreamContext
+    publisher: Publisher
+    replica: str
+    max_policy_bytes: int
 
 
 def envelope_of(delivery: Delivery) -> Envelope:
@@ -115,7 +122,9 @@ def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datet
 
     ``tg.policy.recheck``: a signed :class:`~toolgate.shared.recheck.RecheckAnswer`;
     ``tg.tools.list.<p>`` / ``tg.tools.get.<p>``: a :class:`~toolgate.shared.listing.ToolsReply`
-    for principal ``<p>``; ``tg.policy.ready``: a :class:`~toolgate.shared.listing.Readiness`.
+    for principal ``<p>``; ``tg.policy.ready``: a :class:`~toolgate.shared.listing.Readiness`
+    naming the version in force and the replica that answered; ``tg.policy.publish``
+    (operators only, by NATS permissions): a :class:`~toolgate.policy.publishing.PublishReply`.
     """
     router = NatsRouter()
 
@@ -131,9 +140,20 @@ def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datet
     @rpc(router, Rpc.POLICY_READY, "policy")
     async def on_ready(msg: NatsMessage) -> bytes:
         try:
-            return msgspec.json.encode(runtime().ports.policy.readiness())
+            rt = runtime()
         except RuntimeError:  # not built yet
             return msgspec.json.encode(_STARTING)
+        return msgspec.json.encode(msgspec.structs.replace(rt.ports.policy.readiness(), replica=rt.replica))
+
+    @rpc(router, Rpc.POLICY_PUBLISH, "policy")
+    async def on_publish(msg: NatsMessage) -> bytes:
+        try:
+            rt = runtime()
+        except RuntimeError:  # not built yet
+            return msgspec.json.encode(refused("the policy service is starting: nothing changed"))
+        text = policy_text(msg.raw_message.data or b"", rt.max_policy_bytes)
+        reply = text if isinstance(text, PublishReply) else await rt.publisher.publish(text, "cli")
+        return msgspec.json.encode(reply)
 
     @rpc(router, Rpc.POLICY_RECHECK, "policy")
     async def on_recheck(msg: NatsMessage) -> bytes:

@@ -3,7 +3,9 @@
 Each decision reads :attr:`PolicyHolder.engine` once and decides with that engine only,
 so a switch is atomic: a decision is made wholly under the old policy or wholly under
 the new one, never half of each. A text that does not build leaves the engine in force
-(or none, at start) and is reported by :attr:`PolicyHolder.problem`.
+(or none, at start) and is reported by :attr:`PolicyHolder.problem`. A new text is built
+first (:meth:`PolicyHolder.candidate`) and only a built engine is put in force
+(:meth:`PolicyHolder.install`): publishing validates with the very build that then serves.
 """
 
 from __future__ import annotations
@@ -30,13 +32,16 @@ class PolicyHolder:
     Args:
         engine: the engine in force at start (tests hand one in directly).
         build: how an engine is built; ``None``: the engine never changes.
-        text: the policy text meant to be in force (it may not have built yet).
+        text: the policy text meant to be in force (it may not have built yet; ``""``: none yet).
+        broken: why this holder cannot build (its principal directory or attributes did not load).
     """
 
-    def __init__(self, engine: PolicyEngine | None = None, build: Builder | None = None, text: str = "") -> None:
-        self._engine, self._build = engine, build
+    def __init__(
+        self, engine: PolicyEngine | None = None, build: Builder | None = None, text: str = "", broken: str = ""
+    ) -> None:
+        self._engine, self._build, self._broken = engine, build, broken
         self.text = engine.text if engine is not None else text
-        self.problem: str | None = None
+        self.problem: str | None = broken or None
 
     @property
     def engine(self) -> PolicyEngine | None:
@@ -47,21 +52,36 @@ class PolicyHolder:
         """Put ``engine`` in force for every decision that starts from now on."""
         self._engine = engine
 
+    def candidate(self, text: str, descriptors: Sequence[ToolDescriptor]) -> PolicyEngine:
+        """Build ``text`` over ``descriptors`` without putting it in force.
+
+        Raises:
+            PolicyInvalid: the text does not build, or this holder cannot build at all
+                (its principal directory or attributes did not load; the reason says so).
+        """
+        if self._build is None:
+            raise PolicyInvalid(f"this policy replica cannot build policies: {self._broken or 'no builder'}")
+        return self._build(text, descriptors)
+
+    def install(self, engine: PolicyEngine) -> None:
+        """Put a built ``engine`` (and its text) in force for every decision that starts from now on."""
+        self.text, self.problem = engine.text, None
+        self.swap(engine)
+
     def adopt(self, text: str, descriptors: Sequence[ToolDescriptor]) -> PolicyEngine:
         """Build ``text`` and put it in force; on failure nothing changes.
 
         Raises:
             PolicyInvalid: the text does not build (the engine in force stays).
         """
-        if self._build is None:
-            raise PolicyInvalid("this policy holder cannot build policies")
-        engine = self._build(text, descriptors)
-        self.text, self.problem = text, None
-        self.swap(engine)
+        engine = self.candidate(text, descriptors)
+        self.install(engine)
         return engine
 
     def rebuild(self, descriptors: Sequence[ToolDescriptor]) -> None:
         """Build the text in force again over ``descriptors`` (the registry changed); never raises."""
+        if not self.text and self._engine is None:
+            return  # no policy meant to be in force yet: nothing to build
         try:
             self.adopt(self.text, descriptors)
         except PolicyInvalid as error:
@@ -75,5 +95,7 @@ class PolicyHolder:
         if engine is None:
             return Readiness(ready=False, reason=f"no valid policy is loaded: {self.problem or 'none given'}")
         if not engine.policy_ids:
-            return Readiness(ready=False, reason="the policy holds no policy: every request will be denied")
-        return Readiness(ready=True, reason=f"{len(engine.policy_ids)} policies loaded, version {engine.version}")
+            reason = "the policy holds no policy: every request will be denied"
+            return Readiness(ready=False, reason=reason, version=engine.version)
+        loaded = f"{len(engine.policy_ids)} policies loaded, version {engine.version}"
+        return Readiness(ready=True, reason=loaded, version=engine.version)

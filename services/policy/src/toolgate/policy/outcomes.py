@@ -16,7 +16,7 @@ from toolgate.policy.annotations import PolicyInfo, approvals_required
 from toolgate.policy.cedar_schema import ACTION_APPROVAL
 from toolgate.shared.vocabulary import Verdict
 
-__all__ = ["Evaluation", "Outcomes", "PolicyOutcome", "deny", "evaluation", "ids_of", "readable"]
+__all__ = ["Evaluation", "Outcomes", "PolicyOutcome", "deny", "evaluation", "ids_of", "policy_verdict", "readable"]
 
 _POLICY_REF = re.compile(r"`(policy\d+)`")
 
@@ -111,6 +111,15 @@ def ids_of(infos: Iterable[PolicyInfo]) -> tuple[str, ...]:
 def readable(message: str, infos: Mapping[str, PolicyInfo]) -> str:
     """Replace Cedar's positional ids (`` `policy3` ``) in ``message`` with ``@id`` values."""
     return _POLICY_REF.sub(lambda m: f"`{infos[m[1]].id}`" if m[1] in infos else m[0], message)
+
+
+def policy_verdict(outcome: PolicyOutcome) -> Verdict:
+    """What the policy said, as a decision records it (``DecisionMade.policy_verdict``).
+
+    ``refuse`` for an argument the policy could not be given (``argument_untypable``: the
+    caller's value, not the policy's judgement), else the outcome's verdict.
+    """
+    return Verdict.REFUSE if outcome.reason_code == "argument_untypable" else outcome.verdict
 
 
 def deny(reason_code: str, reason: str, policy_ids: tuple[str, ...] = ()) -> PolicyOutcome:

@@ -2,7 +2,9 @@
 
 - :class:`DescriptorSource`: tool descriptors by ``(tool, version)`` (the registry's KV bucket);
 - :class:`ReplayIndex`: the executor's idempotency records, read to recognise a replay;
-- :class:`RateLimiter`: per-principal call rates, consumed when a call is *admitted* to run.
+- :class:`RateLimiter`: per-principal call rates, consumed when a call is *admitted* to run;
+- :class:`PolicyStore`: the policy in force and every published version (the policy KV
+  bucket, :class:`toolgate.shared.policy_kv.PolicyBucket`).
 
 A call is admitted once: at its decision when it executes directly (replays included),
 at the re-check before the effect when it runs on an approval. A call the policy denies
@@ -25,13 +27,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from toolgate.shared.descriptors import RateLimit, ToolDescriptor, semver_key
+from toolgate.shared.policy_kv import CurrentEntry, PolicyConflict, PublishedPolicy
 
 __all__ = [
     "DescriptorSource",
     "InMemoryDescriptorSource",
+    "InMemoryPolicyStore",
     "InMemoryRateLimiter",
     "InMemoryReplayIndex",
     "LimitDecision",
+    "PolicyStore",
     "RateLimiter",
     "ReplayIndex",
     "ReplayState",
@@ -203,3 +208,69 @@ class InMemoryRateLimiter:
         self._tat_us[key] = new_tat_us
         self._admitted_until_us[admitted_key(principal, request_id)] = now_us + self._admitted_ttl_us
         return LimitDecision(True, (tolerance_us - (new_tat_us - now_us)) // emission_us, 0.0)
+
+
+class PolicyStore(Protocol):
+    """The policy in force (``current``), every published version, and the seeded file's version.
+
+    Every method may raise ``nats.errors.Error`` (the bucket cannot be reached).
+    """
+
+    async def current(self) -> CurrentEntry:
+        """The policy in force and its revision."""
+        ...
+
+    async def version(self, version: str) -> PublishedPolicy | None:
+        """A published version, or ``None``."""
+        ...
+
+    async def file_version(self) -> str | None:
+        """The version of the policy file last seeded, or ``None``."""
+        ...
+
+    async def replace_current(self, policy: PublishedPolicy, revision: int | None) -> int:
+        """Put ``policy`` in force if ``current`` is still at ``revision``; return the new revision.
+
+        Raises:
+            PolicyConflict: ``current`` moved since it was read.
+        """
+        ...
+
+    async def mark_file(self, version: str) -> None:
+        """Record that the policy file of ``version`` was seeded."""
+        ...
+
+
+class InMemoryPolicyStore:
+    """:class:`PolicyStore` in process memory (revisions count up from 1)."""
+
+    def __init__(self) -> None:
+        self.entry = CurrentEntry(None, None)
+        self.versions: dict[str, PublishedPolicy] = {}
+        self.file: str | None = None
+        self._revision = 0
+
+    async def current(self) -> CurrentEntry:
+        """See :meth:`PolicyStore.current`."""
+        return self.entry
+
+    async def version(self, version: str) -> PublishedPolicy | None:
+        """See :meth:`PolicyStore.version`."""
+        return self.versions.get(version)
+
+    async def file_version(self) -> str | None:
+        """See :meth:`PolicyStore.file_version`."""
+        return self.file
+
+    async def replace_current(self, policy: PublishedPolicy, revision: int | None) -> int:
+        """See :meth:`PolicyStore.replace_current`."""
+        self.versions.setdefault(policy.version, policy)
+        if revision != self.entry.revision:
+            raise PolicyConflict(f"current is at revision {self.entry.revision}, not {revision}")
+        self._revision += 1
+        self.entry = CurrentEntry(policy, self._revision)
+        return self._revision
+
+    async def mark_file(self, version: str) -> None:
+        """See :meth:`PolicyStore.mark_file`."""
+        self.file = version

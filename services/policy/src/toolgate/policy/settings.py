@@ -19,7 +19,9 @@ class PolicySettings(ServiceSettings):
 
     policy_file: Path = Field(
         default=Path("deploy/policy/policy.cedar"),
-        description="Cedar policy file. Missing or invalid: every request is denied. Env: TOOLGATE_POLICY_POLICY_FILE.",
+        description="Cedar policy file, published into the policy bucket at start when it changed since it was "
+        "last seeded (else the policy published since stays in force). Invalid: refused, the policy in force "
+        "stays; none at all: every request is denied. Env: TOOLGATE_POLICY_POLICY_FILE.",
     )
     principals_file: Path = Field(
         default=Path("deploy/policy/principals.toml"),
@@ -50,6 +52,19 @@ class PolicySettings(ServiceSettings):
         gt=0,
         description="Seconds between looks at the registry; when the registered tools changed, the policy is "
         "built again over their argument types (context.args). Env: TOOLGATE_POLICY_REGISTRY_REFRESH_S.",
+    )
+    follow_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between looks at the policy in force in the policy bucket, a safety net beside the "
+        "subscription that switches every replica as soon as a policy is published. "
+        "Env: TOOLGATE_POLICY_FOLLOW_INTERVAL_S.",
+    )
+    max_policy_bytes: int = Field(
+        default=262_144,
+        gt=0,
+        description="Largest policy text accepted by `toolgate policy publish` (tg.policy.publish), bytes of "
+        "UTF-8; larger is refused. Env: TOOLGATE_POLICY_MAX_POLICY_BYTES.",
     )
     max_request_bytes: int = Field(
         default=65_536,

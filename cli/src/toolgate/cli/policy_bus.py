@@ -1,0 +1,96 @@
+"""What ``toolgate policy …`` reads from a running stack: the audit chain, the registry, the policy bucket.
+
+Everything is read as the CLI's identity (the operator): the audit chain through
+``tg.audit.export`` / ``tg.audit.trail``, descriptors through ``tg.registry.{get,list}``,
+published policy texts from the policy bucket (``TOOLGATE_POLICY``, read-only for the
+operator). Publishing goes through the policy service (``tg.policy.publish``), never by
+writing the bucket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from toolgate.cli import rpc
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.policy_kv import PolicyBucket, PublishedPolicy
+
+__all__ = [
+    "PUBLISH_TIMEOUT_S",
+    "chain",
+    "descriptor",
+    "descriptors",
+    "in_force",
+    "publish",
+    "published",
+    "registered",
+    "trail",
+]
+
+PUBLISH_TIMEOUT_S = 30.0
+"""How long ``policy publish`` waits for the policy service (it builds and validates the policy), seconds."""
+
+EXPORT_PAGE = 500
+
+
+async def publish(bus: rpc.Bus, text: str) -> dict[str, Any]:
+    """Ask the policy service to put ``text`` in force; its ``{ok, version, reason}`` answer."""
+    reply: dict[str, Any] = await rpc.request(bus, Rpc.POLICY_PUBLISH, {"text": text}, timeout_s=PUBLISH_TIMEOUT_S)
+    return reply
+
+
+async def chain(bus: rpc.Bus) -> list[dict[str, Any]]:
+    """Every audit record, in chain order (``tg.audit.export`` pages).
+
+    Raises:
+        rpc.BusError: the audit service refused a page.
+    """
+    records: list[dict[str, Any]] = []
+    while True:
+        after = int(records[-1]["sequence"]) if records else 0
+        reply = await rpc.request(bus, Rpc.AUDIT_EXPORT, {"after": after, "limit": EXPORT_PAGE}, timeout_s=30)
+        if not reply.get("ok"):
+            raise rpc.BusError(f"the audit service refused the export: {reply.get('reason')}")
+        if not (page := reply.get("records") or []):
+            return records
+        records.extend(page)
+
+
+async def trail(bus: rpc.Bus, request_id: str) -> list[dict[str, Any]]:
+    """Every audit record of ``request_id``, in bus order."""
+    reply = await rpc.request(bus, Rpc.AUDIT_TRAIL, {"request_id": request_id})
+    return list(reply.get("records") or [])
+
+
+async def registered(bus: rpc.Bus) -> list[ToolDescriptor]:
+    """The latest version of every registered tool."""
+    reply = await rpc.request(bus, Rpc.REGISTRY_LIST, {})
+    return msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])
+
+
+async def descriptor(bus: rpc.Bus, tool: str, version: str | None) -> ToolDescriptor | None:
+    """``tool`` at ``version`` (``None``: the latest), or ``None`` when the registry has none."""
+    reply = await rpc.request(bus, Rpc.REGISTRY_GET, {"tool": tool, "version": version})
+    found = reply.get("descriptor") if reply.get("ok") else None
+    return msgspec.convert(found, ToolDescriptor) if found else None
+
+
+async def descriptors(
+    bus: rpc.Bus, wanted: Iterable[tuple[str, str | None]]
+) -> dict[tuple[str, str | None], ToolDescriptor | None]:
+    """Each wanted ``(tool, version)`` from the registry."""
+    return {(tool, version): await descriptor(bus, tool, version) for tool, version in wanted}
+
+
+async def published(bus: rpc.Bus, version: str) -> PublishedPolicy | None:
+    """The published policy of ``version`` from the policy bucket, or ``None``."""
+    return await (await PolicyBucket.open(bus.nc.jetstream())).version(version)
+
+
+async def in_force(bus: rpc.Bus) -> PublishedPolicy | None:
+    """The policy in force (``current``), or ``None``."""
+    return (await (await PolicyBucket.open(bus.nc.jetstream())).current()).policy

@@ -1,0 +1,68 @@
+"""``toolgate policy check`` offline, and the ``--since`` window of ``simulate``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from toolgate.cli.app import app
+from toolgate.cli.policy_commands import window_start
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("since", "back"), [("90s", 90), ("30m", 1800), ("24h", 86400), ("7d", 604800)])
+def test_a_window_is_a_number_and_a_unit(since: str, back: int) -> None:
+    assert window_start(since, NOW) == NOW - timedelta(seconds=back)
+
+
+@pytest.mark.parametrize("since", ["", "24", "h", "1.5h", "-1h", "24 hours", "1w"])
+def test_anything_else_is_refused_saying_what_is_expected(since: str) -> None:
+    with pytest.raises(ValueError, match="a whole number and s, m, h or d"):
+        window_start(since, NOW)
+
+
+@pytest.fixture
+def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path) -> Path:
+    """No stack to reach; the shipped principals and attributes."""
+    monkeypatch.delenv("NATS_URL", raising=False)
+    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("TOOLGATE_POLICY_PRINCIPALS_FILE", str(repo_root / "deploy/policy/principals.toml"))
+    monkeypatch.setenv("TOOLGATE_POLICY_ATTRIBUTES_FILE", str(repo_root / "deploy/policy/attributes.toml"))
+    monkeypatch.setenv("COLUMNS", "400")
+    return tmp_path
+
+
+def test_check_accepts_the_shipped_policy_offline_and_says_what_it_could_not_check(
+    offline: Path, repo_root: Path
+) -> None:
+    done = CliRunner().invoke(app, ["policy", "check", str(repo_root / "deploy/policy/policy.cedar")])
+    assert done.exit_code == 0, done.output
+    assert "valid: 10 policies, version sha256:" in done.stdout
+    assert "checked without the registered tools" in " ".join(done.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('@id("a") permit (principal, action, resource) when { principal has department };', "'a'"),
+        ("permit (principal, action, resource);", "no @id"),
+        ('@id("b") permit (principal, action == Action::"run", resource);', "run"),
+        ('@id("c") permit (principal, action, resource) when { context.args has to && context.args.to == 1 };', "to"),
+        ("@id(", "does not parse"),
+    ],
+)
+def test_check_refuses_an_invalid_policy_pointing_at_the_problem(offline: Path, text: str, named: str) -> None:
+    policy = offline / "bad.cedar"
+    policy.write_text(text)
+    done = CliRunner().invoke(app, ["policy", "check", str(policy)])
+    said = " ".join(done.stderr.split())
+    assert done.exit_code == 1 and str(policy) in said and named in said, said
+
+
+def test_check_names_a_file_it_cannot_read(offline: Path) -> None:
+    done = CliRunner().invoke(app, ["policy", "check", str(offline / "missing.cedar")])
+    assert done.exit_code == 2 and "cannot read" in done.stderr
