@@ -41,7 +41,7 @@ def test_check_accepts_the_shipped_policy_offline_and_says_what_it_could_not_che
 ) -> None:
     done = CliRunner().invoke(app, ["policy", "check", str(repo_root / "deploy/policy/policy.cedar")])
     assert done.exit_code == 0, done.output
-    assert "valid: 10 policies, version sha256:" in done.stdout
+    assert "valid: 11 policies, version sha256:" in done.stdout
     assert "checked without the registered tools" in " ".join(done.stderr.split())
 
 

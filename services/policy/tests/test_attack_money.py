@@ -141,19 +141,6 @@ def test_a_negative_amount_beyond_the_limit_is_not_approvable(shipped: PolicyEng
     assert outcome.verdict is Verdict.DENY, outcome.reason
 
 
-def test_an_amount_in_another_currency_is_not_within_the_limit(shipped: PolicyEngine) -> None:
-    """Input: ``send_money`` with ``amount = 1000, currency = "BTC"``; ``max_amount = "1000.00"``.
-
-    Now: ``needs_approval`` exactly like 1000 of the operator's own currency: the limit
-    compares the number alone, and neither the context nor the README's example 2 knows a
-    currency, so 1000 BTC (or 1000 KWD) passes a limit meant as 1000 EUR. Should: denied,
-    or the limit is stated per currency (e.g. a descriptor ``currency`` pointer beside
-    ``amount``, and the shipped rule requiring the agent's currency).
-    """
-    outcome = shipped.decide("a1", BANK, "send_money", {"recipient": "DE01", "amount": 1000, "currency": "BTC"})
-    assert outcome.verdict is Verdict.DENY, outcome.reason
-
-
 # --- an amount given as a string is read more leniently than tools read it ------------------------
 
 NESTED = {
@@ -230,7 +217,7 @@ def test_an_operation_with_an_amount_pointer_is_held_to_the_limit_whatever_its_c
     default); the shipped money rules are keyed on ``side_effect == "FINANCIAL"``, so the
     amount is read and ignored: ``needs_approval`` by *one* ``operator`` (policy
     ``irreversible-write-approval``) for a million, ten thousand times the agent's limit.
-    Should: denied (``forbid-financial-above-limit``): an operation that names an amount
+    Should: denied (``forbid-amount-above-limit``): an operation that names an amount
     is held to the agent's limit whatever its class — or an ``amount`` pointer on a
     non-FINANCIAL operation is refused when the servers file is loaded.
     """

@@ -30,7 +30,6 @@ only what the vocabulary holds with the same type (:func:`view`). Pure: no I/O.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -114,30 +113,25 @@ def operation_types(input_schema: Mapping[str, Any], where: str) -> tuple[Record
     return _record(properties, f"{where} args", notes, 1), notes
 
 
-def _merge(a: CedarType, b: CedarType) -> CedarType | None:
-    """The type holding both, or ``None`` when they conflict."""
-    if a.kind != b.kind:
-        return None
-    if a.kind == "Set":
-        element = _merge(a.element, b.element) if a.element and b.element else None
-        return CedarType("Set", element=element) if element else None
-    if a.kind == "Record":
-        merged = _merge_records(dict(a.attributes), dict(b.attributes), [], "")
+_PRECEDENCE = ("String", "decimal", "Long", "Bool", "Set", "Record")
+"""Which type a name keeps when operations type it differently: the earlier here."""
+
+
+def _merge(a: CedarType, b: CedarType, path: str, notes: list[str]) -> CedarType:
+    """The type holding both; on a conflict the one earlier in :data:`_PRECEDENCE`, said in ``notes``."""
+    if a.kind == b.kind == "Record":
+        merged = dict(a.attributes)
+        for name, typed in b.attributes:
+            merged[name] = _merge(merged[name], typed, f"{path}.{name}", notes) if name in merged else typed
         return CedarType("Record", attributes=tuple(sorted(merged.items())))
-    return a
-
-
-def _merge_records(a: RecordType, b: RecordType, conflicts: list[str], where: str) -> RecordType:
-    merged = dict(a)
-    for name, typed in b.items():
-        if name not in merged:
-            merged[name] = typed
-        elif (both := _merge(merged[name], typed)) is not None:
-            merged[name] = both
-        else:
-            conflicts.append(f"{where}{name}")
-            del merged[name]
-    return merged
+    if a.kind == b.kind == "Set" and a.element and b.element:
+        return CedarType("Set", element=_merge(a.element, b.element, f"{path}[]", notes))
+    if a == b:
+        return a
+    kept = min(a, b, key=lambda t: _PRECEDENCE.index(t.kind)) if a.kind != b.kind else a
+    other = b if kept is a else a
+    notes.append(f"{path}: typed {render(kept)} and {render(other)} by different operations; kept {render(kept)}")
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,43 +141,29 @@ class Vocabulary:
     Attributes:
         attributes: name to type, every attribute optional.
         notes: what was left out and why, one line each (logged at load).
+        fed: the descriptor pointers some registered operation declares (``amount``,
+            ``destination``), which feed ``context.amount`` / ``context.destination_host``.
     """
 
     attributes: tuple[tuple[str, CedarType], ...]
     notes: tuple[str, ...]
+    fed: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, operations: Iterable[tuple[str, Mapping[str, Any]]]) -> Vocabulary:
-        """The union of ``(where, input_schema)`` pairs; a name typed two ways is left out."""
+        """The union of ``(where, input_schema)`` pairs; a name typed two ways keeps one type (noted)."""
         record: RecordType = {}
-        typed_by: dict[str, list[str]] = {}
-        conflicted: set[str] = set()
         notes: list[str] = []
         for where, schema in sorted(operations, key=lambda pair: pair[0]):
             types, left_out = operation_types(schema, where)
             notes += left_out
             for name, typed in types.items():
-                typed_by.setdefault(name, []).append(where)
-                _add(record, conflicted, name, typed)
-        notes += [
-            f"args.{name}: typed differently by {', '.join(typed_by[name])}, left out" for name in sorted(conflicted)
-        ]
+                record[name] = _merge(record[name], typed, f"args.{name}", notes) if name in record else typed
         return cls(tuple(sorted(record.items())), tuple(notes))
 
     def record(self) -> CedarType:
         """The vocabulary as one Cedar record type."""
         return CedarType("Record", attributes=self.attributes)
-
-
-def _add(record: RecordType, conflicted: set[str], name: str, typed: CedarType) -> None:
-    if name in conflicted:
-        return
-    both = _merge(record[name], typed) if name in record else typed
-    if both is None:
-        conflicted.add(name)
-        del record[name]
-    else:
-        record[name] = both
 
 
 def view(own: CedarType, vocabulary: CedarType) -> CedarType | None:
@@ -204,6 +184,11 @@ def _view_in(own: CedarType, theirs: CedarType | None) -> CedarType | None:
     return view(own, theirs) if theirs is not None else None
 
 
+def _quoted(name: str) -> str:
+    r"""``name`` as a Cedar string literal: quotes, backslashes and unprintable characters as ``\u{…}``."""
+    return '"' + "".join(c if c.isprintable() and c not in '"\\' else f"\\u{{{ord(c):x}}}" for c in name) + '"'
+
+
 def render(typed: CedarType) -> str:
     """Cedar schema syntax for ``typed``; record attributes are optional (``"name"?: T``).
 
@@ -212,6 +197,6 @@ def render(typed: CedarType) -> str:
     if typed.kind == "Set" and typed.element:
         return f"Set<{render(typed.element)}>"
     if typed.kind == "Record":
-        inner = ", ".join(f"{json.dumps(name, ensure_ascii=False)}?: {render(t)}" for name, t in typed.attributes)
+        inner = ", ".join(f"{_quoted(name)}?: {render(t)}" for name, t in typed.attributes)
         return "{" + inner + "}"
     return typed.kind

@@ -3,7 +3,8 @@
 Built per request from the resolved descriptor and the call's (schema-valid) arguments:
 
 - ``tool``, ``version``, ``operation``, ``side_effect`` (+ ``_rank``), ``risk`` (+ ``_rank``),
-  ``open_world``: from the descriptor;
+  ``open_world``: from the descriptor (an operation that names a ``destination`` reaches
+  outside the system, whatever its ``open_world`` says);
 - ``args``: the arguments, converted with the operation's Cedar types
   (:mod:`toolgate.policy.args_schema`) as far as the policy's vocabulary holds them;
 - ``destination_host``: the lower-case host of the URL at the operation's ``destination``
@@ -65,7 +66,7 @@ def descriptor_context(tool: str, version: str, operation: str, spec: OperationS
         "risk_rank": spec.risk_tier.rank,
         "tool": tool,
         "version": version,
-        "open_world": spec.open_world,
+        "open_world": spec.open_world or spec.destination is not None,  # a destination is outside
     }
 
 

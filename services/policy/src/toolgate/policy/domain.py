@@ -55,7 +55,7 @@ from toolgate.policy.errors import IndexLost
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.outcomes import policy_verdict
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
-from toolgate.policy.visibility import hidden_from, unknown_operation, unknown_tool
+from toolgate.policy.visibility import absent_operation, hidden_from, unknown_tool
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, descriptor_digest
@@ -175,7 +175,7 @@ async def _resolve(principal: str, request: ToolRequested, engine: PolicyEngine,
     if descriptor is None:
         raise _Ended(Verdict.DENY, *unknown_tool(request.tool, request.version))
     if request.operation not in descriptor.operations:
-        raise _Ended(Verdict.DENY, *unknown_operation(request.tool, request.operation))
+        raise _Ended(Verdict.DENY, *absent_operation(engine, principal, descriptor, request.operation, request.version))
     if hidden := hidden_from(engine, principal, descriptor, request.operation, request.version):
         raise _Ended(Verdict.DENY, hidden.reason_code, hidden.reason, hidden.policy, policy_verdict=Verdict.DENY)
     spec = descriptor.operations[request.operation]

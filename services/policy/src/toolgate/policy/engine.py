@@ -32,7 +32,9 @@ make the call allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,7 @@ from toolgate.policy.entities import entities, strangers
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.never_match import never_matching
 from toolgate.policy.outcomes import Evaluation, Outcomes, PolicyOutcome, deny, evaluation, ids_of, readable
+from toolgate.policy.preview import Preview
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 
@@ -61,8 +64,6 @@ __all__ = [
     "policy_version",
     "vocabulary_of",
 ]
-
-_UNKNOWN = "__extn"
 
 
 class PolicyEngine:
@@ -90,7 +91,7 @@ class PolicyEngine:
     ) -> None:
         attributes, vocabulary = attributes or Attributes(), vocabulary or Vocabulary((), ())
         self.schema_text = schema_text(vocabulary.record(), attributes.agent_types, attributes.tool_types)
-        self._schema = cedarpy.Schema.from_str(self.schema_text)
+        self._schema = _schema(self.schema_text)
         self._policy_set = _parse(policy_text)
         self._infos = policy_infos(policy_text)
         self._outcomes = Outcomes(self._infos)
@@ -98,8 +99,9 @@ class PolicyEngine:
         self._directory, self._args = directory, vocabulary.record()
         self._entities = entities(directory, attributes, self._schema)
         self.text, self.version = policy_text, policy_version(policy_text)
-        self.notes = (*vocabulary.notes, *strangers(directory, attributes))
+        self.notes = (*vocabulary.notes, *strangers(directory, attributes), *_unfed(policy_text, vocabulary.fed))
         self._views: dict[tuple[str, str], CedarType] = {}
+        self._preview = Preview(self._policy_set, self._entities)
 
     @property
     def directory(self) -> PrincipalDirectory:
@@ -165,31 +167,12 @@ class PolicyEngine:
     def may_allow(self, principal: str, descriptor: ToolDescriptor, operation: str) -> bool:
         """Whether some arguments could let ``principal`` call ``operation`` (directly or with approval).
 
-        Cedar's partial evaluation with the argument-derived context unknown: the call is
-        possible unless both actions are denied whatever the arguments (a ``forbid`` that
-        holds regardless, or no ``permit`` that could hold). A principal missing from the
+        :mod:`toolgate.policy.preview` (partial evaluation); a principal missing from the
         directory or an evaluation error: ``False``.
         """
         if principal not in self._directory.principals:
             return False
-        spec = descriptor.operations[operation]
-        context = descriptor_context(descriptor.name, descriptor.version, operation, spec)
-        context["args"] = _unknown("args")
-        context.update({name: _unknown(name) for name, field in _POINTERS.items() if getattr(spec, field)})
-        return any(self._possible(principal, action, descriptor.name, context) for action in _ACTIONS)
-
-    def _possible(self, principal: str, action: str, tool: str, context: dict[str, Any]) -> bool:
-        request = {
-            "principal": f'Agent::"{principal}"',
-            "action": f'Action::"{action}"',
-            "resource": f'Tool::"{tool}"',
-            "context": context,
-        }
-        try:
-            result = cedarpy.is_authorized_partial(request, self._policy_set, self._entities)
-        except Exception:  # any engine failure: not shown (the call itself is decided in full)
-            return False
-        return not result.diagnostics.errors and result.decision is not cedarpy.Decision.Deny
+        return self._preview.may_allow(principal, descriptor, operation, self._view(descriptor, operation))
 
     def _view(self, descriptor: ToolDescriptor, operation: str) -> CedarType:
         key = (descriptor_digest(descriptor), operation)
@@ -213,10 +196,13 @@ def policy_version(policy_text: str) -> str:
 
 
 def vocabulary_of(descriptors: Iterable[ToolDescriptor]) -> Vocabulary:
-    """The ``context.args`` vocabulary of every operation of ``descriptors``."""
-    return Vocabulary.of(
-        (f"{d.name}@{d.version}.{op}", spec.input_schema) for d in descriptors for op, spec in d.operations.items()
+    """The ``context.args`` vocabulary of ``descriptors``' operations (and the pointers they declare)."""
+    listed = list(descriptors)
+    fed = frozenset(f for d in listed for spec in d.operations.values() for f in _READS if getattr(spec, f))
+    operations = (
+        (f"{d.name}@{d.version}.{op}", spec.input_schema) for d in listed for op, spec in d.operations.items()
     )
+    return dataclasses.replace(Vocabulary.of(operations), fed=fed)
 
 
 def build_engine(
@@ -269,15 +255,6 @@ def _read(path: Path) -> str:
         raise PolicyInvalid(f"cannot read {path}: {exc}", path=str(path)) from exc
 
 
-_ACTIONS = (ACTION_EXECUTE, ACTION_APPROVAL)
-_POINTERS = {"destination_host": "destination", "amount": "amount"}
-
-
-def _unknown(name: str) -> dict[str, Any]:
-    """A Cedar partial-evaluation unknown (``unknown("<name>")``)."""
-    return {_UNKNOWN: {"fn": "unknown", "arg": name}}
-
-
 def _request(principal: str, action: str, tool: str, context: dict[str, Any]) -> dict[str, Any]:
     return {
         "principal": {"type": "Agent", "id": principal},
@@ -292,6 +269,29 @@ def _parse(policy_text: str) -> cedarpy.PolicySet:
         return cedarpy.PolicySet.from_str(policy_text)
     except ValueError as exc:
         raise PolicyInvalid(f"policy does not parse: {exc}") from exc
+
+
+_READS = {
+    "amount": re.compile(r"context\s*(\.\s*amount|has\s+amount)\b"),
+    "destination": re.compile(r"context\s*(\.\s*destination_host|has\s+destination_host)\b"),
+}
+
+
+def _unfed(policy_text: str, declared: frozenset[str]) -> list[str]:
+    """A note for each descriptor-fed field the policy reads but no registered operation declares."""
+    return [
+        f"the policy reads context.{'amount' if field == 'amount' else 'destination_host'} but no registered "
+        f"operation declares `{field}`: those rules never hold until one does"
+        for field, reads in _READS.items()
+        if field not in declared and reads.search(policy_text)
+    ]
+
+
+def _schema(text: str) -> cedarpy.Schema:
+    try:
+        return cedarpy.Schema.from_str(text)
+    except ValueError as exc:  # a name the generator let through that Cedar cannot hold
+        raise PolicyInvalid(f"the generated Cedar schema does not parse: {exc}") from exc
 
 
 def _validate(policy_text: str, infos: Mapping[str, PolicyInfo], schema: cedarpy.Schema) -> None:

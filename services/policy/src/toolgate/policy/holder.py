@@ -84,10 +84,11 @@ class PolicyHolder:
             return  # no policy meant to be in force yet: nothing to build
         try:
             self.adopt(self.text, descriptors)
-        except PolicyInvalid as error:
-            if error.reason != self.problem:
-                log.error("policy not rebuilt, the one in force stays: %s", error.reason)
-            self.problem = error.reason
+        except Exception as error:  # whatever a registered tool holds, the engine in force stays
+            reason = error.reason if isinstance(error, PolicyInvalid) else f"cannot build the policy: {error!r}"
+            if reason != self.problem:
+                log.error("policy not rebuilt, the one in force stays: %s", reason)
+            self.problem = reason
 
     def readiness(self) -> Readiness:
         """Ready when an engine with at least one policy is in force."""

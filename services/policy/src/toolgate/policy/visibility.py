@@ -25,7 +25,16 @@ from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
 from toolgate.shared.vocabulary import Verdict
 
-__all__ = ["Hidden", "allows", "hidden_from", "unknown_operation", "unknown_tool", "visible", "visible_operations"]
+__all__ = [
+    "Hidden",
+    "absent_operation",
+    "allows",
+    "hidden_from",
+    "unknown_operation",
+    "unknown_tool",
+    "visible",
+    "visible_operations",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,20 @@ def visible(engine: PolicyEngine, principal: str, descriptor: ToolDescriptor) ->
     """``descriptor`` as ``principal`` sees it: its callable operations only; ``None`` when none is."""
     operations = visible_operations(engine, principal, descriptor)
     return msgspec.structs.replace(descriptor, operations=operations) if operations else None
+
+
+def absent_operation(
+    engine: PolicyEngine, principal: str, descriptor: ToolDescriptor, operation: str, asked_version: str | None
+) -> tuple[str, str]:
+    """``(reason_code, reason)`` for an operation ``descriptor`` does not have.
+
+    ``unknown_operation`` only when the principal may see the tool; for a tool hidden from
+    it, the answer of a tool that does not exist, so a made-up operation name does not
+    tell a hidden tool from a missing one.
+    """
+    if any(engine.may_allow(principal, descriptor, op) for op in descriptor.operations):
+        return unknown_operation(descriptor.name, operation)
+    return unknown_tool(descriptor.name, asked_version)
 
 
 def hidden_from(

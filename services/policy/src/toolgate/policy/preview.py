@@ -1,0 +1,77 @@
+"""Whether some arguments could let a principal call an operation: Cedar's partial evaluation.
+
+Asked for what an agent may *see* (:mod:`toolgate.policy.visibility`), never to decide a
+call (cedarpy: partial-evaluation results are a preview). The argument-derived context is
+unknown: each of the operation's own typed arguments, ``destination_host`` and ``amount``
+(when the operation declares them) are Cedar ``unknown`` values. Because an optional
+field may also be absent, a second context leaves them all out. The operation is possible
+when, in either context, one of the two actions is not denied whatever the unknowns are
+(a ``forbid`` that holds regardless, or no ``permit`` that could hold, is ``Deny``).
+Answers are remembered per principal, descriptor digest and operation, for the engine's
+life: a listing or a call of a hidden operation costs the evaluations once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cedarpy
+
+from toolgate.policy.args_schema import CedarType
+from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE
+from toolgate.policy.context import descriptor_context
+from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
+
+__all__ = ["Preview"]
+
+_POINTERS = {"destination_host": "destination", "amount": "amount"}
+
+
+class Preview:
+    """Partial evaluation of one policy set over one set of entities.
+
+    Args:
+        policy_set: the parsed policies.
+        entities: the agents and tools.
+    """
+
+    def __init__(self, policy_set: cedarpy.PolicySet, entities: cedarpy.Entities) -> None:
+        self._policy_set, self._entities = policy_set, entities
+        self._seen: dict[tuple[str, str, str], bool] = {}
+
+    def may_allow(self, principal: str, descriptor: ToolDescriptor, operation: str, args: CedarType) -> bool:
+        """Whether some arguments (typed ``args``, each possibly absent) could let the call happen."""
+        key = (principal, descriptor_digest(descriptor), operation)
+        if (seen := self._seen.get(key)) is None:
+            seen = self._seen[key] = any(
+                self._possible(principal, action, descriptor.name, context)
+                for context in _contexts(descriptor, operation, args)
+                for action in (ACTION_EXECUTE, ACTION_APPROVAL)
+            )
+        return seen
+
+    def _possible(self, principal: str, action: str, tool: str, context: dict[str, Any]) -> bool:
+        request = {
+            "principal": f'Agent::"{principal}"',
+            "action": f'Action::"{action}"',
+            "resource": f'Tool::"{tool}"',
+            "context": context,
+        }
+        try:
+            result = cedarpy.is_authorized_partial(request, self._policy_set, self._entities)
+        except Exception:  # any engine failure: not shown (the call itself is decided in full)
+            return False
+        return not result.diagnostics.errors and result.decision is not cedarpy.Decision.Deny
+
+
+def _contexts(descriptor: ToolDescriptor, operation: str, args: CedarType) -> list[dict[str, Any]]:
+    spec = descriptor.operations[operation]
+    known = descriptor_context(descriptor.name, descriptor.version, operation, spec)
+    present = {name: _unknown(f"args.{name}") for name, _ in args.attributes}
+    derived = {name: _unknown(name) for name, field in _POINTERS.items() if getattr(spec, field)}
+    return [{**known, "args": present, **derived}, {**known, "args": {}}]
+
+
+def _unknown(name: str) -> dict[str, Any]:
+    """A Cedar partial-evaluation unknown (``unknown("<name>")``)."""
+    return {"__extn": {"fn": "unknown", "arg": name}}
