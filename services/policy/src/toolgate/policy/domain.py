@@ -47,51 +47,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import msgspec
-
 from toolgate.policy.admission import Call, Spending, admit, room_for
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.errors import IndexLost
 from toolgate.policy.holder import PolicyHolder
+from toolgate.policy.intake import MAX_IDEMPOTENCY_KEY_CHARS, Ended, Envelope, parse_request
 from toolgate.policy.outcomes import policy_verdict
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
 from toolgate.policy.visibility import absent_operation, hidden_from, unknown_tool
-from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, descriptor_digest
-from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, decode_untrusted, request_hash
-from toolgate.shared.invisible import is_invisible
+from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, request_hash
 from toolgate.shared.schemas import SchemaUnusable, ensure_usable, first_error
 from toolgate.shared.secret_arguments import policy_schema, sealing_problem, secret_arguments
 from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
-
-MAX_IDEMPOTENCY_KEY_CHARS = 255
-"""Longest accepted idempotency key, as Stripe's and the IETF Idempotency-Key draft's."""
-
-_request_decoder = msgspec.json.Decoder(ToolRequested)
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """What the transport says about one request message.
-
-    Attributes:
-        principal: the subject token (the transport-authenticated principal).
-        data: the raw body.
-        request_id: the id the message is known by (``request_identity``), used for
-            requests whose body cannot be read.
-        copied_from: the stream named by the message's ``Nats-Stream`` header: the server
-            adds it to a direct get's reply, so a message carrying it is a stored message
-            someone aimed at a request subject (the reply subject of a direct get), not a
-            request its principal sent.
-    """
-
-    principal: str
-    data: bytes
-    request_id: str
-    copied_from: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,57 +82,17 @@ class PolicyPorts:
     spending: Spending | None = None
 
 
-class _Ended(Exception):
-    def __init__(
-        self,
-        verdict: Verdict,
-        reason_code: str,
-        reason: str,
-        hidden: PolicyOutcome | None = None,
-        retry_after_s: float | None = None,
-        policy_verdict: Verdict | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.verdict, self.reason_code, self.reason, self.hidden = verdict, reason_code, reason, hidden
-        self.retry_after_s, self.policy_verdict = retry_after_s, policy_verdict
-
-
 def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
     event_id = f"decision:{env.principal}:{request_id}"
     return DecisionMade(event_id=event_id, occurred_at=now, request_id=request_id, principal=env.principal, **fields)
 
 
-def _parse(env: Envelope, max_bytes: int) -> ToolRequested:
-    if env.copied_from is not None:
-        reason = f"a copy of a message of stream {env.copied_from!r} (a direct get's reply), not a request"
-        raise _Ended(Verdict.REFUSE, "copied_stream_message", reason)
-    if len(env.data) > max_bytes:
-        raise _Ended(Verdict.REFUSE, "oversized", f"request is {len(env.data)} bytes; the limit is {max_bytes}")
-    try:
-        request = decode_untrusted(_request_decoder, env.data)
-    except msgspec.DecodeError as error:
-        raise _Ended(Verdict.REFUSE, "malformed", f"request is not a tool request: {error}") from None
-    if problem := unrepresentable(msgspec.to_builtins(request)):
-        raise _Ended(Verdict.REFUSE, "unrepresentable_value", f"request value at {problem}")
-    if not TOKEN.match(request.request_id):
-        raise _Ended(Verdict.REFUSE, "invalid_request_id", "request_id must match [A-Za-z0-9_-]{1,64}")
-    key = request.idempotency_key
-    if not 0 < len(key) <= MAX_IDEMPOTENCY_KEY_CHARS or not key.isprintable() or any(map(is_invisible, key)):
-        reason = "idempotency_key must have 1 to 255 printable characters (none invisible or direction-changing)"
-        raise _Ended(Verdict.REFUSE, "invalid_idempotency_key", reason)
-    if not TOOL_NAME.match(request.tool):
-        raise _Ended(Verdict.REFUSE, "invalid_tool", f"tool must match {TOOL_NAME.pattern}")
-    if request.version is not None and not SEMVER.match(request.version):
-        raise _Ended(Verdict.REFUSE, "invalid_version", "version must be a semantic version (SemVer 2.0.0)")
-    return request
-
-
 def _engine_for(principal: str, engine: PolicyEngine | None) -> PolicyEngine:
     """The engine, before any tool is looked up: these answers say nothing about which tools exist."""
     if engine is None:
-        raise _Ended(Verdict.DENY, "no_policy", "no valid policy is loaded: default deny")
+        raise Ended(Verdict.DENY, "no_policy", "no valid policy is loaded: default deny")
     if engine.directory.principal(principal) is None:
-        raise _Ended(Verdict.DENY, "unknown_principal", f"principal {principal!r} is not in the principal directory")
+        raise Ended(Verdict.DENY, "unknown_principal", f"principal {principal!r} is not in the principal directory")
     return engine
 
 
@@ -169,27 +100,25 @@ async def _resolve(principal: str, request: ToolRequested, engine: PolicyEngine,
     try:
         descriptor = await ports.descriptors.get(request.tool, request.version)
     except Exception:  # any registry fault denies (fail closed)
-        raise _Ended(
-            Verdict.DENY, "registry_unavailable", "the registry cannot be read: denied (fail closed)"
-        ) from None
+        raise Ended(Verdict.DENY, "registry_unavailable", "the registry cannot be read: denied (fail closed)") from None
     if descriptor is None:
-        raise _Ended(Verdict.DENY, *unknown_tool(request.tool, request.version))
+        raise Ended(Verdict.DENY, *unknown_tool(request.tool, request.version))
     if request.operation not in descriptor.operations:
-        raise _Ended(Verdict.DENY, *absent_operation(engine, principal, descriptor, request.operation, request.version))
+        raise Ended(Verdict.DENY, *absent_operation(engine, principal, descriptor, request.operation, request.version))
     if hidden := hidden_from(engine, principal, descriptor, request.operation, request.version):
-        raise _Ended(Verdict.DENY, hidden.reason_code, hidden.reason, hidden.policy, policy_verdict=Verdict.DENY)
+        raise Ended(Verdict.DENY, hidden.reason_code, hidden.reason, hidden.policy, policy_verdict=Verdict.DENY)
     spec = descriptor.operations[request.operation]
     try:  # a stored schema that cannot be compiled (nothing is ever fetched) denies: fail closed
         ensure_usable(spec.output_schema)
         secrets = secret_arguments(spec.input_schema)
         if sealed := sealing_problem(secrets, request.arguments):
-            raise _Ended(Verdict.REFUSE, sealed[0], f"arguments refused at {sealed[1]}")
+            raise Ended(Verdict.REFUSE, sealed[0], f"arguments refused at {sealed[1]}")
         problem = first_error(policy_schema(spec.input_schema), request.arguments)
     except SchemaUnusable as error:
         reason = f"{request.tool}.{request.operation}: {error}: denied (fail closed)"
-        raise _Ended(Verdict.DENY, "schema_unusable", reason) from None
+        raise Ended(Verdict.DENY, "schema_unusable", reason) from None
     if problem:
-        raise _Ended(Verdict.REFUSE, "schema_invalid", f"arguments invalid at {problem}")
+        raise Ended(Verdict.REFUSE, "schema_invalid", f"arguments invalid at {problem}")
     return descriptor
 
 
@@ -200,11 +129,11 @@ async def _replay(principal: str, request: ToolRequested, digest: str, ports: Po
         raise  # transient: retried while the index is rebuilt from the stream
     except Exception:  # an unreadable store denies (fail closed)
         reason = "the idempotency store cannot be reached: denied (fail closed)"
-        raise _Ended(Verdict.DENY, "idempotency_store_unavailable", reason) from None
+        raise Ended(Verdict.DENY, "idempotency_store_unavailable", reason) from None
     if state is None:
         return False
     if state.fingerprint != digest:
-        raise _Ended(
+        raise Ended(
             Verdict.REFUSE,
             "idempotency_key_reused",
             "idempotency key was used with another request (other arguments, or another tool version or descriptor)",
@@ -216,9 +145,9 @@ def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, 
     outcome = engine.decide(principal, descriptor, request.operation, request.arguments)
     said = policy_verdict(outcome)
     if said is Verdict.REFUSE:  # the caller's value, not the policy's verdict
-        raise _Ended(Verdict.REFUSE, outcome.reason_code, outcome.reason, policy_verdict=said)
+        raise Ended(Verdict.REFUSE, outcome.reason_code, outcome.reason, policy_verdict=said)
     if outcome.verdict not in (Verdict.EXECUTE, Verdict.NEEDS_APPROVAL):
-        raise _Ended(Verdict.DENY, outcome.reason_code, outcome.reason, policy_verdict=said)
+        raise Ended(Verdict.DENY, outcome.reason_code, outcome.reason, policy_verdict=said)
     return outcome
 
 
@@ -226,7 +155,7 @@ async def _admit(call: Call, replay: bool, ports: PolicyPorts, said: Verdict) ->
     refused = await admit(call, ports.limiter, None if replay else ports.spending)
     if refused is not None:
         retry = refused.retry_after_s
-        raise _Ended(Verdict.DENY, refused.reason_code, refused.reason, retry_after_s=retry, policy_verdict=said)
+        raise Ended(Verdict.DENY, refused.reason_code, refused.reason, retry_after_s=retry, policy_verdict=said)
 
 
 async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
@@ -238,12 +167,12 @@ async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
     now, engine = ports.clock(), ports.policy.engine  # read once: the whole decision under one policy
     version = engine.version if engine is not None else None
     try:
-        request = _parse(env, ports.max_request_bytes)
-    except _Ended as ended:
+        request = parse_request(env, ports.max_request_bytes)
+    except Ended as ended:
         return _ended(env, env.request_id, now, ended, None, version)
     try:
         return await _decide_parsed(env, request, ports, now, engine)
-    except _Ended as ended:
+    except Ended as ended:
         return _ended(env, request.request_id, now, ended, request.idempotency_key, version)
 
 
@@ -256,7 +185,7 @@ def fault_denial(env: Envelope, now: datetime, reason_code: str, reason: str) ->
 
 
 def _ended(
-    env: Envelope, request_id: str, now: datetime, ended: _Ended, key: str | None, version: str | None
+    env: Envelope, request_id: str, now: datetime, ended: Ended, key: str | None, version: str | None
 ) -> DecisionMade:
     return _decision(
         env,
@@ -278,7 +207,7 @@ async def _decide_parsed(
     env: Envelope, request: ToolRequested, ports: PolicyPorts, now: datetime, in_force: PolicyEngine | None
 ) -> DecisionMade:
     if not TOKEN.match(env.principal):
-        raise _Ended(Verdict.REFUSE, "invalid_principal", "principal must match [A-Za-z0-9_-]{1,64}")
+        raise Ended(Verdict.REFUSE, "invalid_principal", "principal must match [A-Za-z0-9_-]{1,64}")
     engine = _engine_for(env.principal, in_force)
     descriptor = await _resolve(env.principal, request, engine, ports)
     bound = BoundRequest(
@@ -309,7 +238,7 @@ async def _decide_parsed(
         await _admit(call, replay, ports, said)
     elif (no_room := await room_for(call, ports.spending)) is not None:  # no approval asked in vain
         retry = no_room.retry_after_s
-        raise _Ended(Verdict.DENY, no_room.reason_code, no_room.reason, retry_after_s=retry, policy_verdict=said)
+        raise Ended(Verdict.DENY, no_room.reason_code, no_room.reason, retry_after_s=retry, policy_verdict=said)
     if replay:
         return _decision(
             env,
