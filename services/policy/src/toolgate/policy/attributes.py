@@ -35,6 +35,7 @@ from typing import Any
 
 from toolgate.policy.context import Untypable, canonical_host, cedar_decimal
 from toolgate.policy.errors import PolicyInvalid
+from toolgate.policy.files import load_optional
 
 __all__ = ["STANDARD_AGENT_TYPES", "TYPES", "Attributes", "load_attributes", "parse_attributes"]
 
@@ -76,16 +77,7 @@ def load_attributes(path: Path) -> Attributes:
     Raises:
         PolicyInvalid: unreadable, not TOML, or invalid (naming the table and key).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return Attributes()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyInvalid(f"cannot read {path}: {exc}", path=str(path)) from exc
-    try:
-        return parse_attributes(text)
-    except PolicyInvalid as exc:
-        raise PolicyInvalid(f"{path}: {exc.reason}", path=str(path)) from exc
+    return load_optional(path, parse_attributes, Attributes)
 
 
 def parse_attributes(text: str) -> Attributes:

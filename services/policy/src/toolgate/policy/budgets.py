@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 
 from toolgate.policy.errors import PolicyInvalid
+from toolgate.policy.files import load_optional
 from toolgate.shared.descriptors import TOOL_NAME, OperationSpec
 from toolgate.shared.pointers import MISSING, resolve
 
@@ -194,16 +195,7 @@ def load_budgets(path: Path) -> BudgetBook:
     Raises:
         PolicyInvalid: unreadable, not TOML, or an invalid entry (named, with its field).
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return BudgetBook()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyInvalid(f"cannot read {path}: {exc}", path=str(path)) from exc
-    try:
-        return parse_budgets(text)
-    except PolicyInvalid as exc:
-        raise PolicyInvalid(f"{path}: {exc.reason}", path=str(path)) from exc
+    return load_optional(path, parse_budgets, BudgetBook)
 
 
 def parse_budgets(text: str) -> BudgetBook:
