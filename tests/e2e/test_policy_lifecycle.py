@@ -233,6 +233,9 @@ async def test_an_invalid_policy_or_a_malformed_request_is_refused_at_publish_an
     kv = await gate.js.key_value(catalog.POLICY_BUCKET)
     assert json.loads((await kv.get("current")).value)["version"] == policy_digest(changed)
     assert len(await published_events(gate)) == 2
+    refusals = await gate.count(Subjects.security("policy", "policy_refused"))
+    assert refusals == 4, "every refused publication is recorded (the invalid file, the three bodies)"
+
 
 
 async def test_explain_shows_the_policies_that_decided_under_each_version(

@@ -61,6 +61,9 @@ class SecurityKind(StrEnum):
     already taken by another message)."""
     POLICY_FORGED = "policy_forged"
     """A message on ``tg.policy.published`` that is not a policy-signed :class:`PolicyPublished`."""
+    POLICY_REFUSED = "policy_refused"
+    """A policy publication (``tg.policy.publish``) was refused: malformed or oversized,
+    or a text that does not build; nothing changed (``detail`` says why)."""
     POLICY_NOT_APPLIED = "policy_not_applied"
     """A policy replica could not build the published policy version and keeps deciding
     under the one it had: the replicas disagree until it is fixed (``detail`` says why)."""

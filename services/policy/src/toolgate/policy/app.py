@@ -130,7 +130,7 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
         rebuilders.append(BudgetRebuilder(spending, ledger, trail, descriptors, clock))
         rebuilders[0].start()  # a new or emptied ledger is rebuilt from the stream before it is used
         ports = _ports(settings, redis, holder, descriptors, clock, spending)
-        cell.set(PolicyRuntime(ports, key, js, publisher, _REPLICA, settings.max_policy_bytes))
+        cell.set(PolicyRuntime(ports, key, js, publisher, _REPLICA, settings.max_policy_bytes, reporter))
         budget_cell.set(BudgetRuntime(spending=spending, receipts_key=receipts_key, reporter=reporter))
 
     async def stop_background() -> None:

@@ -82,6 +82,7 @@ class PolicyRuntime:
     publisher: Publisher
     replica: str
     max_policy_bytes: int
+    reporter: SecurityReporter | None = None
 
 
 def envelope_of(delivery: Delivery) -> Envelope:
@@ -151,8 +152,13 @@ def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datet
             rt = runtime()
         except RuntimeError:  # not built yet
             return msgspec.json.encode(refused("the policy service is starting: nothing changed"))
-        text = policy_text(msg.raw_message.data or b"", rt.max_policy_bytes)
+        data = msg.raw_message.data or b""
+        text = policy_text(data, rt.max_policy_bytes)
         reply = text if isinstance(text, PublishReply) else await rt.publisher.publish(text, "cli")
+        if not reply.ok and rt.reporter is not None:  # audited: who tried to put what in force
+            rt.reporter.report(
+                SecurityKind.POLICY_REFUSED, reason_code="policy_refused", detail=reply.reason, payload=data
+            )
         return msgspec.json.encode(reply)
 
     @rpc(router, Rpc.POLICY_RECHECK, "policy")
