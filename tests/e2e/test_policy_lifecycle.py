@@ -237,7 +237,6 @@ async def test_an_invalid_policy_or_a_malformed_request_is_refused_at_publish_an
     assert refusals == 4, "every refused publication is recorded (the invalid file, the three bodies)"
 
 
-
 async def test_explain_shows_the_policies_that_decided_under_each_version(
     gate: Any, stack: Stack, e2e_paths: Any, repo_root: Path, shipped: str, changed: str, recorded: Any
 ) -> None:
