@@ -202,17 +202,27 @@ async def test_a_transfer_to_a_listed_iban_under_the_limit_runs_after_two_financ
     assert bank.transfers(subject) == [arguments]
 
 
-@pytest.mark.parametrize(
-    ("agent", "recipient"), [("bank-unknown", STRANGER), ("bank-nolist", PAYEE)], ids=["unknown-iban", "no-list"]
-)
 async def test_a_transfer_to_an_iban_not_on_the_agents_list_is_denied_by_the_site_rule(
-    gate: Any, bank: Bank, new_id: Any, agent: str, recipient: str
+    gate: Any, bank: Bank, new_id: Any
 ) -> None:
     subject = new_id("fraud-")
-    issued = await call(gate, agent, "send_money", transfer(recipient, 20.00, subject))
+    issued = await call(gate, "bank-unknown", "send_money", transfer(STRANGER, 20.00, subject))
     assert (issued.outcome, issued.reason_code) == ("denied", "forbidden"), issued.reason
     assert issued.reason == UNLISTED_REASON
-    assert await asked_nobody(gate, agent, issued.request_id)
+    assert await asked_nobody(gate, "bank-unknown", issued.request_id)
+    await gate.settle()
+    assert bank.transfers(subject) == []
+
+
+async def test_an_agent_without_an_allow_list_cannot_even_see_the_transfer(
+    gate: Any, bank: Bank, new_id: Any
+) -> None:
+    """No recipient could open it for this agent: answered like an operation that does not exist."""
+    subject = new_id("fraud-")
+    issued = await call(gate, "bank-nolist", "send_money", transfer(PAYEE, 20.00, subject))
+    assert (issued.outcome, issued.reason_code) == ("denied", "unknown_operation"), issued.reason
+    assert (await call(gate, "bank-nolist", "get_balance", {})).outcome == "succeeded", "the tool itself is visible"
+    assert await asked_nobody(gate, "bank-nolist", issued.request_id)
     await gate.settle()
     assert bank.transfers(subject) == []
 

@@ -121,7 +121,11 @@ async def test_a_new_session_checks_against_its_own_first_listing(lab: Any) -> N
             {"annotations": {"destructiveHint": True}},
             "side-effect class REVERSIBLE_WRITE -> IRREVERSIBLE_WRITE, risk tier medium -> high",
         ),
-        ("touch", {"annotations": {"readOnlyHint": True, "openWorldHint": True}}, "risk tier trivial -> low"),
+        (
+            "touch",
+            {"annotations": {"readOnlyHint": True, "openWorldHint": True}},
+            "risk tier trivial -> low, open world False -> True",
+        ),
         ("save", {"description": "now also emails your files"}, "description"),
         ("save", {"outputSchema": {"type": "object"}}, "output schema"),
     ],
