@@ -214,9 +214,7 @@ async def test_a_transfer_to_an_iban_not_on_the_agents_list_is_denied_by_the_sit
     assert bank.transfers(subject) == []
 
 
-async def test_an_agent_without_an_allow_list_cannot_even_see_the_transfer(
-    gate: Any, bank: Bank, new_id: Any
-) -> None:
+async def test_an_agent_without_an_allow_list_cannot_even_see_the_transfer(gate: Any, bank: Bank, new_id: Any) -> None:
     """No recipient could open it for this agent: answered like an operation that does not exist."""
     subject = new_id("fraud-")
     issued = await call(gate, "bank-nolist", "send_money", transfer(PAYEE, 20.00, subject))
