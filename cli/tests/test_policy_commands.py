@@ -53,6 +53,8 @@ def test_check_accepts_the_shipped_policy_offline_and_says_what_it_could_not_che
         ('@id("b") permit (principal, action == Action::"run", resource);', "run"),
         ('@id("c") permit (principal, action, resource) when { context.args has to && context.args.to == 1 };', "to"),
         ("@id(", "does not parse"),
+        ("// nothing left\n", "holds no policy"),
+        ('@id("d") permit (principal, action == Action::"execute_with_approval", resource);', "@approver_role"),
     ],
 )
 def test_check_refuses_an_invalid_policy_pointing_at_the_problem(offline: Path, text: str, named: str) -> None:

@@ -187,3 +187,11 @@ def test_an_invalid_budgets_file_leaves_no_policy_in_force(repo_root: Path, tmp_
     assert holder.problem is None and book.budgets == (), "a missing file is no budgets"
     shipped, _ = _holder(settings.model_copy(update={"budgets_file": repo_root / "deploy/policy/budgets.toml"}))
     assert shipped.problem is None
+
+
+def test_a_budget_for_a_principal_the_directory_does_not_hold_is_refused() -> None:
+    every = '[[budgets]]\nname = "all"\nprincipal = "*"\nlimit = 1\nwindow_s = 60\n'
+    parse_budgets(every).check_principals({"bank-agent"}, "budgets.toml")  # "*" names nobody
+    book = parse_budgets(every + '[[budgets]]\nname = "typo"\nprincipal = "bank-agnet"\nlimit = 1\nwindow_s = 60\n')
+    with pytest.raises(PolicyInvalid, match=r"budgets.toml: budgets\[1\] \(typo\): principal: 'bank-agnet' is not in"):
+        book.check_principals({"bank-agent"}, "budgets.toml")

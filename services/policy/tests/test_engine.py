@@ -162,11 +162,15 @@ def test_approver_role_comes_from_the_determining_policy() -> None:
     assert (outcome.verdict, outcome.approver_role, outcome.policy_ids) == (A, "treasurer", ("ask",))
 
 
-def test_approval_permit_without_approver_role_fails_closed() -> None:
-    approval = '@id("ask") ' + ASK
-    outcome = decide_op(engine(approval), "a1", "pay", "2.0.0", "refund", spec(SE.FINANCIAL))
-    assert (outcome.verdict, outcome.reason_code, outcome.approver_role) == (D, "policy_invalid", None)
-    assert "ask" in outcome.reason
+def test_approval_permit_without_approver_role_is_refused_at_load() -> None:
+    with pytest.raises(PolicyInvalid, match=r"policy 'ask': a permit of Action::\"execute_with_approval\" needs"):
+        engine('@id("ask") ' + ASK)
+
+
+def test_a_permit_of_every_action_without_a_role_still_fails_closed_when_it_asks_for_approval() -> None:
+    every = '@id("ask") permit (principal, action, resource) when { context.side_effect == "FINANCIAL" };'
+    outcome = decide_op(engine(every), "a1", "pay", "2.0.0", "refund", spec(SE.FINANCIAL))
+    assert (outcome.verdict, outcome.reason_code) == (E, "permitted"), "execute is asked first"
 
 
 def test_conflicting_approver_roles_fail_closed() -> None:

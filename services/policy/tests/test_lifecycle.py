@@ -150,6 +150,23 @@ async def test_an_invalid_policy_is_refused_with_a_pointed_message_and_nothing_c
     assert policy_digest(NEVER) not in store.versions
 
 
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("// every rule was removed\n", "holds no policy"),
+        ('@id("no-role") permit (principal, action == Action::"execute_with_approval", resource);', "@approver_role"),
+    ],
+)
+async def test_a_policy_that_would_deny_everything_or_approve_with_no_approver_is_refused(
+    replica: Replica, store: InMemoryPolicyStore, text: str, named: str
+) -> None:
+    assert (await replica.publisher.publish(READS, "cli")).ok
+    before, revision = replica.holder.engine, store.entry.revision
+    reply = await replica.publisher.publish(text, "cli")
+    assert (reply.ok, named in reply.reason) == (False, True), reply
+    assert replica.holder.engine is before and store.entry.revision == revision
+
+
 async def test_an_unreadable_registry_refuses_the_publication(replica: Replica, registry: Registry) -> None:
     registry.failing = True
     reply = await replica.publisher.publish(READS, "cli")

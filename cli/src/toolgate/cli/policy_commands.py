@@ -120,6 +120,9 @@ def policy_check(
     engine = _built(file, text, local, listed or [])
     for note in engine.notes:
         console.print("note:", escape(note))
+    if not engine.policy_ids:
+        err_console.print(f"[red]invalid[/red] ({escape(str(file))}): it holds no policy: every request would be denied")
+        raise typer.Exit(1)
     console.print(f"[green]valid[/green]: {len(engine.policy_ids)} policies, version {engine.version}")
 
 

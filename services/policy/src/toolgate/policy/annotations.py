@@ -5,6 +5,8 @@ once, when the policy is loaded; anything wrong is refused then, naming the poli
 ``@id``:
 
 - ``@id("...")``: required on every policy and unique;
+- ``@approver_role("...")``: required on a ``permit`` that names
+  ``Action::"execute_with_approval"`` (who may approve what it lets through);
 - ``@approvals_required("N")``: on a ``permit`` of ``Action::"execute_with_approval"``,
   ``N`` distinct entitled approvers must approve (an integer 1..9; default 1). When
   several approval permits apply to one call, the largest ``N`` counts.
@@ -90,7 +92,12 @@ def _policy_info(cedar_id: str, body: Mapping[str, Any]) -> PolicyInfo:
     if not annotations.get("id"):
         raise PolicyInvalid(f'policy #{position + 1} in the file has no @id("...") annotation')
     effect = str(body["effect"])
-    quorum = _quorum(annotations, effect, body.get("action") or {})
+    action = body.get("action") or {}
+    quorum = _quorum(annotations, effect, action)
+    names_approval = action.get("op") != "All" and _covers_approval(action)
+    if effect == "permit" and names_approval and not annotations.get("approver_role"):
+        where = f"policy {annotations['id']!r}"
+        raise PolicyInvalid(f'{where}: a permit of Action::"{ACTION_APPROVAL}" needs @approver_role("...")')
     return PolicyInfo(cedar_id, position, effect, annotations, quorum)
 
 

@@ -70,6 +70,7 @@ def _holder(settings: PolicySettings) -> tuple[PolicyHolder, BudgetBook]:
         directory = PrincipalDirectory.from_toml(settings.principals_file.read_text(encoding="utf-8"))
         attributes = load_attributes(settings.attributes_file)
         book = load_budgets(settings.budgets_file)
+        book.check_principals(directory.principals, str(settings.budgets_file))
     except (OSError, UnicodeDecodeError, DirectoryInvalid, PolicyInvalid) as error:
         holder = PolicyHolder(broken=getattr(error, "reason", None) or str(error))
         log.error("NOT READY: policy not loaded, every request will be denied: %s", holder.problem)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -128,6 +128,17 @@ class BudgetBook:
     def applying(self, principal: str, tool: str, operation: str) -> tuple[Budget, ...]:
         """The budgets a call of ``tool.operation`` by ``principal`` counts against."""
         return tuple(b for b in self.budgets if b.applies(principal, tool, operation))
+
+    def check_principals(self, principals: Collection[str], where: str) -> None:
+        """Refuse a budget naming a principal not in ``principals``: a typo would silently cap nobody.
+
+        Raises:
+            PolicyInvalid: ``<where>: budgets[<index>] (<name>): principal: … is not in the principal directory``.
+        """
+        for index, budget in enumerate(self.budgets):
+            if budget.principal != ANY_PRINCIPAL and budget.principal not in principals:
+                reason = f"principal: {budget.principal!r} is not in the principal directory"
+                raise PolicyInvalid(f"{where}: budgets[{index}] ({budget.name}): {reason}")
 
     def named(self, name: str) -> Budget | None:
         """The budget called ``name``, or ``None``."""

@@ -141,6 +141,8 @@ class Publisher:
             engine = self._holder.candidate(text, listed)
         except PolicyInvalid as error:
             return refused(error.reason)
+        if source == "cli" and not engine.policy_ids:  # one wrong file would hide every tool from every agent
+            return refused("the text holds no policy: every request would be denied; nothing changed")
         try:
             return await self._put_in_force(engine.text, source, lambda: self._holder.install(engine))
         except Exception as error:  # the bucket is unreachable: the policy in force stays
