@@ -121,7 +121,8 @@ def policy_check(
     for note in engine.notes:
         console.print("note:", escape(note))
     if not engine.policy_ids:
-        err_console.print(f"[red]invalid[/red] ({escape(str(file))}): it holds no policy: every request would be denied")
+        said = "it holds no policy: every request would be denied"
+        err_console.print(f"[red]invalid[/red] ({escape(str(file))}): {said}")
         raise typer.Exit(1)
     console.print(f"[green]valid[/green]: {len(engine.policy_ids)} policies, version {engine.version}")
 
