@@ -250,6 +250,7 @@ async def test_explain_shows_the_policies_that_decided_under_each_version(
     assert "no-reading-forbidden-txt" in now and "verdict: deny (forbidden)" in now
     assert "forbidden.txt may not be read" in now and '"path": "forbidden.txt"' in now  # annotation and context
     assert 'context.args.path == "forbidden.txt"' in now  # the rule's source
+    assert "\\n" not in text, "line breaks are breaks, not escapes"
 
     missing = await toolgate(stack, e2e_paths, repo_root, "policy", "explain", "no-such-request")
     assert missing.returncode == 1 and "no recorded decision" in missing.stderr

@@ -79,7 +79,7 @@ def _header(decision: DecisionMade, call: Call | None) -> RenderableType:
         tool, version, operation, arguments, _, _ = call
         shown = json.dumps(redact_sealed(arguments), sort_keys=True, ensure_ascii=False)
         lines.append(f"call: {tool}@{version or 'latest'} {operation} {shown}")
-    return _inert("\n".join(lines))
+    return Text("\n").join(_inert(line) for line in lines)  # each line inert, the breaks real
 
 
 async def _versions(bus: Bus, decision: DecisionMade) -> list[tuple[str, PublishedPolicy | str]]:

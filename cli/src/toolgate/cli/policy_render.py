@@ -31,13 +31,14 @@ def changes_table(report: Report) -> Table:
         case = change.case
         groups[(case.tool, case.principal, case.before.value, change.after.value)].append(change)
     table = Table(title="What would change")
-    for column in ("tool", "principal", "before → after", "now decided by", "request ids"):
-        table.add_column(column)
+    for column in ("tool", "principal", "before → after", "reason now"):
+        table.add_column(column, overflow="fold")
+    table.add_column("request ids", min_width=32, no_wrap=True)  # whole, to paste into `policy explain`
     for (tool, principal, before, after), changes in sorted(groups.items()):
         codes = sorted({change.after_code for change in changes})
-        ids = ", ".join(change.case.request_id for change in changes)
-        cells = (tool, principal, f"{before} → {after}", ", ".join(codes), ids)
-        table.add_row(*(_inert(cell) for cell in cells))
+        ids = Text("\n").join(_inert(change.case.request_id) for change in changes)
+        cells = (tool, principal, f"{before} → {after}", ", ".join(codes))
+        table.add_row(*(_inert(cell) for cell in cells), ids)
     return table
 
 
