@@ -155,7 +155,7 @@ def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datet
         data = msg.raw_message.data or b""
         text = policy_text(data, rt.max_policy_bytes)
         reply = text if isinstance(text, PublishReply) else await rt.publisher.publish(text, "cli")
-        if not reply.ok and rt.reporter is not None:  # audited: who tried to put what in force
+        if not reply.ok and rt.reporter is not None:  # audited; only the operator's NATS user may ask
             rt.reporter.report(
                 SecurityKind.POLICY_REFUSED, reason_code="policy_refused", detail=reply.reason, payload=data
             )
