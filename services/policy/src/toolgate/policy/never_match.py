@@ -53,7 +53,8 @@ def never_matching(policy_text: str, schema: cedarpy.Schema) -> list[str]:
         name = policy.annotations.get("id", cedar_id)
         for field in sorted({f for f in _has_fields(policy) if not _declared(f, schema)}):
             why = " (no registered tool has that argument)" if field.startswith("context.args.") else ""
-            problems.append(f"policy {name!r} tests `has` on {field}, which toolgate never provides{why}: it never holds")
+            tested = f"policy {name!r} tests `has` on {field}"
+            problems.append(f"{tested}, which toolgate never provides{why}: it never holds")
         for clause in policy.clauses:
             if _constant(clause.expr) is isinstance(clause, pst.Unless):
                 kind = "unless" if isinstance(clause, pst.Unless) else "when"
