@@ -20,12 +20,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
 from toolgate.policy.admission import Spending
-from toolgate.policy.budget_ports import BudgetCounter, Charge, InMemorySpendTrail, counter_key
+from toolgate.policy.budget_ports import BudgetCounter, Charge, counter_key
 from toolgate.policy.budget_rebuild import rebuild_budgets
 from toolgate.policy.budgets import parse_budgets, window_start
 from toolgate.policy.handlers import BudgetRuntime, budget_consumers
 from toolgate.policy.ports import InMemoryDescriptorSource
 from toolgate.policy.reconciliation import differences, pending
+from toolgate.policy.spend_trail import InMemorySpendTrail
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, SecurityEvent

@@ -25,15 +25,14 @@ both with the receipts.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
 import msgspec
 
 from toolgate.policy.errors import BudgetsLost
-from toolgate.shared.events import ApprovalGranted, DecisionMade, ReceiptIssued
 
 __all__ = [
     "BudgetCounter",
@@ -42,9 +41,7 @@ __all__ = [
     "Exceeded",
     "Held",
     "InMemoryBudgetLedger",
-    "InMemorySpendTrail",
     "RecordState",
-    "SpendTrail",
     "counter_key",
     "record_key",
 ]
@@ -286,45 +283,3 @@ class InMemoryBudgetLedger:
         self.counters_by_key[key] = msgspec.structs.replace(
             held, used_units=used, reserved_units=reserved, records=records
         )
-
-
-class SpendTrail(Protocol):
-    """What the stream says about admitted calls (the rebuild reads it; adapter: ``adapters.stream``).
-
-    Each event counts only when it is signed by its service's key and names the request
-    its subject names; of a per-request subject only the first such event counts.
-    """
-
-    def decisions(self) -> AsyncIterator[DecisionMade]:
-        """Every decision signed by the policy key, oldest first."""
-        ...
-
-    async def grant(self, principal: str, request_id: str) -> ApprovalGranted | None:
-        """The request's grant signed by the approvals key, or ``None``."""
-        ...
-
-    async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
-        """The request's receipt signed by the executor's receipts key, or ``None``."""
-        ...
-
-
-@dataclass
-class InMemorySpendTrail:
-    """:class:`SpendTrail` over lists of events (taken as verified)."""
-
-    decided: list[DecisionMade] = field(default_factory=list)
-    grants: list[ApprovalGranted] = field(default_factory=list)
-    receipts: list[ReceiptIssued] = field(default_factory=list)
-
-    async def decisions(self) -> AsyncIterator[DecisionMade]:
-        """Every decision, in list order."""
-        for decision in self.decided:
-            yield decision
-
-    async def grant(self, principal: str, request_id: str) -> ApprovalGranted | None:
-        """The first grant of the request."""
-        return next((g for g in self.grants if (g.principal, g.request_id) == (principal, request_id)), None)
-
-    async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
-        """The first receipt of the request."""
-        return next((r for r in self.receipts if (r.principal, r.request_id) == (principal, request_id)), None)

@@ -29,9 +29,10 @@ from datetime import datetime
 from typing import Protocol
 
 from toolgate.policy.admission import Call, Spending, charges_for
-from toolgate.policy.budget_ports import Charge, RecordState, SpendTrail
+from toolgate.policy.budget_ports import Charge, RecordState
 from toolgate.policy.budgets import CostUnknown, window_start
 from toolgate.policy.ports import DescriptorSource
+from toolgate.policy.spend_trail import SpendTrail
 from toolgate.shared.events import DecisionMade
 from toolgate.shared.rebuilding import Rebuildable, rebuild
 from toolgate.shared.vocabulary import Outcome, Verdict

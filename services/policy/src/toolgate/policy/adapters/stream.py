@@ -46,7 +46,7 @@ def _decoded(data: bytes | None) -> Any:
 
 
 class StreamSpendTrail:
-    """:class:`~toolgate.policy.budget_ports.SpendTrail` on the ``TOOLGATE`` stream.
+    """:class:`~toolgate.policy.spend_trail.SpendTrail` on the ``TOOLGATE`` stream.
 
     Args:
         js: the JetStream context.
