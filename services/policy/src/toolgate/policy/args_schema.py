@@ -30,7 +30,8 @@ only what the vocabulary holds with the same type (:func:`view`). Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,18 +149,33 @@ class Vocabulary:
     attributes: tuple[tuple[str, CedarType], ...]
     notes: tuple[str, ...]
     fed: frozenset[str] = frozenset()
+    others: tuple[tuple[str, CedarType], ...] = ()
 
     @classmethod
     def of(cls, operations: Iterable[tuple[str, Mapping[str, Any]]]) -> Vocabulary:
         """The union of ``(where, input_schema)`` pairs; a name typed two ways keeps one type (noted)."""
         record: RecordType = {}
         notes: list[str] = []
+        seen: dict[str, list[CedarType]] = {}
         for where, schema in sorted(operations, key=lambda pair: pair[0]):
             types, left_out = operation_types(schema, where)
             notes += left_out
             for name, typed in types.items():
+                seen.setdefault(name, []).append(typed)
                 record[name] = _merge(record[name], typed, f"args.{name}", notes) if name in record else typed
-        return cls(tuple(sorted(record.items())), tuple(notes))
+        others = {(n, t) for n, types in seen.items() for t in types if t.kind != record[n].kind}
+        return cls(tuple(sorted(record.items())), tuple(notes), others=tuple(sorted(others, key=repr)))
+
+    def alternatives(self) -> Iterator[Vocabulary]:
+        """This vocabulary with one name typed as another operation types it, each in turn.
+
+        A policy written for the type that lost the precedence can then still be built:
+        a registered schema alone never unloads it (:func:`toolgate.policy.engine.build_engine`).
+        """
+        for name, typed in self.others:
+            attributes = tuple(sorted({**dict(self.attributes), name: typed}.items()))
+            note = f"args.{name}: typed {render(typed)} instead, as the policy reads it"
+            yield dataclasses.replace(self, attributes=attributes, others=(), notes=(*self.notes, note))
 
     def record(self) -> CedarType:
         """The vocabulary as one Cedar record type."""

@@ -134,12 +134,11 @@ def _entities(table: Mapping[str, Any], types: Mapping[str, str], where: str) ->
     for name, values in table.items():
         if not isinstance(values, dict):
             raise PolicyInvalid(f"[{where}.{name}] must be a table")
-        entities[name] = {key: _value(value, types, f"{where}.{name}.{key}") for key, value in values.items()}
+        entities[name] = {key: _value(value, types.get(key), f"{where}.{name}.{key}") for key, value in values.items()}
     return entities
 
 
-def _value(value: Any, types: Mapping[str, str], where: str) -> Any:
-    typed = types.get(where.rsplit(".", 1)[1])
+def _value(value: Any, typed: str | None, where: str) -> Any:
     if typed is None:
         raise PolicyInvalid(f"{where}: not declared under [types]")
     if typed.startswith("Set<"):

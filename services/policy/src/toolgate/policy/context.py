@@ -107,7 +107,17 @@ def _host(url: Any) -> str | None:
         host = parts.hostname
     except ValueError:  # e.g. an unclosed IPv6 bracket
         return None
-    return canonical_host(host) if host and "@" not in parts.netloc else None
+    if not host or "@" in parts.netloc or ("[" in parts.netloc and not _is_address(host)):
+        return None  # userinfo, or a bracketed literal that is no address ("IPvFuture")
+    return canonical_host(host)
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def canonical_host(host: str) -> str | None:
@@ -117,6 +127,8 @@ def canonical_host(host: str) -> str | None:
     trailing dot), or an address in its canonical text (dotted-quad IPv4 without leading
     zeros; compressed IPv6 that is not IPv4-mapped).
     """
+    if "%" in host:  # an IPv6 zone id (fe80::1%eth0): clients drop it and reach the address
+        return None
     try:
         address = ipaddress.ip_address(host)
     except ValueError:

@@ -32,6 +32,7 @@ make the call allowed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import re
@@ -100,7 +101,7 @@ class PolicyEngine:
         self._entities = entities(directory, attributes, self._schema)
         self.text, self.version = policy_text, policy_version(policy_text)
         self.notes = (*vocabulary.notes, *strangers(directory, attributes), *_unfed(policy_text, vocabulary.fed))
-        self._views: dict[tuple[str, str], CedarType] = {}
+        self._views: dict[tuple[str, str], tuple[CedarType, tuple[str, ...]]] = {}
         self._preview = Preview(self._policy_set, self._entities)
 
     @property
@@ -161,8 +162,11 @@ class PolicyEngine:
             Untypable: an argument the policy must see has no exact Cedar value.
         """
         spec = descriptor.operations[operation]
+        shown, retyped = self._typed(descriptor, operation)
+        if given := next((name for name in retyped if name in arguments), None):  # fail closed, never unseen
+            raise Untypable(f"/{given}", "is typed otherwise by another registered tool, so the policy cannot see it")
         own = descriptor_context(descriptor.name, descriptor.version, operation, spec)
-        return {**own, **call_context(spec, self._view(descriptor, operation), arguments)}
+        return {**own, **call_context(spec, shown, arguments)}
 
     def may_allow(self, principal: str, descriptor: ToolDescriptor, operation: str) -> bool:
         """Whether some arguments could let ``principal`` call ``operation`` (directly or with approval).
@@ -175,11 +179,16 @@ class PolicyEngine:
         return self._preview.may_allow(principal, descriptor, operation, self._view(descriptor, operation))
 
     def _view(self, descriptor: ToolDescriptor, operation: str) -> CedarType:
+        return self._typed(descriptor, operation)[0]
+
+    def _typed(self, descriptor: ToolDescriptor, operation: str) -> tuple[CedarType, tuple[str, ...]]:
+        """The operation's argument types the vocabulary holds, and its names typed otherwise there."""
         key = (descriptor_digest(descriptor), operation)
         if (seen := self._views.get(key)) is None:
             own, _ = operation_types(descriptor.operations[operation].input_schema, operation)
-            seen = view(CedarType("Record", attributes=tuple(sorted(own.items()))), self._args)
-            seen = self._views[key] = seen or CedarType("Record")
+            shown = view(CedarType("Record", attributes=tuple(sorted(own.items()))), self._args) or CedarType("Record")
+            kept = dict(shown.attributes)
+            seen = self._views[key] = (shown, tuple(n for n in own if n not in kept and self._args.attribute(n)))
         return seen
 
     def _evaluate(self, principal: str, action: str, tool: str, context: dict[str, Any]) -> Evaluation:
@@ -210,11 +219,22 @@ def build_engine(
 ) -> PolicyEngine:
     """The engine for ``policy_text`` over the registered ``descriptors``' argument vocabulary.
 
+    When the text does not build and some argument name is typed differently by two
+    operations, it is tried again with that name typed the other way (each such name in
+    turn): the rules, not one registered schema, decide which type the name has.
+
     Raises:
-        PolicyInvalid: see :class:`PolicyEngine`; a rule reading an argument no registered
-            tool provides fails schema validation here.
+        PolicyInvalid: see :class:`PolicyEngine` (the first attempt's reason); a rule
+            reading an argument no registered tool provides fails schema validation here.
     """
-    return PolicyEngine(policy_text, directory, attributes, vocabulary_of(descriptors))
+    vocabulary = vocabulary_of(descriptors)
+    try:
+        return PolicyEngine(policy_text, directory, attributes, vocabulary)
+    except PolicyInvalid as first:
+        for other in vocabulary.alternatives():
+            with contextlib.suppress(PolicyInvalid):
+                return PolicyEngine(policy_text, directory, attributes, other)
+        raise first
 
 
 def load_policy(

@@ -4,7 +4,9 @@ Asked for what an agent may *see* (:mod:`toolgate.policy.visibility`), never to 
 call (cedarpy: partial-evaluation results are a preview). The argument-derived context is
 unknown: each of the operation's own typed arguments, ``destination_host`` and ``amount``
 (when the operation declares them) are Cedar ``unknown`` values. Because an optional
-field may also be absent, a second context leaves them all out. The operation is possible
+field may also be absent, more contexts leave them all out, or each one out in turn
+(a rule needing one field present and another absent is found; one needing several
+absent at once and others present may not be, and then the operation is not listed). The operation is possible
 when, in either context, one of the two actions is not denied whatever the unknowns are
 (a ``forbid`` that holds regardless, or no ``permit`` that could hold, is ``Deny``).
 Answers are remembered per principal, descriptor digest and operation, for the engine's
@@ -65,11 +67,19 @@ class Preview:
 
 
 def _contexts(descriptor: ToolDescriptor, operation: str, args: CedarType) -> list[dict[str, Any]]:
+    """Every field present; none present; and every field present but one (each in turn)."""
     spec = descriptor.operations[operation]
     known = descriptor_context(descriptor.name, descriptor.version, operation, spec)
     present = {name: _unknown(f"args.{name}") for name, _ in args.attributes}
     derived = {name: _unknown(name) for name, field in _POINTERS.items() if getattr(spec, field)}
-    return [{**known, "args": present, **derived}, {**known, "args": {}}]
+    contexts = [{**known, "args": present, **derived}, {**known, "args": {}}]
+    contexts += [{**known, "args": _without(present, name), **derived} for name in present]
+    contexts += [{**known, "args": present, **_without(derived, name)} for name in derived]
+    return contexts
+
+
+def _without(fields: dict[str, Any], name: str) -> dict[str, Any]:
+    return {key: value for key, value in fields.items() if key != name}
 
 
 def _unknown(name: str) -> dict[str, Any]:
