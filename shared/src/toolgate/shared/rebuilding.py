@@ -9,6 +9,7 @@ lost midway means the index was lost again: the rebuild reports ``False`` and st
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -16,7 +17,7 @@ from typing import Protocol, TypeVar
 
 from toolgate.shared.rebuild_lock import LEASE_S
 
-__all__ = ["RENEW_EVERY", "MemoryEpoch", "Rebuildable", "rebuild"]
+__all__ = ["RENEW_EVERY", "MemoryEpoch", "Rebuildable", "UntilDone", "rebuild"]
 
 T = TypeVar("T")
 
@@ -110,3 +111,37 @@ class MemoryEpoch:
     def forget_epoch(self) -> None:
         """Lose the epoch and the lock, as a Redis restarted empty would."""
         self.epoch = self.lock_owner = None
+
+
+class UntilDone:
+    """Runs one rebuild in the background, one at a time, retrying every ``retry_s`` until it succeeds.
+
+    Args:
+        attempt: one rebuild; ``True`` when the index is complete, ``False`` to start over.
+        what: what is rebuilt, for the task name and the log ("spend ledger").
+        retry_s: seconds between attempts.
+    """
+
+    def __init__(self, attempt: Callable[[], Awaitable[bool]], what: str, retry_s: float = 1.0) -> None:
+        self._attempt, self._what, self._retry_s = attempt, what, retry_s
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Rebuild now unless a rebuild is already running."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._until_done(), name=f"{self._what} rebuild")
+
+    async def stop(self) -> None:
+        """Cancel a running rebuild."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _until_done(self) -> None:
+        while True:
+            try:
+                if await self._attempt():
+                    return
+            except Exception as error:  # the store or the stream is not reachable yet: keep trying, loudly
+                log.warning("%s rebuild not possible yet: %s: %s", self._what, type(error).__name__, error)
+            await asyncio.sleep(self._retry_s)

@@ -13,7 +13,6 @@ and then sets the epoch.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 
@@ -22,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from toolgate.approvals.domain import PendingApproval, approval_id_for
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
 from toolgate.shared.events import ApprovalRequested
-from toolgate.shared.rebuilding import rebuild
+from toolgate.shared.rebuilding import UntilDone, rebuild
 from toolgate.shared.signing import verify_event
 
 __all__ = ["Rebuilder", "rebuild_approvals"]
@@ -86,29 +85,9 @@ def _pending_of(event: ApprovalRequested, votes: tuple[str, ...]) -> PendingAppr
     )
 
 
-class Rebuilder:
+class Rebuilder(UntilDone):
     """Runs :func:`rebuild_approvals` in the background, one at a time, until it succeeds."""
 
     def __init__(self, store: ApprovalStore, bus: ApprovalsBus, key: Ed25519PublicKey) -> None:
-        self._store, self._bus, self._key, self._owner = store, bus, key, uuid.uuid4().hex
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        """Rebuild now unless a rebuild is already running."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._until_done(), name="approvals-rebuild")
-
-    async def stop(self) -> None:
-        """Cancel a running rebuild."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _until_done(self) -> None:
-        while True:
-            try:
-                if await rebuild_approvals(self._store, self._bus, self._owner, self._key):
-                    return
-            except Exception as error:  # the store or the stream is not reachable yet: keep trying, loudly
-                log.warning("approval store rebuild not possible yet: %s: %s", type(error).__name__, error)
-            await asyncio.sleep(1.0)
+        owner = uuid.uuid4().hex
+        super().__init__(lambda: rebuild_approvals(store, bus, owner, key), "approval store")

@@ -21,7 +21,6 @@ waits: nothing is charged, and nothing settled, against a ledger that may be inc
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -34,7 +33,7 @@ from toolgate.policy.budgets import CostUnknown, window_start
 from toolgate.policy.ports import DescriptorSource
 from toolgate.policy.spend_trail import SpendTrail
 from toolgate.shared.events import DecisionMade
-from toolgate.shared.rebuilding import Rebuildable, rebuild
+from toolgate.shared.rebuilding import Rebuildable, UntilDone, rebuild
 from toolgate.shared.vocabulary import Outcome, Verdict
 
 __all__ = ["BudgetRebuilder", "RebuildableLedger", "rebuild_budgets"]
@@ -152,7 +151,7 @@ def _kept(charges: tuple[Charge, ...], now: datetime) -> tuple[Charge, ...]:
     return tuple(charge for charge in charges if charge.expires_at_s > now.timestamp())
 
 
-class BudgetRebuilder:
+class BudgetRebuilder(UntilDone):
     """Runs :func:`rebuild_budgets` in the background, one at a time, until it succeeds."""
 
     def __init__(
@@ -163,25 +162,5 @@ class BudgetRebuilder:
         descriptors: DescriptorSource,
         clock: Callable[[], datetime],
     ) -> None:
-        self._args = (spending, ledger, trail, descriptors, clock, uuid.uuid4().hex)
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        """Rebuild now unless a rebuild is already running."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._until_done(), name="budgets-rebuild")
-
-    async def stop(self) -> None:
-        """Cancel a running rebuild."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _until_done(self) -> None:
-        while True:
-            try:
-                if await rebuild_budgets(*self._args):
-                    return
-            except Exception as error:  # Redis or the stream not reachable yet: keep trying, loudly
-                log.warning("spend ledger rebuild not possible yet: %s: %s", type(error).__name__, error)
-            await asyncio.sleep(1.0)
+        owner = uuid.uuid4().hex
+        super().__init__(lambda: rebuild_budgets(spending, ledger, trail, descriptors, clock, owner), "spend ledger")

@@ -33,7 +33,7 @@ from toolgate.policy.args_schema import CedarType
 from toolgate.shared.descriptors import OperationSpec
 from toolgate.shared.pointers import MISSING, resolve
 
-__all__ = ["Untypable", "call_context", "canonical_host", "cedar_decimal", "descriptor_context"]
+__all__ = ["DERIVED", "Untypable", "call_context", "canonical_host", "cedar_decimal", "descriptor_context"]
 
 _LONG = (-(2**63), 2**63 - 1)
 _DECIMAL_LIMIT = Decimal("922337203685477.5807")
@@ -41,6 +41,10 @@ _QUANTUM = Decimal("0.0001")
 _PLAIN_NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _DNS_NAME = re.compile(r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _PLAIN = re.compile(r"[!-\[\]-~]+")  # printable ASCII, no space, no backslash
+
+
+DERIVED = {"destination_host": "destination", "amount": "amount"}
+"""Context fields fed by a descriptor pointer: context name to ``OperationSpec`` field."""
 
 
 class Untypable(ValueError):

@@ -21,12 +21,10 @@ import cedarpy
 
 from toolgate.policy.args_schema import CedarType
 from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE
-from toolgate.policy.context import descriptor_context
+from toolgate.policy.context import DERIVED, descriptor_context
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 
 __all__ = ["Preview"]
-
-_POINTERS = {"destination_host": "destination", "amount": "amount"}
 
 
 class Preview:
@@ -71,7 +69,7 @@ def _contexts(descriptor: ToolDescriptor, operation: str, args: CedarType) -> li
     spec = descriptor.operations[operation]
     known = descriptor_context(descriptor.name, descriptor.version, operation, spec)
     present = {name: _unknown(f"args.{name}") for name, _ in args.attributes}
-    derived = {name: _unknown(name) for name, field in _POINTERS.items() if getattr(spec, field)}
+    derived = {name: _unknown(name) for name, field in DERIVED.items() if getattr(spec, field)}
     contexts = [{**known, "args": present, **derived}, {**known, "args": {}}]
     contexts += [{**known, "args": _without(present, name), **derived} for name in present]
     contexts += [{**known, "args": present, **_without(derived, name)} for name in derived]
