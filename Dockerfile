@@ -21,6 +21,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 RUN pip install --no-cache-dir "uv==${UV_VERSION}"
 
+# mcp-server-git (a workspace dependency, configured in the demo and the README's example)
+# runs the `git` binary; only git itself, no recommended packages, no apt lists left behind.
+RUN apt-get update \
+    && apt-get install --yes --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/*
+
 # An unprivileged user; the mount points of the keys, sandbox, data and TLS volumes are
 # created here so that named volumes start out owned by it.
 RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin toolgate \

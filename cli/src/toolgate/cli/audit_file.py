@@ -5,7 +5,9 @@ order from sequence 1 (the same records ``tg.audit.export`` answers with). Verif
 needs no bus: the hash chain (:func:`toolgate.audit.domain.verify_chain`) and every signed
 event's Ed25519 signature (:mod:`toolgate.audit.signatures`) under ``policy.pub``,
 ``approvals.pub`` and ``receipts.pub`` from a keys directory (``toolgate up``:
-``.toolgate/keys/public``).
+``.toolgate/keys/public``). The format is specified in ``docs/audit-record.md`` (format 1): a
+line with a member that format does not define (a later format's ``format``, say) is refused,
+naming the member, rather than verified by rules it was not written under.
 """
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from toolgate.shared.keyring import load_public_keys
 
 __all__ = ["ExportInvalid", "OfflineVerification", "export_chain", "verify_file"]
 
-_record = msgspec.json.Decoder(AuditRecord)
+
+class _ExportedRecord(AuditRecord, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An :class:`AuditRecord` of format 1 as exported: no member the format does not define."""
+
+
+_record = msgspec.json.Decoder(_ExportedRecord)
 
 
 class ExportInvalid(Exception):

@@ -22,14 +22,14 @@ from rich.panel import Panel
 
 from toolgate.cli import rpc
 from toolgate.cli.announce import INSECURE_STATUS
-from toolgate.cli.render import receipt_row, receipts_table, tools_table, trail_table
+from toolgate.cli.render import receipt_row, receipts_table, tools_table, trail_table, utc_time
 from toolgate.cli.stack import Stack, running_stack
 from toolgate.sdk import ToolClient
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import ReceiptIssued
 from toolgate.shared.nats_permissions import OPERATOR, agent_user
 
-__all__ = ["run_demo"]
+__all__ = ["mtime_line", "run_demo"]
 
 AGENT = "demo-agent"
 APPROVER = "alice"
@@ -146,13 +146,22 @@ async def _files(steps: _Steps, agent: ToolClient, stack: Stack, sandbox: Path) 
         "replayed",
     )
     after = (sandbox / "reports" / "weekly.md").stat().st_mtime_ns
-    steps.console.print(
-        f"file written once: mtime before replay {before}, after {after} → "
-        f"{'[green]unchanged[/green]' if before == after else '[red]CHANGED[/red]'}"
-    )
+    steps.console.print(mtime_line(before, after))
     if before != after:
         steps.failures.append("the replay wrote the file again")
     return request_id
+
+
+def mtime_line(before_ns: int, after_ns: int) -> str:
+    """The demo's replay check (rich markup): the file's modification times as UTC times, and whether they differ.
+
+    Args:
+        before_ns: modification time before the replay, nanoseconds since the epoch.
+        after_ns: the same after it.
+    """
+    verdict = "[green]unchanged[/green]" if before_ns == after_ns else "[red]CHANGED[/red]"
+    shown = (utc_time(before_ns / 1e9), utc_time(after_ns / 1e9))
+    return f"file written once: modified at {shown[0]} before the replay, {shown[1]} after → {verdict}"
 
 
 async def _operator(stack: Stack) -> rpc.Bus:

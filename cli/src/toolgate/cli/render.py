@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.table import Table
@@ -22,6 +23,7 @@ __all__ = [
     "receipts_table",
     "tools_table",
     "trail_table",
+    "utc_time",
 ]
 
 OUTCOME_STYLE = {
@@ -163,20 +165,39 @@ def _related_line(related: dict[str, Any]) -> Text:
 
 
 def trail_table(request_id: str, records: list[dict[str, Any]]) -> Table:
-    """The audit records of one request in bus order."""
+    """The audit records of one request, in chain order (``sequence`` ascending), numbered by it.
+
+    Args:
+        request_id: the request, shown in the title.
+        records: ``AuditRecord`` objects as JSON (``occurred_at`` shown as ISO 8601 UTC).
+    """
     table = Table(title=_plain(f"Audit trail of {request_id}"), show_lines=True)
-    for column in ("#", "event", "subject", "detail", "record hash"):
+    for column in ("#", "when (UTC)", "event", "subject", "detail", "record hash"):
         table.add_column(column, overflow="fold")
-    for record in records:
+    for record in sorted(records, key=lambda record: int(record["sequence"])):
         _row(
             table,
             str(record["sequence"]),
+            utc_time(record.get("occurred_at")),
             record["event_type"],
             record["subject"],
             _detail(record["payload"]),
             record["hash"][:19] + "…",
         )
     return table
+
+
+def utc_time(value: Any) -> str:
+    """``value`` (ISO 8601 text, or seconds since the epoch) as ``YYYY-MM-DDTHH:MM:SS.mmmZ``; other text as it is."""
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            moment = datetime.fromtimestamp(value, UTC)
+        else:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except (ValueError, OverflowError, OSError):
+        return "" if value is None else str(value)
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _detail(payload: str) -> str:
@@ -207,7 +228,7 @@ def alarm_row(table: Table, alarm: dict[str, Any]) -> None:
     _row(
         table,
         str(alarm["sequence"]),
-        str(event["occurred_at"])[:19],
+        utc_time(event["occurred_at"]),
         Text(str(event["kind"]), style="bold red"),
         alarm["service"],
         event.get("actor") or "",

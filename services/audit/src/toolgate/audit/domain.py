@@ -4,7 +4,8 @@ Each :class:`AuditRecord` commits to the hash of the record before it, so editin
 deleting or reordering any stored record breaks every later link. The record hash is
 SHA-256 over the RFC 8785 canonical JSON (:func:`toolgate.shared.canonical.sha256_hex`)
 of the record's fields, its predecessor's hash and the SHA-256 of its payload. The
-first record links to :data:`GENESIS`.
+first record links to :data:`GENESIS`. ``docs/audit-record.md`` specifies these bytes (format
+1) for verifiers written elsewhere; ``docs/audit-record-vector.json`` is its test vector.
 
 Pure: no I/O; the store (``adapters/sqlite.py``) persists what this module builds.
 """
