@@ -1,4 +1,4 @@
-"""Chaos: agents keep calling while services and servers are killed; every guarantee still holds.
+"""Chaos: agents keep calling while services and servers are killed; guarantees 2 and 3 still hold.
 
 Concurrent agents read and write files in the sandbox, each call under its own idempotency
 key, retried with the same key and arguments after a timeout (a submit that fails during a
