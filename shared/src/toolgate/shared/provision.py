@@ -1,7 +1,7 @@
 """Creates the JetStream streams, their durable consumers and the KV buckets (tools, policy, chat cards).
 
-One owner runs this (the registry service at start-up, and ``toolgate up`` before
-any service starts); every other service binds to what exists. Consumers are
+One owner runs this (the registry service at start-up, which ``toolgate up`` starts before
+any other service; the ``js`` test fixture); every other service binds to what exists. Consumers are
 single-filter (``FilterSubjects`` needs nats-server 2.10; 2.9 ignores it silently).
 A consumer whose stored configuration differs from its :class:`catalog.ConsumerSpec`
 is updated in place (``$JS.API.CONSUMER.CREATE`` with the same durable name updates
