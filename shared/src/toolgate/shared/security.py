@@ -57,8 +57,8 @@ class SecurityKind(StrEnum):
     PERMISSION_VIOLATION = "permission_violation"
     """The NATS server refused a publish or subscription on the reporting service's own connection."""
     PUBLISH_REFUSED = "publish_refused"
-    """The stream refused to store an event where it should have (e.g. a per-request subject
-    already taken by another message)."""
+    """A descriptor sent to ``tg.registry.publish`` without the operator's signature was refused
+    (reported by the registry, ``reason_code`` ``not_operator``)."""
     POLICY_FORGED = "policy_forged"
     """A message on ``tg.policy.published`` that is not a policy-signed :class:`PolicyPublished`."""
     POLICY_REFUSED = "policy_refused"
