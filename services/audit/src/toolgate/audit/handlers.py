@@ -1,4 +1,4 @@
-"""The audit service's broker edge: every stream event in; trail, verify and alarms answered."""
+"""The audit service's broker edge: every stream event in; trail, verify, export and alarms answered."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Composition root of the registry service: the only place its settings are read.
 
-The registry owns the bus layout: it provisions the stream, the durable consumers and
-the tools bucket at start-up, then publishes the configured descriptors.
+The registry owns the bus layout: it provisions both streams, the durable consumers and
+the KV buckets (tools, policy, chat cards) at start-up, then publishes the configured descriptors.
 """
 
 from __future__ import annotations
