@@ -1,0 +1,92 @@
+"""Claims of docs/architecture.md that the code can answer: subjects, consumers, defaults.
+
+The citations test proves that what the document names exists; this one proves that what it
+says about some of those names is still true. The subject table lists every subject of the
+catalog and no other; every consumer the catalog lets deliver without limit is named as such;
+a setting cited with its default in parentheses (``TOOLGATE_X`` (10 s)) has that default.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+from pydantic_settings import BaseSettings
+
+from toolgate.shared import catalog
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+SETTINGS = {
+    "TOOLGATE_POLICY_": ("toolgate.policy.settings", "PolicySettings"),
+    "TOOLGATE_APPROVALS_": ("toolgate.approvals.settings", "ApprovalsSettings"),
+    "TOOLGATE_EXECUTOR_": ("toolgate.executor.settings", "ExecutorSettings"),
+    "TOOLGATE_CHATOPS_": ("toolgate.chatops.settings", "ChatopsSettings"),
+    "TOOLGATE_REGISTRY_": ("toolgate.registry.settings", "RegistrySettings"),
+    "TOOLGATE_AUDIT_": ("toolgate.audit.settings", "AuditSettings"),
+}
+DURATIONS_S = {"s": 1.0, "hour": 3600.0, "hours": 3600.0, "day": 86400.0, "days": 86400.0}
+CITED_DEFAULT = re.compile(r"`(TOOLGATE_[A-Z0-9_]+)` \((an|\d+(?:\.\d+)?) (s|hours?|days?)\)")
+
+
+def _expand(subject: str) -> list[str]:
+    """``tg.audit.{trail,verify}`` → both subjects, with every ``<name>`` as ``*``."""
+    parts = re.split(r"\{([^}]*)\}", re.sub(r"<[^>]+>", "*", subject))
+    choices = [[p] if i % 2 == 0 else p.split(",") for i, p in enumerate(parts)]
+    return ["".join(combination) for combination in itertools.product(*choices)]
+
+
+def table_subjects() -> list[str]:
+    """Every subject in the first column of the document's subject table."""
+    table = DOC.split("| subject | event | producer → consumers |", 1)[1].split("\n\n", 1)[0]
+    cells = [row.split("|")[1] for row in table.splitlines()[2:]]
+    return [s for cell in cells for cited in re.findall(r"`([^`]+)`", cell) for s in _expand(cited)]
+
+
+def catalog_subjects() -> list[str]:
+    """Every subject pattern of the catalog: stream subjects, event subjects, request/reply subjects."""
+    constants = [v for holder in (catalog.Subjects, catalog.Rpc) for k, v in vars(holder).items() if k.isupper()]
+    return sorted({*catalog.STREAM_SUBJECTS, *catalog.RESULTS_SUBJECTS, *constants})
+
+
+def covers(pattern: str, subject: str) -> bool:
+    """Whether two subject patterns can name the same subject (``*`` is any one token)."""
+    a, b = pattern.split("."), subject.split(".")
+    return len(a) == len(b) and all("*" in (x, y) or x == y for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("subject", catalog_subjects())
+def test_the_subject_table_lists_every_catalog_subject(subject: str) -> None:
+    assert any(covers(cited, subject) for cited in table_subjects()), f"the subject table lacks {subject}"
+
+
+@pytest.mark.parametrize("cited", table_subjects())
+def test_every_subject_of_the_table_is_in_the_catalog(cited: str) -> None:
+    assert any(covers(cited, subject) for subject in catalog_subjects()), f"the catalog has no {cited}"
+
+
+@pytest.mark.parametrize("spec", [s for s in catalog.CONSUMERS if s.max_deliver == -1], ids=lambda s: s.durable)
+def test_each_consumer_with_unlimited_deliveries_is_named_as_unlimited(spec: catalog.ConsumerSpec) -> None:
+    paragraph = DOC.split("`max_deliver` 20 (unlimited for", 1)[1].split(")", 1)[0]
+    assert f"`{spec.durable}`" in paragraph, f"{spec.durable} delivers without limit; the document does not say so"
+
+
+def cited_defaults() -> list[tuple[str, float]]:
+    return sorted({(v, (1.0 if n == "an" else float(n)) * DURATIONS_S[u]) for v, n, u in CITED_DEFAULT.findall(DOC)})
+
+
+def test_the_document_cites_defaults() -> None:
+    assert len(cited_defaults()) >= 4
+
+
+@pytest.mark.parametrize(("variable", "seconds"), cited_defaults())
+def test_a_cited_default_is_the_settings_default(variable: str, seconds: float) -> None:
+    prefix = next(p for p in SETTINGS if variable.startswith(p))
+    module, name = SETTINGS[prefix]
+    settings: type[BaseSettings] = getattr(importlib.import_module(module), name)
+    field = settings.model_fields[variable.removeprefix(prefix).lower()]
+    assert field.default == seconds, (
+        f"docs/architecture.md gives {variable} {seconds:g} s; the default is {field.default}"
+    )
