@@ -1,6 +1,6 @@
-"""Rebuilding a lost Redis index from the stream: the loop both indexes share.
+"""Rebuilding a lost Redis index from the stream: the loop every rebuilt index shares.
 
-An index (the executor's idempotency records, the pending approvals) declares itself
+An index (the executor's idempotency records, the pending approvals, the spend ledger) declares itself
 complete with an epoch marker. When the marker is missing, one instance takes the
 rebuild lock, writes back one item per stream event, renews the lock as it goes, and
 sets the epoch only if the lock survived (:mod:`toolgate.shared.rebuild_lock`). A lock
