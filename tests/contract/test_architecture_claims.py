@@ -3,7 +3,8 @@
 The citations test proves that what the document names exists; this one proves that what it
 says about some of those names is still true. The subject table lists every subject of the
 catalog and no other; every consumer the catalog lets deliver without limit is named as such;
-a setting cited with its default in parentheses (``TOOLGATE_X`` (10 s)) has that default.
+a setting cited with its default in parentheses (``TOOLGATE_X`` (10 s)) has that default; every
+reason code or field quoted in ``snake_case`` occurs in the code (a renamed code fails here).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,8 @@ from pydantic_settings import BaseSettings
 
 from toolgate.shared import catalog
 
-DOC = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+DOC = (ROOT / "docs" / "architecture.md").read_text()
 SETTINGS = {
     "TOOLGATE_POLICY_": ("toolgate.policy.settings", "PolicySettings"),
     "TOOLGATE_APPROVALS_": ("toolgate.approvals.settings", "ApprovalsSettings"),
@@ -90,3 +93,21 @@ def test_a_cited_default_is_the_settings_default(variable: str, seconds: float) 
     assert field.default == seconds, (
         f"docs/architecture.md gives {variable} {seconds:g} s; the default is {field.default}"
     )
+
+
+def quoted_names() -> list[str]:
+    """Every ``snake_case`` name the document quotes: reason codes, fields, settings' fields."""
+    return sorted(set(re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`", DOC)))
+
+
+@cache
+def code_and_configuration() -> str:
+    """The workspace's Python sources (tests excluded) and every file under ``deploy/``, concatenated."""
+    sources = [p for part in ("services", "shared", "sdk", "cli") for p in (ROOT / part).rglob("*.py")]
+    configuration = [p for p in (ROOT / "deploy").rglob("*") if p.is_file()]
+    return "\n".join(path.read_text() for path in sources + configuration)
+
+
+@pytest.mark.parametrize("name", quoted_names())
+def test_a_quoted_reason_code_or_field_occurs_in_the_code(name: str) -> None:
+    assert name in code_and_configuration(), f"docs/architecture.md quotes {name}, which no source or configuration has"
