@@ -34,7 +34,7 @@ class ServiceSettings(BaseSettings):
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
         validation_alias=AliasChoices("REDIS_URL"),
-        description="Redis URL for idempotency, rate limits and approvals. Env: REDIS_URL.",
+        description="Redis URL for idempotency, rate limits, spend budgets and approvals. Env: REDIS_URL.",
     )
     keys_dir: Path = Field(
         default=Path("keys"),
@@ -45,8 +45,8 @@ class ServiceSettings(BaseSettings):
     redis_timeout_s: float = Field(
         default=0.5,
         validation_alias=AliasChoices("TOOLGATE_REDIS_TIMEOUT_S"),
-        description="Socket and connect timeout of every Redis call, seconds; no retries. "
-        "Env: TOOLGATE_REDIS_TIMEOUT_S.",
+        description="Socket and connect timeout of every Redis call, seconds; a call on a broken connection "
+        "is retried once, a call that timed out never. Env: TOOLGATE_REDIS_TIMEOUT_S.",
     )
     otlp_endpoint: str | None = Field(
         default=None,
