@@ -4,7 +4,7 @@ The citations test proves that what the document names exists; this one proves t
 says about some of those names is still true. The subject table lists every subject of the
 catalog and no other; every consumer the catalog lets deliver without limit is named as such;
 a setting cited with its default in parentheses (``TOOLGATE_X`` (10 s)) has that default; every
-reason code or field quoted in ``snake_case`` occurs in the code (a renamed code fails here).
+reason code, field or type quoted by name occurs in the code (a renamed one fails here).
 """
 
 from __future__ import annotations
@@ -96,8 +96,10 @@ def test_a_cited_default_is_the_settings_default(variable: str, seconds: float) 
 
 
 def quoted_names() -> list[str]:
-    """Every ``snake_case`` name the document quotes: reason codes, fields, settings' fields."""
-    return sorted(set(re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`", DOC)))
+    """Every ``snake_case`` name the document quotes (reason codes, fields) and every ``CamelCase`` one (types)."""
+    snake = re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`", DOC)
+    camel = re.findall(r"`([A-Z][a-z]+[A-Z][A-Za-z]*)(?:\.\w+)?[`(]", DOC)
+    return sorted({*snake, *camel})
 
 
 @cache
@@ -109,5 +111,5 @@ def code_and_configuration() -> str:
 
 
 @pytest.mark.parametrize("name", quoted_names())
-def test_a_quoted_reason_code_or_field_occurs_in_the_code(name: str) -> None:
+def test_a_quoted_name_occurs_in_the_code(name: str) -> None:
     assert name in code_and_configuration(), f"docs/architecture.md quotes {name}, which no source or configuration has"
