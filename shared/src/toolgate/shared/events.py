@@ -444,7 +444,7 @@ def request_identity(data: bytes, msg_id: str | None, stream_seq: int) -> str:
 
     The body's ``request_id`` when the body is a JSON object holding a valid token there;
     else the ``Nats-Msg-Id`` header when it is a valid token (the SDK sets it to the
-    request id); else ``seq<stream_seq>``. Policy and audit both use this rule, so a
+    request id); else ``seq<stream_seq>``. Policy, the backstop and audit use this rule, so a
     refused request's decision, receipt and raw message share one trail.
     """
     from toolgate.shared.catalog import TOKEN
