@@ -13,7 +13,7 @@ Flow::
 
 The executor also records each write's claim on ``tg.claim.<p>.<key digest>`` (the
 durable half of the at-most-once record) and keeps results too large for one message
-in the results stream, on ``tg.result.<p>.<rid>.<chunk>``. The policy in force lives in the
+in the results stream, on ``tg.result.<p>.<rid>_<nonce>.<chunk>`` (one run's chunks). The policy in force lives in the
 KV bucket :data:`POLICY_BUCKET` (every policy replica follows its ``current`` key) and each
 publication is recorded on ``tg.policy.published``. Any service records a refused
 attempt on ``tg.security.<service>.<kind>`` (in the stream); the audit announces each one it
@@ -133,7 +133,10 @@ class Subjects:
 
     @staticmethod
     def result_chunk(principal: str, request_id: str, index: int) -> str:
-        """``tg.result.<principal>.<request_id>.<index>``: one chunk of a stored result."""
+        """``tg.result.<principal>.<request_id>.<index>``: one chunk of a stored result.
+
+        The executor passes a run id (``<request id>_<nonce>``) as ``request_id``: each run's chunks are its own.
+        """
         return f"tg.result.{principal}.{request_id}.{index}"
 
     @staticmethod
