@@ -4,11 +4,13 @@ The citations test proves that what the document names exists; this one proves t
 says about some of those names is still true. The subject table lists every subject of the
 catalog and no other; every consumer the catalog lets deliver without limit is named as such;
 a setting cited with its default in parentheses (``TOOLGATE_X`` (10 s)) has that default; every
-reason code, field or type quoted by name occurs in the code (a renamed one fails here).
+reason code, field or type quoted by name occurs in the code (a renamed one fails here); each
+guarantee an end-to-end module's docstring says it proves lists that module in the guarantee table.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import itertools
 import re
@@ -113,3 +115,36 @@ def code_and_configuration() -> str:
 @pytest.mark.parametrize("name", quoted_names())
 def test_a_quoted_name_occurs_in_the_code(name: str) -> None:
     assert name in code_and_configuration(), f"docs/architecture.md quotes {name}, which no source or configuration has"
+
+
+def guarantee_rows() -> dict[int, str]:
+    """Guarantee number → the cell of the guarantee table naming the tests that prove it."""
+    rows = re.findall(r"^\| (\d) [^|]+ \| (.+) \|$", DOC, re.M)
+    return {int(number): tests for number, tests in rows}
+
+
+def claimed_guarantees() -> list[tuple[str, int]]:
+    """``(e2e module, guarantee)`` for every guarantee an e2e module's docstring says it proves."""
+    claims = []
+    for path in sorted((ROOT / "tests" / "e2e").glob("test_*.py")):
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        for listed in re.findall(r"guarantees? ((?:\d(?:, | and )?)+)", docstring):
+            claims += [(f"tests/e2e/{path.name}", int(n)) for n in re.findall(r"\d", listed)]
+    return sorted(set(claims))
+
+
+def test_the_guarantee_table_has_eight_rows() -> None:
+    assert sorted(guarantee_rows()) == list(range(1, 9))
+
+
+@pytest.mark.parametrize(("module", "guarantee"), [c for c in claimed_guarantees() if "chaos" not in c[0]])
+def test_an_e2e_module_is_listed_for_each_guarantee_its_docstring_claims(module: str, guarantee: int) -> None:
+    assert f"`{module}`" in guarantee_rows()[guarantee], (
+        f"{module} says it proves guarantee {guarantee}; the table omits it"
+    )
+
+
+def test_the_chaos_sentence_names_the_guarantees_the_chaos_test_checks() -> None:
+    checked = sorted({n for module, n in claimed_guarantees() if module.endswith("test_chaos.py")})
+    sentence = DOC.split("`tests/e2e/test_chaos.py` checks guarantees ", 1)[1].split(" and the audit chain", 1)[0]
+    assert sorted(int(n) for n in re.findall(r"\d", sentence)) == checked
