@@ -64,20 +64,29 @@ class Sample:
 CONSUMER_PENDING = Sample()
 APPROVALS_PENDING = Sample()
 APPROVAL_OLDEST_AGE = Sample()
-_last_appended: list[float] = []
-_mcp_states: list[Callable[[], Mapping[str, str]]] = []
-_registry: list[CollectorRegistry] = []
+
+
+class _Process:
+    """What this process's gauges read besides samples, and its one registry."""
+
+    last_appended_s: float | None = None
+    mcp_states: Callable[[], Mapping[str, str]] | None = None
+    registry: CollectorRegistry | None = None
+
+
+_process = _Process()
 
 MCP_STATES = ("starting", "ready", "unavailable", "degraded")
 """The states an MCP server can be in; the gauge reports 1 for its state and 0 for the others."""
 
 
 def _audit_lag(_options: CallbackOptions) -> Iterable[Observation]:
-    return [Observation(max(0.0, time.time() - _last_appended[-1]))] if _last_appended else []
+    appended = _process.last_appended_s
+    return [] if appended is None else [Observation(max(0.0, time.time() - appended))]
 
 
 def _mcp_state(_options: CallbackOptions) -> Iterable[Observation]:
-    states = _mcp_states[-1]() if _mcp_states else {}
+    states = _process.mcp_states() if _process.mcp_states else {}
     return [
         Observation(1 if state == current else 0, {"server": server, "state": state})
         for server, current in states.items()
@@ -157,12 +166,12 @@ def record_call(decided_at: datetime, receipt_at: datetime) -> None:
 
 def record_appended(stored_at: datetime) -> None:
     """Note the stream time of the event the audit log just appended (for ``toolgate_audit_lag``)."""
-    _last_appended[:] = [stored_at.timestamp()]
+    _process.last_appended_s = stored_at.timestamp()
 
 
 def observe_mcp_states(states: Callable[[], Mapping[str, str]]) -> None:
     """Report MCP server states from ``states()`` (server name → state); it must not do I/O."""
-    _mcp_states[:] = [states]
+    _process.mcp_states = states
 
 
 def install_meter_provider(service: str, otlp_endpoint: str | None) -> CollectorRegistry:
@@ -177,10 +186,10 @@ def install_meter_provider(service: str, otlp_endpoint: str | None) -> Collector
     """
     from toolgate.shared.telemetry import meter_provider
 
-    if not _registry:
-        _registry.append(CollectorRegistry())
-        metrics.set_meter_provider(meter_provider(service, otlp_endpoint, _registry[0]))
-    return _registry[0]
+    if _process.registry is None:
+        _process.registry = CollectorRegistry()
+        metrics.set_meter_provider(meter_provider(service, otlp_endpoint, _process.registry))
+    return _process.registry
 
 
 def record_pending_approvals(opened_at: Sequence[datetime], now: datetime) -> None:
