@@ -112,6 +112,30 @@ async def test_sampled_gauges_are_reported(gate: Any) -> None:
     assert ("toolgate_approvals_pending", frozenset()) in await _samples("approvals")
 
 
+async def _gauge_until(service: str, name: str, at_least: float, timeout_s: float) -> float:
+    """The gauge's value once it is at least ``at_least``, or its last value after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = _total(await _samples(service), name)
+        if value >= at_least or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(0.5)
+
+
+async def test_an_approval_is_pending_in_the_gauges_and_its_wait_is_recorded(gate: Any, new_id: Any) -> None:
+    before = await _samples("executor")
+    agent = gate.agent()
+    request_id = await gate.submit(agent, "write", {"path": new_id("approved-") + ".txt", "content": "x"})
+    pending = await gate.pending(request_id)
+    assert await _gauge_until("approvals", "toolgate_approvals_pending", 1, 15.0) >= 1
+    assert _total(await _samples("approvals"), "toolgate_approval_oldest_age_seconds") >= 0
+    assert (await gate.decide("alice", pending["approval_id"]))["ok"]
+    assert (await gate.receipt(agent, request_id)).outcome is Outcome.SUCCEEDED
+    after = await _samples("executor")
+    waited = "toolgate_stage_duration_seconds_count"
+    assert _total(after, waited, stage="approval") - _total(before, waited, stage="approval") >= 1
+
+
 @pytest.mark.fault
 async def test_readyz_says_nats_when_nats_is_down_and_recovers(gate: Any) -> None:
     server = gate.stack.servers["nats"]
