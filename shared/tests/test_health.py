@@ -8,14 +8,18 @@ from typing import Any
 
 import aiohttp
 import pytest
+from faststream.nats import NatsBroker
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, Counter
 
-from toolgate.shared import metrics
+from toolgate.shared import catalog, metrics
 from toolgate.shared.events import DecisionMade, ReceiptIssued
+from toolgate.shared.handling import Consumer
 from toolgate.shared.health import HealthServer, not_ready
+from toolgate.shared.monitor import base_checks
 from toolgate.shared.sampling import Sampler
+from toolgate.shared.service import Lifecycle
 from toolgate.shared.vocabulary import Outcome, Verdict
 
 
@@ -156,3 +160,23 @@ def test_pending_approvals_report_their_count_and_the_oldest_age() -> None:
     assert metrics.APPROVAL_OLDEST_AGE.values == {(): 30.0}
     metrics.record_pending_approvals([], now)
     assert metrics.APPROVALS_PENDING.values == {(): 0.0} and metrics.APPROVAL_OLDEST_AGE.values == {(): 0.0}
+
+
+async def test_a_service_is_not_ready_before_it_connects_and_binds_its_consumers() -> None:
+    broker = NatsBroker("nats://127.0.0.1:1")
+    plan = Lifecycle(
+        consumers=[Consumer(catalog.POLICY_CONSUMER, _never)], ready_checks={"policy": lambda: "no policy"}
+    )
+    started = asyncio.Event()
+    checks = base_checks(broker, plan, [], started)
+    assert not_ready(checks) == {
+        "nats": "not connected to NATS",
+        "consumers": "starting: 0 of 1 durable consumers bound",
+        "policy": "no policy",
+    }
+    started.set()
+    assert set(not_ready(checks)) == {"nats", "policy"}
+
+
+async def _never(_delivery: Any) -> Any:
+    raise AssertionError("not called")
