@@ -61,7 +61,7 @@ async def test_the_server_answers_livez_readyz_and_metrics() -> None:
         await server.stop()
 
 
-async def test_a_failing_probe_keeps_the_sampler_running() -> None:
+async def test_a_failing_probe_keeps_the_sampler_running_and_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     calls: list[str] = []
 
     async def broken() -> None:
@@ -75,7 +75,9 @@ async def test_a_failing_probe_keeps_the_sampler_running() -> None:
     sampler.start()
     await asyncio.sleep(0.1)
     await sampler.stop()
-    assert calls.count("working") >= 2
+    assert calls.count("working") >= 2 and calls.count("broken") >= 2
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == ["metrics probe broken failed (ConnectionError: no NATS); its gauges keep their last values"]
 
 
 def _points(reader: InMemoryMetricReader) -> dict[str, list[Any]]:

@@ -84,11 +84,15 @@ class HealthServer:
         """Listen.
 
         Raises:
-            OSError: the address is in use or cannot be bound.
+            OSError: the address is in use or cannot be bound (the message names it).
         """
         await self._runner.setup()
         site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as error:
+            await self._runner.cleanup()
+            raise OSError(error.errno, f"health and metrics on {self._host}:{self._port}: {error.strerror}") from error
         self.port = self._runner.addresses[0][1]
         log.info("health and metrics on http://%s:%s (/livez /readyz /metrics)", self._host, self.port)
 

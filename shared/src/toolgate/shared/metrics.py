@@ -94,6 +94,21 @@ def _mcp_state(_options: CallbackOptions) -> Iterable[Observation]:
     ]
 
 
+_GAUGES: tuple[tuple[str, Callable[[CallbackOptions], Iterable[Observation]], str, str], ...] = (
+    (
+        "toolgate_consumer_pending",
+        CONSUMER_PENDING.observe,
+        "{message}",
+        "Messages not yet delivered or not yet acknowledged, per durable consumer.",
+    ),
+    ("toolgate_approvals_pending", APPROVALS_PENDING.observe, "{approval}", "Approvals waiting for a vote."),
+    ("toolgate_approval_oldest_age", APPROVAL_OLDEST_AGE.observe, "s", "Age of the oldest pending approval."),
+    ("toolgate_audit_lag", _audit_lag, "s", "Now minus the stream time of the last event the audit log appended."),
+    ("toolgate_mcp_server_state", _mcp_state, "1", "1 for the state each MCP server is in, 0 for the others."),
+)
+"""The observable gauges: name, callback, unit, description."""
+
+
 class Instruments:
     """Every toolgate instrument, created on ``meter``.
 
@@ -126,17 +141,8 @@ class Instruments:
         self._gauges(meter)
 
     def _gauges(self, meter: metrics.Meter) -> None:
-        gauge = meter.create_observable_gauge
-        gauge("toolgate_consumer_pending", [CONSUMER_PENDING.observe], unit="{message}",
-              description="Messages not yet delivered or not yet acknowledged, per durable consumer.")  # fmt: skip
-        gauge("toolgate_approvals_pending", [APPROVALS_PENDING.observe], unit="{approval}",
-              description="Approvals waiting for a vote.")  # fmt: skip
-        gauge("toolgate_approval_oldest_age", [APPROVAL_OLDEST_AGE.observe], unit="s",
-              description="Age of the oldest pending approval.")  # fmt: skip
-        gauge("toolgate_audit_lag", [_audit_lag], unit="s",
-              description="Now minus the stream time of the last event the audit log appended.")  # fmt: skip
-        gauge("toolgate_mcp_server_state", [_mcp_state], unit="1",
-              description="1 for the state each MCP server is in, 0 for the others.")  # fmt: skip
+        for name, callback, unit, description in _GAUGES:
+            meter.create_observable_gauge(name, [callback], unit=unit, description=description)
 
 
 INSTRUMENTS = Instruments(metrics.get_meter("toolgate"))

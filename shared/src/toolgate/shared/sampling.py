@@ -3,7 +3,8 @@
 :class:`Sampler` runs each probe in turn every ``interval_s``; a probe reads what it
 measures (JetStream consumer info, the approvals store) and stores it in a
 :class:`~toolgate.shared.metrics.Sample` the gauge reports. A failing probe is logged and
-leaves its last values in place.
+leaves its last values in place; it is logged once when it starts failing and once when
+it reads again.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Sampler:
     def __init__(self, probes: Sequence[Probe], interval_s: float = SAMPLE_INTERVAL_S) -> None:
         self._probes, self._interval_s = probes, interval_s
         self._task: asyncio.Task[None] | None = None
+        self._failing: set[Probe] = set()
 
     def start(self) -> None:
         """Start sampling in the background."""
@@ -54,11 +56,22 @@ class Sampler:
     async def _loop(self) -> None:
         while True:
             for probe in self._probes:
-                try:
-                    await probe()
-                except Exception as error:  # a gauge is not worth a service: keep the last values
-                    log.warning("metrics probe %s failed: %s", getattr(probe, "__name__", probe), error)
+                await self._read(probe)
             await asyncio.sleep(self._interval_s)
+
+    async def _read(self, probe: Probe) -> None:
+        name = getattr(probe, "__name__", repr(probe))
+        try:
+            await probe()
+        except Exception as error:  # a gauge is not worth a service: keep the last values
+            if probe not in self._failing:
+                reason = f"{type(error).__name__}: {error}"
+                log.warning("metrics probe %s failed (%s); its gauges keep their last values", name, reason)
+            self._failing.add(probe)
+            return
+        if probe in self._failing:
+            log.info("metrics probe %s reads again", name)
+            self._failing.discard(probe)
 
 
 def consumer_pending(js: JetStreamContext, durables: Sequence[str]) -> Probe:
