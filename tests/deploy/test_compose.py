@@ -25,7 +25,7 @@ COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 NATS_CONF = ROOT / "deploy" / "nats" / "nats.conf"
 NATS_TLS_CONF = ROOT / "deploy" / "nats" / "nats-tls.conf"
-PINNED_TAG = re.compile(r"^\d+(\.\d+)*(-[A-Za-z0-9.]+)?$")  # 7, 2.10, 3.11-slim; never latest
+PINNED_TAG = re.compile(r"^v?\d+(\.\d+)*(-[A-Za-z0-9.]+)?$")  # 7, 2.10, 3.11-slim; never latest
 
 
 def command_of(service: dict[str, Any]) -> list[str]:

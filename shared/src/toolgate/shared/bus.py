@@ -24,6 +24,7 @@ from nats.js.errors import APIError, NotFoundError
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import AnyEvent, decode_event, encode
+from toolgate.shared.metrics import record_published
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = ["AlreadyPublished", "fetch_last", "next_message", "publish_event", "publish_once", "request_recheck"]
@@ -67,11 +68,13 @@ async def publish_event(
     once = {"Nats-Expected-Last-Subject-Sequence": str(after_seq)}
     headers = once if first_on_subject else {"Nats-Msg-Id": event.event_id}
     try:
-        return await js.publish(subject, encode(event), timeout=timeout_s, stream=catalog.STREAM, headers=headers)
+        ack = await js.publish(subject, encode(event), timeout=timeout_s, stream=catalog.STREAM, headers=headers)
     except APIError as error:
         if error.err_code == WRONG_LAST_SEQUENCE:
             raise AlreadyPublished(subject) from error
         raise
+    record_published(event)
+    return ack
 
 
 async def publish_once(js: JetStreamContext, subject: str, event: Any, after_seq: int = 0) -> bool:

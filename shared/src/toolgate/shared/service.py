@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from faststream import FastStream
@@ -23,7 +23,10 @@ from nats.js import JetStreamContext
 
 from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.shared.handling import Consumer, DurableWorker
+from toolgate.shared.health import Monitoring, ReadyCheck
+from toolgate.shared.monitor import monitor
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.sampling import Probe
 from toolgate.shared.settings import ServiceSettings
 from toolgate.shared.telemetry import tracer_provider
 
@@ -137,6 +140,9 @@ class Lifecycle:
         abort: called when the grace period ends with handlers still running.
         closers: awaited after the connection is closed (in order).
         reporter: the service's security reporter, attached to the stream once connected.
+        monitoring: where health and metrics are served (``None``: no HTTP server, no meter provider).
+        ready_checks: the service's own readiness checks, by name (besides NATS and its consumers).
+        probes: readers of the service's sampled gauges (:mod:`toolgate.shared.sampling`).
     """
 
     consumers: Sequence[Consumer] = ()
@@ -144,6 +150,9 @@ class Lifecycle:
     abort: Callable[[], None] | None = None
     closers: Sequence[Callable[[], Awaitable[None]]] = ()
     reporter: SecurityReporter | None = None
+    monitoring: Monitoring | None = None
+    ready_checks: Mapping[str, ReadyCheck] = field(default_factory=dict)
+    probes: Sequence[Probe] = ()
 
 
 def new_app(
@@ -152,6 +161,7 @@ def new_app(
     """A FastStream app that connects, runs ``build(js)``, then starts the lifecycle's workers."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app, plan, workers = FastStream(broker), lifecycle or Lifecycle(), list[DurableWorker]()
+    started = monitor(app, broker, plan, workers)
 
     @app.on_startup
     async def connect() -> None:
@@ -165,6 +175,7 @@ def new_app(
             worker = DurableWorker(broker.connection, consumer)
             await worker.start()
             workers.append(worker)
+        started.set()
 
     @app.on_shutdown
     async def drain() -> None:

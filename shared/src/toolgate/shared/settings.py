@@ -54,3 +54,15 @@ class ServiceSettings(BaseSettings):
         description="OTLP/HTTP collector base URL; traces are exported only when set. "
         "Env: OTEL_EXPORTER_OTLP_ENDPOINT.",
     )
+    http_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="Port of the health and metrics HTTP server (/livez, /readyz, /metrics); unset: none. "
+        "Env: TOOLGATE_<SERVICE>_HTTP_PORT.",
+    )
+    http_host: str = Field(
+        default="127.0.0.1",
+        min_length=1,
+        description="Address the health and metrics HTTP server listens on. Env: TOOLGATE_<SERVICE>_HTTP_HOST.",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,7 +22,9 @@ from toolgate.approvals.settings import ApprovalsSettings
 from toolgate.shared.bus import publish_event
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import load_directory
+from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
+from toolgate.shared.metrics import record_pending_approvals
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 
@@ -41,6 +44,16 @@ async def _sweep(runtime: ApprovalsRuntime, interval_s: float) -> None:
             runtime.rebuilder.start()
         except Exception:  # logged; the sweep itself never stops
             log.exception("expiry sweep failed; trying again in %ss", interval_s)
+
+
+def _pending_probe(cell: RuntimeCell[ApprovalsRuntime], ttl: timedelta) -> Callable[[], Awaitable[None]]:
+    """The probe of the approvals gauges: how many approvals are pending, since when (opened = expiry − ttl)."""
+
+    async def read_pending_approvals() -> None:
+        pending = await cell().approvals.store.list_pending()
+        record_pending_approvals([p.expires_at - ttl for p in pending], datetime.now(UTC))
+
+    return read_pending_approvals
 
 
 def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
@@ -90,4 +103,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
                 await task
         await cell().rebuilder.stop()
 
-    return new_app(broker, build, Lifecycle(consumers(cell), closers=[stop_tasks], reporter=reporter))
+    probe = _pending_probe(cell, timedelta(seconds=settings.ttl_s))
+    watch = monitoring("approvals", settings)
+    plan = Lifecycle(consumers(cell), closers=[stop_tasks], reporter=reporter, monitoring=watch, probes=[probe])
+    return new_app(broker, build, plan)

@@ -15,6 +15,7 @@ from toolgate.audit.handlers import build_router, consumers
 from toolgate.audit.service import Audit
 from toolgate.audit.settings import AuditSettings
 from toolgate.shared.catalog import STREAM
+from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import HOLDERS, check_holds_only_own
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
@@ -79,4 +80,5 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
     async def close() -> None:
         await cell().store.close()
 
-    return new_app(broker, build, Lifecycle(consumers=consumers(cell), closers=[close], reporter=reporter))
+    plan = Lifecycle(consumers(cell), closers=[close], reporter=reporter, monitoring=monitoring("audit", settings))
+    return new_app(broker, build, plan)

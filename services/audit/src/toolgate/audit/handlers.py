@@ -16,6 +16,7 @@ from toolgate.shared.alarms import AlarmsQuery, AlarmsReply
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import decode_untrusted
 from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
+from toolgate.shared.metrics import record_appended
 from toolgate.shared.service import RuntimeCell, rpc
 
 __all__ = ["build_router", "consumers"]
@@ -38,6 +39,7 @@ def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
         msg_id = delivery.headers.get("Nats-Msg-Id")
         audit = cell()
         record = await audit.store.append(entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now))
+        record_appended(delivery.stored_at)
         if record is not None:
             await audit.inspect(record, delivery.data)
         return Settle.ACK

@@ -18,6 +18,7 @@ from toolgate.chatops.ports import ChatPort
 from toolgate.chatops.service import ChatOps
 from toolgate.chatops.settings import ChatopsSettings
 from toolgate.shared.directory import PrincipalDirectory, load_directory
+from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import check_holds_only_own, public_key_of
 from toolgate.shared.nats_permissions import CHATOPS, private_inbox
 from toolgate.shared.reporting import SecurityReporter
@@ -91,7 +92,8 @@ def create_app(settings: ChatopsSettings | None = None) -> FastStream:
 
     _warn_about_rooms(settings, directory)
     tasks: list[asyncio.Task[None]] = []
-    return new_app(broker, build, Lifecycle(consumers(cell), closers=[stop], reporter=reporter))
+    plan = Lifecycle(consumers(cell), closers=[stop], reporter=reporter, monitoring=monitoring("chatops", settings))
+    return new_app(broker, build, plan)
 
 
 async def _resync_every(chatops: ChatOps, interval_s: float) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,8 +31,10 @@ from toolgate.executor.timing import Timing
 from toolgate.executor.unsealing import Unsealer
 from toolgate.executor.upkeep import Lease, Upkeep
 from toolgate.shared.connections import redis_client
+from toolgate.shared.health import ReadyCheck, monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
+from toolgate.shared.metrics import observe_mcp_states
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.sealing import load_sealing_private_key
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
@@ -76,6 +79,23 @@ def _timing(settings: ExecutorSettings) -> Timing:
         decision_max_age_s=settings.decision_max_age_s,
         recheck_after_s=settings.recheck_after_s,
     )
+
+
+def _mcp_checks(states: Callable[[], Mapping[str, str]] | None) -> dict[str, ReadyCheck]:
+    """Report the MCP servers' states (server → ``starting``/``ready``/``unavailable``/``degraded``).
+
+    Ready once none is ``starting`` (an unavailable server is marked, not awaited). Without
+    a ``states`` accessor there is nothing to report and no check.
+    """
+    if states is None:
+        return {}
+    observe_mcp_states(states)
+
+    def mcp_servers() -> str | None:
+        starting = sorted(name for name, state in states().items() if state == "starting")
+        return f"MCP servers still starting: {', '.join(starting)}" if starting else None
+
+    return {"mcp_servers": mcp_servers}
 
 
 def create_app(settings: ExecutorSettings | None = None) -> FastStream:
@@ -137,7 +157,13 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
 
     closers = [stop_upkeep, *([mcp.aclose] if mcp else [])]
     lifecycle = Lifecycle(
-        consumers(cell), grace_s=settings.shutdown_grace_s, abort=abort, closers=closers, reporter=reporter
+        consumers(cell),
+        grace_s=settings.shutdown_grace_s,
+        abort=abort,
+        closers=closers,
+        reporter=reporter,
+        monitoring=monitoring("executor", settings),
+        ready_checks=_mcp_checks(getattr(mcp, "states", None)),
     )
     app = new_app(broker, build, lifecycle)
     install_log_filter(redactor)

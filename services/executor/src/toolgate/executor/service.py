@@ -41,6 +41,7 @@ from toolgate.executor.timing import Timing
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, ReceiptIssued, request_hash
+from toolgate.shared.metrics import record_call, record_stage
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.security import SecurityKind
 from toolgate.shared.settle import Later, Settle, Settlement
@@ -115,6 +116,7 @@ class Executor:
             return Settle.TERM
         if await self.bus.receipt(decision.principal, decision.request_id) is not None:
             return Settle.TERM  # the request already ended: run nothing
+        record_stage("approval", (grant.occurred_at - decision.occurred_at).total_seconds())
         return await self.execute(decision, grant)
 
     async def on_rejected(self, event: ApprovalRejected) -> Settlement:
@@ -122,6 +124,7 @@ class Executor:
         decision = await self.approved_decision(event)
         if decision is None:
             return Settle.TERM
+        record_stage("approval", (event.occurred_at - decision.occurred_at).total_seconds())
         return await self._issue(decision, Outcome.DENIED, event.reason_code, event.reason)
 
     async def approved_decision(self, event: ApprovalGranted | ApprovalRejected) -> DecisionMade | None:
@@ -356,16 +359,18 @@ class Executor:
             await self.store.complete(decision.principal, key, decision.request_id, msgspec.json.encode(issued), ttl_s)
         except ExecutorError as error:
             log.error("%s: receipt not stored in the index (%s); publishing it", decision.request_id, error.reason_code)
-        return await self._send(issued)
+        return await self._send(issued, decision)
 
     async def _issue(
         self, decision: DecisionMade, outcome: Outcome, code: str, reason: str, retry_after_s: float | None = None
     ) -> Settlement:
         issued = receipt(decision, self.clock(), outcome, code, reason, retry_after_s=retry_after_s)
-        return await self._send(issued)
+        return await self._send(issued, decision)
 
-    async def _send(self, issued: ReceiptIssued) -> Settlement:
-        await self.bus.publish_receipt(issued)
+    async def _send(self, issued: ReceiptIssued, decision: DecisionMade | None = None) -> Settlement:
+        """Publish ``issued``; a receipt stored now for ``decision`` records the call's duration."""
+        if await self.bus.publish_receipt(issued) and decision is not None:
+            record_call(decision.occurred_at, issued.occurred_at)
         return Settle.ACK
 
 

@@ -49,6 +49,7 @@ from toolgate.shared.catalog import Subjects
 from toolgate.shared.connections import redis_client
 from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.shared.events import PolicyPublished
+from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.policy_kv import PolicyBucket
 from toolgate.shared.reporting import SecurityReporter
@@ -140,8 +141,16 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
         for rebuilder in rebuilders:
             await rebuilder.stop()
 
+    def policy_loaded() -> str | None:
+        readiness = cell().ports.policy.readiness()
+        return None if readiness.ready else readiness.reason
+
     plan = Lifecycle(
-        consumers=[*consumers(cell), *budget_consumers(budget_cell)], reporter=reporter, closers=(stop_background,)
+        consumers=[*consumers(cell), *budget_consumers(budget_cell)],
+        reporter=reporter,
+        closers=(stop_background,),
+        monitoring=monitoring("policy", settings),
+        ready_checks={"policy": policy_loaded},
     )
     return new_app(broker, build, plan)
 

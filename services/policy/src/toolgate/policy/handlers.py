@@ -44,6 +44,7 @@ from toolgate.shared.events import DecisionMade, ReceiptIssued, decode_untrusted
 from toolgate.shared.failpoints import failpoint
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
 from toolgate.shared.listing import Readiness
+from toolgate.shared.metrics import record_stage
 from toolgate.shared.recheck import RecheckQuery
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.security import SecurityKind
@@ -104,7 +105,9 @@ def consumers(runtime: Callable[[], PolicyRuntime]) -> list[Consumer]:
     async def on_request(delivery: Delivery) -> Settlement:
         rt, envelope = runtime(), envelope_of(delivery)
         await failpoint("policy.decide", envelope.request_id)
-        await _publish(rt, await decide(envelope, rt.ports))
+        decision = await decide(envelope, rt.ports)
+        await _publish(rt, decision)
+        record_stage("policy", (decision.occurred_at - delivery.stored_at).total_seconds())
         return Settle.ACK
 
     async def give_up(delivery: Delivery) -> None:

@@ -21,6 +21,7 @@ from toolgate.registry.service import Registry
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.bus import publish_event
 from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import check_holds_only_own, load_public_keys
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
 from toolgate.shared.provision import ensure_bus
@@ -90,4 +91,4 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
             await _publish(registry, descriptor)
         cell.set(registry)
 
-    return new_app(broker, build, Lifecycle(reporter=reporter))
+    return new_app(broker, build, Lifecycle(reporter=reporter, monitoring=monitoring("registry", settings)))

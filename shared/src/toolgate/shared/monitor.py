@@ -1,0 +1,84 @@
+"""Health, readiness and sampled gauges of a service, hooked into its FastStream app.
+
+:func:`monitor` adds to the app: the meter provider and the HTTP server
+(:class:`~toolgate.shared.health.HealthServer`, started before NATS is connected so
+``/readyz`` can say it is not), and once connected the :class:`~toolgate.shared.sampling.Sampler`
+of the gauges that need I/O. A service is ready when NATS is connected, every durable
+consumer is bound (its worker started) and each of the service's own checks passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from faststream import FastStream
+from faststream.exceptions import IncorrectState
+from faststream.nats import NatsBroker
+
+from toolgate.shared.handling import DurableWorker
+from toolgate.shared.health import HealthServer, ReadyCheck
+from toolgate.shared.metrics import install_meter_provider
+from toolgate.shared.sampling import Sampler, consumer_pending
+
+if TYPE_CHECKING:
+    from toolgate.shared.service import Lifecycle
+
+__all__ = ["base_checks", "monitor"]
+
+
+def base_checks(
+    broker: NatsBroker, plan: Lifecycle, workers: Sequence[DurableWorker], started: asyncio.Event
+) -> dict[str, ReadyCheck]:
+    """The readiness checks every service has: ``nats`` and ``consumers``, then the service's own."""
+
+    def nats() -> str | None:
+        try:
+            connected = broker.connection.is_connected
+        except IncorrectState:
+            connected = False
+        return None if connected else "not connected to NATS"
+
+    def consumers() -> str | None:
+        if not started.is_set():
+            return f"starting: {len(workers)} of {len(plan.consumers)} durable consumers bound"
+        return None
+
+    return {"nats": nats, "consumers": consumers, **plan.ready_checks}
+
+
+def monitor(app: FastStream, broker: NatsBroker, plan: Lifecycle, workers: Sequence[DurableWorker]) -> asyncio.Event:
+    """Hook health, readiness and metrics into ``app``; return the event to set once the service started.
+
+    Does nothing but return the event when ``plan.monitoring`` is ``None``.
+    """
+    started = asyncio.Event()
+    if plan.monitoring is None:
+        return started
+    where = plan.monitoring
+    registry = install_meter_provider(where.service, where.otlp_endpoint)
+    checks = base_checks(broker, plan, workers, started)
+    server = HealthServer(where.host, where.port, checks, registry) if where.port is not None else None
+    durables = [consumer.spec.durable for consumer in plan.consumers]
+    sampler: list[Sampler] = []
+
+    @app.on_startup
+    async def serve() -> None:
+        if server is not None:
+            await server.start()
+
+    @app.after_startup
+    async def sample() -> None:
+        probes = [consumer_pending(broker.connection.jetstream(), durables), *plan.probes]
+        sampler.append(Sampler(probes))
+        sampler[0].start()
+
+    @app.after_shutdown
+    async def stop() -> None:
+        for running in sampler:
+            await running.stop()
+        if server is not None:
+            await server.stop()
+
+    return started
