@@ -27,7 +27,11 @@ config_app = typer.Typer(help="The toolgate.toml configuration file.", no_args_i
 
 ConfigPath = Annotated[
     Path | None,
-    typer.Option("--config", envvar=CONFIG_ENV, help="toolgate.toml (env TOOLGATE_CONFIG; config check: default ./toolgate.toml)."),
+    typer.Option(
+        "--config",
+        envvar=CONFIG_ENV,
+        help="toolgate.toml (env TOOLGATE_CONFIG; config check: default ./toolgate.toml).",
+    ),
 ]
 McpServersPath = Annotated[
     Path | None,
