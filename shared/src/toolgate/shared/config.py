@@ -162,11 +162,9 @@ def load_config(path: Path | None) -> ToolgateConfig:
             server or tool name, a command not found, a rate or timeout out of range.
             ``problems`` lists every one found, each starting with the file name.
     """
+    path = path or _named_path()
     if path is None:
-        named = os.environ.get(CONFIG_ENV)
-        if not named:
-            return ToolgateConfig()
-        path = Path(named)
+        return ToolgateConfig()
     document = _document(path)
     problems = [f"{problem} (tables: mcp, tools, chat)" for problem in unknown_keys(document, _SECTIONS, "")]
     servers = _section(problems, lambda: _servers(document.get("mcp", {}), path.parent))
@@ -196,6 +194,11 @@ def apply_limits(descriptor: ToolDescriptor, limits: dict[str, ToolLimits]) -> T
         return descriptor
     changes = {key: value for key, value in msgspec.structs.asdict(chosen).items() if value is not None}
     return msgspec.structs.replace(descriptor, **changes) if changes else descriptor
+
+
+def _named_path() -> Path | None:
+    named = os.environ.get(CONFIG_ENV)
+    return Path(named) if named else None
 
 
 def _document(path: Path) -> dict[str, Any]:
@@ -236,11 +239,13 @@ def _servers(mcp: Any, base_dir: Path) -> dict[str, McpServerConfig]:
 
 
 def _tools(table: Any) -> ToolsConfig:
-    tools = convert(table, ToolsConfig, "tools")
-    problems = [problem for tool, limits in tools.limits.items() for problem in _limit_problems(tool, limits)]
+    if not isinstance(table, dict) or not isinstance(table.get("limits", {}), dict):
+        raise ValueError("tools: expected a table whose limits is a table of tool tables")
+    limits = {tool: convert(spec, ToolLimits, f"tools.limits.{tool}") for tool, spec in table.get("limits", {}).items()}
+    problems = [problem for tool, chosen in limits.items() for problem in _limit_problems(tool, chosen)]
     if problems:
         raise ConfigInvalid(problems)
-    return tools
+    return msgspec.structs.replace(convert({**table, "limits": {}}, ToolsConfig, "tools"), limits=limits)
 
 
 def _limit_problems(tool: str, limits: ToolLimits) -> list[str]:
