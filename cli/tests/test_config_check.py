@@ -131,3 +131,24 @@ def test_up_refuses_an_invalid_config_before_starting_anything(tmp_path: Path) -
     assert done.exit_code == 1
     assert 'mcp.servers.git.comand: unknown field; did you mean "command"?' in done.output
     assert not (tmp_path / "state").exists()
+
+
+def test_an_upstream_url_must_be_http_and_header_variables_should_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from toolgate.cli.config_check import _check_server
+
+    monkeypatch.setenv("SET_TOKEN", "x")
+    monkeypatch.delenv("UNSET_TOKEN", raising=False)
+    problems: list[str] = []
+    warnings: list[str] = []
+    bad = SimpleNamespace(url="ftp://host/mcp", headers_env={"Authorization": "UNSET_TOKEN", "X-Key": "SET_TOKEN"})
+    good = SimpleNamespace(url="https://mcp.example.org/mcp", headers_env={})
+
+    _check_server("t.toml: mcp.servers.up", bad, problems, warnings)  # type: ignore[arg-type]
+    _check_server("t.toml: mcp.servers.ok", good, problems, warnings)  # type: ignore[arg-type]
+
+    assert problems == ["t.toml: mcp.servers.up.url: not an http(s) URL with a host: 'ftp://host/mcp'"]
+    assert warnings == [
+        "t.toml: mcp.servers.up.headers_env.Authorization: environment variable UNSET_TOKEN is not set here"
+    ]
