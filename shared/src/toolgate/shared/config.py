@@ -114,6 +114,9 @@ class ChatConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     slack_api_url: str | None = None
     slack_host: str | None = None
     slack_port: int | None = None
+    fold_chars: int | None = None
+    part_chars: int | None = None
+    resync_interval_s: float | None = None
 
 
 class ToolgateConfig(msgspec.Struct, frozen=True, kw_only=True):
