@@ -54,7 +54,7 @@ slack_bot_token_file = "secrets/bot"
 """
     config = load_config(write(tmp_path, text))
 
-    assert list(config.servers) == ["git"] and config.servers["git"].trust_hints is True
+    assert list(config.mcp.servers) == ["git"] and config.mcp.servers["git"].trust_hints is True
     assert config.descriptor_dirs() == [tmp_path / "tools", Path("/abs/tools")]
     assert config.tools.limits["mcp_git"] == ToolLimits(timeout_s=5.0, rate_limit=RateLimit(calls=10, period_s=60.0))
     assert config.chat_settings() == {
@@ -69,8 +69,8 @@ def test_an_empty_file_and_no_file_give_the_defaults(tmp_path: Path, monkeypatch
     empty = load_config(write(tmp_path, ""))
     none = load_config(None)
 
-    assert (empty.servers, empty.descriptor_dirs(), empty.chat) == ({}, None, ChatConfig())
-    assert (none.path, none.servers, none.descriptor_dirs()) == (None, {}, None)
+    assert (empty.mcp.servers, empty.descriptor_dirs(), empty.chat) == ({}, None, ChatConfig())
+    assert (none.path, none.mcp.servers, none.descriptor_dirs()) == (None, {}, None)
 
 
 def test_no_path_reads_the_file_named_by_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -58,14 +58,14 @@ def check_config(path: Path) -> Report:
         return Report(path=str(path), problems=invalid.problems)
     problems: list[str] = []
     warnings: list[str] = []
-    for name, server in config.servers.items():
+    for name, server in config.mcp.servers.items():
         _check_server(f"{path.name}: mcp.servers.{name}", server, problems, warnings)
     counts = {str(directory): _check_dir(path.name, directory, problems) for directory in _dirs(config)}
     return Report(
         path=str(path),
         problems=problems,
         warnings=warnings,
-        servers={name: _kind(server) for name, server in config.servers.items()},
+        servers={name: _kind(server) for name, server in config.mcp.servers.items()},
         descriptor_dirs=counts,
         limited_tools=sorted(config.tools.limits),
         chat=config.chat.platform,

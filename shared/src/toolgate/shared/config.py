@@ -42,6 +42,7 @@ __all__ = [
     "CONFIG_ENV",
     "ChatConfig",
     "ConfigInvalid",
+    "McpConfig",
     "ToolLimits",
     "ToolgateConfig",
     "ToolsConfig",
@@ -119,18 +120,28 @@ class ChatConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     resync_interval_s: float | None = None
 
 
+class McpConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """``[mcp]``: the MCP servers.
+
+    Attributes:
+        servers: server name to its config (``[mcp.servers.<name>]``), commands resolved.
+    """
+
+    servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict)
+
+
 class ToolgateConfig(msgspec.Struct, frozen=True, kw_only=True):
     """A loaded ``toolgate.toml``; paths in it are absolute (resolved against its directory).
 
     Attributes:
         path: the file it was read from (``None``: no file, every default).
-        servers: MCP server name to its config, commands resolved.
+        mcp: the ``[mcp]`` table (its ``servers``).
         tools: the ``[tools]`` table.
         chat: the ``[chat]`` table (all ``None`` when absent).
     """
 
     path: Path | None = None
-    servers: dict[str, McpServerConfig] = msgspec.field(default_factory=dict)
+    mcp: McpConfig = msgspec.field(default_factory=McpConfig)
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
     chat: ChatConfig = msgspec.field(default_factory=ChatConfig)
 
@@ -175,7 +186,7 @@ def load_config(path: Path | None) -> ToolgateConfig:
     chat = _section(problems, lambda: convert(document.get("chat", {}), ChatConfig, "chat"))
     if problems or servers is None or tools is None or chat is None:
         raise ConfigInvalid([f"{path.name}: {problem}" for problem in problems])
-    return ToolgateConfig(path=path.resolve(), servers=servers, tools=tools, chat=chat)
+    return ToolgateConfig(path=path.resolve(), mcp=McpConfig(servers=servers), tools=tools, chat=chat)
 
 
 def load_servers(path: Path) -> dict[str, McpServerConfig]:
@@ -187,7 +198,7 @@ def load_servers(path: Path) -> dict[str, McpServerConfig]:
     """
     if "servers" in _document(path):
         return load_mcp_servers(path)
-    return load_config(path).servers
+    return load_config(path).mcp.servers
 
 
 def apply_limits(descriptor: ToolDescriptor, limits: dict[str, ToolLimits]) -> ToolDescriptor:

@@ -87,4 +87,4 @@ class ExecutorSettings(ServiceSettings):
     @classmethod
     def from_config(cls, config: ToolgateConfig) -> dict[str, Any]:
         """The file itself as the MCP servers file when it declares any."""
-        return {"mcp_servers_file": config.path} if config.servers else {}
+        return {"mcp_servers_file": config.path} if config.mcp.servers else {}

@@ -49,6 +49,6 @@ class RegistrySettings(ServiceSettings):
     @classmethod
     def from_config(cls, config: ToolgateConfig) -> dict[str, Any]:
         """``[tools] descriptor_dirs``, and the file itself as the MCP servers file when it declares any."""
-        chosen: dict[str, Any] = {"mcp_servers_file": config.path} if config.servers else {}
+        chosen: dict[str, Any] = {"mcp_servers_file": config.path} if config.mcp.servers else {}
         dirs = config.descriptor_dirs()
         return chosen if dirs is None else {**chosen, "descriptors_dir": dirs}
