@@ -1,6 +1,8 @@
 """The MCP servers configuration shared by the registry and the executor.
 
-A TOML file (read with the stdlib ``tomllib``) declares each stdio MCP server once::
+A TOML file (read with the stdlib ``tomllib``) declares each stdio MCP server once; the
+same tables sit under ``[mcp.servers.<name>]`` in ``toolgate.toml``
+(:mod:`toolgate.shared.config`), parsed by the same :func:`parse_servers`::
 
     [servers.git]
     command = "mcp-server-git"
