@@ -41,9 +41,10 @@ def stack_env(mcp_dir: Path) -> dict[str, str]:
     write_listing(mcp_dir, "echo")
     config = mcp_dir / "toolgate.toml"
     arguments = json.dumps([str(SCRIPT), str(mcp_dir / "listing.json")])
+    # The limit is well above the default 30 s: the server starts inside the first call.
     config.write_text(
         f'[mcp.servers.cfg]\ncommand = "{sys.executable}"\nargs = {arguments}\ntrust_hints = true\n\n'
-        "[tools.limits.mcp_cfg]\ntimeout_s = 7\n"
+        "[tools.limits.mcp_cfg]\ntimeout_s = 45\n"
     )
     return {"TOOLGATE_CONFIG": str(config)}
 
@@ -58,7 +59,7 @@ async def test_an_mcp_call_succeeds_with_only_the_config_file(gate: Any) -> None
     receipt = await gate.call(gate.agent(1), "echo", {"name": "x"}, tool="mcp_cfg", timeout_s=60.0)
 
     assert receipt.outcome == "succeeded", receipt.reason
-    assert (await latest(gate))["timeout_s"] == 7.0
+    assert (await latest(gate))["timeout_s"] == 45.0
 
 
 async def test_a_changed_listing_is_a_new_version_after_a_registry_restart(gate: Any, mcp_dir: Path) -> None:
@@ -71,6 +72,6 @@ async def test_a_changed_listing_is_a_new_version_after_a_registry_restart(gate:
 
     after = await latest(gate)
     assert (before["version"], after["version"]) == ("1.0.0", "1.0.1")
-    assert sorted(after["operations"]) == ["echo", "shout"] and after["timeout_s"] == 7.0
+    assert sorted(after["operations"]) == ["echo", "shout"] and after["timeout_s"] == 45.0
     receipt = await gate.call(gate.agent(1), "shout", {"name": "y"}, tool="mcp_cfg", timeout_s=60.0)
     assert receipt.outcome == "succeeded", receipt.reason
