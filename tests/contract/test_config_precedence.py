@@ -104,3 +104,13 @@ def test_every_chat_key_is_a_chatops_setting() -> None:
     keys = {field.name for field in msgspec.structs.fields(ChatConfig)}
 
     assert keys <= set(ChatopsSettings.model_fields), keys - set(ChatopsSettings.model_fields)
+
+
+def test_a_file_given_to_the_constructor_is_read(tmp_path: Path, env: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "given.toml"
+    path.write_text('[tools]\ndescriptor_dirs = ["given"]\n[chat]\nplatform = "slack"\n', encoding="utf-8")
+
+    registry, chat = RegistrySettings(config_file=path), ChatopsSettings(config_file=path)
+
+    assert (registry.config_file, registry.descriptors_dir) == (path, [tmp_path / "given"])
+    assert (chat.config_file, chat.platform) == (path, "slack")

@@ -43,7 +43,7 @@ def deprecated_mcp_env() -> str | None:
 class ServiceSettings(BaseSettings):
     """Connection and identity settings shared by all services."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", extra="ignore", populate_by_name=True)
 
     config_file: Path | None = Field(
         default=None,
@@ -116,7 +116,8 @@ class ConfigFileSource(PydanticBaseSettingsSource):
 
     def __init__(self, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource) -> None:
         super().__init__(settings_cls)
-        self._given = init_settings().get("config_file")
+        given = init_settings()
+        self._given = given.get("config_file") or given.get(CONFIG_ENV)
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         """Unused: :meth:`__call__` gives every value at once."""
