@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,8 @@ def _variables() -> list[tuple[str, object]]:
                 continue  # read by each service under its own prefix: the subclasses' rows
             env = alias.choices[0] if alias is not None else f"{cls.model_config['env_prefix']}{field_name.upper()}"  # type: ignore[union-attr]
             default = json.dumps(field.default) if isinstance(field.default, dict) else field.default
+            if isinstance(field.default, list):  # a list of paths, written as the variable takes it
+                default = os.pathsep.join(str(item) for item in field.default)
             found.append((str(env), default))
     return sorted(set(found), key=str)
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from toolgate.cli import rpc
 from toolgate.cli.audit_commands import audit_app
 from toolgate.cli.budget_commands import budgets_app
+from toolgate.cli.config_commands import ConfigPath, McpServersPath, config_app, up_env
 from toolgate.cli.identity import state_dir
 from toolgate.cli.policy_commands import policy_app
 from toolgate.cli.render import approvals_table, decide_line, tools_table
@@ -35,6 +36,7 @@ for sub, name in (
     (audit_app, "audit"),
     (policy_app, "policy"),
     (budgets_app, "budgets"),
+    (config_app, "config"),
     (keys_app, "keys"),
     (tls_app, "tls"),
 ):
@@ -200,11 +202,18 @@ StateDir = Annotated[
 
 
 @app.command()
-def up(state: StateDir = None, insecure: Insecure = False) -> None:
+def up(
+    state: StateDir = None, insecure: Insecure = False, config: ConfigPath = None, mcp_servers: McpServersPath = None
+) -> None:
     """Run NATS (secured), Redis and the five services until Ctrl-C; print how agents connect."""
     from toolgate.cli.up import run_up
 
-    raise typer.Exit(run_up(console, err_console, (state or state_dir()).resolve(), insecure))
+    try:
+        env = up_env(config, mcp_servers)
+    except (OSError, ValueError) as error:
+        err_console.print("[red]error:[/red]", escape(str(error)), soft_wrap=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(run_up(console, err_console, (state or state_dir()).resolve(), insecure, env))
 
 
 Chat = Annotated[

@@ -47,7 +47,7 @@ def _git(repo: Path, *args: str) -> None:
 
 
 def make_workspace(root: Path) -> tuple[Path, Path, Path]:
-    """Create ``sandbox/`` with files, ``repo/`` with three commits and ``mcp_servers.toml``."""
+    """Create ``sandbox/`` with files, ``repo/`` with three commits and ``toolgate.toml`` (its MCP servers)."""
     sandbox, repo = root / "sandbox", root / "repo"
     (sandbox / "notes").mkdir(parents=True)
     (sandbox / "README.md").write_text("# Team notes\nThe release train leaves on Thursdays.\n")
@@ -59,10 +59,10 @@ def make_workspace(root: Path) -> tuple[Path, Path, Path]:
         (repo / f"file{n}.txt").write_text(f"revision {n}\n")
         _git(repo, "add", ".")
         _git(repo, "commit", "-q", "-m", message)
-    servers = root / "mcp_servers.toml"
+    servers = root / "toolgate.toml"
     servers.write_text(
-        '[servers.time]\ncommand = "mcp-server-time"\nargs = ["--local-timezone", "UTC"]\ntrust_hints = true\n\n'
-        f'[servers.git]\ncommand = "mcp-server-git"\nargs = ["--repository", "{repo}"]\n'
+        '[mcp.servers.time]\ncommand = "mcp-server-time"\nargs = ["--local-timezone", "UTC"]\ntrust_hints = true\n\n'
+        f'[mcp.servers.git]\ncommand = "mcp-server-git"\nargs = ["--repository", "{repo}"]\n'
         f'pinned_arguments = {{ repo_path = "{repo}" }}\ntrust_hints = true\n'
     )
     return sandbox, repo, servers
@@ -73,11 +73,7 @@ def run_demo(console: Console, insecure: bool = False) -> int:
     root = Path(tempfile.mkdtemp(prefix="toolgate-demo-"))
     sandbox, repo, servers = make_workspace(root)
     console.print(Panel(f"workspace {root}\nsandbox   {sandbox}\ngit repo  {repo}", title="toolgate demo"))
-    env = {
-        "TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(sandbox),
-        "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
-        "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
-    }
+    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(sandbox), "TOOLGATE_CONFIG": str(servers)}
     with contextlib.ExitStack() as resources:
         with console.status("starting nats-server, redis-server and the five services…"):
             stack = resources.enter_context(running_stack(root / "state", env, auth="open" if insecure else "secured"))

@@ -19,8 +19,13 @@ from toolgate.shared.directory import DirectoryInvalid
 __all__ = ["run_up"]
 
 
-def run_up(console: Console, err_console: Console, state: Path, insecure: bool) -> int:
+def run_up(
+    console: Console, err_console: Console, state: Path, insecure: bool, config_env: dict[str, str] | None = None
+) -> int:
     """Start everything under ``state``, announce it, and run until a signal or a service exits.
+
+    ``config_env`` is the services' environment for ``--config`` / ``--mcp-servers``
+    (:func:`toolgate.cli.config_commands.up_env`).
 
     Returns:
         The exit code: 0 after Ctrl-C (or SIGTERM, SIGHUP), 1 when the stack could not
@@ -34,6 +39,7 @@ def run_up(console: Console, err_console: Console, state: Path, insecure: bool) 
     sandbox = state / "sandbox"
     sandbox.mkdir(parents=True, exist_ok=True)
     env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": os.environ.get("TOOLGATE_EXECUTOR_SANDBOX_ROOT", str(sandbox))}
+    env.update(config_env or {})
     _interrupt_on_signals()
     try:
         with contextlib.ExitStack() as resources:

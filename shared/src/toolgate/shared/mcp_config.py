@@ -1,6 +1,8 @@
 """The MCP servers configuration shared by the registry and the executor.
 
-A TOML file (read with the stdlib ``tomllib``) declares each stdio MCP server once::
+A TOML file (read with the stdlib ``tomllib``) declares each stdio MCP server once; the
+same tables sit under ``[mcp.servers.<name>]`` in ``toolgate.toml``
+(:mod:`toolgate.shared.config`), parsed by the same :func:`parse_servers`::
 
     [servers.git]
     command = "mcp-server-git"
@@ -35,11 +37,12 @@ import shutil
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
 from toolgate.shared.descriptors import RateLimit, rate_limit_problem
+from toolgate.shared.tables import convert
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 __all__ = [
@@ -48,10 +51,9 @@ __all__ = [
     "McpServerConfig",
     "Override",
     "load_mcp_servers",
+    "parse_servers",
     "resolve_command",
 ]
-
-_T = TypeVar("_T")
 
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}\Z")
 """What an MCP server name may be; ``mcp_<name>`` is then a valid tool name."""
@@ -167,20 +169,32 @@ def load_mcp_servers(path: Path) -> dict[str, McpServerConfig]:
     unknown = sorted(set(document) - {"servers"})
     if unknown:
         raise ValueError(f"{path}: unknown top-level key {unknown[0]!r} (expected only 'servers')")
-    servers = document.get("servers", {})
-    if not isinstance(servers, dict):
-        raise ValueError(f"{path}: servers: expected a table of server tables")
-    return {name: _server(name, table, path.parent) for name, table in servers.items()}
+    return parse_servers(document.get("servers", {}), path.parent, "servers")
 
 
-def _server(name: str, table: Any, base_dir: Path) -> McpServerConfig:
-    where = f"servers.{name}"
+def parse_servers(tables: Any, base_dir: Path, where: str) -> dict[str, McpServerConfig]:
+    """Parse a table of server tables (the MCP servers file's ``servers``, ``toolgate.toml``'s ``mcp.servers``).
+
+    Args:
+        tables: the parsed TOML value, server name to its table.
+        base_dir: the directory relative commands are resolved against (the file's).
+        where: the key path of ``tables`` in its file, used in error messages.
+
+    Raises:
+        ValueError: as :func:`load_mcp_servers`, the message starting with the key path.
+    """
+    if not isinstance(tables, dict):
+        raise ValueError(f"{where}: expected a table of server tables")
+    return {name: _server(name, table, base_dir, f"{where}.{name}") for name, table in tables.items()}
+
+
+def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfig:
     _check_table(name, table, where)
     overrides = table.get("overrides", {})
     if not isinstance(overrides, dict):
         raise ValueError(f"{where}.overrides: expected a table of tool tables")
-    config = _convert({**table, "name": name, "overrides": {}}, McpServerConfig, where)
-    parsed = {tool: _convert(spec, Override, f"{where}.overrides.{tool}") for tool, spec in overrides.items()}
+    config = convert({**table, "name": name, "overrides": {}}, McpServerConfig, where)
+    parsed = {tool: convert(spec, Override, f"{where}.overrides.{tool}") for tool, spec in overrides.items()}
     _check_rate(config.rate_limit, f"{where}.rate_limit")
     for tool, override in parsed.items():
         _check_rate(override.rate_limit, f"{where}.overrides.{tool}.rate_limit")
@@ -206,10 +220,3 @@ def _check_table(name: str, table: Any, where: str) -> None:
 def _check_rate(rate: RateLimit | None, where: str) -> None:
     if rate is not None and (problem := rate_limit_problem(rate)):
         raise ValueError(f"{where}.{problem}")
-
-
-def _convert(value: Any, kind: type[_T], where: str) -> _T:
-    try:
-        return msgspec.convert(value, kind)
-    except msgspec.ValidationError as exc:
-        raise ValueError(f"{where}: " + str(exc).replace("`$", f"`{where}")) from exc

@@ -3,22 +3,54 @@
 Each service subclasses :class:`ServiceSettings` with its own ``TOOLGATE_<SERVICE>_``
 prefix; the connection URLs keep their conventional names ``NATS_URL`` and ``REDIS_URL``.
 Settings are read only in a service's ``app.py``.
+
+Precedence, highest first: values passed to the constructor, environment variables,
+``toolgate.toml`` (the file named by ``TOOLGATE_CONFIG``; each service takes the keys it
+reads through :meth:`ServiceSettings.from_config`), then the defaults below.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-__all__ = ["ServiceSettings"]
+from toolgate.shared.config import CONFIG_ENV, ToolgateConfig, load_config
+
+__all__ = ["MCP_SERVERS_ENV", "ConfigFileSource", "ServiceSettings", "deprecated_mcp_env"]
+
+MCP_SERVERS_ENV = (
+    "TOOLGATE_MCP_SERVERS_FILE",
+    "TOOLGATE_REGISTRY_MCP_SERVERS_FILE",
+    "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE",
+)
+"""The one MCP servers variable the registry and the executor both read, then its deprecated aliases
+(each service used to read only its own, and setting one made every call end ``unknown_adapter``)."""
+
+
+def deprecated_mcp_env() -> str | None:
+    """A warning naming the deprecated MCP servers variables set, or ``None``."""
+    used = [name for name in MCP_SERVERS_ENV[1:] if os.environ.get(name)]
+    if not used:
+        return None
+    return f"{', '.join(used)} deprecated: set {MCP_SERVERS_ENV[0]} (read by the registry and the executor)"
 
 
 class ServiceSettings(BaseSettings):
     """Connection and identity settings shared by all services."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", extra="ignore", populate_by_name=True)
+
+    config_file: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices(CONFIG_ENV),
+        description="toolgate.toml: MCP servers, tool descriptor dirs and limits, chat; environment variables "
+        "override it. Env: TOOLGATE_CONFIG.",
+    )
 
     nats_url: str = Field(
         default="nats://127.0.0.1:4222",
@@ -66,3 +98,47 @@ class ServiceSettings(BaseSettings):
         min_length=1,
         description="Address the health and metrics HTTP server listens on. Env: TOOLGATE_<SERVICE>_HTTP_HOST.",
     )
+
+
+    @classmethod
+    def from_config(cls, config: ToolgateConfig) -> dict[str, Any]:
+        """The settings this service takes from ``toolgate.toml``, by field name (none here)."""
+        return {}
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Constructor values, then the environment, then ``toolgate.toml``, then the defaults."""
+        return init_settings, env_settings, dotenv_settings, ConfigFileSource(settings_cls, init_settings)
+
+
+class ConfigFileSource(PydanticBaseSettingsSource):
+    """The values a :class:`ServiceSettings` class takes from ``toolgate.toml``.
+
+    The file is the constructor's ``config_file``, else ``TOOLGATE_CONFIG``; neither: no values.
+
+    Raises:
+        toolgate.shared.config.ConfigInvalid: (when called) the file is unreadable or invalid.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        given = init_settings()
+        self._given = given.get("config_file") or given.get(CONFIG_ENV)
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: :meth:`__call__` gives every value at once."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        """Field name to value, for the fields the file sets."""
+        config = load_config(Path(self._given) if self._given else None)
+        if config.path is None or not issubclass(self.settings_cls, ServiceSettings):
+            return {}
+        return self.settings_cls.from_config(config)

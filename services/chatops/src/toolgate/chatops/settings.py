@@ -2,18 +2,20 @@
 
 Secrets (the Matrix password or access token, the Slack bot token, signing secret and
 app token) are read from files named here, never from the environment's values themselves
-and never logged.
+and never logged. The ``[chat]`` table of ``toolgate.toml`` sets the same fields (without the
+``TOOLGATE_CHATOPS_`` prefix); the environment overrides it.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 from pydantic_settings import SettingsConfigDict, SettingsError
 
+from toolgate.shared.config import ToolgateConfig
 from toolgate.shared.settings import ServiceSettings
 
 __all__ = ["ChatopsSettings", "startup_problem"]
@@ -111,6 +113,11 @@ class ChatopsSettings(ServiceSettings):
     slack_port: int = Field(
         default=3000, ge=0, le=65535, description="Port of the HTTP endpoint. Env: TOOLGATE_CHATOPS_SLACK_PORT."
     )
+
+    @classmethod
+    def from_config(cls, config: ToolgateConfig) -> dict[str, Any]:
+        """The ``[chat]`` keys that are set (file and directory paths resolved against the config file)."""
+        return config.chat_settings()
 
 
 def startup_problem(error: BaseException) -> str | None:

@@ -30,14 +30,16 @@ from toolgate.executor.settings import ExecutorSettings
 from toolgate.executor.timing import Timing
 from toolgate.executor.unsealing import Unsealer
 from toolgate.executor.upkeep import Lease, Upkeep
+from toolgate.shared.config import load_servers
 from toolgate.shared.connections import redis_client
 from toolgate.shared.health import ReadyCheck, monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
-from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
+from toolgate.shared.mcp_config import McpServerConfig
 from toolgate.shared.metrics import observe_mcp_states
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.sealing import load_sealing_private_key
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
+from toolgate.shared.settings import deprecated_mcp_env
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
@@ -49,7 +51,9 @@ LEASE_VALID_S = 3.0
 
 
 def _servers(settings: ExecutorSettings) -> dict[str, McpServerConfig]:
-    return load_mcp_servers(settings.mcp_servers_file) if settings.mcp_servers_file else {}
+    if warning := deprecated_mcp_env():
+        log.warning("%s", warning)
+    return load_servers(settings.mcp_servers_file) if settings.mcp_servers_file else {}
 
 
 def _redactor(settings: ExecutorSettings, servers: dict[str, McpServerConfig]) -> Redactor:

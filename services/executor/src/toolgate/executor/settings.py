@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import SettingsConfigDict
 
-from toolgate.shared.settings import ServiceSettings
+from toolgate.shared.config import ToolgateConfig
+from toolgate.shared.settings import MCP_SERVERS_ENV, ServiceSettings
 
 __all__ = ["ExecutorSettings"]
 
@@ -15,7 +17,7 @@ __all__ = ["ExecutorSettings"]
 class ExecutorSettings(ServiceSettings):
     """Where tools run and how long an idempotency record is kept."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOLGATE_EXECUTOR_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_EXECUTOR_", extra="ignore", populate_by_name=True)
 
     sandbox_root: Path = Field(
         default=Path("sandbox"),
@@ -24,7 +26,10 @@ class ExecutorSettings(ServiceSettings):
     )
     mcp_servers_file: Path | None = Field(
         default=None,
-        description="TOML file of MCP servers to run tools on (unset: none). Env: TOOLGATE_EXECUTOR_MCP_SERVERS_FILE.",
+        validation_alias=AliasChoices(*MCP_SERVERS_ENV),
+        description="File of MCP servers to run tools on: an MCP servers file or a toolgate.toml (unset: the "
+        "[mcp.servers] of TOOLGATE_CONFIG, else none). Env: TOOLGATE_MCP_SERVERS_FILE (deprecated: "
+        "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE, TOOLGATE_REGISTRY_MCP_SERVERS_FILE).",
     )
     secrets_file: Path | None = Field(
         default=None,
@@ -78,3 +83,8 @@ class ExecutorSettings(ServiceSettings):
         description="Largest result JSON kept at all, bytes (a larger read fails; a larger write's result is "
         "withheld). Env: TOOLGATE_EXECUTOR_MAX_RESULT_BYTES.",
     )
+
+    @classmethod
+    def from_config(cls, config: ToolgateConfig) -> dict[str, Any]:
+        """The file itself as the MCP servers file when it declares any."""
+        return {"mcp_servers_file": config.path} if config.mcp.servers else {}

@@ -20,13 +20,15 @@ from toolgate.registry.handlers import build_router
 from toolgate.registry.service import Registry
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.bus import publish_event
+from toolgate.shared.config import ToolLimits, apply_limits, load_config, load_servers
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import check_holds_only_own, load_public_keys
-from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers
+from toolgate.shared.mcp_config import McpServerConfig
 from toolgate.shared.provision import ensure_bus
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
+from toolgate.shared.settings import deprecated_mcp_env
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]
@@ -34,15 +36,21 @@ __all__ = ["create_app"]
 log = logging.getLogger("toolgate.registry")
 
 
-async def _seed(settings: RegistrySettings) -> list[ToolDescriptor]:
+async def _seed(settings: RegistrySettings) -> list[tuple[ToolDescriptor, bool]]:
+    """The descriptors to publish at start-up, each with whether the operator's limits changed it."""
     found: list[ToolDescriptor] = []
-    if settings.descriptors_dir is not None:
-        for path in sorted(settings.descriptors_dir.glob("*.json")):
-            found.append(parse_descriptor(path.read_bytes()))
+    for directory in settings.descriptors_dir:
+        found += [parse_descriptor(path.read_bytes()) for path in sorted(directory.glob("*.json"))]
     if settings.mcp_servers_file is not None:
-        for config in load_mcp_servers(settings.mcp_servers_file).values():
+        for config in load_servers(settings.mcp_servers_file).values():
             found.extend(await _import(config, settings.mcp_timeout_s))
-    return found
+    limits = load_config(settings.config_file).tools.limits
+    return [_limited(descriptor, limits) for descriptor in found]
+
+
+def _limited(descriptor: ToolDescriptor, limits: dict[str, ToolLimits]) -> tuple[ToolDescriptor, bool]:
+    limited = apply_limits(descriptor, limits)
+    return limited, limited is not descriptor
 
 
 async def _import(config: McpServerConfig, timeout_s: float) -> list[ToolDescriptor]:
@@ -50,13 +58,23 @@ async def _import(config: McpServerConfig, timeout_s: float) -> list[ToolDescrip
     try:
         return [await import_mcp_server(config, timeout_s)]
     except RegistryError as error:
-        log.error("MCP server %r not imported, nothing published for it: %s", config.name, error)
+        log.error(
+            "MCP server %r not imported: its changes are not published and the version published before "
+            "(if any) stays in force: %s",
+            config.name,
+            error,
+        )
         return []
 
 
-async def _publish(registry: Registry, descriptor: ToolDescriptor) -> None:
-    """Publish one descriptor; an MCP server's (adapter ``mcp:<server>``) follows its listing to a new version."""
-    publish = registry.publish_listing if descriptor.adapter.startswith("mcp:") else registry.publish
+async def _publish(registry: Registry, descriptor: ToolDescriptor, limited: bool = False) -> None:
+    """Publish one descriptor; a changed one follows to a new version when it is an MCP listing or limited.
+
+    An MCP server's descriptor (adapter ``mcp:<server>``) and one the operator's limits changed
+    (``limited``) are published with :meth:`Registry.publish_listing`; others as they are.
+    """
+    follows = limited or descriptor.adapter.startswith("mcp:")
+    publish = registry.publish_listing if follows else registry.publish
     try:
         log.info("%s", (await publish(descriptor)).reason)
     except RegistryError as error:
@@ -72,6 +90,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
         toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds a private key.
     """
     settings = settings or RegistrySettings()
+    if warning := deprecated_mcp_env():
+        log.warning("%s", warning)
     check_holds_only_own(settings.keys_dir, "registry")
     operator_key = load_public_keys(settings.keys_dir, ("operator",)).get("operator")
     reporter = SecurityReporter("registry")  # permission violations on its connection
@@ -87,8 +107,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
 
         bucket, clock = await ToolsBucket.open(js), lambda: datetime.now(UTC)
         registry = Registry(bucket, announce, clock, operator_key=operator_key, reporter=reporter)
-        for descriptor in await _seed(settings):
-            await _publish(registry, descriptor)
+        for descriptor, limited in await _seed(settings):
+            await _publish(registry, descriptor, limited)
         cell.set(registry)
 
     return new_app(broker, build, Lifecycle(reporter=reporter, monitoring=monitoring("registry", settings)))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field
-from pydantic_settings import SettingsConfigDict
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
-from toolgate.shared.settings import ServiceSettings
+from toolgate.shared.config import ToolgateConfig
+from toolgate.shared.settings import MCP_SERVERS_ENV, ServiceSettings
 
 __all__ = ["RegistrySettings"]
 
@@ -15,18 +18,37 @@ __all__ = ["RegistrySettings"]
 class RegistrySettings(ServiceSettings):
     """Which descriptors and MCP servers the registry publishes at start-up."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOLGATE_REGISTRY_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_REGISTRY_", extra="ignore", populate_by_name=True)
 
-    descriptors_dir: Path | None = Field(
-        default=Path("deploy/tools"),
-        description="Directory of tool descriptor JSON files published at start-up. "
-        "Env: TOOLGATE_REGISTRY_DESCRIPTORS_DIR.",
+    descriptors_dir: Annotated[list[Path], NoDecode] = Field(
+        default=[Path("deploy/tools")],
+        description="Directories of tool descriptor JSON files published at start-up (several: separated by "
+        f"{os.pathsep!r}; empty: none). File: [tools] descriptor_dirs. Env: TOOLGATE_REGISTRY_DESCRIPTORS_DIR.",
     )
     mcp_servers_file: Path | None = Field(
         default=None,
-        description="TOML file of MCP servers whose tool listings are imported at start-up (unset: none). "
-        "Env: TOOLGATE_REGISTRY_MCP_SERVERS_FILE.",
+        validation_alias=AliasChoices(*MCP_SERVERS_ENV),
+        description="File of MCP servers whose tool listings are imported at start-up: an MCP servers file or a "
+        "toolgate.toml (unset: the [mcp.servers] of TOOLGATE_CONFIG, else none). Env: TOOLGATE_MCP_SERVERS_FILE "
+        "(deprecated: TOOLGATE_REGISTRY_MCP_SERVERS_FILE, TOOLGATE_EXECUTOR_MCP_SERVERS_FILE).",
     )
     mcp_timeout_s: float = Field(
         default=30.0, description="Seconds to list one MCP server's tools. Env: TOOLGATE_REGISTRY_MCP_TIMEOUT_S."
     )
+
+    @field_validator("descriptors_dir", mode="before")
+    @classmethod
+    def _path_list(cls, value: Any) -> Any:
+        """``None`` → none; one path, or several separated by ``os.pathsep`` → a list."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [part for part in value.split(os.pathsep) if part]
+        return [value] if isinstance(value, Path) else value
+
+    @classmethod
+    def from_config(cls, config: ToolgateConfig) -> dict[str, Any]:
+        """``[tools] descriptor_dirs``, and the file itself as the MCP servers file when it declares any."""
+        chosen: dict[str, Any] = {"mcp_servers_file": config.path} if config.mcp.servers else {}
+        dirs = config.descriptor_dirs()
+        return chosen if dirs is None else {**chosen, "descriptors_dir": dirs}

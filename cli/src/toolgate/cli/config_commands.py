@@ -1,0 +1,97 @@
+"""``toolgate config check``: is this ``toolgate.toml`` usable, and what does it declare.
+
+The file is ``--config``, else ``TOOLGATE_CONFIG``, else ``./toolgate.toml``. One line per
+problem and exit 1; otherwise a short summary (servers, descriptor dirs, limits, chat) and
+exit 0. Warnings (an environment variable named by ``headers_env`` not set here) are printed
+either way and do not fail the check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from toolgate.cli.config_check import Report, as_json, check_config
+from toolgate.cli.session import console, err_console
+from toolgate.shared.config import CONFIG_ENV, load_config, load_servers
+from toolgate.shared.settings import MCP_SERVERS_ENV
+
+__all__ = ["ConfigPath", "McpServersPath", "config_app", "up_env"]
+
+config_app = typer.Typer(help="The toolgate.toml configuration file.", no_args_is_help=True)
+
+ConfigPath = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        envvar=CONFIG_ENV,
+        help="toolgate.toml (env TOOLGATE_CONFIG; config check: default ./toolgate.toml).",
+    ),
+]
+McpServersPath = Annotated[
+    Path | None,
+    typer.Option(
+        "--mcp-servers",
+        envvar=MCP_SERVERS_ENV[0],
+        help="MCP servers file read by the registry and the executor (env TOOLGATE_MCP_SERVERS_FILE); "
+        "overrides the \\[mcp.servers] of --config.",
+    ),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")]
+
+
+@config_app.command("check")
+def check(config: ConfigPath = None, as_json_: AsJson = False) -> None:
+    """Validate the file: syntax, keys, server names, commands, URLs, header variables, descriptor dirs."""
+    report = check_config(config or Path("toolgate.toml"))
+    if as_json_:
+        typer.echo(json.dumps(as_json(report), indent=2))
+    else:
+        _print(report)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _print(report: Report) -> None:
+    for warning in report.warnings:
+        err_console.print("[yellow]warning:[/yellow]", escape(warning))
+    for problem in report.problems:
+        err_console.print("[red]error:[/red]", escape(problem), soft_wrap=True)
+    if not report.ok:
+        return
+    console.print(f"{escape(report.path)}: ok")
+    servers = ", ".join(f"{name} ({kind})" for name, kind in report.servers.items()) or "none"
+    console.print(f"  MCP servers: {escape(servers)}", soft_wrap=True)
+    dirs = ", ".join(f"{path} ({count} descriptors)" for path, count in report.descriptor_dirs.items()) or "none"
+    console.print(f"  descriptor dirs: {escape(dirs)}", soft_wrap=True)
+    console.print(f"  limited tools: {escape(', '.join(report.limited_tools) or 'none')}")
+    console.print(f"  chat: {escape(report.chat or 'none')}")
+
+
+def up_env(config: Path | None, mcp_servers: Path | None) -> dict[str, str]:
+    """The environment ``up`` gives every service for ``--config`` and ``--mcp-servers``.
+
+    The paths are made absolute; the file's descriptor dirs and chat platform are passed on
+    as the variables ``up`` itself reads (unless exported: the environment wins).
+
+    Raises:
+        toolgate.shared.config.ConfigInvalid: the config file is invalid.
+        OSError / ValueError: the MCP servers file is unreadable or invalid.
+    """
+    env = {MCP_SERVERS_ENV[0]: str(mcp_servers.resolve())} if mcp_servers is not None else {}
+    if mcp_servers is not None:
+        load_servers(mcp_servers)
+    loaded = load_config(config)
+    if loaded.path is None:
+        return env
+    env[CONFIG_ENV] = str(loaded.path)
+    dirs = loaded.descriptor_dirs()
+    if dirs is not None and not os.environ.get("TOOLGATE_REGISTRY_DESCRIPTORS_DIR"):
+        env["TOOLGATE_REGISTRY_DESCRIPTORS_DIR"] = os.pathsep.join(str(directory) for directory in dirs)
+    if loaded.chat.platform and not os.environ.get("TOOLGATE_CHATOPS_PLATFORM"):
+        env["TOOLGATE_CHATOPS_PLATFORM"] = loaded.chat.platform
+    return env
