@@ -41,7 +41,7 @@ SERVICES = ("REGISTRY", "POLICY", "APPROVALS", "EXECUTOR", "AUDIT", "CHATOPS")
 
 
 def _generic(variable: str) -> str:
-    """``TOOLGATE_POLICY_HTTP_PORT`` → ``TOOLGATE_<SERVICE>_HTTP_PORT``: one row documents a setting of every service."""
+    """``TOOLGATE_POLICY_HTTP_PORT`` → ``TOOLGATE_<SERVICE>_HTTP_PORT``: one row for every service."""
     for service in SERVICES:
         if variable.startswith(f"TOOLGATE_{service}_"):
             return variable.replace(f"_{service}_", "_<SERVICE>_", 1)
