@@ -14,6 +14,7 @@ from faststream import FastStream
 from nats.js import JetStreamContext
 
 from toolgate.registry.adapters.mcp_import import import_mcp_server
+from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.domain import parse_descriptor
 from toolgate.registry.errors import RegistryError
 from toolgate.registry.handlers import build_router
@@ -76,7 +77,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
     reporter = SecurityReporter("registry")  # permission violations on its connection
     broker = new_broker("registry", settings, reporter)
     cell: RuntimeCell[Registry] = RuntimeCell()
-    broker.include_router(build_router(cell))
+    states: RuntimeCell[StateRecorder] = RuntimeCell()
+    broker.include_router(build_router(cell, states))
 
     async def build(js: JetStreamContext) -> None:
         await ensure_bus(js)
@@ -85,6 +87,9 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
             return await publish_event(js, subject, event)
 
         bucket, clock = await ToolsBucket.open(js), lambda: datetime.now(UTC)
+        recorder = StateRecorder(bucket)
+        states.set(recorder)
+        await recorder.catch_up(js)
         registry = Registry(bucket, announce, clock, operator_key=operator_key, reporter=reporter)
         for descriptor in await _seed(settings):
             await _publish(registry, descriptor)
