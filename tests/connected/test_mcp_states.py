@@ -18,14 +18,16 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from toolgate.executor.adapters.mcp_client import McpToolHost
+from toolgate.executor.adapters.mcp_warden import ServerState
 from toolgate.executor.adapters.secret_detectors import find_secrets
-from toolgate.executor.adapters.state_announcer import StateAnnouncer
+from toolgate.executor.adapters.state_announcer import StateAnnouncer, state_event
 from toolgate.executor.errors import ToolFailed, ToolRefused
 from toolgate.executor.redaction import Redactor
 from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.service import Registry
 from toolgate.shared.catalog import Subjects
+from toolgate.shared.events import encode
 from toolgate.shared.mcp_config import McpServerConfig
 from toolgate.shared.tool_states import ToolState, blocks
 from toolgate.shared.tools_kv import ToolsBucket
@@ -110,12 +112,16 @@ async def test_the_registry_catches_up_from_the_stream_and_ignores_a_mislabelled
         assert await bucket.state(tool) is None
 
         await StateRecorder(bucket).catch_up(js)
-        forged = await StateRecorder(bucket).record(Subjects.tool_state(tool), b'{"type":"tool.state.changed"}')
-
         recorded = await bucket.state(tool)
         assert recorded is not None and recorded.state == "unavailable"
         assert "ended its connection during start-up" in recorded.reason
-        assert forged is False
+
+        ready = ServerState(state="ready", reason="1 tools", since=datetime.now(UTC))
+        another = encode(state_event(f"{name}x", ready, Redactor(find_secrets, []), 30.0))  # names mcp_<name>x
+        malformed = b'{"type":"tool.state.changed"}'
+        assert not await StateRecorder(bucket).record(Subjects.tool_state(tool), another)
+        assert not await StateRecorder(bucket).record(Subjects.tool_state(tool), malformed)
+        assert await bucket.state(tool) == recorded
     finally:
         await host.aclose()
         await announcer.stop()
