@@ -46,12 +46,25 @@ async def _seed(settings: RegistrySettings) -> list[ToolDescriptor]:
 
 
 async def _import(config: McpServerConfig, timeout_s: float) -> list[ToolDescriptor]:
-    """The server's descriptor, or none (logged) when its listing is refused."""
+    """The server's descriptor, or none (one line logged) when its listing is refused or it cannot be reached.
+
+    A server that cannot start never stops the registry: the version published before (if
+    any) stays, and the executor reports the server ``unavailable``.
+    """
     try:
         return [await import_mcp_server(config, timeout_s)]
     except RegistryError as error:
         log.error("MCP server %r not imported, nothing published for it: %s", config.name, error)
-        return []
+    except Exception as error:  # a crash, a hang, a refused connection: named, never a traceback
+        log.error("MCP server %r not imported, it could not be listed: %s", config.name, _summary(error))
+    return []
+
+
+def _summary(error: BaseException) -> str:
+    """The first leaf of ``error`` (task groups wrap it), as ``Type: text``, clipped to 300 characters."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"[:300]
 
 
 async def _publish(registry: Registry, descriptor: ToolDescriptor) -> None:
@@ -67,8 +80,9 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
     """Build the registry service.
 
     Raises:
-        RegistryError / OSError / ValueError (at start-up): a configured descriptor or MCP
-            server is invalid or unreachable, or ``<keys_dir>/operator.pub`` is invalid.
+        RegistryError / OSError / ValueError (at start-up): a configured descriptor or the
+            MCP servers file is invalid, or ``<keys_dir>/operator.pub`` is invalid (an MCP
+            server that cannot be listed is logged, not raised).
         toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds a private key.
     """
     settings = settings or RegistrySettings()
