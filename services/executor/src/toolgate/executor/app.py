@@ -126,6 +126,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         return datetime.now(UTC)
 
     async def build(js: JetStreamContext) -> None:
+        if mcp is not None:  # the servers start while the rest is built
+            mcp.launch()
         bus = ScrubbingBus(StreamBus(broker.connection, js, receipts_key), redactor)
         store = RedisIdempotencyStore(redis_client(settings))
         runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes, unsealer)

@@ -114,10 +114,14 @@ class McpToolHost:
         Returns once each server is ready or unavailable (a start is bounded by
         ``start_timeout_s``); a server that cannot start is logged and refused, never raised.
         """
+        self.launch()
+        await asyncio.gather(*(warden.settled.wait() for warden in self._wardens.values()))
+
+    def launch(self) -> None:
+        """Start keeping every server warm without waiting (:meth:`start` then waits; idempotent)."""
         self._warm = True
         for warden in self._wardens.values():
             warden.start()
-        await asyncio.gather(*(warden.settled.wait() for warden in self._wardens.values()))
 
     def states(self) -> dict[str, ServerState]:
         """Each configured server's current state (read-only; for listings and metrics)."""
