@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from io import StringIO
 
 import msgspec
@@ -11,6 +12,7 @@ from rich.console import Console
 from toolgate.cli.render import alarm_row, alarms_table, approvals_table, decide_line, tools_table, trail_table
 from toolgate.shared.connections import redact as _redact
 from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from toolgate.shared.tool_states import ToolState
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 HOSTILE = "[/][conceal]hidden[/conceal]\x1b[8mx"
@@ -198,3 +200,25 @@ def test_an_accepted_answer_prints_the_vote_count_or_the_grant() -> None:
     assert decide_line(voted).plain == "vote 1 of 2 recorded on ap-1 (alice)"
     assert decide_line(granted).plain == "ap-1 granted by alice, bob"
     assert decide_line({"reason_code": "granted", "reason": HOSTILE}).plain == "[/][conceal]hidden[/conceal]\\x1b[8mx"
+
+
+def test_the_tools_table_shows_each_tools_state_and_why() -> None:
+    spec = OperationSpec(
+        input_schema={}, output_schema={}, side_effect_class=SideEffectClass.READ_ONLY, risk_tier=RiskTier.LOW
+    )
+    tools = [
+        ToolDescriptor(name=name, version="1.0.0", adapter="x", operations={"op": spec})
+        for name in ("mcp_git", "mcp_notes", "file_system")
+    ]
+    since = datetime(2026, 11, 30, 21, 4, 5, tzinfo=UTC)
+    states = {
+        "mcp_git": ToolState(state="ready", reason="12 tools, 0.8 s", since=since),
+        "mcp_notes": ToolState(state="degraded", reason="circuit open after 5 consecutive faults", since=since),
+    }
+    rows = {
+        line.split("│")[1].strip(): line for line in _render(tools_table(tools, states)).splitlines() if "│" in line
+    }
+
+    assert "ready since 21:04:05" in rows["mcp_git"]
+    assert "degraded since 21:04:05: circuit open after 5 consecutive faults" in rows["mcp_notes"]
+    assert "since" not in rows["file_system"]

@@ -10,6 +10,7 @@ from toolgate.shared.mcp_config import (
     DEFAULT_MCP_RATE_LIMIT,
     McpServerConfig,
     Override,
+    header_values,
     load_mcp_servers,
     resolve_command,
 )
@@ -107,7 +108,17 @@ def test_empty_file_has_no_servers(tmp_path: Path) -> None:
         ('[servers.x]\ncommand = "sh"\nargs = ["ok", 2]\n', r"servers\.x\.args\[1\]: expected `str`"),
         ('[servers.x]\ncommand = "sh"\nenv = { A = 1 }\n', r"servers\.x\.env"),
         ('[servers.x]\ncommand = "sh"\ncolour = "red"\n', r"servers\.x\.colour: unknown field"),
-        ("[servers.x]\nargs = []\n", r"servers\.x: object missing required field `command`"),
+        ("[servers.x]\nargs = []\n", r"servers\.x: set exactly one of command \(a stdio server\) and url"),
+        ('[servers.x]\ncommand = "sh"\nurl = "http://h/mcp"\n', r"servers\.x: set exactly one of command"),
+        ('[servers.x]\nurl = "ftp://h/mcp"\n', r"servers\.x: url: expected an http:// or https:// URL"),
+        ('[servers.x]\nurl = "https:///mcp"\n', r"servers\.x: url: expected .* with a host"),
+        ('[servers.x]\nurl = "https://u:p@h/mcp"\n', r"servers\.x: url: must not carry credentials"),
+        ('[servers.x]\nurl = "https://h/mcp"\nargs = ["a"]\n', r"servers\.x: args: applies only to a server with a"),
+        ('[servers.x]\nurl = "https://h/mcp"\nenv = { A = "b" }\n', r"servers\.x: env: applies only"),
+        ('[servers.x]\ncommand = "sh"\nheaders_env = { A = "B" }\n', r"servers\.x: headers_env: applies only"),
+        ('[servers.x]\nurl = "https://h/mcp"\nheaders_env = { "A B" = "B" }\n', r"'A B' is not an HTTP header"),
+        ('[servers.x]\nurl = "https://h/mcp"\nheaders_env = { A = "1B" }\n', r"headers_env\.A: '1B' is not an env"),
+        ('[servers.x]\nurl = "https://h/mcp"\nheaders_env = { A = 1 }\n', r"`servers\.x\.headers_env\[\.\.\.\]`"),
         ('[servers.x]\ncommand = "sh"\nname = "y"\n', r"servers\.x\.name"),
         (
             '[servers.x]\ncommand = "sh"\n[servers.x.overrides.t1]\nside_effect_class = "SAFE"\n',
@@ -220,3 +231,18 @@ TOOL = SERVER + "[servers.x.overrides.t1]\n"
 def test_a_bad_rate_limit_is_refused_naming_the_field(tmp_path: Path, text: str, pattern: str) -> None:
     with pytest.raises(ValueError, match=pattern):
         load_mcp_servers(write(tmp_path, text))
+
+
+def test_an_http_upstream_is_read_and_its_header_values_come_from_the_environment(tmp_path: Path) -> None:
+    text = '[servers.tickets]\nurl = "https://tickets.example/mcp"\nheaders_env = { Authorization = "TICKETS_AUTH" }\n'
+    (config,) = load_mcp_servers(write(tmp_path, text)).values()
+
+    assert (config.url, config.command, config.headers_env) == (
+        "https://tickets.example/mcp",
+        "",
+        {"Authorization": "TICKETS_AUTH"},
+    )
+    assert header_values(config, {"TICKETS_AUTH": "Bearer t0k3n-value"}) == {"Authorization": "Bearer t0k3n-value"}
+    with pytest.raises(ValueError, match="environment variable TICKETS_AUTH .* is not set") as unset:
+        header_values(config, {})
+    assert "Bearer" not in str(unset.value)

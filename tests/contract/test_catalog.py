@@ -15,6 +15,7 @@ def test_subject_builders_are_pinned() -> None:
     assert Subjects.receipt("a", "r") == "tg.receipt.a.r"
     assert Subjects.receipts_of("a") == "tg.receipt.a.*"
     assert Subjects.tool_published("t") == "tg.tool.published.t"
+    assert (Subjects.tool_state("t"), Subjects.TOOL_STATES) == ("tg.tool.state.t", "tg.tool.state.*")
     assert Subjects.claim("a", "k") == "tg.claim.a.k"
     assert Subjects.result_chunk("a", "r", 3) == "tg.result.a.r.3"
     assert Subjects.results_of("a") == "tg.result.a.>"
@@ -41,6 +42,7 @@ def test_stream_and_consumers_are_pinned() -> None:
         "tg.receipt.*.*",
         "tg.claim.*.*",
         "tg.tool.published.*",
+        "tg.tool.state.*",
         "tg.security.*.*",
         "tg.policy.published",
     )
@@ -70,6 +72,7 @@ def test_every_event_subject_is_in_the_stream_and_rpc_subjects_are_not() -> None
         Subjects.decision("a", "r"),
         Subjects.receipt("a", "r"),
         Subjects.tool_published("t"),
+        Subjects.tool_state("t"),
         Subjects.claim("a", "k"),
         Subjects.security("approvals", "approval_refused"),
         Subjects.POLICY_PUBLISHED,
@@ -93,6 +96,7 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "ReceiptIssued": "receipt.issued",
         "EffectClaimed": "effect.claimed",
         "ToolPublished": "tool.published",
+        "ToolStateChanged": "tool.state.changed",
         "PolicyPublished": "policy.published",
         "SecurityEvent": "security.event",
     }
@@ -161,6 +165,7 @@ def test_events_are_frozen_and_required_fields_are_pinned() -> None:
         "ToolPublished": ["digest", "event_id", "occurred_at", "tool", "version"],
         "PolicyPublished": ["event_id", "occurred_at", "source", "version"],
         "SecurityEvent": ["event_id", "kind", "occurred_at", "service"],
+        "ToolStateChanged": ["event_id", "occurred_at", "server", "state", "tool"],
     }
 
 

@@ -76,6 +76,7 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     "claim": (lambda key: Subjects.claim("demo-agent", key), "executor"),
     "result": (lambda rid: Subjects.result_chunk("demo-agent", rid, 0), "executor"),
     "tool-published": (Subjects.tool_published, "registry"),
+    "tool-state": (Subjects.tool_state, "executor"),
     "tools-kv": (lambda key: f"$KV.{catalog.TOOLS_BUCKET}.{key}", "registry"),
     "cards-kv": (lambda key: f"$KV.{catalog.CARDS_BUCKET}.{key}", "chatops"),
     "policy-kv": (Subjects.policy_kv, "policy"),

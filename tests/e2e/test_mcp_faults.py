@@ -6,12 +6,18 @@ The registry and the executor read one TOML of scripted servers
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from toolgate.shared.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 
@@ -65,17 +71,45 @@ def stack_env(mcp_dir: Path) -> dict[str, str]:
     return {"TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers), "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers)}
 
 
-async def test_a_server_that_stopped_answering_its_handshake(gate: Any, mcp_dir: Path) -> None:
-    """Imported fine, now hung: each call gets its receipt and other tools keep working."""
+def server_pids(directory: Path, server: str) -> list[int]:
+    """Process ids of the scripted server reading ``<server>.json`` (found by command line)."""
+    needle, found = str(definitions(directory, server)).encode(), []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def until_state(
+    gate: Any, tool: str, state: str, after: datetime | None = None, timeout_s: float = 30.0
+) -> dict[str, Any]:
+    """The registry's recorded state of ``tool`` once it is ``state`` (entered after ``after``, when given)."""
+    for _ in range(int(timeout_s / 0.1)):
+        found = ((await gate.rpc(Rpc.REGISTRY_LIST, {})).get("states") or {}).get(tool, {})
+        since = datetime.fromisoformat(found["since"]) if found else None
+        if found.get("state") == state and (after is None or (since is not None and since > after)):
+            return dict(found)
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"{tool} did not become {state} in {timeout_s}s")
+
+
+async def test_a_server_that_died_and_hangs_at_restart_is_unavailable_at_once(gate: Any, mcp_dir: Path) -> None:
+    """Started warm, killed, now hung at restart: its calls end tool_unavailable at once, other tools work."""
+    await until_state(gate, "mcp_hung", "ready")
     write(mcp_dir, "hung", SERVERS["hung"][1], startup="hang")
+    for pid in server_pids(mcp_dir, "hung"):
+        os.kill(pid, signal.SIGKILL)
+    recorded = await until_state(gate, "mcp_hung", "unavailable")
     agent = gate.agent(1)
 
-    first = await gate.call(agent, "echo", {"name": "x"}, tool="mcp_hung", timeout_s=60.0)
-    second = await gate.call(agent, "echo", {"name": "y"}, tool="mcp_hung", timeout_s=60.0)
+    first = await gate.call(agent, "echo", {"name": "x"}, tool="mcp_hung", timeout_s=5.0)
     read = await gate.call(agent, "read", {"path": "hello.txt"})
 
-    assert (first.outcome, first.reason_code) == ("failed", "server_unavailable"), first.reason
-    assert (second.outcome, second.reason_code) == ("failed", "server_unavailable"), second.reason
+    assert (first.outcome, first.reason_code) == ("denied", "tool_unavailable"), first.reason
+    assert "mcp_hung is unavailable" in first.reason and "connection_lost" in recorded["reason"]
     assert read.outcome == "succeeded", read.reason
 
 
@@ -86,6 +120,7 @@ async def test_a_write_whose_server_died_after_the_effect_is_uncertain(gate: Any
 
     assert (issued.outcome, issued.reason_code) == ("uncertain", "connection_lost"), issued.reason
     assert (mcp_dir / marker).exists()
+    await until_state(gate, "mcp_faulty", "ready", after=issued.occurred_at)  # restarted, warm again
 
 
 async def test_the_servers_own_error_is_a_failure(gate: Any, new_id: Any) -> None:

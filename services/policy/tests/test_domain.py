@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
@@ -21,6 +22,7 @@ from toolgate.policy.ports import (
 )
 from toolgate.shared.descriptors import RateLimit, ToolDescriptor
 from toolgate.shared.events import ToolRequested, encode, request_hash, request_identity
+from toolgate.shared.tool_states import ToolState
 from toolgate.shared.vocabulary import Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -213,3 +215,50 @@ async def test_completed_key_replays_without_policy_and_other_arguments_are_refu
     assert (again.verdict, again.reason_code) == (Verdict.EXECUTE, "idempotent_replay")
     other = await decide(_env(_request("write", {"path": "a", "content": "y"}, request_id="r3")), ports)
     assert (other.verdict, other.reason_code) == (Verdict.REFUSE, "idempotency_key_reused")
+
+
+class _States:
+    """The tools' recorded states, in memory (the ``ToolStates`` port)."""
+
+    def __init__(self, **states: ToolState) -> None:
+        self.states = states
+
+    async def state(self, tool: str) -> ToolState | None:
+        return self.states.get(tool)
+
+
+@pytest.mark.parametrize(
+    ("state", "verdict", "code"),
+    [
+        (ToolState(state="unavailable", reason="ended its connection", since=NOW), Verdict.DENY, "tool_unavailable"),
+        (
+            ToolState(state="degraded", reason="circuit open", since=NOW, probe_at=NOW + timedelta(seconds=1)),
+            Verdict.DENY,
+            "tool_unavailable",
+        ),
+        (  # past its probe time: the call reaches the executor, which lets one probe through
+            ToolState(state="degraded", reason="circuit open", since=NOW, probe_at=NOW - timedelta(seconds=1)),
+            Verdict.EXECUTE,
+            "permitted",
+        ),
+        (ToolState(state="ready", reason="2 tools, 0.4 s", since=NOW), Verdict.EXECUTE, "permitted"),
+    ],
+)
+async def test_a_tool_its_server_cannot_serve_is_denied_at_once(
+    ports: PolicyPorts, state: ToolState, verdict: Verdict, code: str
+) -> None:
+    decision = await decide(_env(_request()), replace(ports, states=_States(file_system=state)))
+
+    assert (decision.verdict, decision.reason_code) == (verdict, code)
+    if code == "tool_unavailable":
+        assert decision.reason == f"file_system is {state.state}: {state.reason}"
+
+
+async def test_an_unreadable_state_denies(ports: PolicyPorts) -> None:
+    class Broken:
+        async def state(self, tool: str) -> ToolState | None:
+            raise ConnectionError("bucket gone")
+
+    decision = await decide(_env(_request()), replace(ports, states=Broken()))
+
+    assert (decision.verdict, decision.reason_code) == (Verdict.DENY, "registry_unavailable")

@@ -1,10 +1,15 @@
+import json
+import logging
 import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema_rs
 import pytest
 
 from toolgate.registry.adapters.mcp_import import import_mcp_server, list_mcp_tools
+from toolgate.registry.app import _seed
+from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.descriptors import SEMVER, ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig, Override, resolve_command
 from toolgate.shared.vocabulary import RiskTier, SideEffectClass
@@ -120,3 +125,20 @@ async def test_unstartable_server_raises() -> None:
     broken = McpServerConfig(name="broken", command="/nonexistent/mcp-server")
     with pytest.raises(OSError):
         await list_mcp_tools(broken, timeout_s=10.0)
+
+
+async def test_a_server_that_crashes_at_start_up_is_named_and_does_not_stop_the_registry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    servers = tmp_path / "servers.toml"
+    crash = "import sys; print('boom', file=sys.stderr); sys.exit(1)"
+    servers.write_text(f'[servers.notes]\ncommand = {json.dumps(sys.executable)}\nargs = ["-c", {json.dumps(crash)}]\n')
+    settings = RegistrySettings(descriptors_dir=None, mcp_servers_file=servers)
+
+    with caplog.at_level(logging.ERROR, logger="toolgate.registry"):
+        seeded = await _seed(settings)
+
+    assert seeded == []
+    (line,) = [record.getMessage() for record in caplog.records if record.name == "toolgate.registry"]
+    assert line.startswith("MCP server 'notes' not imported, it could not be listed: ")
+    assert "Traceback" not in caplog.text

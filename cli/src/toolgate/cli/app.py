@@ -22,6 +22,7 @@ from toolgate.shared.catalog import Rpc
 from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.directory import DirectoryInvalid
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
+from toolgate.shared.tool_states import ToolState
 
 __all__ = ["main"]
 
@@ -45,9 +46,10 @@ for sub, name in (
 
 @tools_app.command("list")
 def tools_list(nats_url: NatsUrl = "") -> None:
-    """List every tool's latest version, one row per operation."""
+    """List every tool's latest version, one row per operation, with its state (ready, unavailable, degraded)."""
     reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
-    console.print(tools_table(msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])))
+    descriptors = msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])
+    console.print(tools_table(descriptors, msgspec.convert(reply.get("states") or {}, dict[str, ToolState])))
 
 
 OperatorKey = Annotated[

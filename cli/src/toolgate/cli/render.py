@@ -12,6 +12,7 @@ from rich.text import Text
 from toolgate.shared.descriptors import ToolDescriptor, rate_of
 from toolgate.shared.events import ReceiptIssued
 from toolgate.shared.secret_arguments import redact_sealed
+from toolgate.shared.tool_states import ToolState
 
 __all__ = [
     "OUTCOME_STYLE",
@@ -53,23 +54,35 @@ def _row(table: Table, *cells: Any) -> None:
     table.add_row(*(cell if isinstance(cell, Text) else _plain(cell) for cell in cells))
 
 
-def tools_table(tools: list[ToolDescriptor]) -> Table:
-    """One row per operation: tool, version, operation, side-effect class, risk tier, rate limit.
+def tools_table(tools: list[ToolDescriptor], states: dict[str, ToolState] | None = None) -> Table:
+    """One row per operation: tool, version, operation, side-effect class, risk tier, rate limit, state.
 
     An open-world operation's class is marked ``open world``. The rate limit is the
     budget the operation uses (``descriptors.rate_of``): its own, marked ``(own)``, or
-    the tool's shared one.
+    the tool's shared one. The state is the one the registry recorded (``ready``,
+    ``unavailable: <why>``, ``degraded: <why>``, with the time it began), empty for a
+    tool without a server to watch.
     """
     table = Table(title="Registered tools", show_lines=False)
-    for column in ("tool", "version", "operation", "side-effect class", "risk", "rate limit"):
-        table.add_column(column)
+    for column in ("tool", "version", "operation", "side-effect class", "risk", "rate limit", "state"):
+        table.add_column(column, overflow="fold")
     for tool in tools:
+        state = _state((states or {}).get(tool.name))
         for name, spec in sorted(tool.operations.items()):
             bucket, rate = rate_of(tool, name)
             shown = f"{rate.calls}/{rate.period_s:g}s" + (" (own)" if bucket != tool.name else "")
             effect = spec.side_effect_class.value + (" (open world)" if spec.open_world else "")
-            _row(table, tool.name, tool.version, name, effect, spec.risk_tier.value, shown)
+            _row(table, tool.name, tool.version, name, effect, spec.risk_tier.value, shown, state)
     return table
+
+
+def _state(state: ToolState | None) -> Text:
+    if state is None:
+        return Text("")
+    since = state.since.strftime("%H:%M:%S")
+    if state.state == "ready":
+        return Text(f"ready since {since}", style="green")
+    return Text(f"{state.state} since {since}: {_short(state.reason, 90)}", style="red")
 
 
 def receipts_table(title: str) -> Table:

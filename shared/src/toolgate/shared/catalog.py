@@ -15,7 +15,9 @@ The executor also records each write's claim on ``tg.claim.<p>.<key digest>`` (t
 durable half of the at-most-once record) and keeps results too large for one message
 in the results stream, on ``tg.result.<p>.<rid>_<nonce>.<chunk>`` (one run's chunks). The policy in force lives in the
 KV bucket :data:`POLICY_BUCKET` (every policy replica follows its ``current`` key) and each
-publication is recorded on ``tg.policy.published``. Any service records a refused
+publication is recorded on ``tg.policy.published``. The executor announces each change of an
+MCP server's state on ``tg.tool.state.<tool>``; the registry keeps the latest in the tools
+bucket (``state.<tool>``). Any service records a refused
 attempt on ``tg.security.<service>.<kind>`` (in the stream); the audit announces each one it
 records on the core subject ``tg.alarm.<kind>``.
 """
@@ -74,6 +76,7 @@ STREAM_SUBJECTS: Final = (
     "tg.receipt.*.*",
     "tg.claim.*.*",
     "tg.tool.published.*",
+    "tg.tool.state.*",
     "tg.security.*.*",
     "tg.policy.published",
 )
@@ -94,6 +97,8 @@ class Subjects:
     APPROVALS_REJECTED: Final = "tg.approval.rejected.*.*"
     APPROVALS_VOTED: Final = "tg.approval.voted.*.*"
     SECURITY: Final = "tg.security.*.*"
+    TOOL_STATES: Final = "tg.tool.state.*"
+    """:class:`ToolStateChanged`: an MCP server's tools changed state (only the executor publishes)."""
     POLICY_PUBLISHED: Final = "tg.policy.published"
     """:class:`PolicyPublished`: a new policy version was put in force (signed by the policy key)."""
     POLICY_CURRENT: Final = f"$KV.{POLICY_BUCKET}.current"
@@ -171,6 +176,11 @@ class Subjects:
     def tool_published(tool: str) -> str:
         """``tg.tool.published.<tool>``: :class:`ToolPublished`."""
         return f"tg.tool.published.{tool}"
+
+    @staticmethod
+    def tool_state(tool: str) -> str:
+        """``tg.tool.state.<tool>``: :class:`ToolStateChanged`."""
+        return f"tg.tool.state.{tool}"
 
 
 class Rpc:

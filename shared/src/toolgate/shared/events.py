@@ -15,6 +15,7 @@ import msgspec
 
 from toolgate.shared.canonical import sha256_hex
 from toolgate.shared.security import SecurityKind
+from toolgate.shared.tool_states import ToolState
 from toolgate.shared.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "SecurityEvent",
     "ToolPublished",
     "ToolRequested",
+    "ToolStateChanged",
     "decode_event",
     "decode_untrusted",
     "encode",
@@ -353,6 +355,23 @@ class ToolPublished(Event, frozen=True, kw_only=True, tag="tool.published"):
     digest: str
 
 
+class ToolStateChanged(Event, frozen=True, kw_only=True, tag="tool.state.changed"):
+    """An MCP server's tools changed state (:mod:`toolgate.shared.tool_states`).
+
+    Published by the executor on ``tg.tool.state.<tool>`` (only the executor may, by NATS
+    permissions; like :class:`ToolPublished` it is not signed); the registry records it.
+
+    Attributes:
+        tool: the tool descriptor's name (``mcp_<server>``).
+        server: the MCP server's configured name.
+        state: its new state.
+    """
+
+    tool: str
+    server: str
+    state: ToolState
+
+
 class PolicyPublished(Event, frozen=True, kw_only=True, tag="policy.published"):
     """A policy version was put in force. Published on ``tg.policy.published``, signed by the policy key.
 
@@ -411,6 +430,7 @@ AnyEvent = (
     | ReceiptIssued
     | EffectClaimed
     | ToolPublished
+    | ToolStateChanged
     | PolicyPublished
     | SecurityEvent
 )

@@ -17,13 +17,20 @@ same tables sit under ``[mcp.servers.<name>]`` in ``toolgate.toml``
     open_world = false                               # reaches nothing outside the system
     rate_limit = { calls = 10, period_s = 60 }       # this tool's own budget
 
+    [servers.tickets]                                # a Streamable HTTP upstream
+    url = "https://tickets.example/mcp"              # http or https; exclusive with command
+    headers_env = { Authorization = "TICKETS_AUTH" } # header -> env var holding its value
+
     [servers.notes]
     command = "notes-mcp"
     default_side_effect_class = "REVERSIBLE_WRITE"   # untrusted server: the operator's default
     default_risk_tier = "medium"                     # (hints may only make it stricter)
 
 The registry turns each server's tool listing into the tool descriptor ``mcp_<server>``;
-the executor starts the same command and forces ``pinned_arguments`` into every call.
+the executor starts the same command (or connects to the same ``url``) and forces
+``pinned_arguments`` into every call. A header's value is read from the environment
+variable ``headers_env`` names when a connection starts (:func:`header_values`); it is
+never logged, and the executor redacts it like the ``env`` values of a stdio server.
 A server's ``rate_limit`` becomes the descriptor's (the budget its tools share); a tool's
 ``rate_limit`` becomes its operation's own budget (:func:`toolgate.shared.descriptors.rate_of`).
 How hints, trust, defaults and overrides combine is :mod:`toolgate.shared.mcp_mapping`'s rule.
@@ -36,6 +43,8 @@ import re
 import shutil
 import sys
 import tomllib
+import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +59,7 @@ __all__ = [
     "SERVER_NAME",
     "McpServerConfig",
     "Override",
+    "header_values",
     "load_mcp_servers",
     "parse_servers",
     "resolve_command",
@@ -84,14 +94,26 @@ class Override(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     cost: float | str | None = None
 
 
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}\Z")
+"""What an HTTP header name may be (RFC 9110 token)."""
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+"""What an environment variable named by ``headers_env`` may be."""
+
+
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """One stdio MCP server.
+    """One MCP server: a stdio command or a Streamable HTTP upstream (exactly one of the two).
 
     Attributes:
         name: server name matching :data:`SERVER_NAME` (the TOML table key).
-        command: executable; after loading, an absolute path.
-        args: command-line arguments.
-        env: extra environment variables for the server process.
+        command: executable of a stdio server; after loading, an absolute path. Empty for
+            an HTTP upstream.
+        url: ``http://`` or ``https://`` endpoint of a Streamable HTTP upstream; empty for a
+            stdio server.
+        headers_env: HTTP header name to the environment variable holding its value (HTTP
+            upstreams only); the value is read at connection start, never logged.
+        args: command-line arguments (stdio only).
+        env: extra environment variables for the server process (stdio only).
         pinned_arguments: argument name to value, forced into every call (overwriting
             the agent's value) and declared ``const`` in every input schema.
         overrides: MCP tool name to its :class:`Override`.
@@ -106,7 +128,9 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """
 
     name: str
-    command: str
+    command: str = ""
+    url: str = ""
+    headers_env: dict[str, str] = msgspec.field(default_factory=dict)
     args: list[str] = msgspec.field(default_factory=list)
     env: dict[str, str] = msgspec.field(default_factory=dict)
     pinned_arguments: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -115,6 +139,56 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     default_side_effect_class: SideEffectClass = SideEffectClass.IRREVERSIBLE_WRITE
     default_risk_tier: RiskTier = RiskTier.HIGH
     rate_limit: RateLimit = DEFAULT_MCP_RATE_LIMIT
+
+    def __post_init__(self) -> None:
+        """Refuse a server that is neither or both stdio and HTTP, or a bad URL or header.
+
+        Raises:
+            ValueError: naming the field (``command``, ``url``, ``headers_env``, ``args``, ``env``).
+        """
+        if bool(self.command) == bool(self.url):
+            raise ValueError("set exactly one of command (a stdio server) and url (a Streamable HTTP upstream)")
+        if self.url:
+            _check_http(self)
+        elif self.headers_env:
+            raise ValueError("headers_env: applies only to a server with a url")
+
+
+def _check_http(config: McpServerConfig) -> None:
+    parts = urllib.parse.urlsplit(config.url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"url: expected an http:// or https:// URL with a host, got {config.url[:200]!r}")
+    if parts.username or parts.password:
+        raise ValueError("url: must not carry credentials; send them in a header named by headers_env")
+    for field in ("args", "env"):
+        if getattr(config, field):
+            raise ValueError(f"{field}: applies only to a server with a command")
+    for header, variable in config.headers_env.items():
+        if not HEADER_NAME.match(header):
+            raise ValueError(f"headers_env: {header[:64]!r} is not an HTTP header name")
+        if not ENV_NAME.match(variable):
+            raise ValueError(f"headers_env.{header}: {variable[:128]!r} is not an environment variable name")
+
+
+def header_values(config: McpServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The headers an HTTP upstream is sent: each ``headers_env`` entry's value, read from ``environ``.
+
+    Args:
+        config: the server.
+        environ: where to read (default ``os.environ``).
+
+    Returns:
+        Header name to value (``{}`` for a stdio server).
+
+    Raises:
+        ValueError: an environment variable is unset or empty (the message names it, never a value).
+    """
+    source = os.environ if environ is None else environ
+    values = {header: source.get(variable, "") for header, variable in config.headers_env.items()}
+    missing = [config.headers_env[header] for header, value in values.items() if not value]
+    if missing:
+        raise ValueError(f"MCP server {config.name!r}: environment variable {missing[0]} (headers_env) is not set")
+    return values
 
 
 _UNTRUSTED_ONLY = ("default_side_effect_class", "default_risk_tier")
@@ -198,6 +272,8 @@ def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfi
     _check_rate(config.rate_limit, f"{where}.rate_limit")
     for tool, override in parsed.items():
         _check_rate(override.rate_limit, f"{where}.overrides.{tool}.rate_limit")
+    if config.url:
+        return msgspec.structs.replace(config, overrides=parsed)
     try:
         command = resolve_command(config.command, base_dir)
     except ValueError as exc:

@@ -226,6 +226,7 @@ def _registry(clients: tuple[str, ...]) -> NatsUser:
         ),
         subscribe=(
             *(Rule(subject) for subject in (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST)),
+            Rule(Subjects.TOOL_STATES, "the executor's tool states, recorded in the tools bucket"),
             Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, KV watch"),
         ),
         notes=(
@@ -296,6 +297,7 @@ def _executor() -> NatsUser:
         publish=(
             Rule(Subjects.RECEIPTS, "only the executor issues receipts"),
             Rule(Subjects.CLAIMS, "durable claims of writes"),
+            Rule(Subjects.TOOL_STATES, "ToolStateChanged: its MCP servers' states (only the executor)"),
             *(Rule(subject, f"result chunks ({catalog.RESULTS_STREAM})") for subject in catalog.RESULTS_SUBJECTS),
             *_consumer(catalog.EXECUTOR_DECISIONS),
             *_consumer(catalog.EXECUTOR_APPROVALS),

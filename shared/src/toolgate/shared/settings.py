@@ -99,7 +99,6 @@ class ServiceSettings(BaseSettings):
         description="Address the health and metrics HTTP server listens on. Env: TOOLGATE_<SERVICE>_HTTP_HOST.",
     )
 
-
     @classmethod
     def from_config(cls, config: ToolgateConfig) -> dict[str, Any]:
         """The settings this service takes from ``toolgate.toml``, by field name (none here)."""

@@ -1,7 +1,9 @@
 """Tool descriptors in the JetStream KV bucket :data:`catalog.TOOLS_BUCKET`.
 
 Keys: ``<tool>.<version>`` holds the descriptor JSON (written once with KV ``create``,
-never updated: a published version is immutable); ``latest.<tool>`` holds the highest
+never updated: a published version is immutable); ``state.<tool>`` holds the tool's latest
+:class:`~toolgate.shared.tool_states.ToolState` (written by the registry as the executor
+announces it; apart from the versions); ``latest.<tool>`` holds the highest
 published version (SemVer 2.0.0 §11 precedence). ``latest`` is only ever raised, with
 compare-and-swap (KV ``update`` at the revision read, ``create`` when absent, retried
 on a conflict), so registry replicas publishing at the same time never lower it, and
@@ -27,6 +29,7 @@ from nats.js.kv import KeyValue
 
 from toolgate.shared import catalog
 from toolgate.shared.descriptors import SEMVER, ToolDescriptor, semver_key
+from toolgate.shared.tool_states import ToolState
 
 __all__ = ["DescriptorConflict", "LatestContended", "ToolsBucket"]
 
@@ -129,6 +132,28 @@ class ToolsBucket:
         descriptor = msgspec.json.decode(entry.value or b"", type=ToolDescriptor)
         self._cache[(tool, version)] = descriptor
         return descriptor
+
+    async def state(self, tool: str) -> ToolState | None:
+        """The tool's recorded state, or ``None`` when none was recorded (a tool with no server).
+
+        Raises:
+            nats.errors.TimeoutError, nats.js.errors.APIError: the bucket could not be read.
+            msgspec.ValidationError: the stored value is not a state.
+        """
+        try:
+            entry = await self._kv.get(f"state.{tool}")
+        except KeyNotFoundError:
+            return None
+        return msgspec.json.decode(entry.value or b"", type=ToolState) if entry.value else None
+
+    async def put_state(self, tool: str, state: ToolState) -> None:
+        """Record ``state`` as the tool's latest (the registry only)."""
+        await self._kv.put(f"state.{tool}", msgspec.json.encode(state))
+
+    async def states(self, tools: list[str]) -> dict[str, ToolState]:
+        """The recorded state of each of ``tools`` that has one."""
+        found = {tool: await self.state(tool) for tool in tools}
+        return {tool: state for tool, state in found.items() if state is not None}
 
     async def tool_names(self) -> list[str]:
         """Names of the tools that have a ``latest`` key, sorted (one stream-info request).

@@ -16,6 +16,7 @@ from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
 from toolgate.executor.adapters.secret_detectors import find_secrets
+from toolgate.executor.adapters.state_announcer import StateAnnouncer
 from toolgate.executor.adapters.stream import StreamBus
 from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.backstop import Backstop, Deadlines
@@ -34,7 +35,7 @@ from toolgate.shared.config import load_servers
 from toolgate.shared.connections import redis_client
 from toolgate.shared.health import ReadyCheck, monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
-from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.mcp_config import McpServerConfig, header_values
 from toolgate.shared.metrics import observe_mcp_states
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.sealing import load_sealing_private_key
@@ -57,11 +58,29 @@ def _servers(settings: ExecutorSettings) -> dict[str, McpServerConfig]:
 
 
 def _redactor(settings: ExecutorSettings, servers: dict[str, McpServerConfig]) -> Redactor:
-    """The secret rules: the detectors, and the MCP servers' env values and the secrets file exactly."""
+    """The secret rules: the detectors, the MCP servers' env and header values and the secrets file exactly."""
     known = [value for config in servers.values() for value in config.env.values()]
+    known += [value for config in servers.values() for value in _headers(config).values()]
     if settings.secrets_file is not None:
         known += [line for line in settings.secrets_file.read_text(encoding="utf-8").splitlines() if line]
     return Redactor(find_secrets, known)
+
+
+def _headers(config: McpServerConfig) -> dict[str, str]:
+    """The header values of an HTTP upstream, as far as the environment holds them now."""
+    try:
+        return header_values(config)
+    except ValueError:  # the server will be unavailable, and say why, when it starts
+        return {}
+
+
+def _mcp(settings: ExecutorSettings, servers: dict[str, McpServerConfig], announcer: StateAnnouncer) -> McpToolHost:
+    return McpToolHost(
+        servers,
+        breaker_faults=settings.mcp_breaker_faults,
+        breaker_cool_down_s=settings.mcp_breaker_cool_down_s,
+        on_change=announcer.note,
+    )
 
 
 def _sealing_key(path: Path) -> PrivateKey | None:
@@ -83,6 +102,11 @@ def _timing(settings: ExecutorSettings) -> Timing:
         decision_max_age_s=settings.decision_max_age_s,
         recheck_after_s=settings.recheck_after_s,
     )
+
+
+def _state_names(mcp: McpToolHost) -> Callable[[], Mapping[str, str]]:
+    """``server → state name`` of ``mcp``'s servers, read on each call (for readiness and the metric)."""
+    return lambda: {name: server.state for name, server in mcp.states().items()}
 
 
 def _mcp_checks(states: Callable[[], Mapping[str, str]] | None) -> dict[str, ReadyCheck]:
@@ -118,7 +142,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     unsealer = Unsealer(_sealing_key(settings.keys_dir / "sealing.key"))
     servers = _servers(settings)
     redactor = _redactor(settings, servers)
-    mcp = McpToolHost(servers) if settings.mcp_servers_file else None
+    announcer = StateAnnouncer(redactor, settings.mcp_breaker_cool_down_s)
+    mcp = _mcp(settings, servers, announcer) if settings.mcp_servers_file else None
     timing, instance = _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
     tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve(), may_write=lease.held), mcp)
@@ -130,6 +155,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         return datetime.now(UTC)
 
     async def build(js: JetStreamContext) -> None:
+        if mcp is not None:  # the servers start while the rest is built
+            mcp.launch()
         bus = ScrubbingBus(StreamBus(broker.connection, js, receipts_key), redactor)
         store = RedisIdempotencyStore(redis_client(settings))
         runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes, unsealer)
@@ -151,6 +178,9 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         backstop = Backstop(executor, bus, store, keys, clock, timing, limits)
         upkeep = Upkeep(store, bus, clock, instance, timing.idempotency_ttl_s, lease=lease)
         await upkeep.start()
+        announcer.start(js)
+        if mcp is not None:  # every server ready or unavailable before the first call is taken
+            await mcp.start()
         cell.set(ExecutorRuntime(executor, backstop, upkeep))
 
     def abort() -> None:
@@ -159,7 +189,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     async def stop_upkeep() -> None:
         await cell().upkeep.stop()
 
-    closers = [stop_upkeep, *([mcp.aclose] if mcp else [])]
+    closers = [stop_upkeep, *([mcp.aclose] if mcp else []), announcer.stop]
     lifecycle = Lifecycle(
         consumers(cell),
         grace_s=settings.shutdown_grace_s,
@@ -167,7 +197,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         closers=closers,
         reporter=reporter,
         monitoring=monitoring("executor", settings),
-        ready_checks=_mcp_checks(getattr(mcp, "states", None)),
+        ready_checks=_mcp_checks(_state_names(mcp) if mcp else None),
     )
     app = new_app(broker, build, lifecycle)
     install_log_filter(redactor)

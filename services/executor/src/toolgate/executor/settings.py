@@ -31,6 +31,18 @@ class ExecutorSettings(ServiceSettings):
         "[mcp.servers] of TOOLGATE_CONFIG, else none). Env: TOOLGATE_MCP_SERVERS_FILE (deprecated: "
         "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE, TOOLGATE_REGISTRY_MCP_SERVERS_FILE).",
     )
+    mcp_breaker_faults: int = Field(
+        default=5,
+        ge=1,
+        description="Consecutive faults (failed, timed out or unknown calls) after which an MCP server's circuit "
+        "opens: its tools are degraded and refused as tool_unavailable. Env: TOOLGATE_EXECUTOR_MCP_BREAKER_FAULTS.",
+    )
+    mcp_breaker_cool_down_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds an open circuit refuses calls before one probe call is let through; its success "
+        "closes the circuit. Env: TOOLGATE_EXECUTOR_MCP_BREAKER_COOL_DOWN_S.",
+    )
     secrets_file: Path | None = Field(
         default=None,
         description="Text file of extra secret values, one per line (values under 8 characters are ignored): "

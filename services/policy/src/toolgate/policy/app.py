@@ -193,6 +193,7 @@ def _ports(
         clock=clock,
         max_request_bytes=settings.max_request_bytes,
         spending=spending,
+        states=tools,
     )
 
 

@@ -20,7 +20,10 @@ Order (each step can end the request; later steps never run for an ended request
    (refuse ``secret_not_sealed`` / ``sealed_unexpected``, naming the pointer, never the
    value; :mod:`toolgate.shared.secret_arguments`),
 6. the idempotency record of the key (other arguments under the same key: refuse
-   ``idempotency_key_reused``), then Cedar's verdict for the call,
+   ``idempotency_key_reused``); unless it is a replay, the tool's recorded state: a tool
+   whose MCP server is unavailable, or degraded before its probe time, is denied
+   ``tool_unavailable`` at once, naming why (:func:`toolgate.shared.tool_states.blocks`;
+   an unreadable state denies ``registry_unavailable``, fail closed); then Cedar's verdict,
 7. admission (:mod:`toolgate.policy.admission`): a call that executes now — Cedar's
    ``execute`` or a replay — consumes its rate budget, once per request id (deny
    ``rate_limited`` with ``retry_after_s``), and, unless it is a replay, reserves its
@@ -53,13 +56,14 @@ from toolgate.policy.errors import IndexLost
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.intake import MAX_IDEMPOTENCY_KEY_CHARS, Ended, Envelope, parse_request
 from toolgate.policy.outcomes import policy_verdict
-from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex
+from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex, ToolStates
 from toolgate.policy.visibility import absent_operation, hidden_from, unknown_tool
 from toolgate.shared.catalog import TOKEN
 from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, request_hash
 from toolgate.shared.schemas import SchemaUnusable, ensure_usable, first_error
 from toolgate.shared.secret_arguments import policy_schema, sealing_problem, secret_arguments
+from toolgate.shared.tool_states import blocks
 from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
@@ -71,6 +75,7 @@ class PolicyPorts:
 
     ``policy`` holds the engine in force; a decision reads it once (an atomic switch).
     ``spending``: the spend budgets and their ledger (``None``: no budgets).
+    ``states``: the tools' recorded states (``None``: not consulted; the executor still refuses).
     """
 
     policy: PolicyHolder
@@ -80,6 +85,7 @@ class PolicyPorts:
     clock: Callable[[], datetime]
     max_request_bytes: int
     spending: Spending | None = None
+    states: ToolStates | None = None
 
 
 def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
@@ -120,6 +126,18 @@ async def _resolve(principal: str, request: ToolRequested, engine: PolicyEngine,
     if problem:
         raise Ended(Verdict.REFUSE, "schema_invalid", f"arguments invalid at {problem}")
     return descriptor
+
+
+async def _available(tool: str, ports: PolicyPorts, now: datetime) -> None:
+    """Deny ``tool_unavailable`` when the tool's recorded state blocks calls now (nothing would run)."""
+    if ports.states is None:
+        return
+    try:
+        state = await ports.states.state(tool)
+    except Exception:  # an unreadable state denies (fail closed), like an unreadable descriptor
+        raise Ended(Verdict.DENY, "registry_unavailable", "the registry cannot be read: denied (fail closed)") from None
+    if state is not None and blocks(state, now):
+        raise Ended(Verdict.DENY, "tool_unavailable", f"{tool} is {state.state}: {state.reason}")
 
 
 async def _replay(principal: str, request: ToolRequested, digest: str, ports: PolicyPorts) -> bool:
@@ -231,6 +249,8 @@ async def _decide_parsed(
         "policy_version": engine.version,
     }
     replay = await _replay(env.principal, request, digest, ports)
+    if not replay:
+        await _available(descriptor.name, ports, now)
     outcome = _govern(env.principal, descriptor, request, engine)
     common["policy_verdict"] = said = policy_verdict(outcome)
     call = Call(env.principal, descriptor, request.operation, request.arguments, request.request_id, now)

@@ -1,6 +1,7 @@
 """Ports of the policy service, each with an in-memory twin.
 
 - :class:`DescriptorSource`: tool descriptors by ``(tool, version)`` (the registry's KV bucket);
+- :class:`ToolStates`: each tool's state as the registry recorded it (the same bucket);
 - :class:`ReplayIndex`: the executor's idempotency records, read to recognise a replay;
 - :class:`RateLimiter`: per-principal call rates, consumed when a call is *admitted* to run;
 - :class:`PolicyStore`: the policy in force and every published version (the policy KV
@@ -28,6 +29,7 @@ from typing import Protocol
 
 from toolgate.shared.descriptors import RateLimit, ToolDescriptor, semver_key
 from toolgate.shared.policy_kv import CurrentEntry, PolicyConflict, PublishedPolicy
+from toolgate.shared.tool_states import ToolState
 
 __all__ = [
     "DescriptorSource",
@@ -40,6 +42,7 @@ __all__ = [
     "RateLimiter",
     "ReplayIndex",
     "ReplayState",
+    "ToolStates",
     "admitted_key",
     "gcra_parameters",
     "limiter_key",
@@ -57,6 +60,14 @@ class DescriptorSource(Protocol):
 
     async def list(self) -> list[ToolDescriptor]:
         """Return the latest version of every tool, sorted by name."""
+        ...
+
+
+class ToolStates(Protocol):
+    """Reads the tools' recorded states (:mod:`toolgate.shared.tool_states`)."""
+
+    async def state(self, tool: str) -> ToolState | None:
+        """Return the recorded state of ``tool``, or None when none was recorded."""
         ...
 
 

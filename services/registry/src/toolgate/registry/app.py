@@ -14,6 +14,7 @@ from faststream import FastStream
 from nats.js import JetStreamContext
 
 from toolgate.registry.adapters.mcp_import import import_mcp_server
+from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.domain import parse_descriptor
 from toolgate.registry.errors import RegistryError
 from toolgate.registry.handlers import build_router
@@ -54,7 +55,11 @@ def _limited(descriptor: ToolDescriptor, limits: dict[str, ToolLimits]) -> tuple
 
 
 async def _import(config: McpServerConfig, timeout_s: float) -> list[ToolDescriptor]:
-    """The server's descriptor, or none (logged) when its listing is refused."""
+    """The server's descriptor, or none (one line logged) when its listing is refused or it cannot be reached.
+
+    A server that cannot start never stops the registry: the version published before (if
+    any) stays, and the executor reports the server ``unavailable``.
+    """
     try:
         return [await import_mcp_server(config, timeout_s)]
     except RegistryError as error:
@@ -64,7 +69,16 @@ async def _import(config: McpServerConfig, timeout_s: float) -> list[ToolDescrip
             config.name,
             error,
         )
-        return []
+    except Exception as error:  # a crash, a hang, a refused connection: named, never a traceback
+        log.error("MCP server %r not imported, it could not be listed: %s", config.name, _summary(error))
+    return []
+
+
+def _summary(error: BaseException) -> str:
+    """The first leaf of ``error`` (task groups wrap it), as ``Type: text``, clipped to 300 characters."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"[:300]
 
 
 async def _publish(registry: Registry, descriptor: ToolDescriptor, limited: bool = False) -> None:
@@ -85,8 +99,9 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
     """Build the registry service.
 
     Raises:
-        RegistryError / OSError / ValueError (at start-up): a configured descriptor or MCP
-            server is invalid or unreachable, or ``<keys_dir>/operator.pub`` is invalid.
+        RegistryError / OSError / ValueError (at start-up): a configured descriptor or the
+            MCP servers file is invalid, or ``<keys_dir>/operator.pub`` is invalid (an MCP
+            server that cannot be listed is logged, not raised).
         toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds a private key.
     """
     settings = settings or RegistrySettings()
@@ -97,7 +112,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
     reporter = SecurityReporter("registry")  # permission violations on its connection
     broker = new_broker("registry", settings, reporter)
     cell: RuntimeCell[Registry] = RuntimeCell()
-    broker.include_router(build_router(cell))
+    states: RuntimeCell[StateRecorder] = RuntimeCell()
+    broker.include_router(build_router(cell, states))
 
     async def build(js: JetStreamContext) -> None:
         await ensure_bus(js)
@@ -106,6 +122,9 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
             return await publish_event(js, subject, event)
 
         bucket, clock = await ToolsBucket.open(js), lambda: datetime.now(UTC)
+        recorder = StateRecorder(bucket)
+        states.set(recorder)
+        await recorder.catch_up(js)
         registry = Registry(bucket, announce, clock, operator_key=operator_key, reporter=reporter)
         for descriptor, limited in await _seed(settings):
             await _publish(registry, descriptor, limited)

@@ -20,6 +20,7 @@ from toolgate.shared.pointers import spec_problem
 from toolgate.shared.schemas import SchemaError, check_schema
 from toolgate.shared.secret_arguments import secret_arguments
 from toolgate.shared.signing import verify_value
+from toolgate.shared.tool_states import ToolState
 
 __all__ = [
     "MAX_DESCRIPTOR_BYTES",
@@ -61,7 +62,11 @@ _publish = msgspec.json.Decoder(PublishRequest)
 
 
 class RegistryReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Answer of every registry request."""
+    """Answer of every registry request.
+
+    ``states``: ``list``: the recorded state of each listed tool that has one
+    (:mod:`toolgate.shared.tool_states`); a tool without one has no server to watch.
+    """
 
     ok: bool
     reason_code: str
@@ -69,6 +74,7 @@ class RegistryReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     descriptor: ToolDescriptor | None = None
     descriptors: list[ToolDescriptor] | None = None
     digest: str | None = None
+    states: dict[str, ToolState] | None = None
 
 
 def parse_descriptor(data: bytes) -> ToolDescriptor:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
+from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.domain import GetQuery, RegistryReply
 from toolgate.registry.errors import RegistryError
 from toolgate.registry.service import Registry
-from toolgate.shared.catalog import Rpc
+from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.events import decode_untrusted
 from toolgate.shared.service import RuntimeCell, rpc
 
@@ -25,9 +26,14 @@ def _refusal(error: RegistryError) -> bytes:
     return _reply(RegistryReply(ok=False, reason_code=error.reason_code, reason=error.reason))
 
 
-def build_router(cell: RuntimeCell[Registry]) -> NatsRouter:
-    """Route the three registry requests."""
+def build_router(cell: RuntimeCell[Registry], states: RuntimeCell[StateRecorder] | None = None) -> NatsRouter:
+    """Route the three registry requests, and the tool state announcements when ``states`` is given."""
     router = NatsRouter()
+    if states is not None:
+
+        @router.subscriber(Subjects.TOOL_STATES)
+        async def on_state(msg: NatsMessage) -> None:
+            await states().record(msg.raw_message.subject, msg.raw_message.data or b"")
 
     @rpc(router, Rpc.REGISTRY_PUBLISH, "registry")
     async def on_publish(msg: NatsMessage) -> bytes:

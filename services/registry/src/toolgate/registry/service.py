@@ -142,4 +142,7 @@ class Registry:
     async def list(self) -> RegistryReply:
         """The latest version of every tool."""
         found = await self.bucket.list()
-        return RegistryReply(ok=True, reason_code="found", reason=f"{len(found)} tools", descriptors=found)
+        states = await self.bucket.states([descriptor.name for descriptor in found])
+        return RegistryReply(
+            ok=True, reason_code="found", reason=f"{len(found)} tools", descriptors=found, states=states or None
+        )

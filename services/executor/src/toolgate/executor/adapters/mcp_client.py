@@ -1,7 +1,10 @@
-"""Call the tools of configured stdio MCP servers, one long-lived session per server.
+"""Call the tools of configured MCP servers (stdio or Streamable HTTP), one long-lived session per server.
 
-Sessions (:mod:`.mcp_session`) start on the first call to their server and are replaced
-when they die. Before a call is sent, the tool's *live* definition (the session's
+After :meth:`McpToolHost.start` every server is kept warm by its :class:`~.mcp_warden.Warden`
+(started at once, restarted with backoff, a circuit breaker over its calls); a call to a
+server that is not ready ends at once as ``ToolRefused("tool_unavailable")``. Without
+``start`` (tests of the adapter alone) a session starts on the first call to its server and
+is replaced when it dies. Before a call is sent, the tool's *live* definition (the session's
 ``tools/list``, mapped with the registry's rules and the server's configuration by
 :func:`~toolgate.shared.mcp_mapping.operation_from_mcp`) must equal the registered
 operation the call runs under; any difference is refused as ``tool_definition_changed``
@@ -15,6 +18,7 @@ How a call ends (the executor turns the error class into the receipt):
 =====================================================  ===========================================
 what happened                                          raised
 =====================================================  ===========================================
+nothing sent: server not ready or circuit open         ``ToolRefused("tool_unavailable")``
 nothing sent: start, handshake or listing failed,      ``ToolFailed("server_unavailable")``
 hung, or the connection ended first
 live definition differs from the registered one         ``ToolRefused("tool_definition_changed")``
@@ -46,7 +50,7 @@ half (the executor's outlet, :mod:`toolgate.executor.outlet`, scrubs every recei
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp import MCPError
@@ -54,6 +58,8 @@ from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent
 from pydantic import ValidationError
 
 from toolgate.executor.adapters.mcp_session import Connection, McpSession
+from toolgate.executor.adapters.mcp_warden import ServerState, Warden
+from toolgate.executor.breaker import Breaker
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from toolgate.shared.descriptors import OperationSpec
 from toolgate.shared.mcp_config import McpServerConfig
@@ -71,37 +77,64 @@ caller enforcing the same limit then gets the precise outcome, not its own timeo
 
 
 class McpToolHost:
-    """The executor's MCP client: one stdio session per configured server.
+    """The executor's MCP client: one session per configured server, kept warm once started.
 
-    :meth:`aclose` stops every session and its server process; a call after it starts a
-    session again.
+    :meth:`aclose` stops every warden and session and its server process.
 
     Args:
         servers: server name to its configuration (``load_mcp_servers``).
         start_timeout_s: limit for starting a server (spawn, handshake, first listing), seconds.
         listing_max_age_s: oldest live listing a READ_ONLY call may be checked against, seconds.
+        breaker_faults: consecutive faults that open a server's circuit.
+        breaker_cool_down_s: how long an open circuit refuses calls before one probe, seconds.
+        on_change: called with ``(server, state)`` at each change of a server's state.
     """
 
     def __init__(
-        self, servers: Mapping[str, McpServerConfig], *, start_timeout_s: float = 30.0, listing_max_age_s: float = 5.0
+        self,
+        servers: Mapping[str, McpServerConfig],
+        *,
+        start_timeout_s: float = 30.0,
+        listing_max_age_s: float = 5.0,
+        breaker_faults: int = 5,
+        breaker_cool_down_s: float = 30.0,
+        on_change: Callable[[str, ServerState], None] | None = None,
     ) -> None:
         self._sessions = {name: McpSession(config, start_timeout_s) for name, config in servers.items()}
+        self._wardens = {
+            name: Warden(session, Breaker(breaker_faults, breaker_cool_down_s), on_change)
+            for name, session in self._sessions.items()
+        }
+        self._warm = False
         self._listing_max_age_s = listing_max_age_s
 
     async def start(self) -> None:
-        """Start every configured server now instead of on its first call.
+        """Start every configured server now, concurrently, and keep each warm from then on.
 
-        Raises:
-            ToolFailed: ``server_unavailable``, a server could not be started.
+        Returns once each server is ready or unavailable (a start is bounded by
+        ``start_timeout_s``); a server that cannot start is logged and refused, never raised.
         """
-        await asyncio.gather(*(session.connection().client() for session in self._sessions.values()))
+        self.launch()
+        await asyncio.gather(*(warden.settled.wait() for warden in self._wardens.values()))
+
+    def launch(self) -> None:
+        """Start keeping every server warm without waiting (:meth:`start` then waits; idempotent)."""
+        self._warm = True
+        for warden in self._wardens.values():
+            warden.start()
+
+    def states(self) -> dict[str, ServerState]:
+        """Each configured server's current state (read-only; for listings and metrics)."""
+        return {name: warden.state for name, warden in self._wardens.items()}
 
     async def aclose(self) -> None:
-        """Stop every session and wait for its server process to end.
+        """Stop every warden and session and wait for its server process to end.
 
         Safe while calls are in flight (they end as their connection is lost) and after
         calls were cancelled; raises nothing unless the calling task itself is cancelled.
         """
+        for warden in self._wardens.values():
+            await warden.stop()
         for session in self._sessions.values():
             await session.stop()
 
@@ -121,7 +154,8 @@ class McpToolHost:
             ``{"structured": dict | None, "content": [dict, ...]}``.
 
         Raises:
-            ToolRefused: ``unknown_server``; ``tool_definition_changed`` (nothing sent).
+            ToolRefused: ``unknown_server``; ``tool_unavailable`` (server not ready or its circuit
+                open: nothing sent); ``tool_definition_changed`` (nothing sent).
             ToolFailed: ``server_unavailable`` (nothing sent), ``tool_error``.
             ToolOutcomeUnknown: ``connection_lost``, ``malformed_reply``, ``output_invalid``.
             ToolTimeout: ``tool_timeout``, sent and no answer in time.
@@ -129,7 +163,15 @@ class McpToolHost:
         session = self._sessions.get(server)
         if session is None:
             raise ToolRefused("unknown_server", f"no MCP server named {server!r} is configured")
-        attempt = _Attempt(server, tool, session.connection())
+        if not self._warm:
+            return await self._call(session, tool, arguments, timeout_s, expected)
+        with self._wardens[server].watched():
+            return await self._call(session, tool, arguments, timeout_s, expected)
+
+    async def _call(
+        self, session: McpSession, tool: str, arguments: dict[str, Any], timeout_s: float, expected: OperationSpec
+    ) -> dict[str, Any]:
+        attempt = _Attempt(session.config.name, tool, session.connection())
         budget_s = timeout_s - min(_MARGIN_S, timeout_s / 10)
         forced = {**arguments, **session.config.pinned_arguments}
         try:

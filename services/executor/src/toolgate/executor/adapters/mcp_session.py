@@ -1,4 +1,4 @@
-"""One stdio MCP server's connection: started on demand, owned by one task, watched, replaced.
+"""One MCP server's connection (stdio or Streamable HTTP): started, owned by one task, watched, replaced.
 
 A :class:`Connection` is one server process and its ``mcp.Client``, held open by an
 *owner* task (the SDK's anyio task groups must be entered and exited in one task; calls
@@ -16,7 +16,11 @@ nothing else on stdout (MCP specification 2025-11-25, basic/transports) and whic
 it answered cannot be known.
 
 A server's stderr is read line by line by a thread and logged (``MCP server 'x' stderr: …``),
-so the service's log filters (the executor's secret scrubbing) apply to it too.
+so the service's log filters (the executor's secret scrubbing) apply to it too; the last line
+is kept to say why a start failed (the reason then goes through the same scrubbing).
+
+An HTTP upstream (``url``) is reached with the SDK's ``streamable_http_client`` over an HTTP
+client that sends the ``headers_env`` headers (values read at each start, never logged).
 
 The live listing (read by the rug-pull check of :mod:`.mcp_client`) is fetched at start-up
 and whenever a call needs it fresh (:meth:`Connection.tools`); ``notifications/tools/list_changed``
@@ -38,13 +42,15 @@ from typing import Any, TextIO
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.session import IncomingMessage
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import ToolListChangedNotification
+from mcp_types import CONNECTION_CLOSED, ToolListChangedNotification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate.executor.errors import ToolFailed
-from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.mcp_config import McpServerConfig, header_values
 from toolgate.shared.mcp_mapping import McpToolInfo, tool_from_wire
 
 __all__ = ["Connection", "McpSession"]
@@ -83,6 +89,8 @@ class Connection:
         self._serving = False
         self._changes = 0
         self._listing: tuple[dict[str, McpToolInfo], float, int] | None = None
+        self.stderr_tail = [""]
+        self._stderr: threading.Thread | None = None
         self.owner = asyncio.create_task(self._own(), name=f"mcp-session-{config.name}")
 
     async def client(self) -> Client:
@@ -98,6 +106,10 @@ class Connection:
         if self._ready.cancelled() or self._ready.exception() is not None or self.lost:
             raise ToolFailed("server_unavailable", self._why())
         return self._ready.result()
+
+    def listed(self) -> int:
+        """How many tools the last listing held (0 before the first)."""
+        return len(self._listing[0]) if self._listing is not None else 0
 
     async def tools(self, client: Client, max_age_s: float) -> dict[str, McpToolInfo]:
         """The live listing: the last one if younger than ``max_age_s`` and unchanged since, else a new one.
@@ -135,20 +147,27 @@ class Connection:
                 self._scope = scope
                 await self._session(scope)
         except Exception as exc:
-            logger.warning("MCP server %r session ended with an error: %r", self.name, exc)
-            why = _summary(exc)
+            logger.debug("MCP server %r session ended with an error: %r", self.name, exc)
+            why = _summary(exc) + await self._last_words()
         finally:
             if _now() >= deadline:
                 why = f"did not finish its start-up within {self._start_timeout_s:g}s"
             self._lose(self.fault)
             self._fail(why)
 
+    async def _last_words(self) -> str:
+        """``": <last stderr line>"`` once the stderr reader has read to the end (bounded), else ``""``."""
+        if self._stderr is not None:
+            await asyncio.to_thread(self._stderr.join, 1.0)
+        return f": {self.stderr_tail[0]}" if self.stderr_tail[0] else ""
+
     async def _session(self, scope: anyio.CancelScope) -> None:
         if self.lost:
             return
         config = self._config
         params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env) or None)
-        async with Client(self._relayed(params), message_handler=self._on_message, cache=None) as client:
+        transport = _http(config) if config.url else self._relayed(params)
+        async with Client(transport, message_handler=self._on_message, cache=None) as client:
             try:
                 await self._serve(client, scope)
             finally:
@@ -187,7 +206,10 @@ class Connection:
     @contextlib.asynccontextmanager
     async def _relayed(self, params: StdioServerParameters) -> AsyncIterator[tuple[Any, Any]]:
         """The SDK's stdio transport, relayed so that the connection is marked lost first."""
-        async with _stderr_logged(self.name) as errlog, stdio_client(params, errlog) as (read, write):
+        async with (
+            _stderr_logged(self.name, self.stderr_tail) as (errlog, self._stderr),
+            stdio_client(params, errlog) as (read, write),
+        ):
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
             async def relay() -> None:
@@ -297,21 +319,40 @@ def _announces_changes(client: Client) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def _stderr_logged(name: str) -> AsyncIterator[TextIO]:
+async def _http(config: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's Streamable HTTP transport to ``config.url``, sending the ``headers_env`` headers.
+
+    Raises:
+        ValueError: a header's environment variable is not set (nothing is sent).
+    """
+    async with (
+        create_mcp_http_client(headers=header_values(config)) as http,
+        streamable_http_client(config.url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+@contextlib.asynccontextmanager
+async def _stderr_logged(name: str, tail: list[str]) -> AsyncIterator[tuple[TextIO, threading.Thread]]:
     """A pipe for a server's stderr whose lines a thread logs (so the service's log filters see them).
 
     The parent's write end is closed on exit; the thread ends at EOF, once the server is gone.
+    ``tail[0]`` is kept as the last non-empty line.
     """
     read_fd, write_fd = os.pipe()
-    threading.Thread(target=_log_lines, args=(read_fd, name), daemon=True, name=f"mcp-stderr-{name}").start()
+    thread = threading.Thread(target=_log_lines, args=(read_fd, name, tail), daemon=True, name=f"mcp-stderr-{name}")
+    thread.start()
     with os.fdopen(write_fd, "w") as errlog:
-        yield errlog
+        yield errlog, thread
 
 
-def _log_lines(fd: int, name: str) -> None:
+def _log_lines(fd: int, name: str, tail: list[str]) -> None:
     with os.fdopen(fd, "rb") as pipe:
-        for line in pipe:
-            logger.info("MCP server %r stderr: %s", name, line.decode("utf-8", "replace").rstrip())
+        for raw in pipe:
+            line = raw.decode("utf-8", "replace").rstrip()
+            logger.info("MCP server %r stderr: %s", name, line)
+            if line.strip():
+                tail[0] = line.strip()[-300:]
 
 
 def _now() -> float:
@@ -327,6 +368,12 @@ def _retrieved(future: asyncio.Future[Client]) -> None:
 
 def _summary(exc: BaseException) -> str:
     """A short, secret-free account of a start failure: the error's type and code, never its text."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+        return "ended its connection during start-up (the command exited or closed stdout)"
+    if isinstance(exc, ValueError) and "headers_env" in str(exc):
+        return str(exc).partition(": ")[2]  # names the variable, never a value
     if isinstance(exc, MCPError):
         return f"failed its start-up (JSON-RPC error {exc.code})"
     return f"failed its start-up ({type(exc).__name__})"

@@ -1,27 +1,33 @@
-"""Import the tools of a stdio MCP server as a tool descriptor.
+"""Import the tools of an MCP server (stdio or Streamable HTTP) as a tool descriptor.
 
-Starts the configured server with the official ``mcp`` SDK (``mcp.Client`` over stdio),
-reads its version and its whole ``tools/list`` (all pages), stops it, and maps the
-listing with :func:`toolgate.shared.mcp_mapping.descriptor_from_mcp`. A listed schema
-with a reference to anything outside itself ends the import
-(:func:`toolgate.shared.schemas.check_self_contained`): nothing is fetched, nothing is
-published for that server.
+Starts the configured server with the official ``mcp`` SDK (``mcp.Client`` over stdio), or
+connects to its ``url`` with the SDK's Streamable HTTP client sending the ``headers_env``
+headers (values read from the environment, never logged), reads its version and its whole
+``tools/list`` (all pages), stops it, and maps the listing with
+:func:`toolgate.shared.mcp_mapping.descriptor_from_mcp`. A listed schema with a reference
+to anything outside itself ends the import (:func:`toolgate.shared.schemas.check_self_contained`):
+nothing is fetched, nothing is published for that server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Tool
 
 from toolgate.registry.errors import PublishRefused
 from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.mcp_config import McpServerConfig, header_values
 from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp, tool_from_wire
 from toolgate.shared.schemas import SchemaError, check_self_contained
 
-__all__ = ["check_listing", "import_mcp_server", "list_mcp_tools", "server_parameters", "tool_info"]
+__all__ = ["check_listing", "import_mcp_server", "list_mcp_tools", "server_parameters", "tool_info", "transport"]
 
 _MAX_PAGES = 100
 """Bound on ``tools/list`` pages, so a server whose cursor never ends cannot hang an import."""
@@ -30,6 +36,24 @@ _MAX_PAGES = 100
 def server_parameters(config: McpServerConfig) -> StdioServerParameters:
     """Return the SDK's stdio launch parameters for ``config``."""
     return StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env) or None)
+
+
+@contextlib.asynccontextmanager
+async def transport(config: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK transport to ``config``: stdio for a command, Streamable HTTP (with its headers) for a url.
+
+    Raises:
+        ValueError: a ``headers_env`` variable is not set (the message names it, never a value).
+    """
+    if not config.url:
+        async with stdio_client(server_parameters(config)) as streams:
+            yield streams
+        return
+    async with (
+        create_mcp_http_client(headers=header_values(config)) as http,
+        streamable_http_client(config.url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 async def list_mcp_tools(config: McpServerConfig, timeout_s: float = 30.0) -> tuple[str, list[McpToolInfo]]:
@@ -46,9 +70,10 @@ async def list_mcp_tools(config: McpServerConfig, timeout_s: float = 30.0) -> tu
     Raises:
         TimeoutError: the server did not answer within ``timeout_s``.
         OSError: the command could not be started.
+        ValueError: a ``headers_env`` variable is not set.
         mcp.MCPError: the server answered with a JSON-RPC error or closed the connection.
     """
-    async with asyncio.timeout(timeout_s), Client(server_parameters(config)) as client:
+    async with asyncio.timeout(timeout_s), Client(transport(config)) as client:
         info = client.server_info
         version = info.version if info is not None else "0.0.0"
         tools: list[Tool] = []

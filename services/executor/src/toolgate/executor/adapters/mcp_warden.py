@@ -1,0 +1,177 @@
+"""Keeps one MCP server warm: started at start-up, restarted with capped backoff, its state known.
+
+A :class:`Warden` runs one task per configured server, forever: it starts the server's
+connection (:class:`~.mcp_session.McpSession`), waits for it to be lost, and starts it again
+after a delay that doubles from :data:`FIRST_DELAY_S` to :data:`MAX_DELAY_S` (back to the
+first after a connection that served at least :data:`MAX_DELAY_S`). A server that cannot
+start never stops the executor: its state says why, and its calls are refused.
+
+The state a server is in (:class:`ServerState`)::
+
+    starting     its first start is running
+    ready        serving; calls are sent
+    unavailable  its start failed or its connection ended (the reason says how); being restarted
+    degraded     serving, but its circuit is open (:mod:`toolgate.executor.breaker`)
+
+A call to a server that is not ``ready`` (or whose circuit admits no call now) ends at once
+with ``ToolRefused("tool_unavailable")`` naming the server, its state and why: nothing is
+sent, so no effect can exist. Each change of state is logged once (``mcp server git: ready
+(12 tools, 0.8 s)``) and handed to ``on_change``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Final
+
+import msgspec
+
+from toolgate.executor.adapters.mcp_session import McpSession
+from toolgate.executor.breaker import Breaker, Circuit
+from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
+
+__all__ = ["FIRST_DELAY_S", "MAX_DELAY_S", "ServerState", "Warden"]
+
+log = logging.getLogger("toolgate.executor")
+
+FIRST_DELAY_S: Final = 0.5
+"""Delay before the first restart of a server, seconds."""
+
+MAX_DELAY_S: Final = 30.0
+"""Longest delay between restarts, seconds."""
+
+STARTING, READY, UNAVAILABLE, DEGRADED = "starting", "ready", "unavailable", "degraded"
+
+
+class ServerState(msgspec.Struct, frozen=True, kw_only=True):
+    """Where one MCP server stands.
+
+    Attributes:
+        state: ``starting``, ``ready``, ``unavailable`` or ``degraded``.
+        reason: why (empty when ``starting``); never a secret the scrubbing has not seen.
+        since: when it entered this state, UTC.
+    """
+
+    state: str
+    reason: str = ""
+    since: datetime
+
+
+class Warden:
+    """One server's keeper: its restarts, its circuit, its state.
+
+    Args:
+        session: the server's connections.
+        breaker: its circuit breaker.
+        on_change: called with ``(server, state)`` at each change of state (must not block).
+    """
+
+    def __init__(
+        self, session: McpSession, breaker: Breaker, on_change: Callable[[str, ServerState], None] | None = None
+    ) -> None:
+        self.name = session.config.name
+        self._session, self._breaker, self._on_change = session, breaker, on_change
+        self._life = ServerState(state=STARTING, since=_utc())
+        self.state = self._life
+        self.settled = asyncio.Event()
+        self._opened_why = ""
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start keeping the server warm (idempotent)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"mcp-warden-{self.name}")
+
+    async def stop(self) -> None:
+        """Stop restarting the server (its connections are stopped by the session)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    @contextlib.contextmanager
+    def watched(self) -> Iterator[None]:
+        """Admit one call, or refuse it now; count how it ends in the circuit.
+
+        Raises:
+            ToolRefused: ``tool_unavailable``, the server is not ready or its circuit is open.
+        """
+        self._admit()
+        try:
+            yield
+        except ToolRefused:
+            self._breaker.neutral()
+            raise
+        except ExecutorError as error:
+            self._fault(error)
+            raise
+        except BaseException:
+            self._breaker.neutral()
+            raise
+        if self._breaker.succeeded():
+            self._changed("its probe call succeeded")
+
+    def _admit(self) -> None:
+        if self._life.state != READY:
+            raise ToolRefused(
+                "tool_unavailable", f"MCP server {self.name!r} is {self.state.state}: {self.state.reason}"
+            )
+        if not self._breaker.admit(time.monotonic()):
+            raise ToolRefused("tool_unavailable", f"MCP server {self.name!r} is degraded: {self.state.reason}")
+
+    def _fault(self, error: ExecutorError) -> None:
+        if self._breaker.faulted(time.monotonic()):
+            faults = self._breaker.faults
+            self._opened_why = f"circuit open after {faults} consecutive faults (last: {error.reason_code})"
+            self._changed()
+
+    async def _run(self) -> None:
+        delay = FIRST_DELAY_S
+        while True:
+            served_s = await self._serve_once()
+            delay = FIRST_DELAY_S if served_s >= MAX_DELAY_S else delay
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_DELAY_S)
+
+    async def _serve_once(self) -> float:
+        """Start the server and serve until its connection is lost; return how long it served, seconds."""
+        began = time.monotonic()
+        connection = self._session.connection()
+        try:
+            await connection.client()
+        except ToolFailed as error:
+            self._live(UNAVAILABLE, error.reason.removeprefix(f"MCP server {self.name!r} "))
+            return 0.0
+        self._live(READY, f"{connection.listed()} tools, {time.monotonic() - began:.1f} s")
+        ready_at = time.monotonic()
+        await asyncio.wait({connection.owner})
+        self._live(UNAVAILABLE, f"its connection ended ({connection.fault}); restarting")
+        return time.monotonic() - ready_at
+
+    def _live(self, state: str, reason: str) -> None:
+        self._life = ServerState(state=state, reason=reason, since=_utc())
+        self.settled.set()
+        self._changed()
+
+    def _changed(self, note: str = "") -> None:
+        """Recompute the state (a ready server with an open circuit is degraded); log and report a change."""
+        state, reason = self._life.state, note or self._life.reason
+        if state == READY and self._breaker.circuit is not Circuit.CLOSED:
+            state, reason = DEGRADED, self._opened_why
+        if (state, reason) == (self.state.state, self.state.reason):
+            return
+        self.state = ServerState(state=state, reason=reason, since=_utc())
+        if state == READY:
+            log.info("mcp server %s: ready (%s)", self.name, reason)
+        else:
+            log.warning("mcp server %s: %s: %s", self.name, state, reason)
+        if self._on_change is not None:
+            self._on_change(self.name, self.state)
+
+
+def _utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,135 @@
+"""Servers kept warm: started before the first call, restarted when they die, refused at once when not ready."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+import pytest
+
+from toolgate.executor.adapters.mcp_client import McpToolHost
+from toolgate.executor.adapters.mcp_warden import ServerState
+from toolgate.executor.errors import ToolFailed, ToolRefused
+from toolgate.shared.mcp_config import McpServerConfig
+
+from .test_mcp_outcomes import WRITE, call, started
+
+READ = {"readOnlyHint": True}
+DIES = "import sys; print('notes: NOTES_DIR is not set', file=sys.stderr); sys.exit(1)"
+
+
+async def wait_for(predicate: Any, timeout_s: float = 15.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+def git(mcp_servers: Any) -> Any:
+    tools = [mcp_servers.tool("echo", annotations=READ), mcp_servers.tool("fail", "is_error", annotations=WRITE)]
+    return mcp_servers("git", tools, trust_hints=True)
+
+
+async def test_servers_start_before_the_first_call_and_a_dead_one_names_itself(
+    git: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    notes = McpServerConfig(name="notes", command=sys.executable, args=["-c", DIES])
+    host = McpToolHost({"git": git.config, "notes": notes})
+    caplog.set_level(logging.INFO, "toolgate.executor")
+    try:
+        await host.start()
+        assert len(started(git.workdir)) == 1  # started by start(), before any call
+
+        with pytest.raises(ToolRefused) as refused:
+            await call(host, git_like(notes), "anything", {})
+        result = await call(host, git, "echo", {"name": "x"})
+
+        assert refused.value.reason_code == "tool_unavailable"
+        assert "notes" in refused.value.reason and "NOTES_DIR is not set" in refused.value.reason
+        assert result["structured"] == {"arguments": {"name": "x"}}
+        assert len(started(git.workdir)) == 1
+        assert {name: state.state for name, state in host.states().items()} == {"git": "ready", "notes": "unavailable"}
+        lines = [record.getMessage() for record in caplog.records]
+        assert any(line.startswith("mcp server git: ready (2 tools, ") for line in lines), lines
+        assert any(line.startswith("mcp server notes: unavailable: ") and "NOTES_DIR" in line for line in lines), lines
+    finally:
+        await host.aclose()
+
+
+def git_like(config: McpServerConfig) -> Any:
+    """A stand-in for a scripted server whose tool is never reached (the call is refused first)."""
+
+    class Unreached:
+        def registered(self, _: str) -> Any:
+            return None
+
+    unreached = Unreached()
+    unreached.config = config  # type: ignore[attr-defined]
+    return unreached
+
+
+async def test_a_killed_server_is_restarted_and_serves_again(git: Any) -> None:
+    changes: list[tuple[str, ServerState]] = []
+    host = McpToolHost({"git": git.config}, on_change=lambda name, state: changes.append((name, state)))
+    try:
+        await host.start()
+        (first,) = started(git.workdir)
+
+        os.kill(int(first), signal.SIGKILL)
+        await wait_for(lambda: len(started(git.workdir)) == 2 and host.states()["git"].state == "ready")
+        result = await call(host, git, "echo", {"name": "again"})
+
+        assert result["structured"] == {"arguments": {"name": "again"}}
+        assert [state.state for _, state in changes] == ["ready", "unavailable", "ready"]
+        assert "connection_lost" in changes[1][1].reason
+    finally:
+        await host.aclose()
+
+
+async def test_a_failing_tool_opens_the_circuit_and_a_probe_closes_it(git: Any) -> None:
+    changes: list[ServerState] = []
+    host = McpToolHost(
+        {"git": git.config}, breaker_faults=3, breaker_cool_down_s=0.5, on_change=lambda _, s: changes.append(s)
+    )
+    try:
+        await host.start()
+        for _ in range(3):
+            with pytest.raises(ToolFailed):
+                await call(host, git, "fail", {"name": "x"})
+
+        with pytest.raises(ToolRefused) as refused:
+            await call(host, git, "echo", {"name": "x"})
+        assert host.states()["git"].state == "degraded"
+        assert refused.value.reason_code == "tool_unavailable"
+        assert "3 consecutive faults" in refused.value.reason
+
+        await asyncio.sleep(0.6)
+        await call(host, git, "echo", {"name": "probe"})
+
+        assert host.states()["git"].state == "ready"
+        assert [state.state for state in changes] == ["ready", "degraded", "ready"]
+        assert changes[-1].reason == "its probe call succeeded"
+    finally:
+        await host.aclose()
+
+
+async def test_a_failed_probe_opens_the_circuit_again(git: Any) -> None:
+    host = McpToolHost({"git": git.config}, breaker_faults=1, breaker_cool_down_s=0.3)
+    try:
+        await host.start()
+        with pytest.raises(ToolFailed):
+            await call(host, git, "fail", {"name": "x"})
+        await asyncio.sleep(0.4)
+        with pytest.raises(ToolFailed):
+            await call(host, git, "fail", {"name": "probe"})
+
+        with pytest.raises(ToolRefused):
+            await call(host, git, "echo", {"name": "x"})
+        assert host.states()["git"].state == "degraded"
+    finally:
+        await host.aclose()
