@@ -42,7 +42,9 @@ def summarize(request: AuditRecord, later: Iterable[AuditRecord]) -> RequestSumm
         later: records of the same request id (any order); the last decision and the
             receipt are read, anything else is ignored.
     """
-    asked, decision, receipt = _fields(request), {}, {}
+    asked = _fields(request)
+    decision: dict[str, Any] = {}
+    receipt: dict[str, Any] = {}
     for record in sorted(later, key=lambda r: r.sequence):
         if record.event_type == DECIDED:
             decision = _fields(record)
