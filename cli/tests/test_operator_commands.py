@@ -81,3 +81,8 @@ def test_describe_shows_each_operation_its_class_risk_limits_and_schemas_within_
         assert f"side-effect class: {spec.side_effect_class.value}" in shown
     assert shown.count("input schema:") == len(tool.operations) == shown.count("output schema:")
     assert "rate limit: " in shown and '"type": "object"' in shown
+
+
+def test_alarms_as_json_does_not_follow() -> None:
+    printed = CliRunner().invoke(app, ["audit", "alarms", "--json", "--follow", "--nats-url", "nats://127.0.0.1:1"])
+    assert printed.exit_code == 2 and "does not --follow" in printed.output

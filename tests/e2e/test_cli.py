@@ -123,3 +123,9 @@ def test_tools_describe_and_list_within_80_columns_and_as_json(stack: Any) -> No
     described = json.loads(_toolgate(stack, "tools", "describe", "file_system", "--json").stdout)
     listed = json.loads(_toolgate(stack, "tools", "list", "--json").stdout)
     assert described["name"] == "file_system" and "file_system" in [tool["name"] for tool in listed]
+
+
+def test_audit_alarms_lists_as_json(stack: Any) -> None:
+    done = _toolgate(stack, "audit", "alarms", "--json")
+    assert done.returncode == 0, done.stderr
+    assert isinstance(json.loads(done.stdout), list)
