@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _at_80(renderable: object) -> list[str]:
     out = StringIO()
     Console(file=out, width=80, color_system=None).print(renderable)
-    return out.getvalue().splitlines()
+    return [line.rstrip() for line in out.getvalue().splitlines()]
 
 
 def test_version_is_the_installed_packages() -> None:
@@ -86,3 +86,25 @@ def test_describe_shows_each_operation_its_class_risk_limits_and_schemas_within_
 def test_alarms_as_json_does_not_follow() -> None:
     printed = CliRunner().invoke(app, ["audit", "alarms", "--json", "--follow", "--nats-url", "nats://127.0.0.1:1"])
     assert printed.exit_code == 2 and "does not --follow" in printed.output
+
+
+def test_requests_show_outcome_call_principal_age_and_reason_within_80_columns() -> None:
+    from datetime import UTC, datetime
+
+    from rich.console import Group
+
+    from toolgate.cli.requests_command import _line
+
+    reason = "the policy two-operators asks role operator for an approval of a reversible write " * 2
+    items = [
+        {"request_id": "0f" * 16, "principal": "a1-04", "requested_at": "2026-11-30T21:00:00.5Z", "tool": "fs"}
+        | {"version": "1.0.0", "operation": "read", "outcome": "succeeded", "reason_code": "ok", "reason": "ran"},
+        {"request_id": "r2", "principal": "a1-03", "requested_at": "2026-11-30T21:01:00Z", "tool": "fs"}
+        | {"operation": "write", "verdict": "needs_approval", "reason_code": "needs_approval", "reason": reason},
+    ]
+    lines = _at_80(Group(*(_line(item, datetime(2026, 11, 30, 21, 5, tzinfo=UTC)) for item in items)))
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].startswith("succeeded fs@1.0.0.read  by a1-04")
+    assert "2026-11-30 21:00:00 UTC (4m ago) · request " + "0f" * 16 in lines[1]
+    assert any(line.startswith("pending   fs@latest.write  by a1-03") for line in lines)
+    assert all(line.startswith("  ") for line in lines[lines.index("  ok: ran") + 2 :]), "wrapped reasons stay indented"

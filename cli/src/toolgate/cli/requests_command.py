@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Group, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.text import Text
 
 from toolgate.cli import rpc
@@ -51,9 +52,9 @@ def _line(item: dict[str, Any], now: datetime) -> RenderableType:
     style = OUTCOME_STYLE.get(str(outcome), "yellow")
     call = f"{item.get('tool')}@{item.get('version') or 'latest'}.{item.get('operation')}"
     head = Text.assemble((f"{outcome:<10}", f"bold {style}"), plain_text(f"{call}  by {item.get('principal')}"))
-    detail = plain_text(f"  {when(item.get('requested_at'), now)} · request {item.get('request_id')}")
-    why = f"  {item.get('reason_code')}: {item.get('reason')}" if item.get("reason_code") else "  no decision yet"
-    return Group(head, detail, plain_text(why))
+    detail = plain_text(f"{when(item.get('requested_at'), now)} · request {item.get('request_id')}")
+    why = f"{item.get('reason_code')}: {item.get('reason')}" if item.get("reason_code") else "no decision yet"
+    return Group(head, Padding(Group(detail, plain_text(why)), (0, 0, 0, 2)))
 
 
 def requests_command(
