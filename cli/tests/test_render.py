@@ -9,7 +9,8 @@ from io import StringIO
 import msgspec
 from rich.console import Console
 
-from toolgate.cli.render import alarm_row, alarms_table, approvals_table, decide_line, tools_table, trail_table
+from toolgate.cli.approvals_render import approvals_blocks
+from toolgate.cli.render import alarm_row, alarms_table, decide_line, tools_table, trail_table
 from toolgate.shared.connections import redact as _redact
 from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor
 from toolgate.shared.tool_states import ToolState
@@ -39,7 +40,7 @@ def _pending(arguments: dict[str, object]) -> dict[str, object]:
 
 def test_approvals_show_hostile_text_verbatim_and_arguments_in_full() -> None:
     long_content = "x" * 500 + "TAIL"
-    shown = _render(approvals_table([_pending({"path": HOSTILE, "content": long_content})]))
+    shown = _render(approvals_blocks([_pending({"path": HOSTILE, "content": long_content})]))
     assert "[/][conceal]hidden[/conceal]" in shown
     assert "\x1b[8m" not in shown and "\\x1b[8m" in shown
     assert "TAIL" in shown.replace("\n", "").replace("│", "").replace(" ", "")
@@ -116,7 +117,7 @@ def test_the_trail_shows_a_security_events_kind_and_detail() -> None:
 def test_a_sealed_secret_is_shown_as_a_label_never_its_ciphertext() -> None:
     ciphertext = "Q0lQSEVSVEVYVA" * 6 + "=="
     sealed = {"$sealed": ciphertext}
-    shown = _render(approvals_table([_pending({"path": "a.txt", "content": sealed, "nested": {"token": sealed}})]))
+    shown = _render(approvals_blocks([_pending({"path": "a.txt", "content": sealed, "nested": {"token": sealed}})]))
     flat = shown.replace("\n", "").replace("│", "").replace(" ", "")
     assert flat.count("«sealedsecret»") == 2 and ciphertext[:12] not in flat
     payload = '{"type": "tool.requested", "operation": "write", "arguments": {"content": {"$sealed": "%s"}}}'
@@ -180,16 +181,21 @@ def _render_at(table: object, width: int) -> str:
     return out.getvalue()
 
 
-def test_the_approvals_table_shows_key_votes_and_related_whole_in_100_columns() -> None:
-    item = _quorum_pending()
-    shown = _render_at(approvals_table([item]), 100)
-    assert max(len(line) for line in shown.splitlines()) <= 100
-    for whole in ("ap-0123456789ab", "0f" * 16, "1e" * 16, "k" + "9" * 31, "two-operators"):
-        assert any(whole in line for line in shown.splitlines()), f"{whole} is cut or wrapped"
+def test_approvals_list_is_one_stacked_block_per_approval_within_80_columns() -> None:
+    item = {**_quorum_pending(), "opened_at": "2026-11-29T11:55:00Z"}
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    shown = _render_at(approvals_blocks([item, {**item, "approval_id": "ap-second"}], now), 80)
+    lines = shown.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert min(len(line.strip()) for line in lines if line.strip()) > 1, "no value wraps one character per line"
+    for whole in ("ap-0123456789ab", "ap-second", "0f" * 16, "1e" * 16, "k" + "9" * 31, "two-operators"):
+        assert any(whole in line for line in lines), f"{whole} is cut or wrapped"
     assert "1 of 2: alice" in shown and "role operator: alice, bob" in shown
-    assert "REVERSIBLE_WRITE, medium" in shown
-    assert "a" * 12 in shown and "a" * 13 not in shown, "the request hash is shown by its first 12 hex"
-    related = [line for line in shown.splitlines() if "ap-aaaaaaaaaaaa" in line or "ap-bbbbbbbbbbbb" in line]
+    assert "REVERSIBLE_WRITE, medium" in shown and "demo-agent" in shown
+    assert "2026-11-29 11:55:00 UTC (5m ago)" in shown and "(in 0s)" not in shown
+    flat = "".join(line.strip() for line in lines)
+    assert "sha256:" + "a" * 64 in flat, "the whole request hash is shown, folded"
+    related = [line for line in lines if "ap-aaaaaaaaaaaa" in line or "ap-bbbbbbbbbbbb" in line]
     assert "granted, OTHER key" in related[0] and "succeeded" in shown and "receipt-77" in shown
     assert "pending, same key" in related[1]
 

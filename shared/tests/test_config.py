@@ -102,7 +102,7 @@ def test_no_path_reads_the_file_named_by_the_environment(tmp_path: Path, monkeyp
         ('[chat]\nplatform = "irc"\n', "toolgate.toml: chat.platform: invalid enum value 'irc'"),
         ('[chat]\nslack_port = "80"\n', "toolgate.toml: chat.slack_port: expected `int | null`, got `str`"),
         ('[mcp.servers.Git]\ncommand = "sh"\n', "toolgate.toml: mcp.servers.Git: server name must match"),
-        ("[mcp.servers.git]\nargs = []\n", "toolgate.toml: mcp.servers.git: set exactly one of command (a stdio server) and url"),
+        ("[mcp.servers.git]\nargs = []\n", "toolgate.toml: mcp.servers.git: set exactly one of command"),
         (
             '[mcp.servers.git]\ncommand = "no-such-command-xyz"\n',
             "toolgate.toml: mcp.servers.git.command: command 'no-such-command-xyz' is not an executable file",

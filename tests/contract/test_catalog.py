@@ -28,6 +28,7 @@ def test_subject_builders_are_pinned() -> None:
     assert Subjects.security_of("audit") == "tg.security.audit.*"
     assert Subjects.alarm("approval_refused") == "tg.alarm.approval_refused" and Subjects.ALARMS == "tg.alarm.*"
     assert Rpc.AUDIT_ALARMS == "tg.audit.alarms"
+    assert Rpc.AUDIT_REQUESTS == "tg.audit.requests"
     assert Rpc.POLICY_PUBLISH == "tg.policy.publish" and Subjects.POLICY_PUBLISHED == "tg.policy.published"
     assert Subjects.POLICY_CURRENT == Subjects.policy_kv("current") == "$KV.TOOLGATE_POLICY.current"
     assert (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE) == ("tg.policy.budgets", "tg.policy.budgets.resolve")

@@ -65,7 +65,7 @@ RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
     "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH, *BUDGET_CALLS),
     "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
-    "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT),
+    "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.AUDIT_REQUESTS),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     # family: (subject for a fresh token, the only user that may publish it)
@@ -92,6 +92,7 @@ RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
     *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH),
     *BUDGET_CALLS,
+    Rpc.AUDIT_REQUESTS,
     *DECIDE.values(),
     *(subject for pair in LISTINGS.values() for subject in pair),
 )
@@ -99,6 +100,7 @@ OPERATOR_CALLS = {
     *(Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET),
     Rpc.POLICY_READY,
     Rpc.AUDIT_EXPORT,
+    Rpc.AUDIT_REQUESTS,
 }
 MAY_CALL = {  # each approver answers approvals as themselves only; only the operator publishes tools
     AGENT: set(LISTINGS["demo-agent"]),  # its own listing only: not another's, not the registry's full one

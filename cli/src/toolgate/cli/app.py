@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,18 +12,21 @@ import typer
 from rich.markup import escape
 
 from toolgate.cli import rpc
+from toolgate.cli.approvals_render import approvals_blocks
 from toolgate.cli.audit_commands import audit_app
 from toolgate.cli.budget_commands import budgets_app
+from toolgate.cli.call_command import call
 from toolgate.cli.config_commands import ConfigPath, McpServersPath, config_app, up_env
 from toolgate.cli.identity import state_dir
+from toolgate.cli.output import AsJson, print_json
 from toolgate.cli.policy_commands import policy_app
-from toolgate.cli.render import approvals_table, decide_line, tools_table
+from toolgate.cli.render import decide_line
+from toolgate.cli.requests_command import requests_command
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
+from toolgate.cli.tools_commands import tools_describe, tools_list
 from toolgate.shared.catalog import Rpc
-from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.directory import DirectoryInvalid
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
-from toolgate.shared.tool_states import ToolState
 
 __all__ = ["main"]
 
@@ -42,14 +46,25 @@ for sub, name in (
     (tls_app, "tls"),
 ):
     app.add_typer(sub, name=name)
+tools_app.command("list")(tools_list)
+tools_app.command("describe")(tools_describe)
+app.command("call")(call)
+app.command("requests")(requests_command)
 
 
-@tools_app.command("list")
-def tools_list(nats_url: NatsUrl = "") -> None:
-    """List every tool's latest version, one row per operation, with its state (ready, unavailable, degraded)."""
-    reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
-    descriptors = msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])
-    console.print(tools_table(descriptors, msgspec.convert(reply.get("states") or {}, dict[str, ToolState])))
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"toolgate {metadata.version('toolgate-cli')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """toolgate: a governed gateway between AI agents and their tools."""
 
 
 OperatorKey = Annotated[
@@ -83,13 +98,16 @@ def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -
 
 
 @approvals_app.command("list")
-def approvals_list(nats_url: NatsUrl = "") -> None:
-    """Show pending approvals and exactly what each would let run."""
+def approvals_list(as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
+    """Show pending approvals, one block each: exactly what it would let run, and who answers."""
     pending = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.APPROVALS_LIST, {}))
     if isinstance(pending, dict):
         err_console.print(f"[red]{escape(str(pending.get('reason_code')))}[/red]:", escape(str(pending.get("reason"))))
         raise typer.Exit(1)
-    console.print(approvals_table(pending) if pending else "no pending approvals")
+    if as_json:
+        print_json(pending)
+        return
+    console.print(approvals_blocks(pending) if pending else "no pending approvals")
 
 
 Approver = Annotated[

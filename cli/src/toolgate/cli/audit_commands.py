@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from toolgate.cli import rpc
 from toolgate.cli.audit_report import problems, signature_problems
+from toolgate.cli.output import AsJson, print_json
 from toolgate.cli.render import alarm_row, alarms_table, trail_table
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.shared.catalog import Rpc, Subjects
@@ -118,8 +119,15 @@ Follow = Annotated[bool, typer.Option("--follow", help="Keep printing new alarms
 
 
 @audit_app.command("alarms")
-def audit_alarms(limit: Limit = 20, follow: Follow = False, nats_url: NatsUrl = "") -> None:
+def audit_alarms(limit: Limit = 20, follow: Follow = False, as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
     """List recent security events (refused approvals, forgeries, permission violations); --follow for new ones."""
+    if as_json and follow:
+        err_console.print("[red]error:[/red] --json lists the recorded alarms once; it does not --follow")
+        raise typer.Exit(2)
+    if as_json:
+        reply = on_bus(nats_url, lambda bus: _listed_alarms(bus, limit))
+        print_json(reply["alarms"])
+        return
     try:
         on_bus(nats_url, lambda bus: _alarms(bus, limit, follow))
     except KeyboardInterrupt:
@@ -135,9 +143,7 @@ async def _alarms(bus: rpc.Bus, limit: int, follow: bool) -> None:
     if follow:  # subscribed before listing: nothing raised in between is missed
         await nc.subscribe(Subjects.ALARMS, cb=on_alarm)
         await nc.flush()
-    reply = await rpc.request(bus, Rpc.AUDIT_ALARMS, {"limit": limit})
-    if not reply.get("ok"):
-        raise rpc.BusError(str(reply.get("reason")))
+    reply = await _listed_alarms(bus, limit)
     table, shown = alarms_table(), {alarm["sequence"] for alarm in reply["alarms"]}
     for alarm in reply["alarms"]:
         alarm_row(table, alarm)
@@ -145,6 +151,18 @@ async def _alarms(bus: rpc.Bus, limit: int, follow: bool) -> None:
     if follow:
         console.print("following new alarms (Ctrl-C to stop)")
         await _follow(nc, queue, shown)
+
+
+async def _listed_alarms(bus: rpc.Bus, limit: int) -> dict[str, Any]:
+    """The ``tg.audit.alarms`` answer.
+
+    Raises:
+        rpc.BusError: the audit refused (the reason says why) or did not answer.
+    """
+    reply: dict[str, Any] = await rpc.request(bus, Rpc.AUDIT_ALARMS, {"limit": limit})
+    if not reply.get("ok"):
+        raise rpc.BusError(str(reply.get("reason")))
+    return reply
 
 
 async def _follow(nc: Client, queue: asyncio.Queue[bytes], shown: set[int]) -> None:

@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolgate.cli import rpc
+from toolgate.cli.output import AsJson, print_json
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.policy.budget_ports import BudgetCounter
 from toolgate.policy.budgets import as_cost
@@ -41,9 +42,12 @@ SettleS = Annotated[float, typer.Option(help="Seconds between the two looks (a d
 
 
 @budgets_app.command("check")
-def budgets_check(nats_url: NatsUrl = "", settle_s: SettleS = 5.0) -> None:
+def budgets_check(nats_url: NatsUrl = "", settle_s: SettleS = 5.0, as_json: AsJson = False) -> None:
     """Compare every budget counter with the receipts; print each difference, exit 1 when there is any."""
     counters, found, waiting = on_bus(nats_url, lambda bus: _twice(bus, settle_s))
+    if as_json:
+        print_json({"counters": counters, "differences": found, "pending": waiting})
+        raise typer.Exit(1 if found else 0)
     console.print(_counters_table(counters))
     for row in waiting:
         console.print(escape(f"{row.kind}: {row.principal}/{row.request_id} ({row.budget}): {row.detail}"))

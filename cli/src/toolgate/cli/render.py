@@ -18,7 +18,7 @@ __all__ = [
     "OUTCOME_STYLE",
     "alarm_row",
     "alarms_table",
-    "approvals_table",
+    "plain_text",
     "decide_line",
     "receipt_row",
     "receipts_table",
@@ -48,6 +48,14 @@ def _plain(value: Any) -> Text:
     """Agent- or bus-supplied text as an inert cell: no Rich markup, no terminal control codes."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
+
+
+def plain_text(value: Any, style: str = "") -> Text:
+    """``value`` as inert text (no markup, no control codes; its line breaks kept), in ``style``."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    shown = Text("\n").join(_plain(line) for line in text.split("\n"))
+    shown.stylize(style)
+    return shown
 
 
 def _row(table: Table, *cells: Any) -> None:
@@ -107,23 +115,6 @@ def receipt_row(table: Table, step: str, call: str, receipt: ReceiptIssued) -> N
     )
 
 
-def approvals_table(pending: list[dict[str, Any]]) -> Table:
-    """Pending approvals: per approval, exactly what it would let run and where its answer stands.
-
-    Two columns, so every value keeps the width of the terminal (usable at 100 columns):
-    the approval id (what ``approve``/``reject`` take), and a grid of the request id(s),
-    the call, its arguments in full, the idempotency key, the votes so far of the quorum,
-    who may answer, the policy that asked, the expiry, the first 12 hex of the request
-    hash, and the related approvals of the same call (with their receipts).
-    """
-    table = Table(title="Pending approvals", show_lines=True)
-    table.add_column("approval", no_wrap=True, min_width=15)
-    table.add_column("what it would run, and who answers", overflow="fold", ratio=1)
-    for item in pending:
-        table.add_row(_plain(item["approval_id"]), _approval_grid(item))
-    return table
-
-
 def decide_line(answer: dict[str, Any]) -> Text:
     """The line an accepted answer prints: the service's reason, coloured by what happened.
 
@@ -133,47 +124,6 @@ def decide_line(answer: dict[str, Any]) -> Text:
     styles = {"granted": "bold green", "rejected": "bold red", "voted": "green", "withdrawn": "yellow"}
     line = _plain(str(answer.get("reason")))
     line.stylize(styles.get(str(answer.get("reason_code")), "yellow"))
-    return line
-
-
-def _approval_grid(item: dict[str, Any]) -> Table:
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(style="bold", no_wrap=True)
-    grid.add_column(overflow="fold")
-    for label, value in _approval_fields(item):
-        grid.add_row(label, value if isinstance(value, Text) else _plain(value))
-    return grid
-
-
-def _approval_fields(item: dict[str, Any]) -> list[tuple[str, Any]]:
-    request, votes = item["request"], list(item.get("votes") or [])
-    required = item.get("approvals_required") or 1
-    class_and_risk = ", ".join(str(v) for v in (item.get("side_effect_class"), item.get("risk_tier")) if v)
-    fields: list[tuple[str, Any]] = [
-        ("request", item["request_id"]),
-        *[("joined", joined) for joined in item.get("joined") or []],
-        ("principal", item["principal"]),
-        ("call", f"{request['tool']}@{request['version']}.{request['operation']}"),
-        ("class", class_and_risk or "-"),
-        ("arguments", redact_sealed(request["arguments"])),  # in full (a sealed secret as a label): what would run
-        ("key", item.get("idempotency_key") or "-"),
-        ("votes", Text(f"{len(votes)} of {required}", style="bold") + _plain(f": {', '.join(votes)}" if votes else "")),
-        ("approvers", f"role {item['approver_role']}: " + (", ".join(item.get("approvers") or []) or "-")),
-        ("policy", item.get("policy_id") or "-"),
-        ("expires", f"{str(item['expires_at'])[:19].replace('T', ' ')} UTC"),
-        ("hash", str(item["request_hash"]).removeprefix("sha256:")[:12]),
-    ]
-    return fields + [("related", _related_line(related)) for related in item.get("related") or []]
-
-
-def _related_line(related: dict[str, Any]) -> Text:
-    """One related approval: its id, state and key, and its receipt when its request ended."""
-    key = "same key: approving it again runs nothing new" if related.get("same_key") else "OTHER key: a second effect"
-    line = _plain(f"{related['approval_id']} {related['state']}, {key}")
-    if related.get("receipt_id"):
-        style = OUTCOME_STYLE.get(str(related.get("outcome")), "white")
-        line += Text("; ran: ") + Text(str(related.get("outcome")), style=f"bold {style}")
-        line += _plain(f" (receipt {related['receipt_id']}, request {related['request_id']})")
     return line
 
 

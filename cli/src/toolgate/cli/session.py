@@ -22,7 +22,7 @@ from toolgate.cli.identity import identity, state_dir
 from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
 from toolgate.shared.nats_credentials import CredentialsInvalid
 
-__all__ = ["NatsUrl", "console", "err_console", "on_bus", "on_bus_if_up"]
+__all__ = ["NatsUrl", "console", "err_console", "on_bus", "on_bus_if_up", "stack_url"]
 
 T = TypeVar("T")
 console = Console()
@@ -31,7 +31,12 @@ err_console = Console(stderr=True)
 NatsUrl = Annotated[str, typer.Option(envvar="NATS_URL", help="NATS server; `toolgate up` writes .toolgate/nats_url.")]
 
 
-def _url(url: str | None) -> str:
+def stack_url(url: str | None) -> str:
+    """``url`` when given, else the URL ``toolgate up`` wrote in the state dir.
+
+    Raises:
+        rpc.BusError: neither (the message says how to start a stack).
+    """
     if url:
         return url
     saved = state_dir() / "nats_url"
@@ -44,7 +49,9 @@ async def _connect(url: str | None, approver: str | None) -> rpc.Bus:
     """Connect as the command's identity (first: who), to the stack's bus (then: where)."""
     who = identity(approver)
     try:
-        return await rpc.Bus.connect(_url(url), who.user, **who.options, **tls_options(os.environ.get(CA_FILE_ENV)))
+        return await rpc.Bus.connect(
+            stack_url(url), who.user, **who.options, **tls_options(os.environ.get(CA_FILE_ENV))
+        )
     except NatsUnreachable as error:
         stale = " (is `./dev up` running? .toolgate/nats_url may be stale)" if not os.environ.get("NATS_URL") else ""
         raise rpc.BusError(f"{error}; connecting as {who.user or 'no user'} ({who.source}){stale}") from None

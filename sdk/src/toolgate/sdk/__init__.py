@@ -1,5 +1,19 @@
 """The agent SDK: :class:`ToolClient`."""
 
-from toolgate.sdk.client import DuplicateRequest, RegistryUnavailable, SealingKeyMissing, ToolClient, UnknownTool
+from toolgate.sdk.client import (
+    BusUnreachable,
+    DuplicateRequest,
+    RegistryUnavailable,
+    SealingKeyMissing,
+    ToolClient,
+    UnknownTool,
+)
 
-__all__ = ["DuplicateRequest", "RegistryUnavailable", "SealingKeyMissing", "ToolClient", "UnknownTool"]
+__all__ = [
+    "BusUnreachable",
+    "DuplicateRequest",
+    "RegistryUnavailable",
+    "SealingKeyMissing",
+    "ToolClient",
+    "UnknownTool",
+]

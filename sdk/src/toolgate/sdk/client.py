@@ -27,7 +27,16 @@ from nacl.public import PublicKey
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from toolgate.sdk.errors import DuplicateRequest, RegistryNoAnswer, RegistryUnavailable, ResultUnavailable, UnknownTool
+from toolgate.sdk.connecting import connect_quietly
+from toolgate.sdk.errors import (
+    BusUnreachable,
+    DuplicateRequest,
+    RegistryNoAnswer,
+    RegistryUnavailable,
+    ResultUnavailable,
+    UnknownTool,
+)
+from toolgate.sdk.local_receipts import oversized_receipt
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
 from toolgate.sdk.results import read_result
 from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
@@ -35,13 +44,13 @@ from toolgate.shared import catalog
 from toolgate.shared.bus import publish_event
 from toolgate.shared.canonical import unrepresentable
 from toolgate.shared.catalog import TOKEN, Rpc, Subjects
-from toolgate.shared.connections import redact
 from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
 from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested
 from toolgate.shared.nats_credentials import load_credentials
 from toolgate.shared.nats_permissions import agent_user
 
 __all__ = [
+    "BusUnreachable",
     "DuplicateRequest",
     "ReceiptKeyMissing",
     "RegistryNoAnswer",
@@ -60,31 +69,6 @@ log = logging.getLogger("toolgate.sdk")
 
 async def _log_error(error: Exception) -> None:
     log.warning("NATS connection: %s", error or type(error).__name__)
-
-
-async def _connect_or_refused(url: str, options: dict[str, Any]) -> Client:
-    """``nats.connect`` with its retries, except that refused credentials end it at once.
-
-    Raises:
-        PermissionError: the server refused the credentials (``Authorization Violation``):
-            retrying would never help.
-        nats.errors.NoServersError: the server could not be reached.
-    """
-    refused: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    caller_cb = options.pop("error_cb", _log_error)
-
-    async def on_error(error: Exception) -> None:
-        if "authorization violation" in str(error).lower() and not refused.done():
-            refused.set_result(str(error))
-        await caller_cb(error)
-
-    connecting: asyncio.Future[Client] = asyncio.ensure_future(nats.connect(url, error_cb=on_error, **options))
-    racing: set[asyncio.Future[Any]] = {connecting, refused}
-    await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
-    if connecting.done():
-        return connecting.result()
-    connecting.cancel()
-    raise PermissionError(f"NATS refused the credentials for {redact(url)}: {refused.result()}")
 
 
 class _Listing(msgspec.Struct):
@@ -147,8 +131,10 @@ class ToolClient:
     ) -> ToolClient:
         """Connect as ``principal``; ``options`` go to ``nats.connect`` (credentials, inbox_prefix, tls, …).
 
-        Defaults: 5 s connect timeout, then up to 30 attempts one second apart (for the first
-        connection and for each reconnection), each failure logged as one warning line.
+        The first connection is tried a few times with backoff over about 5 s, quietly
+        (:mod:`toolgate.sdk.connecting`); once connected, a lost connection is retried up to
+        30 times one second apart (``max_reconnect_attempts``, ``reconnect_time_wait``), each
+        failure logged as one warning line. Each attempt waits at most 2 s (``connect_timeout``).
 
         Args:
             url: the NATS server (``toolgate up`` prints it).
@@ -170,7 +156,7 @@ class ToolClient:
             ValueError: ``receipts.pub`` is not a base64 Ed25519 public key; the credentials
                 file is another agent's (``agent-<other>``), or not an agent's.
             PermissionError: the server refused the credentials (at once, not after the retries).
-            nats.errors.NoServersError: the server could not be reached.
+            BusUnreachable: the server could not be reached (also a ``nats.errors.NoServersError``).
             OSError / ValueError: a sealing key is named but unreadable or invalid.
         """
         public_keys = Path(public_keys) if public_keys is not None else None
@@ -178,8 +164,9 @@ class ToolClient:
         sealer_key = find_sealing_key(public_keys, sealing_key)
         if credentials is not None:
             options = {**_agent_credentials(credentials, principal), **options}
-        defaults: dict[str, Any] = {"connect_timeout": 5.0, "max_reconnect_attempts": 30, "reconnect_time_wait": 1.0}
-        nc = await _connect_or_refused(url, {**defaults, **options})
+        defaults: dict[str, Any] = {"connect_timeout": 2.0, "max_reconnect_attempts": 30, "reconnect_time_wait": 1.0}
+        settings = {**defaults, **options}
+        nc = await connect_quietly(url, settings.pop("error_cb", _log_error), **settings)
         client = cls(nc, principal, receipts, sealing_key=sealer_key)
         await client.start()
         return client
@@ -199,8 +186,18 @@ class ToolClient:
             self._arrived[issued.request_id] = issued
 
     async def close(self) -> None:
-        """Drain the connection."""
-        await self._nc.drain()
+        """Drain the connection; close it at once when it cannot drain (lost, reconnecting).
+
+        Never raises: leaving ``async with`` on an error (a ``TimeoutError`` while the server
+        is away) keeps that error rather than replacing it with the connection's state.
+        """
+        if self._nc.is_closed:
+            return
+        try:
+            await self._nc.drain()
+        except (TimeoutError, nats.errors.Error, OSError) as error:
+            log.warning("NATS connection could not drain (%s): closed", str(error) or type(error).__name__)
+            await self._nc.close()
 
     async def __aenter__(self) -> ToolClient:
         return self
@@ -254,6 +251,10 @@ class ToolClient:
     ) -> str:
         """Publish one tool request and return its request id (the receipt comes later).
 
+        A request larger than the server's payload limit (``max_payload``) is not sent: its
+        receipt, made here and unsigned, ends it ``refused`` with reason code ``oversized``
+        (as the policy refuses one over its own limit).
+
         Secret arguments of the operation (``writeOnly``) are sealed to the executor first
         (:mod:`toolgate.sdk.sealing`), which takes one lookup of the descriptor. When the
         lookup gets no answer (the policy service is down), the descriptor this client last
@@ -284,7 +285,12 @@ class ToolClient:
             version=version,
         )
         self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
-        ack = await publish_event(self._js, Subjects.request(self.principal), request)
+        try:
+            ack = await publish_event(self._js, Subjects.request(self.principal), request)
+        except nats.errors.MaxPayloadError:
+            self._waiting.pop(request_id, None)
+            self._arrived[request_id] = oversized_receipt(request, self.principal, self._nc.max_payload)
+            return request_id
         if ack.duplicate:
             self._waiting.pop(request_id, None)
             raise DuplicateRequest(f"the stream already holds a request with id {request_id!r}")
@@ -324,7 +330,13 @@ class ToolClient:
         if not future.done() and (stored := await self._stored(request_id)):
             self._waiting.pop(request_id, None)
             return stored
-        return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            raise TimeoutError(
+                f"no receipt for request {request_id} within {timeout_s:g} s: it may still be waiting "
+                "for an approval (ask again with receipt(); the receipt is kept in the stream)"
+            ) from None
 
     async def _with_result(self, issued: ReceiptIssued) -> ReceiptIssued:
         if issued.result_ref is None:

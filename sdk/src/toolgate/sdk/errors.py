@@ -7,6 +7,9 @@ Hierarchy::
     ├── RegistryNoAnswer        no answer in time (also a nats.errors.Error: retrying may succeed)
     └── UnknownTool             no such tool or version for this principal
     ResultUnavailable           a result kept out of band could not be read back
+    BusUnreachable              no connection to NATS after a few attempts (also a
+                                toolgate.shared.connections.NatsUnreachable and a
+                                nats.errors.NoServersError)
 
 Also :class:`toolgate.sdk.receipts.ReceiptKeyMissing` and
 :class:`toolgate.sdk.sealing.SealingKeyMissing`, raised before anything is sent.
@@ -16,7 +19,16 @@ from __future__ import annotations
 
 import nats
 
-__all__ = ["DuplicateRequest", "RegistryNoAnswer", "RegistryUnavailable", "ResultUnavailable", "UnknownTool"]
+from toolgate.shared.connections import NatsUnreachable
+
+__all__ = [
+    "BusUnreachable",
+    "DuplicateRequest",
+    "RegistryNoAnswer",
+    "RegistryUnavailable",
+    "ResultUnavailable",
+    "UnknownTool",
+]
 
 
 class DuplicateRequest(Exception):
@@ -37,3 +49,10 @@ class RegistryNoAnswer(RegistryUnavailable, nats.errors.Error):
 
 class UnknownTool(RegistryUnavailable):
     """The registry has no such tool or version."""
+
+
+class BusUnreachable(NatsUnreachable, nats.errors.NoServersError):
+    """No connection to the NATS server after a few attempts; the message names the URL and the last reason."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "cannot reach NATS"

@@ -205,6 +205,8 @@ class Rpc:
     AUDIT_VERIFY: Final = "tg.audit.verify"
     AUDIT_EXPORT: Final = "tg.audit.export"
     AUDIT_ALARMS: Final = "tg.audit.alarms"
+    AUDIT_REQUESTS: Final = "tg.audit.requests"
+    """Operators and approvers: recent requests and how each ended, by principal and time (bounded)."""
 
     @staticmethod
     def tools_list(principal: str) -> str:

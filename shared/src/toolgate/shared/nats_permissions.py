@@ -326,6 +326,7 @@ def _audit(clients: tuple[str, ...]) -> NatsUser:
         ),
         subscribe=(
             *(Rule(subject) for subject in (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT, Rpc.AUDIT_ALARMS)),
+            Rule(Rpc.AUDIT_REQUESTS),
             Rule(SERVICE_INBOXES),
         ),
     )
@@ -376,6 +377,7 @@ def _operator() -> NatsUser:
             *_kv_reads(POLICY_STREAM, "policy", "published policy versions (policy explain, simulate)"),
             *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
+            Rule(Rpc.AUDIT_REQUESTS, "recent requests and their outcomes"),
             Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (the reconciliation check)"),
             Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolves an uncertain call's reservation (the operator's only)"),
         ),
@@ -394,6 +396,7 @@ def _approver(name: str) -> NatsUser:
             Rule(Rpc.approvals_decide(name), "nobody answers as someone else"),
             *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
+            Rule(Rpc.AUDIT_REQUESTS, "recent requests and their outcomes"),
             *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)),
         ),
         subscribe=(Rule(f"{private_inbox(user)}.>"), Rule(Subjects.ALARMS, "watches alarms as they are raised")),

@@ -67,6 +67,7 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
         joined: other requests (same principal, key and request hash) this approval answers.
         answered_by: who rejected it, or whose vote completed the quorum.
         related: other approvals of the same request hash (:class:`~toolgate.shared.events.Related`).
+        opened_at: when it was opened (UTC); ``None`` for one stored before this field existed.
     """
 
     approval_id: str
@@ -88,6 +89,7 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     joined: tuple[str, ...] = ()
     answered_by: str | None = None
     related: tuple[Related, ...] = ()
+    opened_at: datetime | None = None
 
     @property
     def request_ids(self) -> tuple[str, ...]:
@@ -161,6 +163,7 @@ def open_pending(
         policy_id=decision.policy_id,
         approvals_required=max(1, decision.approvals_required),
         approvers=directory.entitled(role, decision.principal),
+        opened_at=now,
     )
 
 

@@ -82,6 +82,7 @@ def _pending_of(event: ApprovalRequested, votes: tuple[str, ...]) -> PendingAppr
         approvals_required=event.approvals_required,
         approvers=event.approvers,
         votes=votes,
+        opened_at=event.occurred_at,
     )
 
 

@@ -9,7 +9,7 @@ import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
 from toolgate.audit.intake import entry_of
-from toolgate.audit.queries import ExportQuery, ExportReply, TrailQuery, TrailReply
+from toolgate.audit.queries import ExportQuery, ExportReply, RequestsQuery, RequestsReply, TrailQuery, TrailReply
 from toolgate.audit.service import Audit
 from toolgate.shared import catalog
 from toolgate.shared.alarms import AlarmsQuery, AlarmsReply
@@ -25,6 +25,7 @@ Q = TypeVar("Q")
 _trail = msgspec.json.Decoder(TrailQuery)
 _export = msgspec.json.Decoder(ExportQuery)
 _alarms = msgspec.json.Decoder(AlarmsQuery)
+_requests = msgspec.json.Decoder(RequestsQuery)
 
 
 def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
@@ -56,7 +57,7 @@ def _query(decoder: msgspec.json.Decoder[Q], msg: NatsMessage, what: str) -> Q |
 
 
 def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
-    """Route the queries (trail, verify, export, alarms) to the store."""
+    """Route the queries (trail, verify, export, alarms, requests) to the store."""
     router = NatsRouter()
 
     @rpc(router, Rpc.AUDIT_TRAIL, "audit")
@@ -83,5 +84,12 @@ def build_router(cell: RuntimeCell[Audit]) -> NatsRouter:
         if isinstance(query, str):
             return msgspec.json.encode(ExportReply(ok=False, reason=query))
         return msgspec.json.encode(await cell().export(query))
+
+    @rpc(router, Rpc.AUDIT_REQUESTS, "audit")
+    async def on_requests(msg: NatsMessage) -> bytes:
+        query = _query(_requests, msg, "a requests query")
+        if isinstance(query, str):
+            return msgspec.json.encode(RequestsReply(ok=False, reason=query))
+        return msgspec.json.encode(await cell().requests(query))
 
     return router

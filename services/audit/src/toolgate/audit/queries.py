@@ -1,13 +1,26 @@
-"""Request and reply bodies of the audit service's queries (``tg.audit.trail`` / ``.verify``)."""
+"""Request and reply bodies of the audit service's queries (``tg.audit.trail`` / ``.verify`` / ``.requests``)."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 import msgspec
 
 from toolgate.audit.domain import AuditRecord, VerifyResult
 from toolgate.audit.signatures import SignatureFault
 
-__all__ = ["EXPORT_PAGE", "ExportQuery", "ExportReply", "TrailQuery", "TrailReply", "VerifyReply"]
+__all__ = [
+    "EXPORT_PAGE",
+    "MAX_REQUESTS",
+    "ExportQuery",
+    "ExportReply",
+    "RequestSummary",
+    "RequestsQuery",
+    "RequestsReply",
+    "TrailQuery",
+    "TrailReply",
+    "VerifyReply",
+]
 
 EXPORT_PAGE = 500
 """Most records one ``tg.audit.export`` answer carries (well under the 1 MiB NATS payload limit
@@ -26,6 +39,57 @@ class TrailReply(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool
     reason: str
     records: list[AuditRecord] = []
+
+
+MAX_REQUESTS = 200
+"""Most requests one ``tg.audit.requests`` answer lists."""
+
+
+class RequestsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``tg.audit.requests``: the most recent requests, newest first.
+
+    Attributes:
+        principal: only this principal's requests; ``None`` for every principal.
+        since: only requests stated to have occurred at or after this time (UTC); ``None``: any time.
+        limit: at most this many requests (1 to :data:`MAX_REQUESTS`).
+    """
+
+    principal: str | None = None
+    since: datetime | None = None
+    limit: int = 50
+
+
+class RequestSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """One request and how it ended, from its audited events.
+
+    Attributes:
+        request_id: the request.
+        principal: who asked (the token of its subject).
+        requested_at: when the request says it occurred (ISO 8601 UTC, as sent by the agent).
+        tool / version / operation: what it asked for (``None`` when the body was unreadable).
+        verdict: the policy's decision (``execute``, ``needs_approval``, ``deny``, ``refuse``), once made.
+        outcome: the receipt's outcome, once issued; ``None`` while the request is still open.
+        reason_code / reason: the receipt's reason, else the decision's.
+    """
+
+    request_id: str
+    principal: str | None
+    requested_at: str
+    tool: str | None = None
+    version: str | None = None
+    operation: str | None = None
+    verdict: str | None = None
+    outcome: str | None = None
+    reason_code: str | None = None
+    reason: str | None = None
+
+
+class RequestsReply(msgspec.Struct, frozen=True, kw_only=True):
+    """The requests a :class:`RequestsQuery` asked for, newest first; a refusal says why in ``reason``."""
+
+    ok: bool
+    reason: str
+    requests: list[RequestSummary] = []
 
 
 class VerifyReply(msgspec.Struct, frozen=True, kw_only=True):

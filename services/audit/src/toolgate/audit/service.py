@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -19,9 +20,19 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
 from toolgate.audit.anchoring import Anchoring, StreamMessage
 from toolgate.audit.domain import AuditRecord
-from toolgate.audit.queries import EXPORT_PAGE, ExportQuery, ExportReply, TrailReply, VerifyReply
+from toolgate.audit.queries import (
+    EXPORT_PAGE,
+    MAX_REQUESTS,
+    ExportQuery,
+    ExportReply,
+    RequestsQuery,
+    RequestsReply,
+    TrailReply,
+    VerifyReply,
+)
 from toolgate.audit.sentinel import alarm_of, forgery
 from toolgate.audit.signatures import SignatureCheck
+from toolgate.audit.summaries import summarize
 from toolgate.shared.alarms import MAX_ALARMS, AlarmsReply
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.reporting import SecurityReporter
@@ -39,6 +50,13 @@ async def _nowhere(subject: str, data: bytes) -> None:
 
 async def _gone(seq: int) -> None:
     """No stream to read."""
+
+
+def _utc_text(moment: datetime) -> str:
+    """``moment`` as events write it (msgspec: ``2026-01-02T03:04:05.123456Z``), so texts compare as times."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return msgspec.json.encode(moment.astimezone(UTC)).decode().strip('"')
 
 
 @dataclass
@@ -107,6 +125,15 @@ class Audit:
             return ExportReply(ok=False, reason=f"limit must be 1..{EXPORT_PAGE} and after >= 0")
         records = await self.store.page(query.after, query.limit)
         return ExportReply(ok=True, reason=f"{len(records)} records", records=records)
+
+    async def requests(self, query: RequestsQuery) -> RequestsReply:
+        """The most recent requests (newest first) and how each ended; a refusal for a limit out of range."""
+        if not 1 <= query.limit <= MAX_REQUESTS:
+            return RequestsReply(ok=False, reason=f"limit must be between 1 and {MAX_REQUESTS}, not {query.limit}")
+        since = None if query.since is None else _utc_text(query.since)
+        found = await self.store.requests(query.principal, since, query.limit)
+        summaries = [summarize(request, later) for request, later in found]
+        return RequestsReply(ok=True, reason=f"{len(summaries)} requests", requests=summaries)
 
     async def alarms(self, limit: int) -> AlarmsReply:
         """The ``limit`` most recent security events, oldest first; a refusal for a limit out of range."""

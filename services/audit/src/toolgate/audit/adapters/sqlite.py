@@ -113,6 +113,41 @@ class SqliteAuditStore:
         )
         return await self._run(lambda: [_record(row) for row in self._conn.execute(sql, (limit,))])
 
+    async def requests(
+        self, principal: str | None, since: str | None, limit: int
+    ) -> list[tuple[AuditRecord, list[AuditRecord]]]:
+        """The ``limit`` most recent ``tool.requested`` records, newest first, each with its decisions and receipts.
+
+        Args:
+            principal: only this principal's requests (``None``: all).
+            since: only requests whose ``occurred_at`` sorts at or after this ISO 8601 UTC text.
+            limit: at most this many requests.
+
+        Raises:
+            StoreError: the store is closed or the read failed.
+        """
+        return await self._run(lambda: self._requests(principal, since, limit))
+
+    def _requests(
+        self, principal: str | None, since: str | None, limit: int
+    ) -> list[tuple[AuditRecord, list[AuditRecord]]]:
+        sql = (
+            f"SELECT {_COLUMNS} FROM audit_records WHERE event_type = 'tool.requested'"
+            " AND (?1 IS NULL OR principal = ?1) AND (?2 IS NULL OR occurred_at >= ?2) ORDER BY sequence DESC LIMIT ?3"
+        )
+        asked = [_record(row) for row in self._conn.execute(sql, (principal, since, limit))]
+        ids = [record.request_id for record in asked]
+        marks = ", ".join("?" * len(ids))
+        later = (
+            f"SELECT {_COLUMNS} FROM audit_records WHERE request_id IN ({marks})"
+            " AND event_type IN ('decision.made', 'receipt.issued')"
+        )
+        found: dict[str | None, list[AuditRecord]] = {}
+        for row in self._conn.execute(later, ids) if ids else ():
+            record = _record(row)
+            found.setdefault(record.request_id, []).append(record)
+        return [(record, found.get(record.request_id, [])) for record in asked]
+
     async def verify(self, signatures: SignatureCheck | None = None) -> VerifyResult:
         """Verify the whole chain, streaming records in sequence order; ``signatures`` (if any) sees each record.
 

@@ -1,0 +1,161 @@
+"""``toolgate call``: one governed call as an agent, through the SDK, and its receipt.
+
+The command connects as the agent ``--as`` names (default ``demo-agent``): its credentials file
+``<state dir>/credentials/agent-<principal>.json`` (when the stack is secured), and the
+gateway's public keys in ``$TOOLGATE_PUBLIC_KEYS_DIR`` or ``<state dir>/keys/public`` (receipts
+are verified, secret arguments sealed). The exit code says how the call ended:
+:data:`EXIT_CODES`, :data:`NO_RECEIPT` when no receipt came within ``--wait`` seconds, 2 for
+bad input or no connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+import nats
+import typer
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.padding import Padding
+from rich.text import Text
+
+from toolgate.cli.identity import state_dir
+from toolgate.cli.output import AsJson, did_you_mean, print_json
+from toolgate.cli.render import OUTCOME_STYLE, plain_text
+from toolgate.cli.rpc import BusError
+from toolgate.cli.session import NatsUrl, console, err_console, stack_url
+from toolgate.sdk import DuplicateRequest, SealingKeyMissing, ToolClient, UnknownTool
+from toolgate.sdk.errors import RegistryUnavailable
+from toolgate.sdk.receipts import ReceiptKeyMissing
+from toolgate.shared.catalog import TOKEN
+from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
+from toolgate.shared.events import ReceiptIssued
+from toolgate.shared.nats_credentials import CredentialsInvalid, credentials_file
+from toolgate.shared.nats_permissions import agent_user
+
+__all__ = ["EXIT_CODES", "NO_RECEIPT", "call"]
+
+EXIT_CODES = {"succeeded": 0, "replayed": 0, "denied": 3, "refused": 4, "failed": 5, "uncertain": 6}
+"""Exit code of ``toolgate call`` by the receipt's outcome."""
+
+NO_RECEIPT = 7
+"""Exit code when no receipt came in time (the request may be waiting for an approval)."""
+
+
+class CallRefused(Exception):
+    """The call was not sent: bad input, or a tool or operation this principal does not have."""
+
+
+Args = Annotated[str, typer.Option("--args", help='The arguments as one JSON object, e.g. \'{"path": "a.txt"}\'.')]
+Principal = Annotated[
+    str, typer.Option("--as", envvar="TOOLGATE_AGENT", help="The agent (principal) to call as (env TOOLGATE_AGENT).")
+]
+Version = Annotated[str | None, typer.Option("--version", help="An exact tool version (default: the latest).")]
+Key = Annotated[str | None, typer.Option("--key", help="Idempotency key (default: a fresh one; reuse it to replay).")]
+Wait = Annotated[float, typer.Option("--wait", help="Seconds to wait for the receipt.", min=0.1)]
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError as error:
+        raise CallRefused(f"--args is not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise CallRefused(f"--args must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _options(principal: str) -> dict[str, Any]:
+    """``ToolClient.connect`` keyword arguments for ``principal`` on the local stack."""
+    folder = state_dir() / "credentials"
+    keys = os.environ.get("TOOLGATE_PUBLIC_KEYS_DIR") or str(state_dir() / "keys" / "public")
+    options: dict[str, Any] = {"public_keys": Path(keys), **tls_options(os.environ.get(CA_FILE_ENV))}
+    if folder.is_dir():
+        path = credentials_file(folder, agent_user(principal))
+        if not path.exists():
+            raise CallRefused(f"no credentials for agent {principal!r}: {path} does not exist")
+        options["credentials"] = path
+    return options
+
+
+async def _checked(client: ToolClient, tool: str, operation: str, version: str | None) -> None:
+    """Refuse, with a suggestion, a tool or operation this principal does not have."""
+    try:
+        descriptor = await client.describe(tool, version)
+    except UnknownTool as unknown:
+        names = [known.name for known in await client.list_tools()]
+        raise CallRefused(f"unknown_tool: {unknown} for {client.principal}{did_you_mean(tool, names)}") from None
+    if operation not in descriptor.operations:
+        hint = did_you_mean(operation, descriptor.operations)
+        raise CallRefused(f"unknown_operation: {tool} has no operation {operation!r} for {client.principal}{hint}")
+
+
+Work = tuple[str, str, dict[str, Any], str | None, str | None]
+"""A call: tool, operation, arguments, version (``None``: the latest), idempotency key (``None``: fresh)."""
+
+
+async def _call(url: str, principal: str, work: Work, wait_s: float) -> ReceiptIssued:
+    tool, operation, arguments, version, key = work
+    client = await ToolClient.connect(url, principal, **_options(principal))
+    try:
+        await _checked(client, tool, operation, version)
+        request_id = await client.submit(tool, operation, arguments, idempotency_key=key, version=version)
+        return await client.receipt(request_id, timeout_s=wait_s)
+    finally:
+        await client.close()
+
+
+def _shown(receipt: ReceiptIssued) -> Group:
+    style = OUTCOME_STYLE.get(receipt.outcome.value, "white")
+    lines: list[RenderableType] = [
+        Text.assemble(
+            (receipt.outcome.value, f"bold {style}"), "  ", plain_text(f"{receipt.tool}.{receipt.operation}")
+        ),
+        Text.assemble(("reason: ", "bold"), plain_text(f"{receipt.reason_code}: {receipt.reason}")),
+        Text.assemble(("request: ", "bold"), plain_text(receipt.request_id)),
+    ]
+    if receipt.result is not None:
+        result = json.dumps(receipt.result, indent=2, ensure_ascii=False, default=str)
+        lines += [Text("result:", style="bold"), Padding(plain_text(result), (0, 0, 0, 2))]
+    return Group(*lines)
+
+
+_FAILURES = (
+    *(CallRefused, BusError, NatsUnreachable, CredentialsInvalid, PermissionError, ValueError, OSError),
+    *(RegistryUnavailable, ReceiptKeyMissing, SealingKeyMissing, DuplicateRequest, nats.errors.Error),
+)
+
+
+def call(
+    tool: str,
+    operation: str,
+    args: Args = "{}",
+    principal: Principal = "demo-agent",
+    version: Version = None,
+    key: Key = None,
+    wait_s: Wait = 30.0,
+    as_json: AsJson = False,
+    nats_url: NatsUrl = "",
+) -> None:
+    """Call TOOL's OPERATION as an agent, through the gateway, and print its receipt (exit code by outcome)."""
+    try:
+        if not TOKEN.match(principal):
+            raise CallRefused(f"--as {principal!r} must match {TOKEN.pattern}")
+        work = (tool, operation, _arguments(args), version, key)
+        receipt = asyncio.run(_call(stack_url(nats_url), principal, work, wait_s))
+    except TimeoutError as timeout:
+        err_console.print("[yellow]no receipt[/yellow]:", escape(str(timeout)))
+        raise typer.Exit(NO_RECEIPT) from None
+    except _FAILURES as error:
+        err_console.print("[red]error:[/red]", escape(redact(str(error))))
+        raise typer.Exit(2) from None
+    if as_json:
+        print_json(receipt)
+    else:
+        console.print(_shown(receipt))
+    raise typer.Exit(EXIT_CODES.get(receipt.outcome.value, 1))

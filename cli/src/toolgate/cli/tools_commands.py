@@ -1,0 +1,75 @@
+"""``toolgate tools list`` and ``tools describe``: the registry as the operator sees it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+import typer
+from rich.markup import escape
+
+from toolgate.cli import rpc
+from toolgate.cli.describe import STATE_KEYS, describe_tool
+from toolgate.cli.output import AsJson, did_you_mean, print_json
+from toolgate.cli.render import tools_table
+from toolgate.cli.session import NatsUrl, console, err_console, on_bus
+from toolgate.shared.catalog import Rpc
+from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.shared.tool_states import ToolState
+
+__all__ = ["tools_describe", "tools_list"]
+
+Version = Annotated[str | None, typer.Option("--version", help="An exact version (default: the latest).")]
+
+
+def tools_list(as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
+    """List every tool's latest version, one row per operation, with its state (ready, unavailable, degraded)."""
+    reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
+    descriptors, states = reply.get("descriptors") or [], reply.get("states") or {}
+    if as_json:
+        print_json({"descriptors": descriptors, "states": states})
+        return
+    tools = [_descriptor(item)[0] for item in descriptors]
+    console.print(tools_table(tools, msgspec.convert(states, dict[str, ToolState])))
+
+
+def _descriptor(raw: dict[str, Any]) -> tuple[ToolDescriptor, dict[str, Any]]:
+    """The descriptor, and the state keys the registry put beside its fields (if any)."""
+    state = {key: raw[key] for key in STATE_KEYS if key in raw}
+    fields = {key: value for key, value in raw.items() if key not in STATE_KEYS}
+    return msgspec.convert(fields, ToolDescriptor), state
+
+
+async def _lookup(bus: rpc.Bus, tool: str, version: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The registry's answer for ``tool``, and every tool name when it has no such tool."""
+    reply: dict[str, Any] = await rpc.request(bus, Rpc.REGISTRY_GET, {"tool": tool, "version": version})
+    if reply.get("ok") or reply.get("reason_code") != "unknown_tool":
+        return reply, []
+    listing: dict[str, Any] = await rpc.request(bus, Rpc.REGISTRY_LIST, {})
+    return reply, [str(item.get("name")) for item in listing.get("descriptors") or []]
+
+
+async def _state_of(bus: rpc.Bus, tool: str) -> dict[str, Any]:
+    """The state the registry recorded for ``tool`` as :data:`STATE_KEYS` (empty: none recorded)."""
+    listing: dict[str, Any] = await rpc.request(bus, Rpc.REGISTRY_LIST, {})
+    state = (listing.get("states") or {}).get(tool)
+    return {"state": state.get("state"), "state_reason": state.get("reason", "")} if state else {}
+
+
+def tools_describe(tool: str, version: Version = None, as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
+    """Show one tool: each operation's side-effect class, risk tier, limits and input/output schemas."""
+    reply, names = on_bus(nats_url, lambda bus: _lookup(bus, tool, version))
+    if reply.get("ok"):
+        reply = {**reply, **on_bus(nats_url, lambda bus: _state_of(bus, tool))}
+    if not reply.get("ok"):
+        hint = did_you_mean(tool, names) if tool not in names else ""
+        err_console.print(
+            f"[red]{escape(str(reply.get('reason_code')))}[/red]:", escape(f"{reply.get('reason')}{hint}")
+        )
+        raise typer.Exit(1)
+    raw = {**reply["descriptor"], **{key: reply[key] for key in STATE_KEYS if key in reply}}
+    if as_json:
+        print_json(raw)
+        return
+    descriptor, state = _descriptor(raw)
+    console.print(describe_tool(descriptor, state))

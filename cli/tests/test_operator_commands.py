@@ -1,0 +1,110 @@
+"""The operator's commands without a stack: version, input refused before anything is sent, 80-column text."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import msgspec
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from toolgate.cli.app import app
+from toolgate.cli.describe import describe_tool
+from toolgate.cli.output import did_you_mean
+from toolgate.cli.requests_command import parse_since
+from toolgate.shared.descriptors import ToolDescriptor
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _at_80(renderable: object) -> list[str]:
+    out = StringIO()
+    Console(file=out, width=80, color_system=None).print(renderable)
+    return [line.rstrip() for line in out.getvalue().splitlines()]
+
+
+def test_version_is_the_installed_packages() -> None:
+    from importlib.metadata import version
+
+    printed = CliRunner().invoke(app, ["--version"])
+    assert printed.exit_code == 0 and printed.stdout.strip() == f"toolgate {version('toolgate-cli')}"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [("{not json", "--args is not JSON"), ("[1, 2]", "must be a JSON object, not list"), ('"x"', "not str")],
+)
+def test_call_refuses_arguments_that_are_not_a_json_object_with_exit_2(
+    args: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(tmp_path))
+    printed = CliRunner().invoke(
+        app, ["call", "file_system", "read", "--args", args, "--nats-url", "nats://127.0.0.1:1"]
+    )
+    assert printed.exit_code == 2 and said in printed.output, printed.output
+
+
+def test_call_refuses_a_principal_that_is_not_a_subject_token() -> None:
+    printed = CliRunner().invoke(app, ["call", "t", "op", "--as", "a.b", "--nats-url", "nats://127.0.0.1:1"])
+    assert printed.exit_code == 2 and "--as 'a.b' must match" in printed.output
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("15m", 900), ("1h", 3600), ("2d", 172800)])
+def test_since_accepts_seconds_minutes_hours_days(text: str, seconds: int) -> None:
+    assert parse_since(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("since", ["1w", "h", "-1h", "0m", "1.5h", "soon", ""])
+def test_requests_refuses_a_since_that_is_not_a_duration_with_exit_2(since: str) -> None:
+    printed = CliRunner().invoke(app, ["requests", "--since", since, "--nats-url", "nats://127.0.0.1:1"])
+    assert printed.exit_code == 2 and "is not a duration" in printed.output and "30s, 15m, 1h, 2d" in printed.output
+
+
+def test_did_you_mean_names_the_close_names_only() -> None:
+    assert did_you_mean("file_sytem", ["file_system", "git"]) == "; did you mean 'file_system'?"
+    assert did_you_mean("wirte", ["read", "write", "list"]) == "; did you mean 'write'?"
+    assert did_you_mean("zzz", ["read", "write"]) == ""
+
+
+def test_describe_shows_each_operation_its_class_risk_limits_and_schemas_within_80_columns() -> None:
+    raw = json.loads((ROOT / "deploy/tools/file_system.json").read_text())
+    tool = msgspec.convert(raw, ToolDescriptor)
+    lines = _at_80(describe_tool(tool, {"state": "ready"}))
+    shown = "\n".join(lines)
+    assert max(len(line) for line in lines) <= 80
+    assert f"{tool.name} {tool.version}" in lines[0] and "state: ready" in shown
+    for name, spec in tool.operations.items():
+        assert f"operation {name}" in shown
+        assert f"side-effect class: {spec.side_effect_class.value}" in shown
+    assert shown.count("input schema:") == len(tool.operations) == shown.count("output schema:")
+    assert "rate limit: " in shown and '"type": "object"' in shown
+
+
+def test_alarms_as_json_does_not_follow() -> None:
+    printed = CliRunner().invoke(app, ["audit", "alarms", "--json", "--follow", "--nats-url", "nats://127.0.0.1:1"])
+    assert printed.exit_code == 2 and "does not --follow" in printed.output
+
+
+def test_requests_show_outcome_call_principal_age_and_reason_within_80_columns() -> None:
+    from datetime import UTC, datetime
+
+    from rich.console import Group
+
+    from toolgate.cli.requests_command import _line
+
+    reason = "the policy two-operators asks role operator for an approval of a reversible write " * 2
+    items = [
+        {"request_id": "0f" * 16, "principal": "a1-04", "requested_at": "2026-11-30T21:00:00.5Z", "tool": "fs"}
+        | {"version": "1.0.0", "operation": "read", "outcome": "succeeded", "reason_code": "ok", "reason": "ran"},
+        {"request_id": "r2", "principal": "a1-03", "requested_at": "2026-11-30T21:01:00Z", "tool": "fs"}
+        | {"operation": "write", "verdict": "needs_approval", "reason_code": "needs_approval", "reason": reason},
+    ]
+    lines = _at_80(Group(*(_line(item, datetime(2026, 11, 30, 21, 5, tzinfo=UTC)) for item in items)))
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].startswith("succeeded fs@1.0.0.read  by a1-04")
+    assert "2026-11-30 21:00:00 UTC (4m ago) · request " + "0f" * 16 in lines[1]
+    assert any(line.startswith("pending   fs@latest.write  by a1-03") for line in lines)
+    assert all(line.startswith("  ") for line in lines[lines.index("  ok: ran") + 2 :]), "wrapped reasons stay indented"

@@ -1,0 +1,135 @@
+"""The operator's and the tester's commands against a running stack, as processes, at 80 columns.
+
+``toolgate call`` calls as an agent through the gateway (exit code by outcome), ``requests``
+reads recent requests from the audit, ``approvals list`` stacks one block per approval, ``tools
+describe`` shows a tool; each ``--json`` parses, and a mistyped tool or operation gets a
+suggestion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolgate.cli.call_command import EXIT_CODES, NO_RECEIPT
+
+pytestmark = pytest.mark.e2e
+
+TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+READ = ("call", "file_system", "read", "--args", '{"path": "hello.txt"}')
+
+
+def _toolgate(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
+    env.update({"NATS_URL": stack.nats_url, "TOOLGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "80"})
+    return subprocess.run([TOOLGATE, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def _words(text: str) -> str:
+    """``text`` with its line breaks (wrapping at 80 columns) as single spaces."""
+    return " ".join(text.split())
+
+
+def _within_80(text: str) -> None:
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+
+
+def test_call_prints_the_receipt_and_exits_by_its_outcome(stack: Any) -> None:
+    done = _toolgate(stack, *READ, "--as", "a1-00")
+    assert done.returncode == EXIT_CODES["succeeded"] == 0, done.stderr
+    assert "succeeded" in done.stdout and "hello from the sandbox" in done.stdout
+    _within_80(done.stdout)
+    outside = _toolgate(
+        stack, "call", "file_system", "read", "--args", '{"path": "../outside/secret.txt"}', "--as", "a1-00"
+    )
+    assert outside.returncode in (EXIT_CODES["denied"], EXIT_CODES["refused"], EXIT_CODES["failed"]), outside.stdout
+    assert "outside secret" not in outside.stdout
+
+
+def test_call_json_is_the_receipt(stack: Any) -> None:
+    done = _toolgate(stack, *READ, "--as", "a1-01", "--json")
+    receipt = json.loads(done.stdout)
+    assert done.returncode == 0 and receipt["outcome"] == "succeeded" and receipt["principal"] == "a1-01"
+
+
+def test_a_mistyped_tool_or_operation_gets_a_suggestion_and_nothing_is_sent(stack: Any) -> None:
+    tool = _toolgate(stack, "call", "file_sytem", "read", "--args", "{}", "--as", "a1-02")
+    assert tool.returncode == 2 and "did you mean 'file_system'?" in _words(tool.stderr)
+    operation = _toolgate(stack, "call", "file_system", "raed", "--args", "{}", "--as", "a1-02")
+    assert operation.returncode == 2 and "did you mean 'read'?" in _words(operation.stderr)
+
+
+def test_describing_a_mistyped_tool_gets_a_suggestion(stack: Any) -> None:
+    described = _toolgate(stack, "tools", "describe", "file_sytem")
+    assert described.returncode == 1 and "did you mean 'file_system'?" in _words(described.stderr)
+
+
+def test_a_call_waiting_for_approval_is_listed_in_one_block_within_80_columns(stack: Any) -> None:
+    write = ("call", "file_system", "write", "--args", '{"path": "cli.txt", "content": "from the cli"}')
+    waiting = _toolgate(stack, *write, "--as", "a1-03", "--wait", "2")
+    assert waiting.returncode == NO_RECEIPT and "may still be waiting for an approval" in _words(waiting.stderr)
+    listed = _listed(stack, "a1-03")
+    assert listed["request"]["arguments"] == {"path": "cli.txt", "content": "from the cli"}
+    shown = _toolgate(stack, "approvals", "list")
+    assert shown.returncode == 0 and listed["approval_id"] in shown.stdout
+    _within_80(shown.stdout)
+    block = shown.stdout[shown.stdout.index(listed["approval_id"]) :]
+    for label in ("tool", "operation", "principal", "risk", "requested", "quorum", "arguments", "hash"):
+        assert f"  {label} " in block, label
+    assert "a1-03" in block and "ago)" in block
+    assert listed["request_hash"] in "".join(line.strip() for line in block.splitlines())
+
+
+def _listed(stack: Any, principal: str, timeout_s: float = 15.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done = _toolgate(stack, "approvals", "list", "--json")
+        assert done.returncode == 0, done.stderr
+        found = [item for item in json.loads(done.stdout) if item["principal"] == principal]
+        if found:
+            return dict(found[0])
+    raise AssertionError(f"no pending approval of {principal}")
+
+
+def test_requests_lists_recent_calls_with_their_outcome(stack: Any) -> None:
+    assert _toolgate(stack, *READ, "--as", "a1-04").returncode == 0
+    deadline = time.monotonic() + 15
+    while True:
+        done = _toolgate(stack, "requests", "--principal", "a1-04", "--since", "1h", "--json")
+        found = json.loads(done.stdout)
+        if (found and found[0]["outcome"]) or time.monotonic() > deadline:
+            break
+    assert [(item["principal"], item["outcome"], item["operation"]) for item in found] == [
+        ("a1-04", "succeeded", "read")
+    ]
+    shown = _toolgate(stack, "requests", "--principal", "a1-04", "--since", "15m")
+    assert shown.returncode == 0 and "succeeded" in shown.stdout and "file_system@" in shown.stdout
+    _within_80(shown.stdout)
+    assert found[0]["request_id"] in shown.stdout
+
+
+def test_tools_describe_within_80_columns(stack: Any) -> None:
+    shown = _toolgate(stack, "tools", "describe", "file_system")
+    assert shown.returncode == 0, shown.stderr
+    _within_80(shown.stdout)
+    for text in ("operation read", "operation write", "side-effect class:", "risk tier:", "input schema:"):
+        assert text in shown.stdout
+
+
+def test_tools_describe_and_list_as_json(stack: Any) -> None:
+    described = json.loads(_toolgate(stack, "tools", "describe", "file_system", "--json").stdout)
+    listed = json.loads(_toolgate(stack, "tools", "list", "--json").stdout)
+    assert described["name"] == "file_system" and "file_system" in [tool["name"] for tool in listed]
+
+
+def test_audit_alarms_lists_as_json(stack: Any) -> None:
+    done = _toolgate(stack, "audit", "alarms", "--json")
+    assert done.returncode == 0, done.stderr
+    assert isinstance(json.loads(done.stdout), list)
