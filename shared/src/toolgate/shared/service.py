@@ -23,7 +23,9 @@ from nats.js import JetStreamContext
 
 from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.shared.handling import Consumer, DurableWorker
+from toolgate.shared.logs import configure_logging
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.request_log import request_scope
 from toolgate.shared.settings import ServiceSettings
 from toolgate.shared.telemetry import tracer_provider
 
@@ -78,7 +80,9 @@ def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answ
     A requester names the reply subject itself; a service that answered anywhere would
     publish there with its own rights (e.g. the registry into the tools bucket). So a
     request whose reply subject is not an inbox gets no answer, and a warning is logged.
-    The handler receives the raw message and returns the reply's bytes.
+    The handler receives the raw message and returns the reply's bytes; it runs in a
+    :func:`~toolgate.shared.request_log.request_scope` (what it notes is one log line with
+    ``method``, the subject).
     """
 
     def register(answer: Answer) -> Answer:
@@ -87,7 +91,8 @@ def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answ
             if not reply_to or not is_inbox(reply_to):
                 log.warning("request on %s asked for its answer on %r, not an inbox: not answered", subject, reply_to)
                 return
-            await msg.raw_message.respond(await answer(msg))
+            with request_scope(method=subject):
+                await msg.raw_message.respond(await answer(msg))
 
         router.subscriber(subject, queue=queue, decoder=raw_body, no_reply=True, include_in_schema=False)(on_request)
         return answer
@@ -104,7 +109,12 @@ def new_broker(
     message its CPU time and nothing else. With a ``reporter``, every NATS permissions
     violation on the connection is reported as a security event. ``inbox_prefix``: the
     reply prefix (a private ``_INBOX_<user>`` for a service that must not read others' replies).
+
+    Logging is configured here (:func:`~toolgate.shared.logs.configure_logging`), the first
+    thing every service composes, so what it logs while it is built is formatted too. The
+    broker logs through ``toolgate.bus``; its per-message lines are DEBUG.
     """
+    configure_logging(service)
     middlewares = []
     if settings.otlp_endpoint:
         provider = tracer_provider(service, settings.otlp_endpoint)
@@ -117,7 +127,8 @@ def new_broker(
         max_reconnect_attempts=-1,
         error_cb=reporter.on_error if reporter else None,
         inbox_prefix=inbox_prefix,
-        log_level=logging.DEBUG,  # per-message "Received/Processed" lines; service events log at INFO
+        logger=logging.getLogger("toolgate.bus"),
+        log_level=logging.DEBUG,  # per-message "Received/Processed" lines; one request line per message at INFO
     )
 
 
@@ -149,9 +160,11 @@ class Lifecycle:
 def new_app(
     broker: NatsBroker, build: Callable[[JetStreamContext], Awaitable[None]], lifecycle: Lifecycle | None = None
 ) -> FastStream:
-    """A FastStream app that connects, runs ``build(js)``, then starts the lifecycle's workers."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    app, plan, workers = FastStream(broker), lifecycle or Lifecycle(), list[DurableWorker]()
+    """A FastStream app that connects, runs ``build(js)``, then starts the lifecycle's workers.
+
+    FastStream's own start and stop lines are replaced by one ``started`` and one ``stopped`` line.
+    """
+    app, plan, workers = FastStream(broker, logger=None), lifecycle or Lifecycle(), list[DurableWorker]()
 
     @app.on_startup
     async def connect() -> None:
@@ -166,6 +179,10 @@ def new_app(
             await worker.start()
             workers.append(worker)
 
+    @app.after_startup
+    async def started() -> None:
+        log.info("started", extra={"consumers": len(workers)})
+
     @app.on_shutdown
     async def drain() -> None:
         await asyncio.gather(*(worker.stop(plan.grace_s, plan.abort) for worker in workers))
@@ -176,5 +193,6 @@ def new_app(
     async def close() -> None:
         for closer in plan.closers:
             await closer()
+        log.info("stopped")
 
     return app
