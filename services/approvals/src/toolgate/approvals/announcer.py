@@ -58,11 +58,12 @@ def note_approval(
     fields: dict[str, object] = {"approval": approval, "approval_id": approval_id}
     if pending is not None:
         counted = pending.votes if votes is None else votes
-        fields |= {
+        fields = {
             "request_id": pending.request_id,
             "principal": pending.principal,
             "tool": pending.request.tool,
             "operation": pending.request.operation,
+            "approval": approval,
             "approval_id": pending.approval_id,
             "votes": f"{len(counted)}/{pending.approvals_required}",
             "requests": len(pending.request_ids) if len(pending.request_ids) > 1 else None,
