@@ -1,10 +1,11 @@
 """The policy's line per request (:mod:`toolgate.shared.request_log`): the decision it published.
 
-Fields: ``request_id``, ``principal``, ``tool``, ``operation``, ``verdict``, ``reason_code``,
-``stored=False`` for a decision not stored (the request had one already) and, for a tool or operation the policy hides from the principal, ``hidden_reason_code``
-(what the policy said; the agent is told ``reason_code``). The tool and operation are those
-the decision resolved, else those the request named (a request that ended before its tool
-was resolved: unknown tool, malformed arguments), when it names them as strings.
+Fields: ``request_id``, ``principal``, ``tool``, ``operation``, ``verdict``, ``reason_code``;
+``stored=False`` for a decision not stored (the request had one already); for a tool or
+operation the policy hides from the principal, ``hidden_reason_code`` (what the policy said;
+the agent is told ``reason_code``). The tool and operation are those the decision resolved,
+else those the request named (a request that ended before its tool was resolved: unknown
+tool, malformed arguments), when it names them as strings.
 """
 
 from __future__ import annotations
