@@ -23,7 +23,6 @@ from nats.js import JetStreamContext
 
 from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.shared.handling import Consumer, DurableWorker
-from toolgate.shared.logs import configure_logging
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.request_log import request_scope
 from toolgate.shared.settings import ServiceSettings
@@ -110,11 +109,9 @@ def new_broker(
     violation on the connection is reported as a security event. ``inbox_prefix``: the
     reply prefix (a private ``_INBOX_<user>`` for a service that must not read others' replies).
 
-    Logging is configured here (:func:`~toolgate.shared.logs.configure_logging`), the first
-    thing every service composes, so what it logs while it is built is formatted too. The
-    broker logs through ``toolgate.bus``; its per-message lines are DEBUG.
+    The broker logs through ``toolgate.bus`` (its per-message lines are DEBUG); the process's
+    logging is configured by the service's ``__main__`` (:func:`~toolgate.shared.logs.configure_logging`).
     """
-    configure_logging(service)
     middlewares = []
     if settings.otlp_endpoint:
         provider = tracer_provider(service, settings.otlp_endpoint)
