@@ -13,6 +13,7 @@ import pytest
 from toolgate.shared.errors import ToolgateError
 from toolgate.shared.logs import LogSettings, configure_logging
 from toolgate.shared.request_log import MAX_VALUE_CHARS, REQUESTS, note, request_scope
+from toolgate.shared.service import run_service
 from toolgate.shared.vocabulary import Verdict
 
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z executor (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S")
@@ -190,3 +191,22 @@ class _Spy:
     def __str__(self) -> str:
         self._made.append(self)
         return "looked"
+
+
+def _broken_app() -> Any:
+    raise FileNotFoundError("no keys/receipts.key")
+
+
+def test_an_error_that_ends_a_service_is_one_critical_record_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_service("executor", _broken_app) == 1
+    first, *trace = _lines(capsys)
+    assert TEXT_LINE.match(first) and first.endswith("CRITICAL executor stopped by an error: no keys/receipts.key")
+    assert trace and all(line.startswith("    ") for line in trace) and "FileNotFoundError" in trace[-1]
+
+
+def test_an_unknown_log_setting_ends_a_service_with_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLGATE_LOG_FORMAT", "xml")
+    assert run_service("executor", _broken_app) == 2
+    assert _lines(capsys) == ["executor cannot start: TOOLGATE_LOG_FORMAT: Input should be 'text' or 'json'"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -22,13 +23,15 @@ from faststream.nats.security import NatsSecurity
 from nats.js import JetStreamContext
 
 from toolgate.shared.connections import tls_options, warn_if_open
+from toolgate.shared.errors import ToolgateError
 from toolgate.shared.handling import Consumer, DurableWorker
+from toolgate.shared.logs import configure_logging
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.request_log import request_scope
 from toolgate.shared.settings import ServiceSettings
 from toolgate.shared.telemetry import tracer_provider
 
-__all__ = ["Lifecycle", "RuntimeCell", "is_inbox", "new_app", "new_broker", "raw_body", "rpc"]
+__all__ = ["Lifecycle", "RuntimeCell", "is_inbox", "new_app", "new_broker", "raw_body", "rpc", "run_service"]
 
 log = logging.getLogger("toolgate")
 
@@ -193,3 +196,26 @@ def new_app(
         log.info("stopped")
 
     return app
+
+
+def run_service(service: str, create_app: Callable[[], FastStream]) -> int:
+    """Run one service process: configure logging first, then build the app and run it until stopped.
+
+    An error that ends the service (at start or later) is logged as one CRITICAL record
+    naming it, with its traceback, in the configured format (never the interpreter's raw
+    traceback). A log setting it does not know ends it at once with one line on stderr.
+
+    Returns:
+        The exit code: 0 when stopped, 1 when an error ended it, 2 for an unknown log setting.
+    """
+    try:
+        configure_logging(service)  # first: what the service logs while it is built is formatted too
+    except ToolgateError as error:
+        print(f"{service} cannot start: {error.reason}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(create_app().run())
+    except Exception as error:
+        log.critical("%s stopped by an error: %s", service, error, exc_info=True)
+        return 1
+    return 0

@@ -1,10 +1,9 @@
 """Run the executor service: ``python -m toolgate.executor``."""
 
-import asyncio
+import sys
 
 from toolgate.executor.app import create_app
-from toolgate.shared.logs import configure_logging
+from toolgate.shared.service import run_service
 
 if __name__ == "__main__":
-    configure_logging("executor")  # first: what the service logs while it is built is formatted too
-    asyncio.run(create_app().run())
+    sys.exit(run_service("executor", create_app))
