@@ -210,3 +210,11 @@ def test_an_unknown_log_setting_ends_a_service_with_one_line(
     monkeypatch.setenv("TOOLGATE_LOG_FORMAT", "xml")
     assert run_service("executor", _broken_app) == 2
     assert _lines(capsys) == ["executor cannot start: TOOLGATE_LOG_FORMAT: Input should be 'text' or 'json'"]
+
+
+def test_a_field_named_like_a_record_attribute_never_breaks_the_request(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("executor", LogSettings(format="json"))
+    with request_scope(consumer="c"):
+        note("answered", name="file_system", message="hi", module="m")
+    [line] = [json.loads(text) for text in _lines(capsys)]
+    assert (line["message"], line["name_"], line["message_"], line["module_"]) == ("answered", "file_system", "hi", "m")

@@ -50,10 +50,12 @@ class _Line:
 
 
 _current: ContextVar[_Line | None] = ContextVar("toolgate_request_line", default=None)
+_RECORD_ATTRIBUTES = frozenset({*vars(logging.LogRecord("", 0, "", 0, "", (), None)), "message", "asctime"})
+"""Names ``extra=`` may not use (``Logger.makeRecord`` raises): such a field gets a ``_`` appended."""
 
 
 def _clean(fields: dict[str, Any]) -> dict[str, Any]:
-    """``fields`` without ``None`` values; enums as their values; long strings cut."""
+    """``fields`` without ``None`` values; enums as their values; long strings cut; no record attribute overwritten."""
     clean = {}
     for key, value in fields.items():
         if value is None:
@@ -62,7 +64,7 @@ def _clean(fields: dict[str, Any]) -> dict[str, Any]:
             value = value.value
         if isinstance(value, str) and len(value) > MAX_VALUE_CHARS:
             value = value[: MAX_VALUE_CHARS - 1] + "…"
-        clean[key] = value
+        clean[f"{key}_" if key in _RECORD_ATTRIBUTES else key] = value
     return clean
 
 
