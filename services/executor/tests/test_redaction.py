@@ -218,3 +218,12 @@ def test_a_log_record_is_scrubbed_in_its_message_arguments_and_traceback() -> No
 
     assert CONFIGURED not in text and GHP not in text
     assert "call failed: dsn redis://:[redacted:" in text and "RuntimeError: token=[redacted:" in text
+
+
+def test_the_string_fields_of_a_log_record_are_scrubbed_too() -> None:
+    record = logging.makeLogRecord({"msg": "receipt", "tool": f"t-{CONFIGURED}", "reason_code": "ok", "tool_ms": 2.5})
+
+    assert ScrubbingLogFilter(REDACTOR).filter(record)
+
+    assert CONFIGURED not in record.tool and record.tool.startswith("t-[redacted:configured sha256:")
+    assert (record.reason_code, record.tool_ms) == ("ok", 2.5)

@@ -24,6 +24,8 @@ JetStream consumer semantics: docs.nats.io "Consumers", "Acknowledgement Models"
   ``+WPI`` (in progress), so a long tool call is not redelivered to another worker;
 - messages are pulled with :class:`~toolgate.shared.pulling.Puller`, which knows a stored
   message by its acknowledgement subject, never by a header its publisher chose;
+- each message is handled in a :func:`~toolgate.shared.request_log.request_scope`: what its
+  handler notes is one log line, with the consumer and the time spent;
 - :meth:`DurableWorker.stop` stops fetching, lets in-flight handlers finish within a
   grace period, then calls the service's ``abort`` (which ends what still runs) and only
   then cancels; unacknowledged messages come back after ``ack_wait``.
@@ -44,6 +46,7 @@ from nats.aio.msg import Msg
 
 from toolgate.shared import catalog
 from toolgate.shared.pulling import Puller
+from toolgate.shared.request_log import request_scope
 from toolgate.shared.settle import Later, Settle, Settlement
 
 __all__ = ["Consumer", "Delivery", "DurableWorker", "Later", "Settle", "Settlement"]
@@ -194,6 +197,10 @@ class DurableWorker:
         task.add_done_callback(self._inflight.discard)
 
     async def _process(self, msg: Msg) -> None:
+        with request_scope(consumer=self._consumer.spec.durable):
+            await self._processed(msg)
+
+    async def _processed(self, msg: Msg) -> None:
         delivery = self._delivery(msg)
         keepalive = asyncio.create_task(self._keepalive(msg))
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -22,15 +23,18 @@ from faststream.nats.security import NatsSecurity
 from nats.js import JetStreamContext
 
 from toolgate.shared.connections import tls_options, warn_if_open
+from toolgate.shared.errors import ToolgateError
 from toolgate.shared.handling import Consumer, DurableWorker
 from toolgate.shared.health import Monitoring, ReadyCheck
+from toolgate.shared.logs import configure_logging
 from toolgate.shared.monitor import monitor
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.request_log import request_scope
 from toolgate.shared.sampling import Probe
 from toolgate.shared.settings import ServiceSettings
 from toolgate.shared.telemetry import tracer_provider
 
-__all__ = ["Lifecycle", "RuntimeCell", "is_inbox", "new_app", "new_broker", "raw_body", "rpc"]
+__all__ = ["Lifecycle", "RuntimeCell", "is_inbox", "new_app", "new_broker", "raw_body", "rpc", "run_service"]
 
 log = logging.getLogger("toolgate")
 
@@ -81,7 +85,9 @@ def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answ
     A requester names the reply subject itself; a service that answered anywhere would
     publish there with its own rights (e.g. the registry into the tools bucket). So a
     request whose reply subject is not an inbox gets no answer, and a warning is logged.
-    The handler receives the raw message and returns the reply's bytes.
+    The handler receives the raw message and returns the reply's bytes; it runs in a
+    :func:`~toolgate.shared.request_log.request_scope` (what it notes is one log line with
+    ``method``, the subject).
     """
 
     def register(answer: Answer) -> Answer:
@@ -90,7 +96,8 @@ def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answ
             if not reply_to or not is_inbox(reply_to):
                 log.warning("request on %s asked for its answer on %r, not an inbox: not answered", subject, reply_to)
                 return
-            await msg.raw_message.respond(await answer(msg))
+            with request_scope(method=subject):
+                await msg.raw_message.respond(await answer(msg))
 
         router.subscriber(subject, queue=queue, decoder=raw_body, no_reply=True, include_in_schema=False)(on_request)
         return answer
@@ -107,6 +114,9 @@ def new_broker(
     message its CPU time and nothing else. With a ``reporter``, every NATS permissions
     violation on the connection is reported as a security event. ``inbox_prefix``: the
     reply prefix (a private ``_INBOX_<user>`` for a service that must not read others' replies).
+
+    The broker logs through ``toolgate.bus`` (its per-message lines are DEBUG); the process's
+    logging is configured by the service's ``__main__`` (:func:`~toolgate.shared.logs.configure_logging`).
     """
     middlewares = []
     if settings.otlp_endpoint:
@@ -120,7 +130,8 @@ def new_broker(
         max_reconnect_attempts=-1,
         error_cb=reporter.on_error if reporter else None,
         inbox_prefix=inbox_prefix,
-        log_level=logging.DEBUG,  # per-message "Received/Processed" lines; service events log at INFO
+        logger=logging.getLogger("toolgate.bus"),
+        log_level=logging.DEBUG,  # per-message "Received/Processed" lines; one request line per message at INFO
     )
 
 
@@ -158,9 +169,11 @@ class Lifecycle:
 def new_app(
     broker: NatsBroker, build: Callable[[JetStreamContext], Awaitable[None]], lifecycle: Lifecycle | None = None
 ) -> FastStream:
-    """A FastStream app that connects, runs ``build(js)``, then starts the lifecycle's workers."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    app, plan, workers = FastStream(broker), lifecycle or Lifecycle(), list[DurableWorker]()
+    """A FastStream app that connects, runs ``build(js)``, then starts the lifecycle's workers.
+
+    FastStream's own start and stop lines are replaced by one ``started`` and one ``stopped`` line.
+    """
+    app, plan, workers = FastStream(broker, logger=None), lifecycle or Lifecycle(), list[DurableWorker]()
     started = monitor(app, broker, plan, workers)
 
     @app.on_startup
@@ -177,6 +190,10 @@ def new_app(
             workers.append(worker)
         started.set()
 
+    @app.after_startup
+    async def announce_start() -> None:
+        log.info("started", extra={"consumers": len(workers)})
+
     @app.on_shutdown
     async def drain() -> None:
         await asyncio.gather(*(worker.stop(plan.grace_s, plan.abort) for worker in workers))
@@ -187,5 +204,29 @@ def new_app(
     async def close() -> None:
         for closer in plan.closers:
             await closer()
+        log.info("stopped")
 
     return app
+
+
+def run_service(service: str, create_app: Callable[[], FastStream]) -> int:
+    """Run one service process: configure logging first, then build the app and run it until stopped.
+
+    An error that ends the service (at start or later) is logged as one CRITICAL record
+    naming it, with its traceback, in the configured format (never the interpreter's raw
+    traceback). A log setting it does not know ends it at once with one line on stderr.
+
+    Returns:
+        The exit code: 0 when stopped, 1 when an error ended it, 2 for an unknown log setting.
+    """
+    try:
+        configure_logging(service)  # first: what the service logs while it is built is formatted too
+    except ToolgateError as error:
+        print(f"{service} cannot start: {error.reason}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(create_app().run())
+    except Exception as error:
+        log.critical("%s stopped by an error: %s", service, error, exc_info=True)
+        return 1
+    return 0

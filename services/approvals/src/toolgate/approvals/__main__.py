@@ -1,8 +1,9 @@
 """Run the approvals service: ``python -m toolgate.approvals``."""
 
-import asyncio
+import sys
 
 from toolgate.approvals.app import create_app
+from toolgate.shared.service import run_service
 
 if __name__ == "__main__":
-    asyncio.run(create_app().run())
+    sys.exit(run_service("approvals", create_app))

@@ -5,6 +5,8 @@ A grant or rejection is published on the subject of every request the approval a
 the executor runs the effect once (its idempotency key) and replays it for the others.
 A vote that does not complete the quorum, or a withdrawn vote, is published once, on the
 subject of the request that opened the approval (:class:`ApprovalVoted`, which grants nothing).
+
+Each is the request line of the message that caused it (:func:`note_approval`).
 """
 
 from __future__ import annotations
@@ -22,15 +24,51 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from toolgate.approvals.domain import ApprovalState, PendingApproval, rejection_reason
 from toolgate.shared.catalog import Subjects
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalVoted
+from toolgate.shared.request_log import note
 from toolgate.shared.signing import sign_event
 
-__all__ = ["PUBLISH_ATTEMPTS", "Announcer", "Publish"]
+__all__ = ["PUBLISH_ATTEMPTS", "Announcer", "Publish", "note_approval"]
 
 log = logging.getLogger("toolgate.approvals")
 
 Publish = Callable[[str, Any], Awaitable[object]]
 PUBLISH_ATTEMPTS = 3
 """Attempts to publish an answer the store already recorded."""
+
+
+def note_approval(
+    pending: PendingApproval | None,
+    approval: str,
+    approver: str | None,
+    reason_code: str | None = None,
+    votes: tuple[str, ...] | None = None,
+    approval_id: str | None = None,
+) -> None:
+    """Note what happened to an approval as the request line (:mod:`toolgate.shared.request_log`).
+
+    Args:
+        pending: the approval (``None``: an answer to an approval that could not be read).
+        approval: ``requested``, ``voted``, ``withdrawn``, ``granted``, ``rejected``,
+            ``expired`` or ``refused`` (an answer that did not count).
+        approver: who answered, if anyone.
+        reason_code: why it was rejected or an answer refused.
+        votes: the votes that count now (default: ``pending``'s).
+        approval_id: the approval answered, when ``pending`` is ``None``.
+    """
+    fields: dict[str, object] = {"approval": approval, "approval_id": approval_id}
+    if pending is not None:
+        counted = pending.votes if votes is None else votes
+        fields = {
+            "request_id": pending.request_id,
+            "principal": pending.principal,
+            "tool": pending.request.tool,
+            "operation": pending.request.operation,
+            "approval": approval,
+            "approval_id": pending.approval_id,
+            "votes": f"{len(counted)}/{pending.approvals_required}",
+            "requests": len(pending.request_ids) if len(pending.request_ids) > 1 else None,
+        }
+    note("approval", **fields, approver=approver, reason_code=reason_code)
 
 
 @dataclass
@@ -59,6 +97,8 @@ class Announcer:
             event = self._outcome_event(pending, request_id, state, approver, note, code)
             kind = "granted" if isinstance(event, ApprovalGranted) else "rejected"
             await self._publish_retried(Subjects.approval(kind, pending.principal, request_id), event)
+        reason_code = None if state is ApprovalState.GRANTED else (code or None)
+        note_approval(pending, state.value, approver, reason_code)
 
     async def vote(self, pending: PendingApproval, approver: str, votes: tuple[str, ...], withdrawn: bool) -> None:
         """Publish one vote (or withdrawn vote) that leaves ``pending`` pending, with the votes that count now."""
@@ -76,6 +116,7 @@ class Announcer:
         )
         subject = Subjects.approval("voted", pending.principal, pending.request_id)
         await self._publish_retried(subject, sign_event(event, self.key))
+        note_approval(pending, "withdrawn" if withdrawn else "voted", approver, votes=votes)
 
     def _outcome_event(
         self,

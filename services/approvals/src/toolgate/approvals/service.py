@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from toolgate.approvals.announcer import Announcer, Publish
+from toolgate.approvals.announcer import Announcer, Publish, note_approval
 from toolgate.approvals.domain import (
     ApprovalState,
     DecideCommand,
@@ -106,6 +106,7 @@ class Approvals:
         # an unguessable event id: a message squatting on the subject cannot block the real one
         event = msgspec.structs.replace(event, event_id=f"{event.event_id}:{uuid.uuid4().hex}")
         await self.publish(subject, sign_event(event, self.key))  # the chat-ops bot shows only signed cards
+        note_approval(current, "requested", None)
         return True
 
     async def on_decision_bytes(self, data: bytes) -> Settle:
@@ -284,6 +285,7 @@ class Approvals:
             detail=refused.reason,
             payload=payload,
         )
+        note_approval(pending, "refused", approver, refused.reason_code, approval_id=approval_id)
         return _refused(refused.reason_code, refused.reason)
 
     async def expire_due(self) -> int:

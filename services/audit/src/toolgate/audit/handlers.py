@@ -8,6 +8,7 @@ from typing import TypeVar
 import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
+from toolgate.audit.domain import AuditEntry, AuditRecord
 from toolgate.audit.intake import entry_of
 from toolgate.audit.queries import ExportQuery, ExportReply, RequestsQuery, RequestsReply, TrailQuery, TrailReply
 from toolgate.audit.service import Audit
@@ -17,9 +18,10 @@ from toolgate.shared.catalog import Rpc
 from toolgate.shared.events import decode_untrusted
 from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
 from toolgate.shared.metrics import record_appended
+from toolgate.shared.request_log import note
 from toolgate.shared.service import RuntimeCell, rpc
 
-__all__ = ["build_router", "consumers"]
+__all__ = ["build_router", "consumers", "note_appended"]
 
 Q = TypeVar("Q")
 _trail = msgspec.json.Decoder(TrailQuery)
@@ -32,20 +34,35 @@ def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
     """Every stream event into the chain, in stream order; an event is never given up.
 
     A newly recorded event is inspected (forgeries reported, security events announced);
-    a redelivered one was inspected when it was recorded.
+    a redelivered one was inspected when it was recorded. Each is one request line
+    (:func:`note_appended`).
     """
 
     async def on_event(delivery: Delivery) -> Settlement:
         now = datetime.now(UTC).isoformat()
         msg_id = delivery.headers.get("Nats-Msg-Id")
         audit = cell()
-        record = await audit.store.append(entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now))
+        entry = entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now)
+        record = await audit.store.append(entry)
         record_appended(delivery.stored_at)
         if record is not None:
             await audit.inspect(record, delivery.data)
+        note_appended(entry, record)
         return Settle.ACK
 
     return [Consumer(catalog.AUDIT_CONSUMER, on_event, give_up=None, max_workers=1)]
+
+
+def note_appended(entry: AuditEntry, record: AuditRecord | None) -> None:
+    """The request line: the event recorded and its chain ``seq`` (none when it was recorded before)."""
+    note(
+        "appended" if record is not None else "recorded before",
+        event=entry.event_type,
+        request_id=entry.request_id,
+        principal=entry.principal,
+        seq=record.sequence if record is not None else None,
+        stream_seq=entry.stream_seq,
+    )
 
 
 def _query(decoder: msgspec.json.Decoder[Q], msg: NatsMessage, what: str) -> Q | str:

@@ -9,10 +9,12 @@ import sys
 
 from toolgate.chatops.app import create_app
 from toolgate.chatops.settings import startup_problem
+from toolgate.shared.logs import configure_logging
 
 
 def main() -> int:
     """Start the bot and run it until stopped; 2 when its configuration is unusable."""
+    configure_logging("chatops")  # first: what the bot logs while it is built is formatted too
     try:
         app = create_app()
     except Exception as error:  # every start-up failure it can name is one line; others propagate

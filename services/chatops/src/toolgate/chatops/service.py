@@ -11,7 +11,9 @@ The bot is a client of the approvals service, never a second source of truth:
   whether it counts. An unmapped chat user is refused in the thread and reported;
 - chat down or rate-limiting raises :class:`ChatUnavailable` out of the event handlers, so
   the durable consumer tries again later: the approval stays pending (and answerable from
-  the CLI), nothing is approved by default.
+  the CLI), nothing is approved by default;
+- what a message did to a card (``posted``, ``joined``, ``updated``, ``outcome``) is its
+  request line (:mod:`toolgate.shared.request_log`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from toolgate.chatops.folding import visible
 from toolgate.chatops.ports import ApprovalsPort, CardStore, ChatPort
 from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted, ReceiptIssued
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.request_log import note
 from toolgate.shared.security import SecurityKind
 
 __all__ = ["ApprovalEvent", "ChatOps"]
@@ -99,6 +102,7 @@ class ChatOps:
         if card != record.card:
             await self.chat.edit_card(record.room, record.message_id, card)
             await self.cards.put(msgspec.structs.replace(record, card=card))
+            _note_card("updated", card, event.request_id, record.room)
 
     async def on_requested(self, event: ApprovalRequested) -> None:
         """Post the approval's card once; note a request that joined an approval already carded.
@@ -139,6 +143,7 @@ class ChatOps:
         record = msgspec.structs.replace(record, message_id=message_id)
         await self.cards.put(record)
         await self._post_folded(record)
+        _note_card("posted", card, card.request_ids[0] if card.request_ids else None, record.room)
         return record
 
     async def _post_folded(self, record: CardRecord) -> None:
@@ -158,6 +163,7 @@ class ChatOps:
         await self.chat.post_in_thread(record.room, record.message_id, text, f"join-{request_id}")
         card = msgspec.structs.replace(record.card, request_ids=(*record.card.request_ids, request_id))
         await self.cards.put(msgspec.structs.replace(record, card=card))
+        _note_card("joined", card, request_id, record.room)
 
     async def on_receipt(self, receipt: ReceiptIssued) -> None:
         """Post the receipt's outcome in the thread of its request's card, once.
@@ -174,6 +180,7 @@ class ChatOps:
         txn = f"outcome-{receipt.request_id}"
         await self.chat.post_in_thread(record.room, record.message_id, outcome_text(receipt), txn)
         await self.cards.put(msgspec.structs.replace(record, outcomes=(*record.outcomes, receipt.request_id)))
+        _note_card("outcome", record.card, receipt.request_id, record.room, outcome=receipt.outcome)
 
     async def on_answer(self, answer: ChatAnswer) -> None:
         """Carry out one answer given in chat; every refusal is told to the approver. Never raises."""
@@ -251,6 +258,19 @@ class ChatOps:
                 await self._ensure(listed_card(listed, self.fold_chars), listed.approver_role, listed.request_id)
             posted += 1
         return posted
+
+
+def _note_card(card_state: str, card: Card, request_id: str | None, room: str, outcome: str | None = None) -> None:
+    """The request line (:mod:`toolgate.shared.request_log`): what was done to the approval's card in chat."""
+    note(
+        "card",
+        request_id=request_id,
+        principal=card.principal,
+        approval_id=card.approval_id,
+        card=card_state,
+        outcome=outcome,
+        room=room,
+    )
 
 
 def _updated(card: Card, event: ApprovalVoted | ApprovalGranted | ApprovalRejected) -> Card:

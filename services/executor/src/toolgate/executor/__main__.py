@@ -1,8 +1,9 @@
 """Run the executor service: ``python -m toolgate.executor``."""
 
-import asyncio
+import sys
 
 from toolgate.executor.app import create_app
+from toolgate.shared.service import run_service
 
 if __name__ == "__main__":
-    asyncio.run(create_app().run())
+    sys.exit(run_service("executor", create_app))

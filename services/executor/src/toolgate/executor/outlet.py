@@ -16,7 +16,9 @@ Sealing scrubs ``reason`` always, and ``result`` unless the receipt already name
 the JSON Pointers of what changed to ``redactions``: sealing twice changes nothing.
 Scrubbing runs in a worker thread (``asyncio.to_thread``) when there is a result.
 
-:class:`ScrubbingLogFilter` does the same to log records (message and traceback).
+:class:`ScrubbingLogFilter` does the same to log records (message, structured fields and
+traceback). A receipt published is the request line of its message (:func:`note_receipt`):
+names, codes and ids, never the result or the reason.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ import msgspec
 from toolgate.executor.ports import ApprovalTrail, Bus
 from toolgate.executor.redaction import Redactor
 from toolgate.shared.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
+from toolgate.shared.logs import fields_of
 from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+from toolgate.shared.request_log import note
 
-__all__ = ["ScrubbingBus", "ScrubbingLogFilter", "install_log_filter"]
+__all__ = ["ScrubbingBus", "ScrubbingLogFilter", "install_log_filter", "note_receipt"]
 
 
 class ScrubbingBus:
@@ -58,8 +62,14 @@ class ScrubbingBus:
         return await asyncio.to_thread(self._redactor.value, result, "/result")
 
     async def publish_receipt(self, receipt: ReceiptIssued) -> bool:
-        """See :meth:`~toolgate.executor.ports.Bus.publish_receipt`; the receipt is sealed first."""
-        return await self._bus.publish_receipt(await self.seal(receipt))
+        """See :meth:`~toolgate.executor.ports.Bus.publish_receipt`; the receipt is sealed first.
+
+        The receipt published is the message's request line (:func:`note_receipt`).
+        """
+        sealed = await self.seal(receipt)
+        stored = await self._bus.publish_receipt(sealed)
+        note_receipt(sealed, stored)
+        return stored
 
     async def decision(self, principal: str, request_id: str) -> DecisionMade | None:  # noqa: D102
         return await self._bus.decision(principal, request_id)
@@ -93,8 +103,27 @@ class ScrubbingBus:
         return msgspec.structs.replace(receipt, reason=reason, result=result, redactions=redactions)
 
 
+def note_receipt(receipt: ReceiptIssued, stored: bool) -> None:
+    """Note ``receipt`` as the request line (:mod:`toolgate.shared.request_log`): ids, names and codes only.
+
+    ``tool_ms`` is the tool's run time; ``stored=False``: the request had a receipt already.
+    """
+    note(
+        "receipt",
+        request_id=receipt.request_id,
+        principal=receipt.principal,
+        tool=receipt.tool,
+        operation=receipt.operation,
+        outcome=receipt.outcome,
+        reason_code=receipt.reason_code,
+        replay_of=receipt.replay_of,
+        tool_ms=receipt.duration_ms,
+        stored=None if stored else False,
+    )
+
+
 class ScrubbingLogFilter(logging.Filter):
-    """Replaces a record's message and traceback by their scrubbed text (never drops a record)."""
+    """Replaces a record's message, string fields and traceback by their scrubbed text (never drops a record)."""
 
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
@@ -104,6 +133,9 @@ class ScrubbingLogFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         """Scrub ``record`` in place; always keep it."""
         record.msg, record.args = self._redactor.text(record.getMessage()), None
+        for key, value in fields_of(record).items():
+            if isinstance(value, str):
+                setattr(record, key, self._redactor.text(value))
         if record.exc_info and not record.exc_text:
             record.exc_text = self._formatter.formatException(record.exc_info)
         if record.exc_text:

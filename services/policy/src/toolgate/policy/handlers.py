@@ -35,6 +35,7 @@ from toolgate.policy.errors import BudgetsLost, BudgetUnavailable
 from toolgate.policy.publishing import Publisher, PublishReply, policy_text, refused
 from toolgate.policy.recheck import recheck
 from toolgate.policy.reconciliation import MAX_PAGE, CountersQuery, CountersReply, ResolveQuery, ResolveReply
+from toolgate.policy.request_line import note_decision
 from toolgate.policy.settling import resolve, settle_receipt
 from toolgate.policy.tool_listing import get_for, list_for, principal_of
 from toolgate.shared import catalog
@@ -94,9 +95,10 @@ def envelope_of(delivery: Delivery) -> Envelope:
     return Envelope(principal=principal, data=delivery.data, request_id=request_id, copied_from=copied_from)
 
 
-async def _publish(rt: PolicyRuntime, decision: DecisionMade) -> None:
+async def _publish(rt: PolicyRuntime, decision: DecisionMade, data: bytes) -> None:
     signed = sign_event(decision, rt.key)
-    await publish_once(rt.js, Subjects.decision(signed.principal, signed.request_id), signed)
+    stored = await publish_once(rt.js, Subjects.decision(signed.principal, signed.request_id), signed)
+    note_decision(decision, data, stored)
 
 
 def consumers(runtime: Callable[[], PolicyRuntime]) -> list[Consumer]:
@@ -106,14 +108,14 @@ def consumers(runtime: Callable[[], PolicyRuntime]) -> list[Consumer]:
         rt, envelope = runtime(), envelope_of(delivery)
         await failpoint("policy.decide", envelope.request_id)
         decision = await decide(envelope, rt.ports)
-        await _publish(rt, decision)
+        await _publish(rt, decision, envelope.data)
         record_stage("policy", (decision.occurred_at - delivery.stored_at).total_seconds())
         return Settle.ACK
 
     async def give_up(delivery: Delivery) -> None:
         rt, envelope = runtime(), envelope_of(delivery)
         reason = f"no decision could be made in {delivery.num_delivered} attempts: denied (fail closed)"
-        await _publish(rt, fault_denial(envelope, rt.ports.clock(), "policy_fault", reason))
+        await _publish(rt, fault_denial(envelope, rt.ports.clock(), "policy_fault", reason), envelope.data)
 
     return [Consumer(catalog.POLICY_CONSUMER, on_request, give_up, handler_timeout_s=HANDLER_TIMEOUT_S)]
 

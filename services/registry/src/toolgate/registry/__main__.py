@@ -1,8 +1,9 @@
 """Run the registry service: ``python -m toolgate.registry``."""
 
-import asyncio
+import sys
 
 from toolgate.registry.app import create_app
+from toolgate.shared.service import run_service
 
 if __name__ == "__main__":
-    asyncio.run(create_app().run())
+    sys.exit(run_service("registry", create_app))

@@ -11,6 +11,7 @@ from toolgate.registry.errors import RegistryError
 from toolgate.registry.service import Registry
 from toolgate.shared.catalog import Rpc, Subjects
 from toolgate.shared.events import decode_untrusted
+from toolgate.shared.request_log import note
 from toolgate.shared.service import RuntimeCell, rpc
 
 __all__ = ["build_router"]
@@ -19,6 +20,11 @@ _query = msgspec.json.Decoder(GetQuery)
 
 
 def _reply(reply: RegistryReply) -> bytes:
+    """The reply's bytes; the reply is the request line (``result`` ok or refused, the tool it names)."""
+    tool = reply.descriptor.name if reply.descriptor else None
+    version = reply.descriptor.version if reply.descriptor else None
+    result = "ok" if reply.ok else "refused"
+    note("answered", result=result, reason_code=reply.reason_code, tool=tool, version=version)
     return msgspec.json.encode(reply)
 
 
