@@ -26,7 +26,7 @@ from rich.markup import escape
 
 from toolgate.cli.stack import Stack
 
-__all__ = ["GAVE_UP", "SupervisionSettings", "Supervisor", "exit_status", "log_tail"]
+__all__ = ["GAVE_UP", "SupervisionSettings", "Supervisor", "Watched", "exit_status", "log_tail"]
 
 GAVE_UP = 3
 """``up``'s exit code after giving up on a process that kept exiting."""
@@ -60,10 +60,14 @@ class Watched:
 class Supervisor:
     """Polls every watched process of a stack and restarts what exits (see the module's doc)."""
 
-    def __init__(self, stack: Stack, settings: SupervisionSettings, console: Console) -> None:
-        self.settings, self.console = settings, console
-        self.watched = [_service(stack, name) for name in stack.processes]
-        self.watched += [_server(stack, name) for name in stack.servers]
+    def __init__(self, watched: list[Watched], settings: SupervisionSettings, console: Console) -> None:
+        self.watched, self.settings, self.console = watched, settings, console
+
+    @classmethod
+    def of(cls, stack: Stack, settings: SupervisionSettings, console: Console) -> Supervisor:
+        """A supervisor of every service process and every server ``stack`` started."""
+        watched = [_service(stack, name) for name in stack.processes]
+        return cls(watched + [_server(stack, name) for name in stack.servers], settings, console)
 
     def run(self, tick_s: float = 0.2) -> int:
         """Watch until a process is given up on (returns :data:`GAVE_UP`); a signal ends it by raising."""

@@ -67,7 +67,7 @@ def _run(console: Console, state: Path, insecure: bool, supervision: Supervision
         url_file.write_text(stack.nats_url)
         resources.callback(url_file.unlink, missing_ok=True)
         announce(console, stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
-        return Supervisor(stack, supervision, console).run()
+        return Supervisor.of(stack, supervision, console).run()
 
 
 def _ports(console: Console, state: Path) -> Ports:
