@@ -241,14 +241,25 @@ async def wait_ready(
         finally:
             await nc.close()
         if service == "policy":
-            await _policy_ready(stack, policy_required)
+            await _policy_ready(stack, policy_required, deadline)
 
 
-async def _policy_ready(stack: Stack, required: bool) -> None:
-    """Ask ``tg.policy.ready`` as the operator; raise (or log) its reason when no usable policy is loaded."""
+async def _policy_ready(stack: Stack, required: bool, deadline: float) -> None:
+    """Ask ``tg.policy.ready`` as the operator; raise (or log) its reason when no usable policy is loaded.
+
+    Asked again until ``deadline`` (``time.monotonic()``) while nothing answers yet: a pull
+    left waiting on the consumer by an earlier process can look ready before this one is.
+    """
     nc = await connect_once(stack.nats_url, **stack.connect_options(OPERATOR))
     try:
-        reply = await nc.request(Rpc.POLICY_READY, b"{}", timeout=5)
+        while True:
+            try:
+                reply = await nc.request(Rpc.POLICY_READY, b"{}", timeout=5)
+                break
+            except nats.errors.NoRespondersError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the policy service does not answer tg.policy.ready") from None
+                await asyncio.sleep(0.1)
     finally:
         await nc.close()
     readiness = msgspec.json.decode(reply.data, type=Readiness)

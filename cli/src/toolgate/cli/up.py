@@ -8,6 +8,7 @@ import signal
 from functools import partial
 from pathlib import Path
 
+import nats.errors
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
@@ -47,7 +48,7 @@ def run_up(console: Console, err_console: Console, state: Path, insecure: bool) 
         code = _run(console, state, insecure, supervision)
     except KeyboardInterrupt:
         code = 0
-    except (RuntimeError, TimeoutError, NatsUnreachable, OSError, DirectoryInvalid) as error:
+    except (RuntimeError, TimeoutError, NatsUnreachable, nats.errors.Error, OSError, DirectoryInvalid) as error:
         err_console.print("[red]toolgate could not start:[/red]", escape(redact(str(error))))
         return 1
     console.print("toolgate stopped")
