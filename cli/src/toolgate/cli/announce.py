@@ -50,13 +50,28 @@ def announce(console: Console, stack: Stack, sandbox: str, state: Path) -> None:
     else:
         console.print("[green]toolgate is up[/green] — secured: every service, agent and approver its own NATS user")
     console.print(f"  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
+    _listening(console, stack)
     if stack.credentials is not None:
         _connection_help(console, stack, credentials_dir(state))
     console.print(f"  file_system sandbox: {sandbox}")
     if stack.policy_version:
         console.print(f"  policy in force: {stack.policy_version} (`toolgate policy publish FILE` replaces it)")
     _chat_line(console, stack, state)
-    console.print(f"  logs: {state / 'logs'}  ·  Ctrl-C stops everything")
+    console.print(f"  state: {state}", soft_wrap=True)
+    console.print(f"  logs: {state / 'logs'}/<name>.log", soft_wrap=True)
+    console.print("  what exits is restarted  ·  Ctrl-C stops everything")
+
+
+def _listening(console: Console, stack: Stack) -> None:
+    """NATS monitoring and each service's health and metrics URL, when ``up`` chose the ports."""
+    if stack.ports is None:
+        return
+    ports = stack.ports.chosen
+    if "nats" in stack.servers:
+        console.print(f"  NATS monitoring: http://127.0.0.1:{ports['nats-monitoring']}")
+    console.print("  health and metrics (/livez /readyz /metrics):")
+    for name in (name for name in stack.processes if name in ports):
+        console.print(f"    {name:<10} http://127.0.0.1:{ports[name]}")
 
 
 def _chat_line(console: Console, stack: Stack, state: Path) -> None:

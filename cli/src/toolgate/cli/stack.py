@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -32,6 +32,7 @@ from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
 from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_directory, write_private
+from toolgate.cli.ports import Ports, http_port_env
 from toolgate.shared import catalog
 from toolgate.shared.catalog import Rpc
 from toolgate.shared.connections import connect_once
@@ -84,6 +85,8 @@ class Stack:
     """The nats-server and redis-server started for this stack (not those given by URL)."""
     policy_version: str | None = None
     """The version of the policy in force when the policy service reported ready."""
+    ports: Ports | None = None
+    """The ports chosen by ``up`` (:mod:`toolgate.cli.ports`); ``None``: free ones."""
 
     def has_user(self, user: str) -> bool:
         """Whether the NATS server knows ``user`` (``False`` for every user when ``open``)."""
@@ -238,14 +241,25 @@ async def wait_ready(
         finally:
             await nc.close()
         if service == "policy":
-            await _policy_ready(stack, policy_required)
+            await _policy_ready(stack, policy_required, deadline)
 
 
-async def _policy_ready(stack: Stack, required: bool) -> None:
-    """Ask ``tg.policy.ready`` as the operator; raise (or log) its reason when no usable policy is loaded."""
+async def _policy_ready(stack: Stack, required: bool, deadline: float) -> None:
+    """Ask ``tg.policy.ready`` as the operator; raise (or log) its reason when no usable policy is loaded.
+
+    Asked again until ``deadline`` (``time.monotonic()``) while nothing answers yet: a pull
+    left waiting on the consumer by an earlier process can look ready before this one is.
+    """
     nc = await connect_once(stack.nats_url, **stack.connect_options(OPERATOR))
     try:
-        reply = await nc.request(Rpc.POLICY_READY, b"{}", timeout=5)
+        while True:
+            try:
+                reply = await nc.request(Rpc.POLICY_READY, b"{}", timeout=5)
+                break
+            except nats.errors.NoRespondersError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the policy service does not answer tg.policy.ready") from None
+                await asyncio.sleep(0.1)
     finally:
         await nc.close()
     readiness = msgspec.json.decode(reply.data, type=Readiness)
@@ -273,7 +287,7 @@ async def _ready(nc: Client, service: str) -> bool:
 
 @contextlib.contextmanager
 def running_servers(
-    state_dir: Path, nats_config: Path | None = None, redis_persistent: bool = False
+    state_dir: Path, nats_config: Path | None = None, redis_persistent: bool = False, ports: Ports | None = None
 ) -> Iterator[dict[str, ServerProcess | str]]:
     """``{"nats": …, "redis": …}``: a URL from the environment, or a server started here.
 
@@ -283,13 +297,24 @@ def running_servers(
         redis_persistent: a started redis-server fsyncs an append-only file before every
             reply, so a restart keeps what it acknowledged (``toolgate up``); without it a
             restart starts empty and the services rebuild their indexes from the stream.
+        ports: the ports to listen on (``nats``, ``nats-monitoring``, ``redis``); default: free ones.
+
+    Their output is appended to ``<state_dir>/logs/nats-server.log`` and ``redis-server.log``.
     """
+    logs = state_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    nats_ports = (ports.chosen["nats"], ports.chosen["nats-monitoring"]) if ports else None
     with contextlib.ExitStack() as stack:
         nats: ServerProcess | str = os.environ.get("NATS_URL") or stack.enter_context(
-            nats_server(state_dir / "nats", nats_config)
+            nats_server(state_dir / "nats", nats_config, ports=nats_ports, log=logs / "nats-server.log")
         )
         redis: ServerProcess | str = os.environ.get("REDIS_URL") or stack.enter_context(
-            redis_server(state_dir / "redis", persistent=redis_persistent)
+            redis_server(
+                state_dir / "redis",
+                persistent=redis_persistent,
+                port=ports.chosen["redis"] if ports else None,
+                log=logs / "redis-server.log",
+            )
         )
         yield {"nats": nats, "redis": redis}
 
@@ -350,6 +375,7 @@ def running_stack(
     redis_persistent: bool = False,
     policy_required: bool = True,
     admin: bool = False,
+    ports: Callable[[], Ports] | None = None,
 ) -> Iterator[Stack]:
     """Servers, keys and all five services; everything is stopped on exit.
 
@@ -363,6 +389,9 @@ def running_stack(
             (:class:`PolicyNotReady`); ``False`` only logs it (a stack that must deny everything).
         admin: ``secured`` only: also the all-rights ``admin`` user (test observers, the
             bench's bare echo); never for a stack people work with.
+        ports: chooses, under the stack's lock, where the started servers and the services'
+            HTTP listen (``TOOLGATE_<SERVICE>_HTTP_PORT``; :func:`toolgate.cli.ports.stable_ports`);
+            default: free ports, no HTTP.
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
@@ -371,11 +400,13 @@ def running_stack(
     with contextlib.ExitStack() as held:
         held.enter_context(_only_stack_on(state_dir))
         lay_out_keys(state_dir / "keys")
-        credentials, nats_config = _secure(state_dir, extra_env or {}, auth, admin)
-        servers = held.enter_context(running_servers(state_dir, nats_config, redis_persistent))
+        chosen = ports() if ports else None
+        extra_env = {**(extra_env or {}), **(http_port_env(chosen) if chosen else {})}
+        credentials, nats_config = _secure(state_dir, extra_env, auth, admin)
+        servers = held.enter_context(running_servers(state_dir, nats_config, redis_persistent, chosen))
         nats_url, redis_url = _url(servers["nats"]), _url(servers["redis"])
-        stack = Stack(state_dir, nats_url, redis_url, base_env(state_dir, nats_url, redis_url, extra_env or {}))
-        stack.credentials = credentials
+        stack = Stack(state_dir, nats_url, redis_url, base_env(state_dir, nats_url, redis_url, extra_env))
+        stack.credentials, stack.ports = credentials, chosen
         stack.servers = {name: server for name, server in servers.items() if not isinstance(server, str)}
         held.callback(stack.stop_all)
         _start_services(stack, policy_required)

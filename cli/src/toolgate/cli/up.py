@@ -5,14 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import time
+from functools import partial
 from pathlib import Path
 
+import nats.errors
+from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
 from toolgate.cli.announce import announce, insecure_banner, outside_server_refusal
-from toolgate.cli.stack import AuthMode, Stack, running_stack
+from toolgate.cli.ports import Ports, stable_ports
+from toolgate.cli.stack import AuthMode, running_stack
+from toolgate.cli.supervise import SupervisionSettings, Supervisor
 from toolgate.shared.connections import NatsUnreachable, redact
 from toolgate.shared.directory import DirectoryInvalid
 
@@ -22,42 +26,71 @@ __all__ = ["run_up"]
 def run_up(
     console: Console, err_console: Console, state: Path, insecure: bool, config_env: dict[str, str] | None = None
 ) -> int:
-    """Start everything under ``state``, announce it, and run until a signal or a service exits.
+    """Start everything under ``state``, announce it, and keep it running until a signal.
+
+    What exits is reported and restarted (:mod:`toolgate.cli.supervise`).
 
     ``config_env`` is the services' environment for ``--config`` / ``--mcp-servers``
     (:func:`toolgate.cli.config_commands.up_env`).
 
     Returns:
         The exit code: 0 after Ctrl-C (or SIGTERM, SIGHUP), 1 when the stack could not
-        start, 2 when ``NATS_URL`` is set without ``insecure`` (nothing was started).
+        start, 2 when ``NATS_URL`` is set without ``insecure`` or a ``TOOLGATE_UP_*``
+        setting is invalid (nothing was started), 3 after giving up on a process.
     """
     if refusal := outside_server_refusal(insecure):
         err_console.print("[red]error:[/red]", escape(refusal))
         return 2
+    try:
+        supervision = SupervisionSettings()
+    except ValidationError as error:
+        err_console.print("[red]error: invalid TOOLGATE_UP_ setting:[/red]", escape(str(error)))
+        return 2
     if insecure:
         insecure_banner(console)
-    sandbox = state / "sandbox"
-    sandbox.mkdir(parents=True, exist_ok=True)
-    env = {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": os.environ.get("TOOLGATE_EXECUTOR_SANDBOX_ROOT", str(sandbox))}
-    env.update(config_env or {})
     _interrupt_on_signals()
     try:
-        with contextlib.ExitStack() as resources:
-            with console.status("starting nats-server, redis-server and the five services…"):
-                auth: AuthMode = "open" if insecure else "secured"
-                stack = resources.enter_context(running_stack(state, env, auth=auth, redis_persistent=True))
-            url_file = state / "nats_url"
-            url_file.write_text(stack.nats_url)
-            resources.callback(url_file.unlink, missing_ok=True)
-            announce(console, stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
-            _run_until_stopped(console, stack)
+        code = _run(console, state, insecure, supervision, config_env or {})
     except KeyboardInterrupt:
-        pass
-    except (RuntimeError, TimeoutError, NatsUnreachable, OSError, DirectoryInvalid) as error:
+        code = 0
+    except (RuntimeError, TimeoutError, NatsUnreachable, nats.errors.Error, OSError, DirectoryInvalid) as error:
         err_console.print("[red]toolgate could not start:[/red]", escape(redact(str(error))))
         return 1
     console.print("toolgate stopped")
-    return 0
+    return code
+
+
+def _run(
+    console: Console, state: Path, insecure: bool, supervision: SupervisionSettings, config_env: dict[str, str]
+) -> int:
+    """Start the stack on stable ports, announce it, supervise it; everything is stopped on return."""
+    env = children_env(state) | config_env
+    with contextlib.ExitStack() as resources:
+        with console.status("starting nats-server, redis-server and the five services…"):
+            auth: AuthMode = "open" if insecure else "secured"
+            stack = resources.enter_context(
+                running_stack(state, env, auth=auth, redis_persistent=True, ports=partial(_ports, console, state))
+            )
+        url_file = state / "nats_url"
+        url_file.write_text(stack.nats_url)
+        resources.callback(url_file.unlink, missing_ok=True)
+        announce(console, stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
+        return Supervisor.of(stack, supervision, console).run()
+
+
+def _ports(console: Console, state: Path) -> Ports:
+    """The stable ports (:mod:`toolgate.cli.ports`), each one found taken reported."""
+    ports = stable_ports(state)
+    for note in ports.notes:
+        console.print(f"[yellow]port:[/yellow] {escape(note)}")
+    return ports
+
+
+def children_env(state: Path) -> dict[str, str]:
+    """The settings ``up`` gives every service on top of the stack's own (which adds the HTTP ports)."""
+    sandbox = state / "sandbox"
+    sandbox.mkdir(parents=True, exist_ok=True)
+    return {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": os.environ.get("TOOLGATE_EXECUTOR_SANDBOX_ROOT", str(sandbox))}
 
 
 def _interrupt_on_signals() -> None:
@@ -68,9 +101,3 @@ def _interrupt_on_signals() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, interrupt)
-
-
-def _run_until_stopped(console: Console, stack: Stack) -> None:
-    while not stack.dead():
-        time.sleep(0.5)
-    console.print(f"[red]{', '.join(stack.dead())} exited[/red]; see the logs")

