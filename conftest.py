@@ -8,7 +8,7 @@ import pytest
 
 from toolgate.cli.synapse import Homeserver, SynapseMissing, synapse_env, synapse_server
 
-pytest_plugins = ["toolgate.shared.testing"]
+pytest_plugins = ["toolgate.devstack.testing"]
 
 
 @pytest.fixture(scope="module")

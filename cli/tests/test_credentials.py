@@ -9,8 +9,8 @@ import pytest
 
 from toolgate.cli.credentials import BusCredentials, kept_passwords
 from toolgate.cli.identity import identity
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.nats_credentials import CredentialsInvalid, load_credentials
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.nats_credentials import CredentialsInvalid, load_credentials
 
 DIRECTORY = PrincipalDirectory.from_toml(
     "[principals.demo-agent]\nautonomy = 1\n[approvers.alice]\nroles = []\n[approvers.bob]\nroles = []\n"

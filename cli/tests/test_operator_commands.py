@@ -15,7 +15,7 @@ from toolgate.cli.app import app
 from toolgate.cli.describe import describe_tool
 from toolgate.cli.output import did_you_mean
 from toolgate.cli.requests_command import parse_since
-from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.contracts.descriptors import ToolDescriptor
 
 ROOT = Path(__file__).resolve().parents[2]
 

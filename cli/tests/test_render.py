@@ -11,10 +11,10 @@ from rich.console import Console
 
 from toolgate.cli.approvals_render import approvals_blocks
 from toolgate.cli.render import alarm_row, alarms_table, decide_line, tools_table, trail_table
+from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from toolgate.contracts.tool_states import ToolState
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.connections import redact as _redact
-from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.shared.tool_states import ToolState
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 HOSTILE = "[/][conceal]hidden[/conceal]\x1b[8mx"
 

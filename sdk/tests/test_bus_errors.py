@@ -14,13 +14,13 @@ import nats
 import pytest
 import pytest_asyncio
 
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
+from toolgate.devstack.servers import ServerProcess, nats_server
 from toolgate.sdk import ToolClient
 from toolgate.sdk.connecting import RETRY_DELAYS_S
 from toolgate.sdk.errors import BusUnreachable
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Subjects
 from toolgate.shared.provision import ensure_bus
-from toolgate.shared.servers import ServerProcess, nats_server
 
 pytestmark = [pytest.mark.connected, pytest.mark.fault]
 

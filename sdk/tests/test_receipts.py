@@ -9,10 +9,10 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.signing import generate_keypair, load_private_key, sign_event, sign_value
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.signing import generate_keypair, load_private_key, sign_event, sign_value
-from toolgate.shared.vocabulary import Outcome
 
 
 def _receipt() -> ReceiptIssued:

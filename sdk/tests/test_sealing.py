@@ -10,9 +10,9 @@ import msgspec
 import pytest
 from nacl.public import PrivateKey
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.sealing import generate_sealing_keypair, is_envelope, unseal
 from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.sealing import generate_sealing_keypair, is_envelope, unseal
 
 KEY = PrivateKey.generate()
 SENTINEL = "s3cr3t-SENTINEL-value"

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from nats.js import JetStreamContext
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.shared.bus import AlreadyPublished, fetch_last, publish_event
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.vocabulary import Outcome
 
 
 def _receipt(rid: str, event_id: str, outcome: Outcome = Outcome.SUCCEEDED) -> ReceiptIssued:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.config import (
     ChatConfig,
     ConfigInvalid,
@@ -15,8 +17,6 @@ from toolgate.shared.config import (
     load_config,
     load_servers,
 )
-from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 PYTHON = sys.executable
 

@@ -13,7 +13,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
-from toolgate.shared.catalog import ConsumerSpec
+from toolgate.contracts.catalog import ConsumerSpec
 from toolgate.shared.handling import Consumer, Delivery, DurableWorker, Later, Settle, Settlement
 
 pytestmark = pytest.mark.connected

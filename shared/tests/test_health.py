@@ -13,14 +13,15 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, Counter
 
-from toolgate.shared import catalog, metrics
-from toolgate.shared.events import DecisionMade, ReceiptIssued
+from toolgate.contracts import catalog
+from toolgate.contracts.events import DecisionMade, ReceiptIssued
+from toolgate.contracts.vocabulary import Outcome, Verdict
+from toolgate.shared import metrics
 from toolgate.shared.handling import Consumer
 from toolgate.shared.health import HealthServer, not_ready
 from toolgate.shared.monitor import base_checks
 from toolgate.shared.sampling import Sampler
 from toolgate.shared.service import Lifecycle
-from toolgate.shared.vocabulary import Outcome, Verdict
 
 
 def _broken() -> str | None:

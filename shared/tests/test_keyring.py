@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from toolgate.contracts.signing import generate_keypair
 from toolgate.shared.keyring import (
     HOLDERS,
     PUBLIC,
@@ -15,7 +16,6 @@ from toolgate.shared.keyring import (
     lay_out_keys,
     load_own_private_key,
 )
-from toolgate.shared.signing import generate_keypair
 
 
 def test_the_layout_gives_each_holder_only_its_own_private_key(tmp_path: Path) -> None:

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.errors import ToolgateError
+from toolgate.contracts.errors import ToolgateError
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.shared.logs import LogSettings, configure_logging
 from toolgate.shared.request_log import MAX_VALUE_CHARS, REQUESTS, note, request_scope
 from toolgate.shared.service import run_service
-from toolgate.shared.vocabulary import Verdict
 
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z executor (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S")
 

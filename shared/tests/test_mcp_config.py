@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.shared.descriptors import RateLimit
+from toolgate.contracts.descriptors import RateLimit
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.mcp_config import (
     DEFAULT_MCP_RATE_LIMIT,
     McpServerConfig,
@@ -14,7 +15,6 @@ from toolgate.shared.mcp_config import (
     load_mcp_servers,
     resolve_command,
 )
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 VALID = """
 [servers.time]

@@ -5,7 +5,8 @@ import jsonschema_rs
 import msgspec
 import pytest
 
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_of
+from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_of
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.mcp_config import McpServerConfig, Override
 from toolgate.shared.mcp_mapping import (
     DRAFT_2020_12,
@@ -20,7 +21,6 @@ from toolgate.shared.mcp_mapping import (
     output_schema,
     tool_from_wire,
 )
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 RO, RW, IW = SideEffectClass.READ_ONLY, SideEffectClass.REVERSIBLE_WRITE, SideEffectClass.IRREVERSIBLE_WRITE
 REPO_SCHEMA = {"type": "object", "properties": {"repo_path": {"type": "string"}}, "required": ["repo_path"]}

@@ -11,11 +11,11 @@ import nats.errors
 import pytest
 from nats.js import JetStreamContext
 
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import SecurityEvent, decode_event
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import SecurityEvent, decode_event
+from toolgate.contracts.security import DETAIL_MAX_CHARS, SecurityKind, digest, violation_of
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import DETAIL_MAX_CHARS, SecurityKind, digest, violation_of
 
 
 class Clock:

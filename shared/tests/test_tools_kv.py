@@ -16,9 +16,9 @@ import pytest_asyncio
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.tools_kv import ToolsBucket
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 LISTINGS = 1_200
 """More listings than the ~1,000 that exhausted the server when each one left a consumer."""

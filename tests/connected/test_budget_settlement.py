@@ -18,6 +18,11 @@ import pytest_asyncio
 import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, SecurityEvent
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Outcome, Verdict
 from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
 from toolgate.policy.admission import Spending
 from toolgate.policy.budget_ports import BudgetCounter, Charge, counter_key
@@ -27,13 +32,8 @@ from toolgate.policy.handlers import BudgetRuntime, budget_consumers
 from toolgate.policy.ports import InMemoryDescriptorSource
 from toolgate.policy.reconciliation import differences, pending
 from toolgate.policy.spend_trail import InMemorySpendTrail
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, SecurityEvent
 from toolgate.shared.handling import Delivery, Later, Settle
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Outcome, Verdict
 
 pytestmark = pytest.mark.connected
 

@@ -20,6 +20,11 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from toolgate.contracts.descriptors import RateLimit, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import DecisionMade, ToolRequested, encode
+from toolgate.contracts.recheck import RecheckQuery
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.admission import Spending
@@ -29,11 +34,6 @@ from toolgate.policy.engine import PolicyEngine
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryReplayIndex, ReplayState
 from toolgate.policy.recheck import recheck
-from toolgate.shared.descriptors import RateLimit, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import DecisionMade, ToolRequested, encode
-from toolgate.shared.recheck import RecheckQuery
-from toolgate.shared.vocabulary import Verdict
 
 pytestmark = pytest.mark.connected
 

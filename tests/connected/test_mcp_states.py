@@ -17,6 +17,9 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import encode
+from toolgate.contracts.tool_states import ToolState, blocks
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.mcp_warden import ServerState
 from toolgate.executor.adapters.secret_detectors import find_secrets
@@ -26,10 +29,7 @@ from toolgate.executor.redaction import Redactor
 from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.service import Registry
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import encode
 from toolgate.shared.mcp_config import McpServerConfig
-from toolgate.shared.tool_states import ToolState, blocks
 from toolgate.shared.tools_kv import ToolsBucket
 
 pytestmark = pytest.mark.connected

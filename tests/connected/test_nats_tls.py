@@ -21,10 +21,10 @@ import pytest
 
 from toolgate.cli.credentials import env_lines
 from toolgate.cli.tls import generate_tls
+from toolgate.contracts.directory import load_directory
+from toolgate.devstack.servers import nats_server
 from toolgate.shared.connections import tls_options
-from toolgate.shared.directory import load_directory
 from toolgate.shared.nats_config import password_variable
-from toolgate.shared.servers import nats_server
 from toolgate.shared.service import new_broker
 from toolgate.shared.settings import ServiceSettings
 

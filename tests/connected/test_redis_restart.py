@@ -12,15 +12,15 @@ import pytest
 from toolgate.approvals.adapters.redis_store import EPOCH as APPROVALS_EPOCH
 from toolgate.approvals.adapters.redis_store import RedisApprovalStore
 from toolgate.approvals.domain import PendingApproval
+from toolgate.contracts.descriptors import RateLimit
+from toolgate.contracts.events import BoundRequest
+from toolgate.devstack.servers import ServerProcess, redis_server
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
 from toolgate.executor.ports import ClaimRequest, ClaimState
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.adapters.redis_replays import RedisReplayIndex
 from toolgate.shared.connections import redis_client
-from toolgate.shared.descriptors import RateLimit
-from toolgate.shared.events import BoundRequest
 from toolgate.shared.idempotency import EPOCH_KEY
-from toolgate.shared.servers import ServerProcess, redis_server
 from toolgate.shared.settings import ServiceSettings
 
 pytestmark = [pytest.mark.connected, pytest.mark.fault]

@@ -11,12 +11,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ApprovalGranted, DecisionMade, EffectClaimed, ReceiptIssued
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Outcome, Verdict
 from toolgate.executor.adapters.stream import StreamBus
 from toolgate.shared.bus import publish_event
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalGranted, DecisionMade, EffectClaimed, ReceiptIssued
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Outcome, Verdict
 
 pytestmark = pytest.mark.connected
 

@@ -1,7 +1,7 @@
 """Every file, module attribute, test and setting docs/architecture.md cites exists.
 
 The document names code by short paths (``policy/holder.py`` is the policy service's
-``holder`` module, ``shared/canonical.unrepresentable`` a function of the shared package),
+``holder`` module, ``contracts/canonical.unrepresentable`` a function of the shared package),
 by repository paths (``tests/e2e/test_audit.py``) and by environment variable. A rename that
 leaves the document behind fails here, naming the citation.
 """

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from pydantic_settings import BaseSettings
 
-from toolgate.shared import catalog
+from toolgate.contracts import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "architecture.md").read_text()

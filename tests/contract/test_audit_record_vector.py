@@ -24,7 +24,7 @@ from toolgate.audit.domain import AuditRecord, next_record, verify_chain
 from toolgate.audit.intake import entry_of
 from toolgate.audit.signatures import signature_fault
 from toolgate.cli.audit_file import ExportInvalid, verify_file
-from toolgate.shared.signing import load_public_key
+from toolgate.contracts.signing import load_public_key
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTOR: dict[str, Any] = json.loads((ROOT / "docs" / "audit-record-vector.json").read_text())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
-from toolgate.shared import catalog, events
-from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.contracts import catalog, events
+from toolgate.contracts.catalog import Rpc, Subjects
 
 
 def test_subject_builders_are_pinned() -> None:

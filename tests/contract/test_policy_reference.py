@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.policy.args_schema import Vocabulary
 from toolgate.policy.attributes import STANDARD_AGENT_TYPES, parse_attributes
 from toolgate.policy.cedar_schema import schema_text
 from toolgate.policy.engine import build_engine
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 BLOCK = re.compile(
     r"<!-- context-reference:start -->\n```cedarschema\n(.*?)\n```\n<!-- context-reference:end -->", re.S

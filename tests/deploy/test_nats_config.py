@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from toolgate.cli.app import app
 from toolgate.cli.credentials import BusCredentials, env_lines
-from toolgate.shared import catalog
-from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory, load_directory
+from toolgate.contracts import catalog
+from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory, load_directory
+from toolgate.contracts.nats_permissions import ADMIN, OPERATOR, SERVICES, agent_user, approver_user, nats_users
+from toolgate.devstack.servers import nats_server
 from toolgate.shared.nats_config import SAFE_PASSWORD, generate_passwords, literal, password_variable, placeholders
-from toolgate.shared.nats_permissions import ADMIN, OPERATOR, SERVICES, agent_user, approver_user, nats_users
-from toolgate.shared.servers import nats_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "deploy" / "nats" / "nats.conf"

@@ -24,12 +24,12 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from toolgate.cli.credentials import BusCredentials, write_private
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.nats_permissions import OPERATOR, SERVICES, agent_user, approver_user
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.nats_permissions import OPERATOR, SERVICES, agent_user, approver_user
+from toolgate.devstack.servers import nats_server
 from toolgate.shared.provision import ensure_bus
-from toolgate.shared.servers import nats_server
 
 pytestmark = pytest.mark.connected
 

@@ -12,7 +12,7 @@ A module changes its stack by overriding ``stack_env`` (extra service environmen
 ``stack_policy_required`` (``False``: start although the policy service is not ready).
 
 ``TOOLGATE_E2E_AUTH`` picks the NATS mode: ``secured`` (default) runs nats-server with the
-generated users and permissions (``toolgate.shared.nats_permissions``) for the module's
+generated users and permissions (``toolgate.contracts.nats_permissions``) for the module's
 principal directory; each service, agent and approver connects as its own user, and the
 tests observe (and forge events) as ``admin``. ``open`` runs nats-server without users.
 """
@@ -39,12 +39,12 @@ from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
 from toolgate.cli.stack import AuthMode, Stack, running_stack
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.nats_permissions import ADMIN, agent_user, approver_user
+from toolgate.contracts.signing import load_private_key, sign_value
 from toolgate.sdk.client import ToolClient
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.nats_permissions import ADMIN, agent_user, approver_user
-from toolgate.shared.signing import load_private_key, sign_value
 
 AGENTS_PER_AUTONOMY = 60
 APPROVERS = {"alice": ["operator"], "bob": ["operator", "sre"], "carol": ["sre"], "selfie": ["operator"]}

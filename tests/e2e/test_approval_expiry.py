@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ApprovalRequested
 from toolgate.shared.bus import fetch_last
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalRequested
 
 pytestmark = pytest.mark.e2e
 

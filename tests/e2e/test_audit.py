@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 

@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.sealing import SEALED_LABEL
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.attributes import load_attributes
 from toolgate.policy.engine import build_engine
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.sealing import SEALED_LABEL
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 pytestmark = pytest.mark.e2e
 

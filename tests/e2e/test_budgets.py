@@ -21,11 +21,11 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.nats_permissions import OPERATOR
 from toolgate.policy.budget_ports import counter_key
 from toolgate.policy.budgets import window_start
 from toolgate.policy.reconciliation import CountersReply
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.nats_permissions import OPERATOR
 
 BUDGETS = """
 [[budgets]]

@@ -45,9 +45,9 @@ import nats.errors
 import pytest
 
 from toolgate.cli.stack import SERVICES, wait_ready
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.events import ReceiptIssued
 from toolgate.sdk.client import DuplicateRequest, ToolClient
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import ReceiptIssued
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault, pytest.mark.chaos]
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, serving, view_submission
-from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.contracts.catalog import Rpc, Subjects
 
 pytestmark = pytest.mark.e2e
 

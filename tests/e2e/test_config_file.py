@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from toolgate.cli.stack import wait_ready
-from toolgate.shared.catalog import Rpc
+from toolgate.contracts.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 

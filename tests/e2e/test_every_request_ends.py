@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.contracts.catalog import Rpc, Subjects
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from toolgate.cli.stack import wait_ready
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Subjects
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 

@@ -16,8 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from toolgate.cli.stack import wait_ready
-from toolgate.shared import catalog
-from toolgate.shared.events import Outcome
+from toolgate.contracts import catalog
+from toolgate.contracts.events import Outcome
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from typing import Any
 import nats.js.errors
 import pytest
 
-from toolgate.shared.catalog import Subjects
+from toolgate.contracts.catalog import Subjects
 
 pytestmark = pytest.mark.e2e
 

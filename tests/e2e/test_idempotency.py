@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ToolRequested, encode
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ToolRequested, encode
 
 pytestmark = pytest.mark.e2e
 

@@ -21,14 +21,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.audit.domain import GENESIS, chain_hash
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.nats_permissions import ADMIN, agent_user, approver_user
+from toolgate.contracts.signing import load_private_key, sign_event, sign_value
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.shared.bus import next_message, publish_event
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import ReceiptIssued
 from toolgate.shared.idempotency import key_digest
 from toolgate.shared.keyring import HOLDERS
-from toolgate.shared.nats_permissions import ADMIN, agent_user, approver_user
-from toolgate.shared.signing import load_private_key, sign_event, sign_value
-from toolgate.shared.vocabulary import Outcome
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.catalog import Rpc
+from toolgate.contracts.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.catalog import Rpc
+from toolgate.contracts.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from toolgate.shared.catalog import Subjects
+from toolgate.contracts.catalog import Subjects
 from toolgate.shared.idempotency import record_key
 
 pytestmark = pytest.mark.e2e

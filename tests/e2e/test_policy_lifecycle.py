@@ -26,11 +26,11 @@ import nats
 import pytest
 
 from toolgate.cli.stack import Stack
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import DecisionMade
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.events import DecisionMade
+from toolgate.contracts.signing import load_public_key, verify_body
 from toolgate.shared.policy_kv import policy_digest
-from toolgate.shared.signing import load_public_key, verify_body
 
 pytestmark = pytest.mark.e2e
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from nats.js.errors import NotFoundError
 
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import ApprovalGranted, ApprovalRequested, ApprovalVoted, decode_event
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.events import ApprovalGranted, ApprovalRequested, ApprovalVoted, decode_event
 
 pytestmark = pytest.mark.e2e
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.descriptors import RateLimit
+from toolgate.contracts.descriptors import RateLimit
 
 pytestmark = pytest.mark.e2e
 

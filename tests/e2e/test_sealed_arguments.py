@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 import redis.asyncio as redis
 
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ToolRequested, encode
+from toolgate.contracts.nats_permissions import ADMIN, agent_user
+from toolgate.contracts.sealing import SEALED_LABEL
 from toolgate.sdk import SealingKeyMissing
 from toolgate.sdk.client import ToolClient
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ToolRequested, encode
-from toolgate.shared.nats_permissions import ADMIN, agent_user
-from toolgate.shared.sealing import SEALED_LABEL
 
 pytestmark = [pytest.mark.e2e]
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import redis.asyncio as redis
 
-from toolgate.shared import catalog
+from toolgate.contracts import catalog
 
 pytestmark = pytest.mark.e2e
 

@@ -27,12 +27,12 @@ import pytest
 import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, encode, request_hash
+from toolgate.contracts.nats_permissions import approver_user, private_inbox
+from toolgate.contracts.signing import load_private_key, sign_event
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.shared.bus import publish_event
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import ApprovalGranted, BoundRequest, DecisionMade, encode, request_hash
-from toolgate.shared.nats_permissions import approver_user, private_inbox
-from toolgate.shared.signing import load_private_key, sign_event
-from toolgate.shared.vocabulary import Verdict
 
 pytestmark = pytest.mark.e2e
 

@@ -19,10 +19,10 @@ import msgspec
 import nats
 import pytest
 
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.nats_permissions import agent_user
 from toolgate.sdk.client import RegistryUnavailable
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.nats_permissions import agent_user
 
 pytestmark = pytest.mark.e2e
 

@@ -25,10 +25,10 @@ import nats
 import pytest
 
 from toolgate.cli import rpc
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.nats_credentials import load_credentials
+from toolgate.contracts.nats_permissions import OPERATOR
 from toolgate.sdk import ToolClient
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.nats_credentials import load_credentials
-from toolgate.shared.nats_permissions import OPERATOR
 from toolgate.shared.policy_kv import policy_digest
 
 pytestmark = pytest.mark.e2e

@@ -16,12 +16,12 @@ from toolgate.approvals.domain import DecideCommand, approval_id_for
 from toolgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
 from toolgate.approvals.ports import ApprovalStore
 from toolgate.approvals.service import Approvals
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import BoundRequest, DecisionMade
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import BoundRequest, DecisionMade
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Verdict
 
 DIRECTORY = PrincipalDirectory.from_toml(
     """

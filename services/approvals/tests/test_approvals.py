@@ -16,13 +16,13 @@ from toolgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStor
 from toolgate.approvals.ports import ApprovalStore
 from toolgate.approvals.rebuild import rebuild_approvals
 from toolgate.approvals.service import Approvals
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, BoundRequest, DecisionMade
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, BoundRequest, DecisionMade
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.security import digest
+from toolgate.contracts.signing import sign_event, verify_event
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import digest
-from toolgate.shared.signing import sign_event, verify_event
-from toolgate.shared.vocabulary import Verdict
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 APPROVERS = PrincipalDirectory.from_toml(

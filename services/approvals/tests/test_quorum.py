@@ -14,8 +14,8 @@ from toolgate.approvals.domain import ApprovalState
 from toolgate.approvals.memory import InMemoryApprovalStore
 from toolgate.approvals.ports import ApprovalStore, ReceiptSeen, VoteStatus
 from toolgate.approvals.rebuild import rebuild_approvals
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted
-from toolgate.shared.signing import sign_event, verify_event
+from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted
+from toolgate.contracts.signing import sign_event, verify_event
 
 
 def _kinds(kit: Any) -> list[str]:

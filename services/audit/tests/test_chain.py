@@ -17,7 +17,7 @@ from toolgate.audit.domain import (
     verify_chain,
 )
 from toolgate.audit.errors import ChainBroken
-from toolgate.shared.canonical import sha256_hex
+from toolgate.contracts.canonical import sha256_hex
 
 
 def _event(i: int) -> dict[str, object]:

@@ -46,7 +46,7 @@ async def test_a_page_out_of_bounds_is_refused_naming_them(audit: Audit, after: 
     "body", [b"", b"not json", b"[]", b'{"after": "1"}', b'{"after": 0, "limit": 10, "as": "admin"}', b"{" * 5000]
 )
 def test_a_body_that_is_not_a_query_is_refused_by_the_decoder(body: bytes) -> None:
-    from toolgate.shared.events import decode_untrusted
+    from toolgate.contracts.events import decode_untrusted
 
     with pytest.raises(msgspec.DecodeError):
         decode_untrusted(msgspec.json.Decoder(ExportQuery), body)

@@ -15,9 +15,8 @@ from toolgate.audit.adapters.sqlite import SqliteAuditStore
 from toolgate.audit.intake import entry_of
 from toolgate.audit.sentinel import SIGNED, forgery
 from toolgate.audit.service import Audit
-from toolgate.shared.alarms import Alarm
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import (
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
@@ -28,10 +27,11 @@ from toolgate.shared.events import (
     SecurityEvent,
     encode,
 )
+from toolgate.contracts.security import SecurityKind, digest
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Verdict
+from toolgate.shared.alarms import Alarm
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind, digest
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Verdict
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 KEYS = {"policy": POLICY.public_key(), "approvals": APPROVALS.public_key()}

@@ -15,7 +15,7 @@ from toolgate.chatops.domain import Card, ChatAnswer
 from toolgate.chatops.errors import ChatUnavailable
 from toolgate.chatops.ports import AnswerSink, MemoryCardStore
 from toolgate.chatops.service import ChatOps
-from toolgate.shared.events import ApprovalRequested, BoundRequest, Related
+from toolgate.contracts.events import ApprovalRequested, BoundRequest, Related
 from toolgate.shared.reporting import SecurityReporter
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -12,10 +12,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from toolgate.chatops.errors import ChatRefused
 from toolgate.chatops.handlers import ChatOpsRuntime, consumers
 from toolgate.chatops.service import ChatOps
-from toolgate.shared.events import ReceiptIssued
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.shared.handling import Delivery, Later, Settle
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Outcome
 
 KEY, RECEIPTS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 

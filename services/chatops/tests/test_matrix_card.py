@@ -8,7 +8,7 @@ from typing import Any
 
 from toolgate.chatops.adapters.matrix_card import CARD_KEY, card_content, edit_content, thread_content
 from toolgate.chatops.domain import Card, CardState
-from toolgate.shared.events import Related
+from toolgate.contracts.events import Related
 
 MENTIONS = {"alice": "@alice:hs", "bob": "@bob:hs", "mallory": "@mallory:hs"}
 

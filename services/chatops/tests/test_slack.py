@@ -16,8 +16,8 @@ from toolgate.chatops.domain import Action, ChatAnswer
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, slash_command, view_submission
 from toolgate.chatops.settings import ChatopsSettings
+from toolgate.contracts.security import SecurityKind, digest
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind, digest
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 MENTIONS = {"alice": "U0ALICE", "bob": "U0BOB"}

@@ -13,7 +13,7 @@ from toolgate.chatops.adapters import slack_blocks as blocks
 from toolgate.chatops.adapters.slack_answers import click_of, command_answer, rejection_answer
 from toolgate.chatops.domain import Action, CardState
 from toolgate.chatops.fake_slack import block_action, slash_command, view_submission
-from toolgate.shared.events import Related
+from toolgate.contracts.events import Related
 
 HOSTILE = "<@U999> <!channel> <https://evil.example|click> *bold* &amp; @here"
 MENTIONS = {"alice": "U0ALICE", "bob": "U0BOB"}

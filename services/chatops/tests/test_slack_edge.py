@@ -21,8 +21,8 @@ from toolgate.chatops.adapters.slack_receiver import Listen, SlackReceiver
 from toolgate.chatops.domain import Action, ChatAnswer
 from toolgate.chatops.errors import RequestRefused
 from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, slash_command
+from toolgate.contracts.security import SecurityKind, digest
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind, digest
 
 SECRET = "edge-signing-secret-0123456789"
 CHANNEL = "C0CARDS"

@@ -12,8 +12,8 @@ from toolgate.chatops.domain import Action, CardState, ChatAnswer, ListedApprova
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.handlers import retry_delay_s
 from toolgate.chatops.service import ChatOps
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalVoted, ReceiptIssued
-from toolgate.shared.vocabulary import Outcome
+from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalVoted, ReceiptIssued
+from toolgate.contracts.vocabulary import Outcome
 
 AP = "ap-0123456789ab"
 

@@ -11,6 +11,11 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, request_hash
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Outcome, Verdict
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.secret_detectors import find_secrets
 from toolgate.executor.adapters.tool_host import LocalToolHost
@@ -23,11 +28,6 @@ from toolgate.executor.redaction import Redactor
 from toolgate.executor.running import Runner, ToolHost
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.timing import Timing
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, request_hash
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Outcome, Verdict
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 

@@ -11,10 +11,10 @@ import jsonschema_rs
 import msgspec
 import pytest
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 DESCRIPTOR_PATH = Path(__file__).resolve().parents[3] / "deploy" / "tools" / "file_system.json"
 

@@ -11,15 +11,15 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ApprovalRejected, encode, request_hash
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.executor.handlers import consumers
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalRejected, encode, request_hash
 from toolgate.shared.handling import Delivery
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.settle import Settle
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Verdict
 
 WRITE = {"path": "f.txt", "content": "x"}
 

@@ -10,10 +10,10 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.errors import ToolFailed, ToolRefused, ToolTimeout
 from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig, resolve_command
 
 TEST_SERVER = """

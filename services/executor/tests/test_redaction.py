@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.executor.adapters.secret_detectors import find_secrets
 from toolgate.executor.memory import InMemoryBus
 from toolgate.executor.outlet import ScrubbingBus, ScrubbingLogFilter
 from toolgate.executor.redaction import Redactor, placeholder, pointer
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.vocabulary import Outcome
 
 CONFIGURED = "Zq9-configured-value"
 """An operator-configured secret no detector recognises."""

@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from toolgate.shared.settle import Settle
-from toolgate.shared.vocabulary import Outcome
 
 READ, WRITE = ("read", {"path": "a.txt"}), ("write", {"path": "a.txt", "content": "x"})
 

@@ -14,10 +14,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Outcome, Verdict
 from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused
 from toolgate.executor.ports import ClaimRequest, ClaimState
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Outcome, Verdict
 
 CONFIGURED = "Op3rator-Only-Credential"
 SECRETS = ("hunter2", "Ab12Cd34Ef56Gh78", CONFIGURED)

@@ -11,13 +11,13 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts.events import ApprovalRejected
+from toolgate.contracts.signing import sign_event
+from toolgate.contracts.vocabulary import Outcome, SideEffectClass, Verdict
 from toolgate.executor.domain import Step, next_step
 from toolgate.executor.errors import IndexLost, StoreUnavailable
 from toolgate.executor.ports import Claim, ClaimRequest, ClaimState
-from toolgate.shared.events import ApprovalRejected
 from toolgate.shared.settle import Later, Settle
-from toolgate.shared.signing import sign_event
-from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
 
 WRITE = {"path": "b.txt", "content": "one"}
 
@@ -59,7 +59,7 @@ async def test_grant_runs_only_the_approved_arguments(harness: Any, sandbox: Pat
     decision = harness.decision("write", {"path": "d.txt", "content": "approved"}, verdict=Verdict.NEEDS_APPROVAL)
     assert await harness.executor.on_decision(decision) is Settle.ACK and harness.receipts == []
     other = msgspec.structs.replace(decision.request, arguments={"path": "d.txt", "content": "other"})
-    from toolgate.shared.events import request_hash
+    from toolgate.contracts.events import request_hash
 
     assert await harness.executor.on_granted(harness.grant(decision, request_hash(other))) is Settle.TERM
     foreign = harness.grant(decision, key=Ed25519PrivateKey.generate())

@@ -10,14 +10,14 @@ import msgspec
 import pytest
 from nacl.public import PrivateKey
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.sealing import SEALED_LABEL, seal
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.errors import ToolFailed
 from toolgate.executor.unsealing import Unsealer, redact
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.sealing import SEALED_LABEL, seal
 from toolgate.shared.settle import Settle
-from toolgate.shared.vocabulary import Outcome
 
 from .conftest import Harness, ScriptedTool
 

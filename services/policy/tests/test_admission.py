@@ -13,15 +13,15 @@ from typing import Any
 import msgspec
 import pytest
 
+from toolgate.contracts.descriptors import RateLimit, ToolDescriptor, rate_limit_problem, rate_of
+from toolgate.contracts.events import DecisionMade, ToolRequested, encode, request_identity
+from toolgate.contracts.recheck import RecheckQuery
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import load_policy
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex, ReplayState
 from toolgate.policy.recheck import recheck
-from toolgate.shared.descriptors import RateLimit, ToolDescriptor, rate_limit_problem, rate_of
-from toolgate.shared.events import DecisionMade, ToolRequested, encode, request_identity
-from toolgate.shared.recheck import RecheckQuery
-from toolgate.shared.vocabulary import Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 WRITE = {"path": "a.txt", "content": "x"}

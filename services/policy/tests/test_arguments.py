@@ -8,6 +8,10 @@ from typing import Any
 
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import ToolRequested, encode
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.args_schema import Vocabulary
 from toolgate.policy.attributes import parse_attributes
 from toolgate.policy.domain import Envelope, PolicyPorts
@@ -16,10 +20,6 @@ from toolgate.policy.engine import PolicyEngine, PolicyOutcome, build_engine
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import ToolRequested, encode
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 SE, RT = SideEffectClass, RiskTier
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.policy.attributes import parse_attributes
 from toolgate.policy.engine import build_engine
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.shared.directory import PrincipalDirectory
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.attributes import parse_attributes
 from toolgate.policy.engine import build_engine
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 PAY = {"type": "object", "properties": {"recipient": {"type": "string"}, "amount": {"type": "number"}}}
 BANK = ToolDescriptor(  # an MCP bank registered without the servers file's `amount = "/amount"`

@@ -11,16 +11,16 @@ from typing import Any
 
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.schemas import check_schema
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.args_schema import Vocabulary
 from toolgate.policy.attributes import Attributes
 from toolgate.policy.engine import PolicyEngine, build_engine
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource
 from toolgate.policy.refresh import refresh_once
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.schemas import check_schema
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
 ATTRIBUTES = Attributes(agent_types={"allowed_hosts": "Set<String>", "max_amount": "decimal"})

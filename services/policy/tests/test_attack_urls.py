@@ -17,11 +17,11 @@ from typing import Any
 import msgspec
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.attributes import Attributes, parse_attributes
 from toolgate.policy.engine import PolicyEngine, build_engine
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
 FETCH: dict[str, Any] = {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import ToolRequested, encode
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.attributes import parse_attributes
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import build_engine
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import ToolRequested, encode
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.policy.attributes import STANDARD_AGENT_TYPES, load_attributes, parse_attributes
 from toolgate.policy.engine import build_engine
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.shared.directory import PrincipalDirectory
 
 
 def test_values_become_cedar_values_and_standard_attributes_are_always_declared() -> None:

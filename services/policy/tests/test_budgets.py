@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.policy.budgets import (
     ANY_PRINCIPAL,
     Budget,
@@ -20,8 +22,6 @@ from toolgate.policy.budgets import (
     window_start,
 )
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.shared.descriptors import OperationSpec
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 DAILY = """
 [[budgets]]

@@ -9,6 +9,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from toolgate.contracts.descriptors import RateLimit, ToolDescriptor
+from toolgate.contracts.events import ToolRequested, encode, request_hash, request_identity
+from toolgate.contracts.tool_states import ToolState
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import LimiterUnavailable, PolicyError
@@ -20,10 +24,6 @@ from toolgate.policy.ports import (
     LimitDecision,
     ReplayState,
 )
-from toolgate.shared.descriptors import RateLimit, ToolDescriptor
-from toolgate.shared.events import ToolRequested, encode, request_hash, request_identity
-from toolgate.shared.tool_states import ToolState
-from toolgate.shared.vocabulary import Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

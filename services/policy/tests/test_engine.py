@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome, load_policy
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 
 def decide_op(

@@ -10,6 +10,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import PolicyPublished, SecurityEvent, ToolRequested, encode
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.attributes import Attributes
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import PolicyEngine, build_engine
@@ -22,12 +26,8 @@ from toolgate.policy.ports import (
     InMemoryReplayIndex,
 )
 from toolgate.policy.publishing import Publisher, PublishReply, policy_text, should_seed
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import PolicyPublished, SecurityEvent, ToolRequested, encode
 from toolgate.shared.policy_kv import CurrentEntry, PolicyConflict, PublishedPolicy, policy_digest
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.vocabulary import Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 READS = """@id("reads") permit (principal, action == Action::"execute", resource)

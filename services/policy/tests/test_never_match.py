@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.shared.directory import PrincipalDirectory
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
 HEAD = 'permit (principal is Agent, action == Action::"execute", resource is Tool)'

@@ -8,17 +8,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import ToolRequested, encode, request_identity
+from toolgate.contracts.recheck import RecheckQuery
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome, load_policy
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
 from toolgate.policy.recheck import recheck
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import ToolRequested, encode, request_identity
-from toolgate.shared.recheck import RecheckQuery
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 
 def decide_op(

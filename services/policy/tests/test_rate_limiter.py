@@ -14,10 +14,10 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from toolgate.contracts.descriptors import RateLimit
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.errors import LimiterUnavailable
 from toolgate.policy.ports import InMemoryRateLimiter, RateLimiter, admitted_key, limiter_key
-from toolgate.shared.descriptors import RateLimit
 
 FIVE_PER_MINUTE = RateLimit(calls=5, period_s=60.0)
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.attributes import Attributes
 from toolgate.policy.engine import PolicyEngine, build_engine
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource
 from toolgate.policy.refresh import refresh_once
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a]\nautonomy = 1\n")
 RULE = """@id("to-bob") permit (principal, action == Action::"execute", resource)

@@ -10,18 +10,18 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import DecisionMade, request_identity
+from toolgate.contracts.recheck import RecheckQuery
+from toolgate.contracts.signing import sign_event, verify_event
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import IndexLost
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex, ReplayState
 from toolgate.policy.recheck import recheck
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import DecisionMade, request_identity
-from toolgate.shared.recheck import RecheckQuery
-from toolgate.shared.signing import sign_event, verify_event
-from toolgate.shared.vocabulary import Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KEY = Ed25519PrivateKey.generate()

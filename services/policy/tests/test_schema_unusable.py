@@ -18,16 +18,16 @@ import pytest
 import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
+from toolgate.contracts import catalog
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.events import ToolRequested, encode
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import load_policy
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryReplayIndex
-from toolgate.shared import catalog
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.events import ToolRequested, encode
 from toolgate.shared.tools_kv import ToolsBucket
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 PLAIN = {"type": "object"}
 

@@ -10,14 +10,14 @@ import msgspec
 import pytest
 from nacl.public import PrivateKey
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.events import ToolRequested, encode, request_hash, request_identity
+from toolgate.contracts.sealing import seal
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import load_policy
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.events import ToolRequested, encode, request_hash, request_identity
-from toolgate.shared.sealing import seal
-from toolgate.shared.vocabulary import Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KEY = PrivateKey.generate()

@@ -9,6 +9,10 @@ from typing import Any
 import msgspec
 import pytest
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import ToolRequested, encode
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.attributes import Attributes
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import PolicyEngine, build_engine
@@ -16,10 +20,6 @@ from toolgate.policy.explain import explain
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
 from toolgate.policy.simulation import Report, cases_from, replay, wanted
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import ToolRequested, encode
-from toolgate.shared.vocabulary import Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 READS = """@id("reads") @reason("reads run")

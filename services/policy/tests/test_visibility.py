@@ -9,16 +9,16 @@ from typing import Any
 import msgspec
 import pytest
 
+from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import ToolRequested, encode
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 from toolgate.policy.domain import Envelope, PolicyPorts, decide
 from toolgate.policy.engine import PolicyEngine
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
 from toolgate.policy.tool_listing import get_for, list_for, principal_of
 from toolgate.policy.visibility import visible_operations
-from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import ToolRequested, encode
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SE, RT = SideEffectClass, RiskTier

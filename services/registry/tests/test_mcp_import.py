@@ -7,12 +7,12 @@ from pathlib import Path
 import jsonschema_rs
 import pytest
 
+from toolgate.contracts.descriptors import SEMVER, ToolDescriptor
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.registry.adapters.mcp_import import import_mcp_server, list_mcp_tools
 from toolgate.registry.app import _seed
 from toolgate.registry.settings import RegistrySettings
-from toolgate.shared.descriptors import SEMVER, ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig, Override, resolve_command
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 
 @pytest.fixture(scope="module")

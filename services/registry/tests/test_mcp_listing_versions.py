@@ -13,14 +13,14 @@ import msgspec
 import pytest
 from nats.js import JetStreamContext
 
+from toolgate.contracts.descriptors import RateLimit
+from toolgate.contracts.vocabulary import SideEffectClass
 from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.app import _publish
 from toolgate.registry.revisions import descriptor_changes, listing_version, next_patch
 from toolgate.registry.service import Registry
-from toolgate.shared.descriptors import RateLimit
 from toolgate.shared.mcp_config import McpServerConfig
 from toolgate.shared.tools_kv import ToolsBucket
-from toolgate.shared.vocabulary import SideEffectClass
 
 SCRIPT = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "mcp" / "scripted_server.py"
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}

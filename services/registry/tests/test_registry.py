@@ -9,12 +9,12 @@ import msgspec
 import pytest
 from nats.js import JetStreamContext
 
+from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor, descriptor_digest
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.registry.domain import parse_descriptor
 from toolgate.registry.errors import PublishRefused
 from toolgate.registry.service import Registry
-from toolgate.shared.descriptors import OperationSpec, RateLimit, ToolDescriptor, descriptor_digest
 from toolgate.shared.tools_kv import ToolsBucket
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": False}
 

@@ -18,16 +18,16 @@ import msgspec
 import pytest
 from nats.js import JetStreamContext
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.app import _seed
 from toolgate.registry.domain import parse_descriptor
 from toolgate.registry.errors import PublishRefused
 from toolgate.registry.service import Registry
 from toolgate.registry.settings import RegistrySettings
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig
 from toolgate.shared.tools_kv import ToolsBucket
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 PLAIN = {"type": "object"}
 

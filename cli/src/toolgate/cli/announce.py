@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.panel import Panel
 
 from toolgate.cli.stack import Stack, credentials_dir
-from toolgate.shared.nats_credentials import credentials_file
-from toolgate.shared.nats_permissions import OPERATOR, agent_user
+from toolgate.contracts.nats_credentials import credentials_file
+from toolgate.contracts.nats_permissions import OPERATOR, agent_user
 
 __all__ = ["INSECURE_STATUS", "announce", "insecure_banner", "outside_server_refusal"]
 

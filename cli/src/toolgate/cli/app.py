@@ -24,8 +24,8 @@ from toolgate.cli.render import decide_line
 from toolgate.cli.requests_command import requests_command
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.cli.tools_commands import tools_describe, tools_list
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.directory import DirectoryInvalid
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.directory import DirectoryInvalid
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
 
 __all__ = ["main"]
@@ -80,7 +80,7 @@ OperatorKey = Annotated[
 @tools_app.command("publish")
 def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -> None:
     """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable)."""
-    from toolgate.shared.signing import load_private_key, sign_value
+    from toolgate.contracts.signing import load_private_key, sign_value
 
     key = key or state_dir() / "keys" / "operator" / "operator.key"
     try:
@@ -195,7 +195,7 @@ def nats_config(
     Without --placeholders, fresh passwords are written into the config: keep it private.
     """
     from toolgate.cli.credentials import config_text, env_lines
-    from toolgate.shared.directory import load_directory
+    from toolgate.contracts.directory import load_directory
 
     try:
         directory = load_directory(principals)

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from toolgate.cli.render import OUTCOME_STYLE, plain_text
-from toolgate.shared.secret_arguments import redact_sealed
+from toolgate.contracts.secret_arguments import redact_sealed
 
 __all__ = ["approvals_blocks", "when"]
 

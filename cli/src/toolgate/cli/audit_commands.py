@@ -16,7 +16,7 @@ from toolgate.cli.audit_report import problems, signature_problems
 from toolgate.cli.output import AsJson, print_json
 from toolgate.cli.render import alarm_row, alarms_table, trail_table
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
-from toolgate.shared.catalog import Rpc, Subjects
+from toolgate.contracts.catalog import Rpc, Subjects
 
 __all__ = ["audit_app"]
 

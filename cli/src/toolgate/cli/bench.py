@@ -26,10 +26,10 @@ from rich.console import Console
 from rich.table import Table
 
 from toolgate.cli.stack import DEPLOY_DIR, AuthMode, Stack, running_stack
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.nats_permissions import ADMIN, agent_user
+from toolgate.contracts.schemas import first_error
 from toolgate.sdk import ToolClient
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.nats_permissions import ADMIN, agent_user
-from toolgate.shared.schemas import first_error
 
 __all__ = ["run_bench"]
 

@@ -26,10 +26,10 @@ from rich.table import Table
 from toolgate.cli import rpc
 from toolgate.cli.output import AsJson, print_json
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
+from toolgate.contracts.catalog import Rpc
 from toolgate.policy.budget_ports import BudgetCounter
 from toolgate.policy.budgets import as_cost
 from toolgate.policy.reconciliation import CountersReply, Difference, differences, pending, receipt_outcomes
-from toolgate.shared.catalog import Rpc
 
 __all__ = ["budgets_app"]
 

@@ -29,14 +29,14 @@ from toolgate.cli.output import AsJson, did_you_mean, print_json
 from toolgate.cli.render import OUTCOME_STYLE, plain_text
 from toolgate.cli.rpc import BusError
 from toolgate.cli.session import NatsUrl, console, err_console, stack_url
+from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.nats_credentials import CredentialsInvalid, credentials_file
+from toolgate.contracts.nats_permissions import agent_user
 from toolgate.sdk import DuplicateRequest, SealingKeyMissing, ToolClient, UnknownTool
 from toolgate.sdk.errors import RegistryUnavailable
 from toolgate.sdk.receipts import ReceiptKeyMissing
-from toolgate.shared.catalog import TOKEN
 from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.nats_credentials import CredentialsInvalid, credentials_file
-from toolgate.shared.nats_permissions import agent_user
 
 __all__ = ["EXIT_CODES", "NO_RECEIPT", "call"]
 

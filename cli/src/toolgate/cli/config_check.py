@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, rate_limit_problem
 from toolgate.shared.config import ConfigInvalid, ToolgateConfig, load_config
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, rate_limit_problem
 from toolgate.shared.mcp_config import McpServerConfig
 
 __all__ = ["Report", "as_json", "check_config"]

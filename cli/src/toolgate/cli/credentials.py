@@ -1,9 +1,9 @@
 """Credentials of a local stack secured by NATS users: passwords, the config file, client options.
 
-The users and their rights come from :func:`toolgate.shared.nats_permissions.nats_users`,
+The users and their rights come from :func:`toolgate.contracts.nats_permissions.nats_users`,
 the text from :func:`toolgate.shared.nats_config.render_config`; this module generates the
 passwords, writes the config (mode 0600: it holds them), writes one credentials file per
-agent, approver and the operator (:mod:`toolgate.shared.nats_credentials`) and tells each
+agent, approver and the operator (:mod:`toolgate.contracts.nats_credentials`) and tells each
 client how to connect (``NATS_URL`` with ``user:password@``, or nats-py options with its
 private inbox).
 """
@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from toolgate.shared.directory import PrincipalDirectory, load_directory
-from toolgate.shared.nats_config import SAFE_PASSWORD, generate_passwords, literal, password_variable, render_config
-from toolgate.shared.nats_config import placeholders as _placeholders
-from toolgate.shared.nats_credentials import (
+from toolgate.contracts.directory import PrincipalDirectory, load_directory
+from toolgate.contracts.nats_credentials import (
     CredentialsInvalid,
     NatsCredentials,
     credentials_file,
     dump_credentials,
     load_credentials,
 )
-from toolgate.shared.nats_permissions import SERVICES, nats_users
+from toolgate.contracts.nats_permissions import SERVICES, nats_users
+from toolgate.shared.nats_config import SAFE_PASSWORD, generate_passwords, literal, password_variable, render_config
+from toolgate.shared.nats_config import placeholders as _placeholders
 
 __all__ = ["BusCredentials", "config_text", "env_lines", "kept_passwords", "stack_directory", "write_private"]
 
@@ -57,7 +57,7 @@ class BusCredentials:
                 credentials files of an earlier start; users no longer present are dropped.
 
         Raises:
-            toolgate.shared.directory.DirectoryInvalid: a name is not one subject token.
+            toolgate.contracts.directory.DirectoryInvalid: a name is not one subject token.
         """
         users = nats_users(directory, admin=admin)
         kept = {user: password for user, password in (keep or {}).items() if SAFE_PASSWORD.match(password)}
@@ -119,7 +119,7 @@ def config_text(directory: PrincipalDirectory, *, placeholders: bool, admin: boo
     """The nats-server config of ``directory``: ``$NATS_<USER>_PASSWORD`` placeholders, or fresh passwords.
 
     Raises:
-        toolgate.shared.directory.DirectoryInvalid: a name is not one subject token.
+        toolgate.contracts.directory.DirectoryInvalid: a name is not one subject token.
         ValueError: two users would share one password variable.
     """
     users = nats_users(directory, admin=admin)
@@ -131,7 +131,7 @@ def env_lines(directory: PrincipalDirectory, *, admin: bool = False) -> str:
     """``NATS_<USER>_PASSWORD=<fresh password>`` lines (a ``.env``) for the placeholders config.
 
     Raises:
-        toolgate.shared.directory.DirectoryInvalid / ValueError: as :func:`config_text`.
+        toolgate.contracts.directory.DirectoryInvalid / ValueError: as :func:`config_text`.
     """
     users = nats_users(directory, admin=admin)
     _placeholders(users)

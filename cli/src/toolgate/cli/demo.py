@@ -24,10 +24,10 @@ from toolgate.cli import rpc
 from toolgate.cli.announce import INSECURE_STATUS
 from toolgate.cli.render import receipt_row, receipts_table, tools_table, trail_table, utc_time
 from toolgate.cli.stack import Stack, running_stack
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.nats_permissions import OPERATOR, agent_user
 from toolgate.sdk import ToolClient
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.nats_permissions import OPERATOR, agent_user
 
 __all__ = ["mtime_line", "run_demo"]
 

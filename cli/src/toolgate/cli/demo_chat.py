@@ -25,8 +25,8 @@ from rich.table import Table
 
 from toolgate.cli.stack import DEPLOY_DIR, Stack, running_stack
 from toolgate.cli.synapse import Homeserver, MatrixUser, SynapseMissing, synapse_env, synapse_server
+from toolgate.contracts.nats_permissions import agent_user
 from toolgate.sdk import ToolClient
-from toolgate.shared.nats_permissions import agent_user
 
 __all__ = ["run_chat_demo"]
 

@@ -16,7 +16,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from toolgate.cli.render import plain_text
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor, rate_of
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor, rate_of
 
 __all__ = ["STATE_KEYS", "describe_tool"]
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolgate.shared.catalog import TOKEN
-from toolgate.shared.nats_credentials import CredentialsInvalid, credentials_file, load_credentials
-from toolgate.shared.nats_permissions import OPERATOR, approver_user
+from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.nats_credentials import CredentialsInvalid, credentials_file, load_credentials
+from toolgate.contracts.nats_permissions import OPERATOR, approver_user
 
 __all__ = ["Identity", "identity", "state_dir"]
 

@@ -15,8 +15,8 @@ from typing import Any
 import msgspec
 
 from toolgate.cli import rpc
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.shared.policy_kv import PolicyBucket, PublishedPolicy
 
 __all__ = [

@@ -25,12 +25,12 @@ from toolgate.cli.policy_explain import explain_request
 from toolgate.cli.policy_render import changes_table, report_json, summary_line
 from toolgate.cli.rpc import Bus
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus, on_bus_if_up
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.policy.attributes import Attributes, load_attributes
 from toolgate.policy.engine import PolicyEngine, build_engine
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.simulation import Case, Report, Wanted, cases_from, replay, wanted
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 
 __all__ = ["Local", "policy_app"]
 

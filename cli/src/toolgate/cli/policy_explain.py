@@ -19,14 +19,14 @@ from rich.text import Text
 from toolgate.cli import policy_bus
 from toolgate.cli.policy_render import explanation_panel
 from toolgate.cli.rpc import Bus
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.events import DecisionMade
+from toolgate.contracts.secret_arguments import redact_sealed
 from toolgate.policy.engine import PolicyEngine
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.explain import explain
 from toolgate.policy.simulation import Call, call_of, recorded
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.events import DecisionMade
 from toolgate.shared.policy_kv import PublishedPolicy
-from toolgate.shared.secret_arguments import redact_sealed
 
 __all__ = ["explain_request"]
 

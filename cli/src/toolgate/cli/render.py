@@ -9,10 +9,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from toolgate.shared.descriptors import ToolDescriptor, rate_of
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.secret_arguments import redact_sealed
-from toolgate.shared.tool_states import ToolState
+from toolgate.contracts.descriptors import ToolDescriptor, rate_of
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.secret_arguments import redact_sealed
+from toolgate.contracts.tool_states import ToolState
 
 __all__ = [
     "OUTCOME_STYLE",

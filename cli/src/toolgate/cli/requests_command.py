@@ -17,7 +17,7 @@ from toolgate.cli.approvals_render import when
 from toolgate.cli.output import AsJson, print_json
 from toolgate.cli.render import OUTCOME_STYLE, plain_text
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
-from toolgate.shared.catalog import Rpc
+from toolgate.contracts.catalog import Rpc
 
 __all__ = ["parse_since", "requests_command"]
 

@@ -17,7 +17,7 @@ import msgspec
 import nats
 from nats.aio.client import Client
 
-from toolgate.shared.catalog import TOKEN, Rpc
+from toolgate.contracts.catalog import TOKEN, Rpc
 from toolgate.shared.connections import connect_once
 
 __all__ = ["Bus", "BusError", "PermissionRefused", "decide", "request"]

@@ -19,8 +19,8 @@ from rich.markup import escape
 
 from toolgate.cli import rpc
 from toolgate.cli.identity import identity, state_dir
+from toolgate.contracts.nats_credentials import CredentialsInvalid
 from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
-from toolgate.shared.nats_credentials import CredentialsInvalid
 
 __all__ = ["NatsUrl", "console", "err_console", "on_bus", "on_bus_if_up", "stack_url"]
 

@@ -4,7 +4,7 @@ When ``NATS_URL`` / ``REDIS_URL`` are unset, a nats-server (JetStream) and a
 redis-server are started on free loopback ports under the state directory.
 
 Two NATS modes (:data:`AuthMode`): ``secured`` (the default) runs nats-server with the
-users and permissions of :mod:`toolgate.shared.nats_permissions` for the stack's principal
+users and permissions of :mod:`toolgate.contracts.nats_permissions` for the stack's principal
 directory, each service connected as its own user, and writes one credentials file per
 agent, approver and the operator into ``<state_dir>/credentials/`` (passwords kept from
 an earlier start); ``open`` runs it without users (anyone may do anything) and is only
@@ -33,13 +33,13 @@ from nats.js.errors import NotFoundError
 
 from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_directory, write_private
 from toolgate.cli.ports import Ports, http_port_env
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.listing import Readiness
+from toolgate.contracts.nats_permissions import OPERATOR
+from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.connections import connect_once
 from toolgate.shared.keyring import PUBLIC, lay_out_keys
-from toolgate.shared.listing import Readiness
-from toolgate.shared.nats_permissions import OPERATOR
-from toolgate.shared.servers import ServerProcess, nats_server, redis_server
 
 __all__ = ["CHATOPS", "DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "credentials_dir", "running_stack"]
 
@@ -353,7 +353,7 @@ def _secure(
 
     Raises:
         RuntimeError: ``secured`` with ``NATS_URL`` set (an outside server has other users).
-        toolgate.shared.directory.DirectoryInvalid: the principal directory cannot be used.
+        toolgate.contracts.directory.DirectoryInvalid: the principal directory cannot be used.
     """
     if auth == "open":
         log.warning("NATS runs without users (auth=open): any client may publish and read anything")

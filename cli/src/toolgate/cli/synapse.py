@@ -35,7 +35,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.shared.servers import ServerProcess, ready_or_stopped, spawn, started_on_a_free_port
+from toolgate.devstack.servers import ServerProcess, ready_or_stopped, spawn, started_on_a_free_port
 
 __all__ = [
     "INSTALL_HINT",

@@ -13,9 +13,9 @@ from toolgate.cli.describe import STATE_KEYS, describe_tool
 from toolgate.cli.output import AsJson, did_you_mean, print_json
 from toolgate.cli.render import tools_table
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.tool_states import ToolState
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.tool_states import ToolState
 
 __all__ = ["tools_describe", "tools_list"]
 

@@ -17,8 +17,8 @@ from toolgate.cli.announce import announce, insecure_banner, outside_server_refu
 from toolgate.cli.ports import Ports, stable_ports
 from toolgate.cli.stack import AuthMode, running_stack
 from toolgate.cli.supervise import SupervisionSettings, Supervisor
+from toolgate.contracts.directory import DirectoryInvalid
 from toolgate.shared.connections import NatsUnreachable, redact
-from toolgate.shared.directory import DirectoryInvalid
 
 __all__ = ["run_up"]
 

@@ -27,6 +27,13 @@ from nacl.public import PublicKey
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from toolgate.contracts import catalog
+from toolgate.contracts.canonical import unrepresentable
+from toolgate.contracts.catalog import TOKEN, Rpc, Subjects
+from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
+from toolgate.contracts.events import ReceiptIssued, ResultRef, ToolRequested
+from toolgate.contracts.nats_credentials import load_credentials
+from toolgate.contracts.nats_permissions import agent_user
 from toolgate.sdk.connecting import connect_quietly
 from toolgate.sdk.errors import (
     BusUnreachable,
@@ -40,14 +47,7 @@ from toolgate.sdk.local_receipts import oversized_receipt
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
 from toolgate.sdk.results import read_result
 from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
-from toolgate.shared import catalog
 from toolgate.shared.bus import publish_event
-from toolgate.shared.canonical import unrepresentable
-from toolgate.shared.catalog import TOKEN, Rpc, Subjects
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
-from toolgate.shared.events import ReceiptIssued, ResultRef, ToolRequested
-from toolgate.shared.nats_credentials import load_credentials
-from toolgate.shared.nats_permissions import agent_user
 
 __all__ = [
     "BusUnreachable",
@@ -140,7 +140,7 @@ class ToolClient:
             url: the NATS server (``toolgate up`` prints it).
             principal: the agent's principal (it publishes on ``tg.req.<principal>``).
             credentials: a credentials file (``.toolgate/credentials/agent-<principal>.json``,
-                :mod:`toolgate.shared.nats_credentials`): its user, password and inbox prefix.
+                :mod:`toolgate.contracts.nats_credentials`): its user, password and inbox prefix.
             public_keys: directory of the gateway's public keys (``toolgate up``:
                 ``.toolgate/keys/public``; default ``$TOOLGATE_PUBLIC_KEYS_DIR``): the
                 executor's ``receipts.pub`` verifies receipts, its ``sealing.pub`` is what
@@ -152,7 +152,7 @@ class ToolClient:
 
         Raises:
             ReceiptKeyMissing: no ``receipts.pub`` and ``verify_receipts`` is true.
-            toolgate.shared.nats_credentials.CredentialsInvalid: the file cannot be used.
+            toolgate.contracts.nats_credentials.CredentialsInvalid: the file cannot be used.
             ValueError: ``receipts.pub`` is not a base64 Ed25519 public key; the credentials
                 file is another agent's (``agent-<other>``), or not an agent's.
             PermissionError: the server refused the credentials (at once, not after the retries).

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from toolgate.shared.events import ReceiptIssued, ToolRequested
-from toolgate.shared.vocabulary import Outcome
+from toolgate.contracts.events import ReceiptIssued, ToolRequested
+from toolgate.contracts.vocabulary import Outcome
 
 __all__ = ["oversized_receipt"]
 

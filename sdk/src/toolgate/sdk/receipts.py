@@ -1,8 +1,8 @@
 """Believing a receipt: only one the executor's receipts key signed.
 
 The executor signs every receipt (Ed25519, RFC 8032) over the RFC 8785 canonical JSON of
-the receipt without its ``signature`` (:mod:`toolgate.shared.signing`). A client checks the
-signature over the fields *as sent* (:func:`~toolgate.shared.signing.verify_body`), so a
+the receipt without its ``signature`` (:mod:`toolgate.contracts.signing`). A client checks the
+signature over the fields *as sent* (:func:`~toolgate.contracts.signing.verify_body`), so a
 receipt from a newer or older executor still verifies, and ignores anything else arriving
 on its receipts subject: an unsigned or forged receipt is logged and dropped, and the
 client keeps waiting for the real one.
@@ -17,8 +17,8 @@ from pathlib import Path
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolgate.shared.events import ReceiptIssued, decode_untrusted
-from toolgate.shared.signing import load_public_key, verify_body
+from toolgate.contracts.events import ReceiptIssued, decode_untrusted
+from toolgate.contracts.signing import load_public_key, verify_body
 
 __all__ = ["ReceiptKeyMissing", "ReceiptVerifier"]
 

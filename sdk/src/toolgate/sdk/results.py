@@ -1,7 +1,7 @@
 """Reading a result kept out of band: its gzip chunks in the results stream, checked against the receipt.
 
 A result too large for the receipt is stored as ``tg.result.<principal>.<run>.<index>``
-chunks of one gzip member (RFC 1952); the receipt's :class:`~toolgate.shared.events.ResultRef`
+chunks of one gzip member (RFC 1952); the receipt's :class:`~toolgate.contracts.events.ResultRef`
 gives their count, the decompressed size and its SHA-256. The chunks are read by direct get
 (the agent's permissions allow its own results only) and decompressed to at most the
 stated size plus one byte, so a forged chunk cannot inflate without bound.
@@ -17,9 +17,9 @@ import msgspec
 import nats
 from nats.js import JetStreamContext
 
+from toolgate.contracts import catalog
+from toolgate.contracts.events import ResultRef
 from toolgate.sdk.errors import ResultUnavailable
-from toolgate.shared import catalog
-from toolgate.shared.events import ResultRef
 
 __all__ = ["read_result"]
 

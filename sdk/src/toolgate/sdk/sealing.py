@@ -1,7 +1,7 @@
 """Sealing an agent's secret arguments to the executor before they leave the process.
 
 A secret argument (``writeOnly: true`` or ``x-toolgate-secret: true`` in the operation's
-input schema, :mod:`toolgate.shared.secret_arguments`) is replaced by
+input schema, :mod:`toolgate.contracts.secret_arguments`) is replaced by
 ``{"$sealed": "<base64 sealed box of its RFC 8785 canonical JSON>"}``, sealed to the
 executor's X25519 public key (``sealing.pub``): the bus, the policy, the approvals, the
 audit and the logs only ever see that envelope, and the approval binds its exact bytes.
@@ -22,10 +22,10 @@ from typing import Any
 
 from nacl.public import PublicKey
 
-from toolgate.shared.canonical import sha256_hex
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.sealing import is_envelope, load_sealing_public_key, parse_sealing_public_key, seal
-from toolgate.shared.secret_arguments import Secret, replace_secrets, secret_arguments
+from toolgate.contracts.canonical import sha256_hex
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.sealing import is_envelope, load_sealing_public_key, parse_sealing_public_key, seal
+from toolgate.contracts.secret_arguments import Secret, replace_secrets, secret_arguments
 
 __all__ = ["SealingKeyMissing", "Sealer", "find_sealing_key"]
 

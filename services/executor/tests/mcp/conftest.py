@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.descriptors import OperationSpec
+from toolgate.contracts.descriptors import OperationSpec
 from toolgate.shared.mcp_config import McpServerConfig
 from toolgate.shared.mcp_mapping import operation_from_mcp, tool_from_wire
 

@@ -1,17 +1,17 @@
 """Alarms: what the audit announces for each security event it records, and how to list them.
 
-When the audit chains a :class:`~toolgate.shared.events.SecurityEvent` it publishes an
+When the audit chains a :class:`~toolgate.contracts.events.SecurityEvent` it publishes an
 :class:`Alarm` on the core subject ``tg.alarm.<kind>`` (not stored: whoever watches
 gets it now; the chain keeps the event). ``tg.audit.alarms`` (:class:`AlarmsQuery`,
 :class:`AlarmsReply`) lists the most recent ones from the audit's database. Approvers
-and operators may do both; agents may do neither (``shared/nats_permissions.py``).
+and operators may do both; agents may do neither (``contracts/nats_permissions.py``).
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from toolgate.shared.events import SecurityEvent
+from toolgate.contracts.events import SecurityEvent
 
 __all__ = ["MAX_ALARMS", "Alarm", "AlarmsQuery", "AlarmsReply"]
 

@@ -21,11 +21,11 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck, RawStreamMsg
 from nats.js.errors import APIError, NotFoundError
 
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.events import AnyEvent, decode_event, encode
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.events import AnyEvent, decode_event, encode
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.metrics import record_published
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = ["AlreadyPublished", "fetch_last", "next_message", "publish_event", "publish_once", "request_recheck"]
 

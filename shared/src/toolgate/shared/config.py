@@ -34,7 +34,7 @@ from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from toolgate.shared.descriptors import TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
+from toolgate.contracts.descriptors import TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers, parse_servers
 from toolgate.shared.tables import convert, unknown_keys
 

@@ -44,7 +44,7 @@ import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from toolgate.shared import catalog
+from toolgate.contracts import catalog
 from toolgate.shared.pulling import Puller
 from toolgate.shared.request_log import request_scope
 from toolgate.shared.settle import Later, Settle, Settlement

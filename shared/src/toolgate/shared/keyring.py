@@ -25,8 +25,8 @@ from typing import Final
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from toolgate.shared.sealing import generate_sealing_keypair
-from toolgate.shared.signing import generate_keypair, load_private_key, load_public_key
+from toolgate.contracts.sealing import generate_sealing_keypair
+from toolgate.contracts.signing import generate_keypair, load_private_key, load_public_key
 
 __all__ = [
     "HOLDERS",
@@ -80,7 +80,7 @@ def lay_out_keys(root: Path) -> None:
 
     Private keys are written with mode 0600 and never copied; public keys are copied to
     each holder that verifies them and to ``<root>/public`` (with the executor's X25519
-    ``sealing.pub``, which agents seal secret arguments to: :mod:`toolgate.shared.sealing`).
+    ``sealing.pub``, which agents seal secret arguments to: :mod:`toolgate.contracts.sealing`).
     """
     public = root / PUBLIC
     public.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-from toolgate.shared.errors import ToolgateError
+from toolgate.contracts.errors import ToolgateError
 
 __all__ = ["LogSettings", "TextFormatter", "configure_logging", "fields_of", "json_formatter"]
 

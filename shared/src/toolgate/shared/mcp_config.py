@@ -32,7 +32,7 @@ the executor starts the same command (or connects to the same ``url``) and force
 variable ``headers_env`` names when a connection starts (:func:`header_values`); it is
 never logged, and the executor redacts it like the ``env`` values of a stdio server.
 A server's ``rate_limit`` becomes the descriptor's (the budget its tools share); a tool's
-``rate_limit`` becomes its operation's own budget (:func:`toolgate.shared.descriptors.rate_of`).
+``rate_limit`` becomes its operation's own budget (:func:`toolgate.contracts.descriptors.rate_of`).
 How hints, trust, defaults and overrides combine is :mod:`toolgate.shared.mcp_mapping`'s rule.
 """
 
@@ -50,9 +50,9 @@ from typing import Any
 
 import msgspec
 
-from toolgate.shared.descriptors import RateLimit, rate_limit_problem
+from toolgate.contracts.descriptors import RateLimit, rate_limit_problem
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.tables import convert
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 __all__ = [
     "DEFAULT_MCP_RATE_LIMIT",
@@ -82,7 +82,7 @@ class Override(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     own instead of the server's shared one. ``open_world`` is the operator's word on
     whether the tool reaches outside the system (an untrusted server's tool is open-world
     unless this says ``false``); ``destination``, ``amount`` and ``cost`` become the
-    operation's own (:class:`~toolgate.shared.descriptors.OperationSpec`).
+    operation's own (:class:`~toolgate.contracts.descriptors.OperationSpec`).
     """
 
     side_effect_class: SideEffectClass | None = None

@@ -54,9 +54,9 @@ from typing import Any
 
 import msgspec
 
-from toolgate.shared.descriptors import SEMVER, OperationSpec, ToolDescriptor
+from toolgate.contracts.descriptors import SEMVER, OperationSpec, ToolDescriptor
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.mcp_config import McpServerConfig, Override
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
 
 __all__ = [
     "DRAFT_2020_12",

@@ -24,7 +24,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 from prometheus_client import CollectorRegistry
 
-from toolgate.shared.events import DecisionMade, ReceiptIssued
+from toolgate.contracts.events import DecisionMade, ReceiptIssued
 
 __all__ = [
     "INSTRUMENTS",

@@ -29,7 +29,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from toolgate.shared import catalog
+from toolgate.contracts import catalog
 
 __all__ = [
     "CURRENT",

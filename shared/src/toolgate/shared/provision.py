@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from toolgate.shared import catalog
+from toolgate.contracts import catalog
 
 __all__ = ["STREAM_MAX_AGE_S", "consumer_config", "ensure_bus", "results_stream_config", "stream_config"]
 

@@ -18,7 +18,7 @@ Every service builds one reporter and calls it where it refuses something::
     ) -> bool                                                          # False: suppressed (see below)
 
 ``report`` returns at once: it logs a WARNING line naming the event, then publishes the
-:class:`~toolgate.shared.events.SecurityEvent` on ``tg.security.<service>.<kind>`` in the
+:class:`~toolgate.contracts.events.SecurityEvent` on ``tg.security.<service>.<kind>`` in the
 background (:func:`toolgate.shared.bus.publish_event`, ``Nats-Msg-Id`` = the event id, so
 a retried publish is stored once). A publish that fails is logged; the refusal that
 caused the report has happened anyway. ``await reporter.flush()`` waits for what is in
@@ -46,10 +46,10 @@ from typing import Any
 
 from nats.js import JetStreamContext
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import SecurityEvent
+from toolgate.contracts.security import SUBJECT_MAX_CHARS, SecurityKind, bounded, digest, safe_token, violation_of
 from toolgate.shared.bus import publish_event
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import SecurityEvent
-from toolgate.shared.security import SUBJECT_MAX_CHARS, SecurityKind, bounded, digest, safe_token, violation_of
 
 __all__ = ["MAX_PER_WINDOW", "WINDOW_S", "Publish", "SecurityReporter"]
 

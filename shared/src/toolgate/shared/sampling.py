@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from nats.js import JetStreamContext
 
-from toolgate.shared import catalog
+from toolgate.contracts import catalog
 from toolgate.shared.metrics import CONSUMER_PENDING
 
 __all__ = ["SAMPLE_INTERVAL_S", "Probe", "Sampler", "consumer_pending"]

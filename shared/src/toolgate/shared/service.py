@@ -22,8 +22,8 @@ from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.security import NatsSecurity
 from nats.js import JetStreamContext
 
+from toolgate.contracts.errors import ToolgateError
 from toolgate.shared.connections import tls_options, warn_if_open
-from toolgate.shared.errors import ToolgateError
 from toolgate.shared.handling import Consumer, DurableWorker
 from toolgate.shared.health import Monitoring, ReadyCheck
 from toolgate.shared.logs import configure_logging

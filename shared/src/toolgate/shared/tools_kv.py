@@ -2,7 +2,7 @@
 
 Keys: ``<tool>.<version>`` holds the descriptor JSON (written once with KV ``create``,
 never updated: a published version is immutable); ``state.<tool>`` holds the tool's latest
-:class:`~toolgate.shared.tool_states.ToolState` (written by the registry as the executor
+:class:`~toolgate.contracts.tool_states.ToolState` (written by the registry as the executor
 announces it; apart from the versions); ``latest.<tool>`` holds the highest
 published version (SemVer 2.0.0 §11 precedence). ``latest`` is only ever raised, with
 compare-and-swap (KV ``update`` at the revision read, ``create`` when absent, retried
@@ -27,9 +27,9 @@ from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
-from toolgate.shared import catalog
-from toolgate.shared.descriptors import SEMVER, ToolDescriptor, semver_key
-from toolgate.shared.tool_states import ToolState
+from toolgate.contracts import catalog
+from toolgate.contracts.descriptors import SEMVER, ToolDescriptor, semver_key
+from toolgate.contracts.tool_states import ToolState
 
 __all__ = ["DescriptorConflict", "LatestContended", "ToolsBucket"]
 

@@ -22,10 +22,10 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.approvals.domain import ApprovalState, PendingApproval, rejection_reason
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalVoted
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalVoted
+from toolgate.contracts.signing import sign_event
 from toolgate.shared.request_log import note
-from toolgate.shared.signing import sign_event
 
 __all__ = ["PUBLISH_ATTEMPTS", "Announcer", "Publish", "note_approval"]
 

@@ -19,9 +19,9 @@ from toolgate.approvals.handlers import ApprovalsRuntime, build_router, consumer
 from toolgate.approvals.rebuild import Rebuilder
 from toolgate.approvals.service import Approvals
 from toolgate.approvals.settings import ApprovalsSettings
+from toolgate.contracts.directory import load_directory
 from toolgate.shared.bus import publish_event
 from toolgate.shared.connections import redis_client
-from toolgate.shared.directory import load_directory
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.metrics import record_pending_approvals

@@ -20,11 +20,11 @@ from enum import StrEnum
 import msgspec
 
 from toolgate.approvals.errors import DecideRefused
-from toolgate.shared.catalog import TOKEN
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import ApprovalRequested, BoundRequest, DecisionMade, Related, decode_untrusted
-from toolgate.shared.security import safe_token
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass, Verdict
+from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import ApprovalRequested, BoundRequest, DecisionMade, Related, decode_untrusted
+from toolgate.contracts.security import safe_token
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 
 __all__ = [
     "ApprovalState",
@@ -66,7 +66,7 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
         votes: approvers whose approval counts, in vote order.
         joined: other requests (same principal, key and request hash) this approval answers.
         answered_by: who rejected it, or whose vote completed the quorum.
-        related: other approvals of the same request hash (:class:`~toolgate.shared.events.Related`).
+        related: other approvals of the same request hash (:class:`~toolgate.contracts.events.Related`).
         opened_at: when it was opened (UTC); ``None`` for one stored before this field existed.
     """
 

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from toolgate.shared.errors import ToolgateError
+from toolgate.contracts.errors import ToolgateError
 
 __all__ = ["ApprovalsError", "DecideRefused", "IndexLost", "StoreUnavailable"]
 

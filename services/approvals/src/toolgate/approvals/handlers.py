@@ -11,8 +11,8 @@ from faststream.nats import NatsMessage, NatsRouter
 from toolgate.approvals.errors import ApprovalsError, IndexLost
 from toolgate.approvals.rebuild import Rebuilder
 from toolgate.approvals.service import Approvals
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
 from toolgate.shared.service import rpc
 

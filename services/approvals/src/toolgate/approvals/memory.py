@@ -16,9 +16,9 @@ import msgspec
 from toolgate.approvals.domain import ApprovalState, PendingApproval
 from toolgate.approvals.errors import IndexLost
 from toolgate.approvals.ports import ReceiptSeen, VoteResult, VoteStatus
-from toolgate.shared.events import ApprovalRequested, ApprovalVoted
+from toolgate.contracts.events import ApprovalRequested, ApprovalVoted
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.rebuilding import MemoryEpoch
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = ["InMemoryApprovalStore", "InMemoryApprovalsBus"]
 

@@ -16,8 +16,8 @@ from enum import StrEnum
 from typing import Protocol
 
 from toolgate.approvals.domain import ApprovalState, PendingApproval
-from toolgate.shared.events import ApprovalRequested, ApprovalVoted
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.events import ApprovalRequested, ApprovalVoted
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = ["ApprovalStore", "ApprovalsBus", "ReceiptSeen", "VoteResult", "VoteStatus"]
 

@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.approvals.domain import PendingApproval, approval_id_for
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
-from toolgate.shared.events import ApprovalRequested
+from toolgate.contracts.events import ApprovalRequested
+from toolgate.contracts.signing import verify_event
 from toolgate.shared.rebuilding import UntilDone, rebuild
-from toolgate.shared.signing import verify_event
 
 __all__ = ["Rebuilder", "rebuild_approvals"]
 

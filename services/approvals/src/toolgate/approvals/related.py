@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from toolgate.approvals.domain import PendingApproval
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
-from toolgate.shared.events import Related
+from toolgate.contracts.events import Related
 
 __all__ = ["MAX_RELATED", "related_to"]
 

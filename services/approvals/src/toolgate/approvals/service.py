@@ -41,15 +41,15 @@ from toolgate.approvals.domain import (
 from toolgate.approvals.errors import ApprovalsError, DecideRefused
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore, VoteStatus
 from toolgate.approvals.related import related_to
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.directory import PrincipalDirectory
-from toolgate.shared.events import DecisionMade, decode_untrusted
-from toolgate.shared.recheck import RecheckQuery, valid_answer
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.directory import PrincipalDirectory
+from toolgate.contracts.events import DecisionMade, decode_untrusted
+from toolgate.contracts.recheck import RecheckQuery, valid_answer
+from toolgate.contracts.secret_arguments import redact_sealed
+from toolgate.contracts.security import SecurityKind
+from toolgate.contracts.signing import sign_event, verify_event
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.secret_arguments import redact_sealed
-from toolgate.shared.security import SecurityKind
 from toolgate.shared.settle import Settle
-from toolgate.shared.signing import sign_event, verify_event
 
 __all__ = ["Approvals"]
 

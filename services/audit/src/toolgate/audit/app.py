@@ -14,12 +14,12 @@ from toolgate.audit.adapters.sqlite import SqliteAuditStore
 from toolgate.audit.handlers import build_router, consumers
 from toolgate.audit.service import Audit
 from toolgate.audit.settings import AuditSettings
-from toolgate.shared.catalog import STREAM
+from toolgate.contracts.catalog import STREAM
+from toolgate.contracts.signing import load_public_key
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import HOLDERS, check_holds_only_own
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
-from toolgate.shared.signing import load_public_key
 
 __all__ = ["create_app"]
 

@@ -2,7 +2,7 @@
 
 Each :class:`AuditRecord` commits to the hash of the record before it, so editing,
 deleting or reordering any stored record breaks every later link. The record hash is
-SHA-256 over the RFC 8785 canonical JSON (:func:`toolgate.shared.canonical.sha256_hex`)
+SHA-256 over the RFC 8785 canonical JSON (:func:`toolgate.contracts.canonical.sha256_hex`)
 of the record's fields, its predecessor's hash and the SHA-256 of its payload. The
 first record links to :data:`GENESIS`. ``docs/audit-record.md`` specifies these bytes (format
 1) for verifiers written elsewhere; ``docs/audit-record-vector.json`` is its test vector.
@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from toolgate.audit.errors import ChainBroken
-from toolgate.shared.canonical import sha256_hex
+from toolgate.contracts.canonical import sha256_hex
 
 __all__ = [
     "GENESIS",

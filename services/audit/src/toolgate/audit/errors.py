@@ -13,7 +13,7 @@ when a caller asks for it with ``VerifyResult.raise_if_broken()``.
 
 from __future__ import annotations
 
-from toolgate.shared.errors import ToolgateError
+from toolgate.contracts.errors import ToolgateError
 
 __all__ = ["AuditError", "ChainBroken", "StoreError"]
 

@@ -12,10 +12,10 @@ from toolgate.audit.domain import AuditEntry, AuditRecord
 from toolgate.audit.intake import entry_of
 from toolgate.audit.queries import ExportQuery, ExportReply, RequestsQuery, RequestsReply, TrailQuery, TrailReply
 from toolgate.audit.service import Audit
-from toolgate.shared import catalog
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.events import decode_untrusted
 from toolgate.shared.alarms import AlarmsQuery, AlarmsReply
-from toolgate.shared.catalog import Rpc
-from toolgate.shared.events import decode_untrusted
 from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
 from toolgate.shared.metrics import record_appended
 from toolgate.shared.request_log import note

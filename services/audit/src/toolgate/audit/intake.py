@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from toolgate.audit.domain import AuditEntry
-from toolgate.shared.events import decode_untrusted, request_identity
+from toolgate.contracts.events import decode_untrusted, request_identity
 
 __all__ = ["entry_of"]
 

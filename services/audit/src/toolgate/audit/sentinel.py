@@ -21,9 +21,8 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.audit.domain import AuditRecord
-from toolgate.shared.alarms import Alarm
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import (
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
@@ -34,8 +33,9 @@ from toolgate.shared.events import (
     SecurityEvent,
     decode_untrusted,
 )
-from toolgate.shared.security import SecurityKind
-from toolgate.shared.signing import verify_body
+from toolgate.contracts.security import SecurityKind
+from toolgate.contracts.signing import verify_body
+from toolgate.shared.alarms import Alarm
 
 __all__ = ["SIGNED", "Forgery", "SignedSubject", "alarm_of", "forgery", "is_security_event", "matches"]
 

@@ -33,8 +33,8 @@ from toolgate.audit.queries import (
 from toolgate.audit.sentinel import alarm_of, forgery
 from toolgate.audit.signatures import SignatureCheck
 from toolgate.audit.summaries import summarize
+from toolgate.contracts.catalog import Subjects
 from toolgate.shared.alarms import MAX_ALARMS, AlarmsReply
-from toolgate.shared.catalog import Subjects
 from toolgate.shared.reporting import SecurityReporter
 
 __all__ = ["Audit"]

@@ -2,7 +2,7 @@
 
 Decisions and policy publications are signed by the policy key, approval outcomes by the approvals key, receipts by
 the executor's receipts key (Ed25519, RFC 8032, over the RFC 8785 canonical JSON of the event
-as sent without its ``signature``: :func:`toolgate.shared.signing.verify_body`). A record of
+as sent without its ``signature``: :func:`toolgate.contracts.signing.verify_body`). A record of
 one of those types whose signature does not verify under its signer's public key is a
 forgery (published under wrong NATS permissions) or an edit; verification names it. With
 the public keys alone an exported chain can be checked anywhere (``toolgate audit verify
@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.audit.domain import AuditRecord
 from toolgate.audit.sentinel import SIGNED
-from toolgate.shared.signing import verify_body
+from toolgate.contracts.signing import verify_body
 
 __all__ = ["SIGNED_BY", "SignatureCheck", "SignatureFault", "signature_fault"]
 

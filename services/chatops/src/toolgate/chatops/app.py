@@ -17,10 +17,10 @@ from toolgate.chatops.handlers import ChatOpsRuntime, consumers
 from toolgate.chatops.ports import ChatPort
 from toolgate.chatops.service import ChatOps
 from toolgate.chatops.settings import ChatopsSettings
-from toolgate.shared.directory import PrincipalDirectory, load_directory
+from toolgate.contracts.directory import PrincipalDirectory, load_directory
+from toolgate.contracts.nats_permissions import CHATOPS, private_inbox
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import check_holds_only_own, public_key_of
-from toolgate.shared.nats_permissions import CHATOPS, private_inbox
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 

@@ -19,8 +19,8 @@ from enum import StrEnum
 import msgspec
 
 from toolgate.chatops.folding import Folded, shown_arguments, visible
-from toolgate.shared.events import ApprovalRequested, BoundRequest, ReceiptIssued, Related
-from toolgate.shared.secret_arguments import redact_sealed
+from toolgate.contracts.events import ApprovalRequested, BoundRequest, ReceiptIssued, Related
+from toolgate.contracts.secret_arguments import redact_sealed
 
 __all__ = [
     "APPROVAL_ID",

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from toolgate.shared.canonical import canonical_bytes
+from toolgate.contracts.canonical import canonical_bytes
 from toolgate.shared.invisible import shown_escaped
 
 __all__ = ["FOLD_PREVIEW_CHARS", "MAX_CARD_ARGUMENT_CHARS", "Folded", "shown_arguments", "visible"]

@@ -21,11 +21,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.service import ApprovalEvent, ChatOps
-from toolgate.shared import catalog
-from toolgate.shared.events import ReceiptIssued, decode_untrusted
+from toolgate.contracts import catalog
+from toolgate.contracts.events import ReceiptIssued, decode_untrusted
+from toolgate.contracts.security import SecurityKind
+from toolgate.contracts.signing import verify_event
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
-from toolgate.shared.security import SecurityKind
-from toolgate.shared.signing import verify_event
 
 __all__ = ["ChatOpsRuntime", "consumers", "retry_delay_s"]
 

@@ -40,10 +40,10 @@ from toolgate.chatops.domain import (
 from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.folding import visible
 from toolgate.chatops.ports import ApprovalsPort, CardStore, ChatPort
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted, ReceiptIssued
+from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted, ReceiptIssued
+from toolgate.contracts.security import SecurityKind
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.request_log import note
-from toolgate.shared.security import SecurityKind
 
 __all__ = ["ApprovalEvent", "ChatOps"]
 

@@ -12,6 +12,7 @@ from faststream import FastStream
 from nacl.public import PrivateKey
 from nats.js import JetStreamContext
 
+from toolgate.contracts.sealing import load_sealing_private_key
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
@@ -38,7 +39,6 @@ from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.mcp_config import McpServerConfig, header_values
 from toolgate.shared.metrics import observe_mcp_states
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.sealing import load_sealing_private_key
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.settings import deprecated_mcp_env
 from toolgate.shared.tools_kv import ToolsBucket

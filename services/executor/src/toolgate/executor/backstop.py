@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from toolgate.contracts.events import ApprovalGranted, DecisionMade, request_hash
+from toolgate.contracts.signing import verify_event
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.executor.domain import undecided_receipt
 from toolgate.executor.ports import ApprovalTrail, IdempotencyStore, Outlet
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.timing import Timing
-from toolgate.shared.events import ApprovalGranted, DecisionMade, request_hash
 from toolgate.shared.settle import Later, Settle, Settlement
-from toolgate.shared.signing import verify_event
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["Backstop", "Deadlines", "deadline"]
 

@@ -18,9 +18,9 @@ from datetime import datetime
 
 import msgspec
 
+from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued
 from toolgate.executor.domain import Step, effect_id, prior_claim_step
 from toolgate.executor.ports import Bus, Claim, ClaimState, IdempotencyStore, Restored
-from toolgate.shared.events import DecisionMade, EffectClaimed, ReceiptIssued
 from toolgate.shared.idempotency import key_digest
 
 __all__ = ["DurableClaims"]

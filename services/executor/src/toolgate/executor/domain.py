@@ -11,10 +11,10 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
+from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued
+from toolgate.contracts.vocabulary import Outcome, SideEffectClass
 from toolgate.executor.ports import Claim, ClaimState
-from toolgate.shared.events import DecisionMade, EffectClaimed, ReceiptIssued
 from toolgate.shared.idempotency import key_digest
-from toolgate.shared.vocabulary import Outcome, SideEffectClass
 
 __all__ = [
     "Step",

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from toolgate.shared.errors import ToolgateError
+from toolgate.contracts.errors import ToolgateError
 
 __all__ = [
     "ExecutorError",

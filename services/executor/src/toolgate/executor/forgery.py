@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade
+from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, DecisionMade
+from toolgate.contracts.security import SecurityKind
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind
 
 __all__ = ["about_subject", "report_event", "report_message"]
 

@@ -8,13 +8,8 @@ from typing import Any
 
 import msgspec
 
-from toolgate.executor.backstop import Backstop
-from toolgate.executor.errors import IndexLost, StoreUnavailable
-from toolgate.executor.forgery import about_subject, report_message
-from toolgate.executor.service import Executor
-from toolgate.executor.upkeep import Upkeep
-from toolgate.shared import catalog
-from toolgate.shared.events import (
+from toolgate.contracts import catalog
+from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
@@ -24,10 +19,15 @@ from toolgate.shared.events import (
     request_hash,
     request_identity,
 )
+from toolgate.contracts.security import SecurityKind
+from toolgate.contracts.vocabulary import Verdict
+from toolgate.executor.backstop import Backstop
+from toolgate.executor.errors import IndexLost, StoreUnavailable
+from toolgate.executor.forgery import about_subject, report_message
+from toolgate.executor.service import Executor
+from toolgate.executor.upkeep import Upkeep
 from toolgate.shared.failpoints import failpoint
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
-from toolgate.shared.security import SecurityKind
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["ExecutorRuntime", "consumers"]
 

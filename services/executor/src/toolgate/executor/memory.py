@@ -7,6 +7,9 @@ import hashlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.executor.errors import IndexLost
 from toolgate.executor.ports import (
     ApprovalTrail,
@@ -17,11 +20,8 @@ from toolgate.executor.ports import (
     ttl_ms,
     wall_clock_ms,
 )
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
 from toolgate.shared.idempotency import key_digest
 from toolgate.shared.rebuilding import MemoryEpoch
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = ["InMemoryBus", "InMemoryIdempotencyStore"]
 

@@ -30,11 +30,11 @@ from typing import Any
 
 import msgspec
 
+from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.executor.ports import ApprovalTrail, Bus
 from toolgate.executor.redaction import Redactor
-from toolgate.shared.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
 from toolgate.shared.logs import fields_of
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.request_log import note
 
 __all__ = ["ScrubbingBus", "ScrubbingLogFilter", "install_log_filter", "note_receipt"]

@@ -3,7 +3,7 @@
 In order: a replay decision whose stored receipt is gone runs nothing; an expired approval
 runs nothing; a decision older than ``decision_max_age_s`` runs nothing; a grant, or a
 decision older than ``recheck_after_s``, is re-checked with the policy service now
-(:mod:`toolgate.shared.recheck`), and runs only when the policy's signed, fresh answer for
+(:mod:`toolgate.contracts.recheck`), and runs only when the policy's signed, fresh answer for
 exactly this request hash says it is still allowed. A grant's re-check is also its
 admission (``admit_request_id``): the policy consumes the call's rate budget then, once
 per request, and a call over the rate ends ``denied`` ``rate_limited`` with
@@ -21,11 +21,11 @@ from typing import NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from toolgate.contracts.events import ApprovalGranted, DecisionMade
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery, valid_answer
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.executor.ports import Bus
 from toolgate.executor.timing import Timing
-from toolgate.shared.events import ApprovalGranted, DecisionMade
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery, valid_answer
-from toolgate.shared.vocabulary import Outcome
 
 __all__ = ["Permission", "RecheckUnavailable", "Stop"]
 

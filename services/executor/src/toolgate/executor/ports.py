@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from toolgate.shared.events import (
+from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
@@ -47,7 +47,7 @@ from toolgate.shared.events import (
     ReceiptIssued,
     ResultRef,
 )
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 
 __all__ = [
     "ApprovalTrail",

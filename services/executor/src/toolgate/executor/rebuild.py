@@ -18,8 +18,8 @@ from datetime import datetime
 
 import msgspec
 
+from toolgate.contracts.events import EffectClaimed
 from toolgate.executor.ports import Bus, IdempotencyStore, Restored
-from toolgate.shared.events import EffectClaimed
 from toolgate.shared.rebuilding import rebuild
 
 __all__ = ["rebuild_index"]

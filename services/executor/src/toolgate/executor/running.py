@@ -26,16 +26,16 @@ from typing import Any, Protocol
 
 import msgspec
 
+from toolgate.contracts.canonical import unrepresentable
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.events import DecisionMade, ReceiptIssued
+from toolgate.contracts.schemas import first_error
+from toolgate.contracts.vocabulary import Outcome, SideEffectClass
 from toolgate.executor.domain import effect_id, receipt
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from toolgate.executor.ports import Outlet
 from toolgate.executor.unsealing import Opened, Unsealer, redact
-from toolgate.shared.canonical import unrepresentable
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.events import DecisionMade, ReceiptIssued
 from toolgate.shared.failpoints import failpoint
-from toolgate.shared.schemas import first_error
-from toolgate.shared.vocabulary import Outcome, SideEffectClass
 
 __all__ = ["Runner", "ToolHost"]
 

@@ -8,7 +8,7 @@ that will run (guarantees 4 and 6, docs/architecture.md). Before a new run start
    (replay, refuse, wait for a live owner, or ``uncertain`` for an abandoned write);
 2. permission is still fresh: the approval has not expired, the decision is younger than
    ``decision_max_age_s``; a grant, or a decision older than ``recheck_after_s``, is
-   re-checked with the policy service at this moment (:mod:`toolgate.shared.recheck`);
+   re-checked with the policy service at this moment (:mod:`toolgate.contracts.recheck`);
 3. for a write, the request has no receipt yet (the backstop may have ended it), and its
    claim is recorded durably in the stream (:class:`EffectClaimed`, first on its
    subject): a claim the index lost is found there, and the earlier claim wins.
@@ -30,6 +30,12 @@ from typing import Protocol
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, DecisionMade, ReceiptIssued, request_hash
+from toolgate.contracts.security import SecurityKind
+from toolgate.contracts.signing import verify_event
+from toolgate.contracts.vocabulary import Outcome, SideEffectClass, Verdict
 from toolgate.executor.claims import DurableClaims
 from toolgate.executor.domain import Step, effect_id, next_step, receipt, replay_receipt, stale_at_ms
 from toolgate.executor.errors import ExecutorError
@@ -38,15 +44,9 @@ from toolgate.executor.permission import Permission, RecheckUnavailable
 from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, IdempotencyStore, Outlet
 from toolgate.executor.running import Runner
 from toolgate.executor.timing import Timing
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import ApprovalGranted, ApprovalRejected, DecisionMade, ReceiptIssued, request_hash
 from toolgate.shared.metrics import record_call, record_stage
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind
 from toolgate.shared.settle import Later, Settle, Settlement
-from toolgate.shared.signing import verify_event
-from toolgate.shared.vocabulary import Outcome, SideEffectClass, Verdict
 
 __all__ = ["DescriptorSource", "Executor", "Keys", "Timing"]
 

@@ -3,7 +3,7 @@
 The executor runs a call only after it verified the decision (or grant) and recomputed the
 request hash over the arguments as received — envelopes included, so the exact ciphertext
 is what was decided and approved. :meth:`Unsealer.open` then opens each secret argument
-(:mod:`toolgate.shared.secret_arguments`) with the executor's X25519 key and validates
+(:mod:`toolgate.contracts.secret_arguments`) with the executor's X25519 key and validates
 the plaintext arguments against the tool's original input schema. The plaintext goes to
 the tool adapter only: never into a receipt, a log line, a claim or the idempotency record.
 
@@ -21,11 +21,11 @@ from typing import Any
 
 from nacl.public import PrivateKey
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.schemas import SchemaError, first_error_pointer
+from toolgate.contracts.sealing import SEALED_LABEL, SealedInvalid, unseal
+from toolgate.contracts.secret_arguments import Secret, replace_secrets, secret_arguments
 from toolgate.executor.errors import ToolRefused
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.schemas import SchemaError, first_error_pointer
-from toolgate.shared.sealing import SEALED_LABEL, SealedInvalid, unseal
-from toolgate.shared.secret_arguments import Secret, replace_secrets, secret_arguments
 
 __all__ = ["MIN_REDACTED_CHARS", "Opened", "Unsealer", "redact"]
 

@@ -5,7 +5,7 @@ A call is admitted when it is allowed to run: at its decision when it executes d
 (``RecheckQuery.admit_request_id``). A call sent to approval takes nothing while it
 waits, and a rejected or expired approval has nothing to give back. In order:
 
-1. the rate: the operation's own rate, else the tool's (:func:`toolgate.shared.descriptors.rate_of`);
+1. the rate: the operation's own rate, else the tool's (:func:`toolgate.contracts.descriptors.rate_of`);
 2. the spend budgets (:mod:`toolgate.policy.budgets`), unless the call is a replay (a
    replay runs no effect and costs nothing): its cost is reserved in every budget that
    applies, for the window holding the moment of admission, all or nothing. A call no
@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from toolgate.contracts.descriptors import ToolDescriptor, rate_of
 from toolgate.policy.budget_ports import BudgetLedger, Charge, Exceeded
 from toolgate.policy.budgets import BudgetBook, CostUnknown, as_cost, cost_units, window_start
 from toolgate.policy.errors import PolicyError
 from toolgate.policy.ports import RateLimiter
-from toolgate.shared.descriptors import ToolDescriptor, rate_of
 
 __all__ = ["Call", "NotAdmitted", "Spending", "admit", "charges_for", "room_for"]
 

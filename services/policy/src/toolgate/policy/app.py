@@ -20,6 +20,10 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from redis.asyncio import Redis
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
+from toolgate.contracts.events import PolicyPublished
+from toolgate.contracts.signing import sign_event
 from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.adapters.redis_replays import RedisReplayIndex
@@ -45,16 +49,12 @@ from toolgate.policy.publishing import Publisher
 from toolgate.policy.refresh import follow_registry, refresh_once
 from toolgate.policy.settings import PolicySettings
 from toolgate.shared.bus import publish_event
-from toolgate.shared.catalog import Subjects
 from toolgate.shared.connections import redis_client
-from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
-from toolgate.shared.events import PolicyPublished
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.policy_kv import PolicyBucket
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
-from toolgate.shared.signing import sign_event
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["create_app"]

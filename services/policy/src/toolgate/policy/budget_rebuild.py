@@ -27,14 +27,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime
 from typing import Protocol
 
+from toolgate.contracts.events import DecisionMade
+from toolgate.contracts.vocabulary import Outcome, Verdict
 from toolgate.policy.admission import Call, Spending, charges_for
 from toolgate.policy.budget_ports import Charge, RecordState
 from toolgate.policy.budgets import CostUnknown, window_start
 from toolgate.policy.ports import DescriptorSource
 from toolgate.policy.spend_trail import SpendTrail
-from toolgate.shared.events import DecisionMade
 from toolgate.shared.rebuilding import Rebuildable, UntilDone, rebuild
-from toolgate.shared.vocabulary import Outcome, Verdict
 
 __all__ = ["BudgetRebuilder", "RebuildableLedger", "rebuild_budgets"]
 

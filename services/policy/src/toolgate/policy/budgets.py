@@ -16,7 +16,7 @@ applies must have room for the call's cost. Windows are fixed and aligned to the
 epoch: the window holding instant ``t`` (seconds since 1970-01-01T00:00:00Z) starts at
 ``t - t mod window_s``, so a daily window runs from 00:00 to 24:00 UTC.
 
-The cost of a call is its operation's ``cost`` (:class:`~toolgate.shared.descriptors.OperationSpec`):
+The cost of a call is its operation's ``cost`` (:class:`~toolgate.contracts.descriptors.OperationSpec`):
 a fixed number, or a JSON Pointer (RFC 6901) into the arguments whose value is the cost.
 Costs and limits are kept exact as integer *units* of 1/10000 (:data:`UNITS_PER_COST`):
 a number with more than 4 decimal places is refused, never rounded.
@@ -34,10 +34,10 @@ from typing import Any
 
 import msgspec
 
+from toolgate.contracts.descriptors import TOOL_NAME, OperationSpec
+from toolgate.contracts.pointers import MISSING, resolve
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.files import load_optional
-from toolgate.shared.descriptors import TOOL_NAME, OperationSpec
-from toolgate.shared.pointers import MISSING, resolve
 
 __all__ = [
     "ANY_PRINCIPAL",

@@ -29,9 +29,9 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+from toolgate.contracts.descriptors import OperationSpec
+from toolgate.contracts.pointers import MISSING, resolve
 from toolgate.policy.args_schema import CedarType
-from toolgate.shared.descriptors import OperationSpec
-from toolgate.shared.pointers import MISSING, resolve
 
 __all__ = ["DERIVED", "Untypable", "call_context", "canonical_host", "cedar_decimal", "descriptor_context"]
 

@@ -18,11 +18,11 @@ Order (each step can end the request; later steps never run for an ended request
 5. argument validation against the input schema (refuse ``schema_invalid``); a secret
    argument (``writeOnly``) must be a sealed envelope and an envelope must be a secret
    (refuse ``secret_not_sealed`` / ``sealed_unexpected``, naming the pointer, never the
-   value; :mod:`toolgate.shared.secret_arguments`),
+   value; :mod:`toolgate.contracts.secret_arguments`),
 6. the idempotency record of the key (other arguments under the same key: refuse
    ``idempotency_key_reused``); unless it is a replay, the tool's recorded state: a tool
    whose MCP server is unavailable, or degraded before its probe time, is denied
-   ``tool_unavailable`` at once, naming why (:func:`toolgate.shared.tool_states.blocks`;
+   ``tool_unavailable`` at once, naming why (:func:`toolgate.contracts.tool_states.blocks`;
    an unreadable state denies ``registry_unavailable``, fail closed); then Cedar's verdict,
 7. admission (:mod:`toolgate.policy.admission`): a call that executes now — Cedar's
    ``execute`` or a replay — consumes its rate budget, once per request id (deny
@@ -50,6 +50,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.contracts.events import BoundRequest, DecisionMade, ToolRequested, request_hash
+from toolgate.contracts.schemas import SchemaUnusable, ensure_usable, first_error
+from toolgate.contracts.secret_arguments import policy_schema, sealing_problem, secret_arguments
+from toolgate.contracts.tool_states import blocks
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.admission import Call, Spending, admit, room_for
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.errors import IndexLost
@@ -58,13 +65,6 @@ from toolgate.policy.intake import MAX_IDEMPOTENCY_KEY_CHARS, Ended, Envelope, p
 from toolgate.policy.outcomes import policy_verdict
 from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex, ToolStates
 from toolgate.policy.visibility import absent_operation, hidden_from, unknown_tool
-from toolgate.shared.catalog import TOKEN
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import BoundRequest, DecisionMade, ToolRequested, request_hash
-from toolgate.shared.schemas import SchemaUnusable, ensure_usable, first_error
-from toolgate.shared.secret_arguments import policy_schema, sealing_problem, secret_arguments
-from toolgate.shared.tool_states import blocks
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
 

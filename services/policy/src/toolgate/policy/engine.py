@@ -42,6 +42,8 @@ from typing import Any
 
 import cedarpy
 
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.policy.annotations import PolicyInfo, policy_infos
 from toolgate.policy.args_schema import CedarType, Vocabulary, operation_types, view
 from toolgate.policy.attributes import Attributes, load_attributes
@@ -52,8 +54,6 @@ from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.never_match import never_matching
 from toolgate.policy.outcomes import Evaluation, Outcomes, PolicyOutcome, deny, evaluation, ids_of, readable
 from toolgate.policy.preview import Preview
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
 
 __all__ = [
     "ACTION_APPROVAL",

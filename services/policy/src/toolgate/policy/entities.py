@@ -13,9 +13,9 @@ from typing import Any
 
 import cedarpy
 
+from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.policy.attributes import Attributes
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.shared.directory import PrincipalDirectory
 
 __all__ = ["entities", "strangers"]
 

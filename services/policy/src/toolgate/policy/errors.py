@@ -23,7 +23,7 @@ closed), never into an execution.
 
 from __future__ import annotations
 
-from toolgate.shared.errors import ToolgateError
+from toolgate.contracts.errors import ToolgateError
 
 __all__ = ["BudgetUnavailable", "BudgetsLost", "IndexLost", "LimiterUnavailable", "PolicyError", "PolicyInvalid"]
 

@@ -17,14 +17,14 @@ from typing import Any
 
 import cedarpy
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.annotations import PolicyInfo
 from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE
 from toolgate.policy.context import Untypable
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
 from toolgate.policy.outcomes import Evaluation, policy_verdict
 from toolgate.policy.visibility import hidden_from
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["ActionAnswer", "Explanation", "PolicyView", "explain", "policy_sources"]
 

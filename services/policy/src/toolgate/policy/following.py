@@ -22,12 +22,12 @@ import asyncio
 import contextlib
 import logging
 
+from toolgate.contracts.security import SecurityKind
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import DescriptorSource, PolicyStore
 from toolgate.shared.policy_kv import PublishedPolicy, policy_digest
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind
 
 __all__ = ["Follower", "follow_policy"]
 

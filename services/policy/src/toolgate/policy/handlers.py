@@ -28,6 +28,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from faststream.nats import NatsMessage, NatsRouter
 from nats.js import JetStreamContext
 
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import TOKEN, Rpc, Subjects
+from toolgate.contracts.events import DecisionMade, ReceiptIssued, decode_untrusted, request_identity
+from toolgate.contracts.listing import Readiness
+from toolgate.contracts.recheck import RecheckQuery
+from toolgate.contracts.security import SecurityKind
+from toolgate.contracts.signing import sign_event
 from toolgate.policy.adapters.stream import signed_by
 from toolgate.policy.admission import Spending
 from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
@@ -38,19 +45,12 @@ from toolgate.policy.reconciliation import MAX_PAGE, CountersQuery, CountersRepl
 from toolgate.policy.request_line import note_decision
 from toolgate.policy.settling import resolve, settle_receipt
 from toolgate.policy.tool_listing import get_for, list_for, principal_of
-from toolgate.shared import catalog
 from toolgate.shared.bus import publish_once
-from toolgate.shared.catalog import TOKEN, Rpc, Subjects
-from toolgate.shared.events import DecisionMade, ReceiptIssued, decode_untrusted, request_identity
 from toolgate.shared.failpoints import failpoint
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
-from toolgate.shared.listing import Readiness
 from toolgate.shared.metrics import record_stage
-from toolgate.shared.recheck import RecheckQuery
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind
 from toolgate.shared.service import rpc
-from toolgate.shared.signing import sign_event
 
 __all__ = [
     "REBUILD_WAIT_S",
@@ -126,9 +126,9 @@ _STARTING = Readiness(ready=False, reason="the policy service is starting")
 def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datetime]) -> NatsRouter:
     """Answer re-checks (signed), per-caller listings and readiness.
 
-    ``tg.policy.recheck``: a signed :class:`~toolgate.shared.recheck.RecheckAnswer`;
-    ``tg.tools.list.<p>`` / ``tg.tools.get.<p>``: a :class:`~toolgate.shared.listing.ToolsReply`
-    for principal ``<p>``; ``tg.policy.ready``: a :class:`~toolgate.shared.listing.Readiness`
+    ``tg.policy.recheck``: a signed :class:`~toolgate.contracts.recheck.RecheckAnswer`;
+    ``tg.tools.list.<p>`` / ``tg.tools.get.<p>``: a :class:`~toolgate.contracts.listing.ToolsReply`
+    for principal ``<p>``; ``tg.policy.ready``: a :class:`~toolgate.contracts.listing.Readiness`
     naming the version in force and the replica that answered; ``tg.policy.publish``
     (operators only, by NATS permissions): a :class:`~toolgate.policy.publishing.PublishReply`.
     """

@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.listing import Readiness
 from toolgate.policy.engine import PolicyEngine
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.shared.descriptors import ToolDescriptor
-from toolgate.shared.listing import Readiness
 
 __all__ = ["Builder", "PolicyHolder"]
 

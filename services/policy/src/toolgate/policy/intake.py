@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import msgspec
 
+from toolgate.contracts.canonical import unrepresentable
+from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.descriptors import SEMVER, TOOL_NAME
+from toolgate.contracts.events import ToolRequested, decode_untrusted
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.outcomes import PolicyOutcome
-from toolgate.shared.canonical import unrepresentable
-from toolgate.shared.catalog import TOKEN
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME
-from toolgate.shared.events import ToolRequested, decode_untrusted
 from toolgate.shared.invisible import is_invisible
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Ended", "Envelope", "parse_request"]
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import cedarpy
 
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.annotations import PolicyInfo, approvals_required
 from toolgate.policy.cedar_schema import ACTION_APPROVAL
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["Evaluation", "Outcomes", "PolicyOutcome", "deny", "evaluation", "ids_of", "policy_verdict", "readable"]
 

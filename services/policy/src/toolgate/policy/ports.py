@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from toolgate.shared.descriptors import RateLimit, ToolDescriptor, semver_key
+from toolgate.contracts.descriptors import RateLimit, ToolDescriptor, semver_key
+from toolgate.contracts.tool_states import ToolState
 from toolgate.shared.policy_kv import CurrentEntry, PolicyConflict, PublishedPolicy
-from toolgate.shared.tool_states import ToolState
 
 __all__ = [
     "DescriptorSource",
@@ -64,7 +64,7 @@ class DescriptorSource(Protocol):
 
 
 class ToolStates(Protocol):
-    """Reads the tools' recorded states (:mod:`toolgate.shared.tool_states`)."""
+    """Reads the tools' recorded states (:mod:`toolgate.contracts.tool_states`)."""
 
     async def state(self, tool: str) -> ToolState | None:
         """Return the recorded state of ``tool``, or None when none was recorded."""

@@ -19,10 +19,10 @@ from typing import Any
 
 import cedarpy
 
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.policy.args_schema import CedarType
 from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE
 from toolgate.policy.context import DERIVED, descriptor_context
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
 
 __all__ = ["Preview"]
 

@@ -14,7 +14,7 @@ its policy file at start) runs in this order and stops at the first step that re
    ``v.<hex>`` first;
 4. this replica installs the engine it built; every other replica follows ``current``
    (:mod:`toolgate.policy.following`);
-5. a signed :class:`~toolgate.shared.events.PolicyPublished` goes to the stream, so the
+5. a signed :class:`~toolgate.contracts.events.PolicyPublished` goes to the stream, so the
    audit records who changed the policy to what (``source``), and when.
 
 Nothing changes on a refusal. Seeding (:meth:`Publisher.seed`, :func:`should_seed`) keeps
@@ -33,10 +33,10 @@ from datetime import datetime
 
 import msgspec
 
+from toolgate.contracts.events import PolicyPublished, decode_untrusted
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import DescriptorSource, PolicyStore
-from toolgate.shared.events import PolicyPublished, decode_untrusted
 from toolgate.shared.policy_kv import CurrentEntry, PolicyConflict, PublishedPolicy, policy_digest
 
 __all__ = ["CAS_ATTEMPTS", "PublishReply", "PublishRequest", "Publisher", "policy_text", "refused", "should_seed"]

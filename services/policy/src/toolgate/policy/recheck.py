@@ -1,6 +1,6 @@
 """Re-checking one bound call against the current policy, directory and registry.
 
-Asked at the moment of effect (``tg.policy.recheck``; see :mod:`toolgate.shared.recheck`):
+Asked at the moment of effect (``tg.policy.recheck``; see :mod:`toolgate.contracts.recheck`):
 a grant runs only if, now, the principal is still in the directory, the current policy
 still permits the call directly or with an approval the granting approver is entitled to
 (holds the role, and is neither the principal nor its operator), and the descriptor it
@@ -23,15 +23,15 @@ from datetime import datetime
 
 import msgspec
 
+from toolgate.contracts.canonical import unrepresentable
+from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.contracts.events import request_hash
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.admission import Call, admit
 from toolgate.policy.domain import PolicyPorts
 from toolgate.policy.engine import PolicyEngine
-from toolgate.shared.canonical import unrepresentable
-from toolgate.shared.catalog import TOKEN
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import request_hash
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = ["recheck"]
 

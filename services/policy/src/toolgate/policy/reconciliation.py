@@ -28,8 +28,8 @@ from typing import Any
 
 import msgspec
 
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.policy.budget_ports import BudgetCounter, RecordState
-from toolgate.shared.vocabulary import Outcome
 
 __all__ = [
     "CountersQuery",

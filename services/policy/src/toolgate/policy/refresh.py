@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import DescriptorSource
-from toolgate.shared.descriptors import ToolDescriptor
 
 __all__ = ["follow_registry", "refresh_once"]
 

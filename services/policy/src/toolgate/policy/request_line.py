@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from toolgate.shared.events import DecisionMade, decode_untrusted
+from toolgate.contracts.events import DecisionMade, decode_untrusted
 from toolgate.shared.request_log import note
 
 __all__ = ["note_decision"]

@@ -19,11 +19,11 @@ it. Settling is idempotent: a redelivered receipt or a repeated resolution chang
 
 from __future__ import annotations
 
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.vocabulary import Outcome
 from toolgate.policy.admission import Spending
 from toolgate.policy.budget_ports import BudgetLedger, RecordState
 from toolgate.policy.reconciliation import ResolveReply
-from toolgate.shared.events import ReceiptIssued
-from toolgate.shared.vocabulary import Outcome
 
 __all__ = ["resolve", "settle_receipt", "target_of"]
 

@@ -29,14 +29,14 @@ from typing import Any
 
 import msgspec
 
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.contracts.events import DecisionMade, ToolRequested
+from toolgate.contracts.schemas import SchemaUnusable, first_error
+from toolgate.contracts.secret_arguments import policy_schema, sealing_problem, secret_arguments
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.engine import PolicyEngine
 from toolgate.policy.outcomes import policy_verdict
 from toolgate.policy.visibility import hidden_from
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import DecisionMade, ToolRequested
-from toolgate.shared.schemas import SchemaUnusable, first_error
-from toolgate.shared.secret_arguments import policy_schema, sealing_problem, secret_arguments
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = [
     "Call",

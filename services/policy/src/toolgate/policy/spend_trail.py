@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from toolgate.shared.events import ApprovalGranted, DecisionMade, ReceiptIssued
+from toolgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued
 
 __all__ = ["InMemorySpendTrail", "SpendTrail"]
 

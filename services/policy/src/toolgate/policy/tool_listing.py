@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import msgspec
 
+from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
+from toolgate.contracts.events import decode_untrusted
+from toolgate.contracts.listing import ToolsQuery, ToolsReply
 from toolgate.policy.domain import PolicyPorts
 from toolgate.policy.visibility import unknown_tool, visible
-from toolgate.shared.catalog import TOKEN
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
-from toolgate.shared.events import decode_untrusted
-from toolgate.shared.listing import ToolsQuery, ToolsReply
 
 __all__ = ["get_for", "list_for", "principal_of"]
 

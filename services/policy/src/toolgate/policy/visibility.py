@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import msgspec
 
+from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
-from toolgate.shared.descriptors import OperationSpec, ToolDescriptor
-from toolgate.shared.vocabulary import Verdict
 
 __all__ = [
     "Hidden",

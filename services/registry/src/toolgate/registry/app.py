@@ -13,6 +13,7 @@ from typing import Any
 from faststream import FastStream
 from nats.js import JetStreamContext
 
+from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.domain import parse_descriptor
@@ -22,7 +23,6 @@ from toolgate.registry.service import Registry
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.bus import publish_event
 from toolgate.shared.config import ToolLimits, apply_limits, load_config, load_servers
-from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import check_holds_only_own, load_public_keys
 from toolgate.shared.mcp_config import McpServerConfig

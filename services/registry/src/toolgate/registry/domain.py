@@ -3,7 +3,7 @@
 Names are one subject token, versions are SemVer 2.0.0, and every operation's input
 and output schema is itself a valid JSON Schema (checked against its meta-schema) and
 self-contained: a reference that is not fragment-only (``#…``) is refused, and nothing
-is ever fetched (:func:`toolgate.shared.schemas.check_schema`).
+is ever fetched (:func:`toolgate.contracts.schemas.check_schema`).
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from typing import Any, TypeVar
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
+from toolgate.contracts.events import decode_untrusted
+from toolgate.contracts.pointers import spec_problem
+from toolgate.contracts.schemas import SchemaError, check_schema
+from toolgate.contracts.secret_arguments import secret_arguments
+from toolgate.contracts.signing import verify_value
+from toolgate.contracts.tool_states import ToolState
 from toolgate.registry.errors import PublishRefused
-from toolgate.shared.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
-from toolgate.shared.events import decode_untrusted
-from toolgate.shared.pointers import spec_problem
-from toolgate.shared.schemas import SchemaError, check_schema
-from toolgate.shared.secret_arguments import secret_arguments
-from toolgate.shared.signing import verify_value
-from toolgate.shared.tool_states import ToolState
 
 __all__ = [
     "MAX_DESCRIPTOR_BYTES",
@@ -51,7 +51,7 @@ class PublishRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     Attributes:
         descriptor: the tool descriptor as JSON.
         signature: base64 Ed25519 signature of its RFC 8785 canonical JSON by the operator key
-            (:func:`toolgate.shared.signing.sign_value`; ``toolgate tools publish`` makes it).
+            (:func:`toolgate.contracts.signing.sign_value`; ``toolgate tools publish`` makes it).
     """
 
     descriptor: dict[str, Any]
@@ -65,7 +65,7 @@ class RegistryReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     """Answer of every registry request.
 
     ``states``: ``list``: the recorded state of each listed tool that has one
-    (:mod:`toolgate.shared.tool_states`); a tool without one has no server to watch.
+    (:mod:`toolgate.contracts.tool_states`); a tool without one has no server to watch.
     """
 
     ok: bool

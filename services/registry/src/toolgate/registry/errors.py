@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from toolgate.shared.errors import ToolgateError
+from toolgate.contracts.errors import ToolgateError
 
 __all__ = ["PublishRefused", "RegistryError"]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.events import decode_untrusted
 from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.domain import GetQuery, RegistryReply
 from toolgate.registry.errors import RegistryError
 from toolgate.registry.service import Registry
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.events import decode_untrusted
 from toolgate.shared.request_log import note
 from toolgate.shared.service import RuntimeCell, rpc
 

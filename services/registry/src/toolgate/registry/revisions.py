@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
-from toolgate.shared.descriptors import ToolDescriptor, semver_key
+from toolgate.contracts.descriptors import ToolDescriptor, semver_key
 from toolgate.shared.mcp_mapping import operation_changes
 
 __all__ = ["descriptor_changes", "listing_version", "next_patch", "same_content"]

@@ -12,14 +12,14 @@ from typing import Any
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.contracts.events import ToolPublished
+from toolgate.contracts.security import SecurityKind
 from toolgate.registry.domain import RegistryReply, parse_publish_request, validate_descriptor
 from toolgate.registry.errors import PublishRefused
 from toolgate.registry.revisions import descriptor_changes, listing_version, next_patch, same_content
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.shared.events import ToolPublished
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind
 from toolgate.shared.tools_kv import DescriptorConflict, LatestContended, ToolsBucket
 
 __all__ = ["VERSION_PROBES", "Registry"]

@@ -16,10 +16,10 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from toolgate.approvals.ports import ReceiptSeen
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ApprovalRequested, ApprovalVoted, ReceiptIssued, decode_event
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.bus import next_message, request_recheck
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalRequested, ApprovalVoted, ReceiptIssued, decode_event
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
 
 E = TypeVar("E")
 

@@ -8,7 +8,7 @@ import msgspec
 from nats.aio.client import Client
 
 from toolgate.chatops.domain import ListedApproval
-from toolgate.shared.catalog import Rpc
+from toolgate.contracts.catalog import Rpc
 
 __all__ = ["NatsApprovals"]
 

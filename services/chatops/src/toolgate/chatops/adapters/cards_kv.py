@@ -20,7 +20,7 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from toolgate.chatops.domain import CardRecord
-from toolgate.shared import catalog
+from toolgate.contracts import catalog
 
 __all__ = ["KvCardStore"]
 

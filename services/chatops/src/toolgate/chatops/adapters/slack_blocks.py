@@ -34,7 +34,7 @@ from slack_sdk.models.blocks import (
 from slack_sdk.models.views import View
 
 from toolgate.chatops.domain import Card, CardState, thread_parts
-from toolgate.shared.chat_ids import SLACK_USER
+from toolgate.contracts.chat_ids import SLACK_USER
 
 __all__ = [
     "ANSWER_BLOCK",

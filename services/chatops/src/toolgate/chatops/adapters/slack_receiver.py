@@ -46,8 +46,8 @@ from toolgate.chatops.adapters.slack_answers import click_of, command_answer, re
 from toolgate.chatops.domain import Action, ChatAnswer
 from toolgate.chatops.errors import RequestRefused
 from toolgate.chatops.ports import AnswerSink
+from toolgate.contracts.security import SecurityKind
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.security import SecurityKind
 
 __all__ = ["EVENTS_PATH", "USAGE", "Listen", "SlackReceiver"]
 

@@ -57,14 +57,14 @@ from mcp import MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent
 from pydantic import ValidationError
 
+from toolgate.contracts.descriptors import OperationSpec
+from toolgate.contracts.vocabulary import SideEffectClass
 from toolgate.executor.adapters.mcp_session import Connection, McpSession
 from toolgate.executor.adapters.mcp_warden import ServerState, Warden
 from toolgate.executor.breaker import Breaker
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
-from toolgate.shared.descriptors import OperationSpec
 from toolgate.shared.mcp_config import McpServerConfig
 from toolgate.shared.mcp_mapping import McpToolInfo, operation_changes, operation_from_mcp
-from toolgate.shared.vocabulary import SideEffectClass
 
 __all__ = ["McpToolHost"]
 

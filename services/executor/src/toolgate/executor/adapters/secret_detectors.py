@@ -51,8 +51,8 @@ from detect_secrets.plugins.private_key import PrivateKeyDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
+from toolgate.contracts.sealing import SEALED_LABEL
 from toolgate.executor.redaction import Span
-from toolgate.shared.sealing import SEALED_LABEL
 
 __all__ = ["credential_like", "find_secrets"]
 

@@ -2,7 +2,7 @@
 
 The wardens (:mod:`toolgate.executor.adapters.mcp_warden`) report a change synchronously
 (:meth:`StateAnnouncer.note`); one task publishes them in order as
-:class:`~toolgate.shared.events.ToolStateChanged` on ``tg.tool.state.mcp_<server>``. A reason
+:class:`~toolgate.contracts.events.ToolStateChanged` on ``tg.tool.state.mcp_<server>``. A reason
 may quote a server's stderr: it is scrubbed by the executor's redactor first. A publication
 that fails is logged and dropped (the next change, or the next start, says the truth again);
 it never holds a call up.
@@ -17,12 +17,12 @@ from datetime import timedelta
 
 from nats.js import JetStreamContext
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ToolStateChanged
+from toolgate.contracts.tool_states import ToolState
 from toolgate.executor.adapters.mcp_warden import DEGRADED, ServerState
 from toolgate.executor.redaction import Redactor
 from toolgate.shared.bus import publish_event
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ToolStateChanged
-from toolgate.shared.tool_states import ToolState
 
 __all__ = ["StateAnnouncer", "state_event"]
 

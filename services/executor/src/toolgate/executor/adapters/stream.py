@@ -30,11 +30,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from toolgate.executor.ports import ApprovalTrail
-from toolgate.shared import catalog
-from toolgate.shared.bus import next_message, publish_once, request_recheck
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import (
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
@@ -44,8 +42,10 @@ from toolgate.shared.events import (
     ResultRef,
     decode_event,
 )
-from toolgate.shared.recheck import RecheckAnswer, RecheckQuery
-from toolgate.shared.signing import sign_event, verify_body
+from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.signing import sign_event, verify_body
+from toolgate.executor.ports import ApprovalTrail
+from toolgate.shared.bus import next_message, publish_once, request_recheck
 
 __all__ = ["CHUNK_BYTES", "StreamBus"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.errors import ToolRefused
-from toolgate.shared.descriptors import ToolDescriptor
 
 __all__ = ["LocalToolHost"]
 

@@ -26,6 +26,7 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from toolgate.contracts.descriptors import RateLimit
 from toolgate.policy.errors import LimiterUnavailable
 from toolgate.policy.ports import (
     LimitDecision,
@@ -35,7 +36,6 @@ from toolgate.policy.ports import (
     no_calls,
     retry_after_s,
 )
-from toolgate.shared.descriptors import RateLimit
 
 __all__ = ["ADMIT_LUA", "RedisRateLimiter"]
 

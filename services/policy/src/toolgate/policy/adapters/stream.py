@@ -16,10 +16,10 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from nats.js import JetStreamContext
 
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued, decode_event
+from toolgate.contracts.signing import verify_body
 from toolgate.shared.bus import next_message
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ApprovalGranted, DecisionMade, ReceiptIssued, decode_event
-from toolgate.shared.signing import verify_body
 
 __all__ = ["MAX_EVENTS_PER_SUBJECT", "StreamSpendTrail", "signed_by"]
 

@@ -5,7 +5,7 @@ connects to its ``url`` with the SDK's Streamable HTTP client sending the ``head
 headers (values read from the environment, never logged), reads its version and its whole
 ``tools/list`` (all pages), stops it, and maps the listing with
 :func:`toolgate.shared.mcp_mapping.descriptor_from_mcp`. A listed schema with a reference
-to anything outside itself ends the import (:func:`toolgate.shared.schemas.check_self_contained`):
+to anything outside itself ends the import (:func:`toolgate.contracts.schemas.check_self_contained`):
 nothing is fetched, nothing is published for that server.
 """
 
@@ -21,11 +21,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import Tool
 
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.schemas import SchemaError, check_self_contained
 from toolgate.registry.errors import PublishRefused
-from toolgate.shared.descriptors import ToolDescriptor
 from toolgate.shared.mcp_config import McpServerConfig, header_values
 from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp, tool_from_wire
-from toolgate.shared.schemas import SchemaError, check_self_contained
 
 __all__ = ["check_listing", "import_mcp_server", "list_mcp_tools", "server_parameters", "tool_info", "transport"]
 

@@ -1,4 +1,4 @@
-"""The registry's record of each tool's state, as the executor announces it (:mod:`toolgate.shared.tool_states`).
+"""The registry's record of each tool's state, as the executor announces it (:mod:`toolgate.contracts.tool_states`).
 
 Announcements arrive on ``tg.tool.state.<tool>`` (core NATS, the same messages the stream
 keeps); at start-up the registry first reads the last one kept for each tool, so a change
@@ -13,9 +13,9 @@ import logging
 import msgspec
 from nats.js import JetStreamContext
 
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Subjects
-from toolgate.shared.events import ToolStateChanged, decode_untrusted
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ToolStateChanged, decode_untrusted
 from toolgate.shared.tools_kv import ToolsBucket
 
 __all__ = ["StateRecorder"]

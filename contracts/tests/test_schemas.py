@@ -7,7 +7,7 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from toolgate.shared.schemas import SchemaError, SchemaUnusable, check_schema, ensure_usable, first_error
+from toolgate.contracts.schemas import SchemaError, SchemaUnusable, check_schema, ensure_usable, first_error
 
 REMOTE = "{base}/remote.json"
 

@@ -15,7 +15,7 @@ import msgspec
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from toolgate.shared.canonical import canonical_bytes
+from toolgate.contracts.canonical import canonical_bytes
 
 __all__ = [
     "generate_keypair",

@@ -7,7 +7,7 @@ arguments, so ``nats.connect(url, **load_credentials(path))`` connects as that u
 
     {"user": "agent-demo-agent", "password": "…", "inbox_prefix": "_INBOX_agent-demo-agent"}
 
-``inbox_prefix`` is the user's private reply prefix (:func:`toolgate.shared.nats_permissions.private_inbox`):
+``inbox_prefix`` is the user's private reply prefix (:func:`toolgate.contracts.nats_permissions.private_inbox`):
 with toolgate's NATS permissions no agent or approver may read the default ``_INBOX.``.
 The server URL is not in the file (``toolgate up`` picks a free port on every start).
 """

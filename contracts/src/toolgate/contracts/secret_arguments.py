@@ -9,7 +9,7 @@ is sealed whole. A marker anywhere else — inside ``items``/``prefixItems`` (ar
 ``additionalProperties``, ``patternProperties``, or on the root — is refused
 (:class:`SchemaUnusable`, naming its pointer): the value would otherwise travel in clear.
 
-The SDK seals each secret value (:func:`toolgate.shared.sealing.seal`); the policy accepts
+The SDK seals each secret value (:func:`toolgate.contracts.sealing.seal`); the policy accepts
 only a sealed envelope there (:func:`policy_schema`, :func:`sealing_problem`) and refuses
 an envelope anywhere else; the executor opens them. Pointers are RFC 6901 JSON Pointers
 into the arguments.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from toolgate.shared.schemas import SchemaUnusable
-from toolgate.shared.sealing import MAX_SEALED_CHARS, MIN_SEALED_CHARS, SEALED, SEALED_LABEL, is_envelope
+from toolgate.contracts.schemas import SchemaUnusable
+from toolgate.contracts.sealing import MAX_SEALED_CHARS, MIN_SEALED_CHARS, SEALED, SEALED_LABEL, is_envelope
 
 __all__ = [
     "ENVELOPE_SCHEMA",

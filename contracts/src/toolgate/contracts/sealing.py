@@ -7,7 +7,7 @@ JSON of the value. Anyone with the public key can seal; only the holder of the p
 key (the executor) can open, and a changed byte fails authentication.
 
 Keys are raw 32-byte values, base64 encoded, one per file, like the Ed25519 keys of
-:mod:`toolgate.shared.signing`: ``sealing.key`` (private, mode 0600) and ``sealing.pub``.
+:mod:`toolgate.contracts.signing`: ``sealing.key`` (private, mode 0600) and ``sealing.pub``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import msgspec
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, PublicKey, SealedBox
 
-from toolgate.shared.canonical import canonical_bytes, unrepresentable
+from toolgate.contracts.canonical import canonical_bytes, unrepresentable
 
 __all__ = [
     "MAX_SEALED_CHARS",

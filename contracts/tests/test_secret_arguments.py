@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from nacl.public import PrivateKey
 
-from toolgate.shared.schemas import SchemaUnusable, first_error
-from toolgate.shared.sealing import (
+from toolgate.contracts.schemas import SchemaUnusable, first_error
+from toolgate.contracts.sealing import (
     MAX_SEALED_CHARS,
     SEALED_LABEL,
     SealedInvalid,
@@ -21,7 +21,7 @@ from toolgate.shared.sealing import (
     seal,
     unseal,
 )
-from toolgate.shared.secret_arguments import (
+from toolgate.contracts.secret_arguments import (
     policy_schema,
     redact_sealed,
     replace_secrets,

@@ -1,6 +1,6 @@
 """What a security event says: its kinds, and the rules that keep its fields safe to record.
 
-A security event (:class:`toolgate.shared.events.SecurityEvent`) records an attempt a
+A security event (:class:`toolgate.contracts.events.SecurityEvent`) records an attempt a
 service refused because it was not allowed or not genuine: an approval answer that may
 not be carried out, an event whose signature does not verify, a publish the NATS server
 refused. It is published on ``tg.security.<service>.<kind>`` into the stream, so the
@@ -21,7 +21,7 @@ import hashlib
 import re
 from enum import StrEnum
 
-from toolgate.shared.catalog import TOKEN
+from toolgate.contracts.catalog import TOKEN
 
 __all__ = [
     "DETAIL_MAX_CHARS",

@@ -2,7 +2,7 @@
 
 A descriptor names arguments by pointer where toolgate reads them: the URL a call
 reaches (``destination``), the amount of money it moves (``amount``) and its cost against
-a spend budget (``cost``); :class:`~toolgate.shared.descriptors.OperationSpec`. Parsing and
+a spend budget (``cost``); :class:`~toolgate.contracts.descriptors.OperationSpec`. Parsing and
 resolution are the ``jsonpointer`` package's.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonpointer
 
-from toolgate.shared.descriptors import OperationSpec
+from toolgate.contracts.descriptors import OperationSpec
 
 __all__ = ["MISSING", "pointer_problem", "resolve", "spec_problem"]
 

@@ -4,7 +4,7 @@ Before a call runs on a grant (or on a decision that is no longer fresh), the ex
 asks the policy service whether the *current* policy, principal directory and tool
 registry still allow exactly that call; the approvals service asks the same before it
 grants. Only the policy service can answer: the answer is signed with the policy key
-(Ed25519, :mod:`toolgate.shared.signing`) and bound to the request hash.
+(Ed25519, :mod:`toolgate.contracts.signing`) and bound to the request hash.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from datetime import datetime
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolgate.shared.events import BoundRequest
-from toolgate.shared.signing import verify_event
+from toolgate.contracts.events import BoundRequest
+from toolgate.contracts.signing import verify_event
 
 __all__ = ["ANSWER_MAX_AGE_S", "RecheckAnswer", "RecheckQuery", "valid_answer"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from toolgate.shared.canonical import sha256_hex
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
+from toolgate.contracts.canonical import sha256_hex
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 
 __all__ = [
     "SEMVER",

@@ -1,6 +1,6 @@
 """Wire events: frozen, tagged msgspec Structs, JSON on the wire.
 
-Each event type has exactly one subject pattern (see :mod:`toolgate.shared.catalog`).
+Each event type has exactly one subject pattern (see :mod:`toolgate.contracts.catalog`).
 Events evolve only by adding fields with defaults; a breaking change is a new tag
 with a ``.v2`` suffix. The requesting principal of a :class:`ToolRequested` is never
 in its body: it is the subject token the transport authorised.
@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from toolgate.shared.canonical import sha256_hex
-from toolgate.shared.security import SecurityKind
-from toolgate.shared.tool_states import ToolState
-from toolgate.shared.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
+from toolgate.contracts.canonical import sha256_hex
+from toolgate.contracts.security import SecurityKind
+from toolgate.contracts.tool_states import ToolState
+from toolgate.contracts.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
 
 __all__ = [
     "AnyEvent",
@@ -293,7 +293,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
         replay_of: request id whose stored receipt this one replays.
         duration_ms: execution time of the tool, milliseconds.
         signature: base64 Ed25519 signature by the executor's receipts key over the canonical
-            event without it (:mod:`toolgate.shared.signing`); the SDK and the audit verify it.
+            event without it (:mod:`toolgate.contracts.signing`); the SDK and the audit verify it.
         retry_after_s: for a ``rate_limited`` receipt, seconds until the same call would
             fit the rate again (at the decision, or at the re-check of a granted call).
         redactions: RFC 6901 JSON Pointers into this receipt of every text from which the
@@ -356,7 +356,7 @@ class ToolPublished(Event, frozen=True, kw_only=True, tag="tool.published"):
 
 
 class ToolStateChanged(Event, frozen=True, kw_only=True, tag="tool.state.changed"):
-    """An MCP server's tools changed state (:mod:`toolgate.shared.tool_states`).
+    """An MCP server's tools changed state (:mod:`toolgate.contracts.tool_states`).
 
     Published by the executor on ``tg.tool.state.<tool>`` (only the executor may, by NATS
     permissions; like :class:`ToolPublished` it is not signed); the registry records it.
@@ -392,7 +392,7 @@ class PolicyPublished(Event, frozen=True, kw_only=True, tag="policy.published"):
 
 
 class SecurityEvent(Event, frozen=True, kw_only=True, tag="security.event"):
-    """A refused attempt a service observed (``toolgate.shared.security``).
+    """A refused attempt a service observed (``toolgate.contracts.security``).
 
     Published on ``tg.security.<service>.<kind>`` by :mod:`toolgate.shared.reporting`;
     the subject's service token, not ``service``, is what NATS permissions vouch for.
@@ -467,7 +467,7 @@ def request_identity(data: bytes, msg_id: str | None, stream_seq: int) -> str:
     request id); else ``seq<stream_seq>``. Policy, the backstop and audit use this rule, so a
     refused request's decision, receipt and raw message share one trail.
     """
-    from toolgate.shared.catalog import TOKEN
+    from toolgate.contracts.catalog import TOKEN
 
     try:
         candidate = decode_untrusted(_identity, data).request_id

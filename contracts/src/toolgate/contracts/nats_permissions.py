@@ -1,7 +1,7 @@
 """Who may publish and subscribe what on the bus: every NATS user of toolgate and its rights.
 
-Pure: derived from :mod:`toolgate.shared.catalog` (no subject is spelled here) and a
-:class:`~toolgate.shared.directory.PrincipalDirectory`. :mod:`toolgate.shared.nats_config`
+Pure: derived from :mod:`toolgate.contracts.catalog` (no subject is spelled here) and a
+:class:`~toolgate.contracts.directory.PrincipalDirectory`. :mod:`toolgate.shared.nats_config`
 renders the result as nats-server configuration text.
 
 The users:
@@ -36,9 +36,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolgate.shared import catalog
-from toolgate.shared.catalog import Rpc, Subjects
-from toolgate.shared.directory import DirectoryInvalid, PrincipalDirectory
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
 
 __all__ = [
     "ADMIN",

@@ -1,6 +1,6 @@
 """The wire contract of per-caller tool listing and of service readiness.
 
-``tg.tools.list.<principal>`` and ``tg.tools.get.<principal>`` (:class:`~toolgate.shared.catalog.Rpc`)
+``tg.tools.list.<principal>`` and ``tg.tools.get.<principal>`` (:class:`~toolgate.contracts.catalog.Rpc`)
 answer with a :class:`ToolsReply`: only the tools, and of each only the operations, the
 current policy lets ``<principal>`` call (directly or with an approval). A tool or
 operation hidden from the caller is answered exactly like one that does not exist.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from toolgate.shared.descriptors import ToolDescriptor
+from toolgate.contracts.descriptors import ToolDescriptor
 
 __all__ = ["Readiness", "ToolsQuery", "ToolsReply"]
 

@@ -28,8 +28,8 @@ import redis.asyncio as aioredis
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.provision import ensure_bus
-from toolgate.shared.servers import ServerProcess, nats_server, redis_server
 
 MODE = os.environ.get("TOOLGATE_TEST_SERVERS", "embedded")
 

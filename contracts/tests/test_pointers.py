@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.descriptors import OperationSpec
-from toolgate.shared.pointers import MISSING, pointer_problem, resolve, spec_problem
-from toolgate.shared.vocabulary import RiskTier, SideEffectClass
+from toolgate.contracts.descriptors import OperationSpec
+from toolgate.contracts.pointers import MISSING, pointer_problem, resolve, spec_problem
+from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 
 SCHEMA = {
     "type": "object",

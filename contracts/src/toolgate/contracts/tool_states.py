@@ -1,7 +1,7 @@
 """Whether a tool can be called now: its state, kept apart from its immutable descriptor versions.
 
 The executor announces each change of an MCP server's state as a
-:class:`~toolgate.shared.events.ToolStateChanged` on ``tg.tool.state.<tool>``; the registry
+:class:`~toolgate.contracts.events.ToolStateChanged` on ``tg.tool.state.<tool>``; the registry
 records the latest in the tools bucket under ``state.<tool>`` (never in a descriptor version,
 so versions stay immutable and their signatures valid); listings show it and the policy
 denies ``tool_unavailable`` at once for a tool that :func:`blocks` (:mod:`toolgate.policy.domain`).

@@ -15,7 +15,7 @@ Pure: parses TOML text (``tomllib``, TOML 1.0) handed in by the caller. The form
 A principal is the NATS token of an agent (``tg.req.<principal>``); an approver is a
 person answering from chat-ops or the CLI. A principal's ``operator`` names an approver
 of the directory: that person may not approve the agent's calls. An approver's chat
-identities (:mod:`toolgate.shared.chat_ids`) map a chat user to the approver; one chat
+identities (:mod:`toolgate.contracts.chat_ids`) map a chat user to the approver; one chat
 id belongs to one approver only. Unknown keys are refused, so that a typo
 (``autonmy``) cannot silently change what an agent may do.
 """
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgate.shared.catalog import TOKEN
-from toolgate.shared.chat_ids import PLATFORMS, ChatDirectory, ChatIds, ChatIdsInvalid, chat_directory, chat_ids_of
+from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.chat_ids import PLATFORMS, ChatDirectory, ChatIds, ChatIdsInvalid, chat_directory, chat_ids_of
 
 __all__ = ["MAX_AUTONOMY", "ChatIds", "DirectoryInvalid", "Principal", "PrincipalDirectory", "load_directory"]
 
@@ -74,7 +74,7 @@ class PrincipalDirectory:
     Attributes:
         principals: principal name to :class:`Principal`.
         approvers: approver name to their role names.
-        chats: the approvers' chat identities (:mod:`toolgate.shared.chat_ids`).
+        chats: the approvers' chat identities (:mod:`toolgate.contracts.chat_ids`).
     """
 
     principals: Mapping[str, Principal]
