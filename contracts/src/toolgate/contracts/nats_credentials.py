@@ -14,12 +14,25 @@ The server URL is not in the file (``toolgate up`` picks a free port on every st
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 
 import msgspec
 
-__all__ = ["CredentialsInvalid", "NatsCredentials", "credentials_file", "dump_credentials", "load_credentials"]
+__all__ = [
+    "CredentialsInvalid",
+    "NatsCredentials",
+    "credentials_file",
+    "dump_credentials",
+    "load_credentials",
+    "redact",
+]
+
+
+def redact(text: str) -> str:
+    """Hide the credentials of ``scheme://user:password@host`` URLs in ``text``."""
+    return re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", text)
 
 
 class CredentialsInvalid(Exception):

@@ -29,9 +29,10 @@ from nats.aio.msg import Msg
 
 from toolgate.contracts import catalog
 from toolgate.contracts.canonical import unrepresentable
-from toolgate.contracts.catalog import TOKEN, Rpc, Subjects
+from toolgate.contracts.catalog import STREAM, TOKEN, Rpc, Subjects
 from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
-from toolgate.contracts.events import ReceiptIssued, ResultRef, ToolRequested
+from toolgate.contracts.events import ReceiptIssued, ResultRef, ToolRequested, encode
+from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import agent_user
 from toolgate.sdk.connecting import connect_quietly
@@ -47,7 +48,6 @@ from toolgate.sdk.local_receipts import oversized_receipt
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
 from toolgate.sdk.results import read_result
 from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
-from toolgate.shared.bus import publish_event
 
 __all__ = [
     "BusUnreachable",
@@ -71,12 +71,6 @@ async def _log_error(error: Exception) -> None:
     log.warning("NATS connection: %s", error or type(error).__name__)
 
 
-class _Listing(msgspec.Struct):
-    ok: bool
-    reason: str
-    reason_code: str = ""
-    descriptors: list[ToolDescriptor] | None = None
-    descriptor: ToolDescriptor | None = None
 
 
 def _agent_credentials(path: str | Path, principal: str) -> dict[str, str]:
@@ -229,12 +223,12 @@ class ToolClient:
         self._described[(tool, version)] = found
         return found
 
-    async def _registry(self, subject: str, body: bytes, timeout_s: float) -> _Listing:
+    async def _registry(self, subject: str, body: bytes, timeout_s: float) -> ToolsReply:
         try:
             reply = await self._nc.request(subject, body, timeout=timeout_s)
         except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
             raise RegistryNoAnswer(f"no answer on {subject}: {error!r}") from None
-        listing = msgspec.json.decode(reply.data, type=_Listing)
+        listing = msgspec.json.decode(reply.data, type=ToolsReply)
         if not listing.ok:
             raise (UnknownTool if listing.reason_code == "unknown_tool" else RegistryUnavailable)(listing.reason)
         return listing
@@ -285,8 +279,11 @@ class ToolClient:
             version=version,
         )
         self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
+        headers = {"Nats-Msg-Id": request_id}  # the stream's duplicate window drops a second request
         try:
-            ack = await publish_event(self._js, Subjects.request(self.principal), request)
+            ack = await self._js.publish(
+                Subjects.request(self.principal), encode(request), stream=STREAM, headers=headers
+            )
         except nats.errors.MaxPayloadError:
             self._waiting.pop(request_id, None)
             self._arrived[request_id] = oversized_receipt(request, self.principal, self._nc.max_payload)

@@ -21,7 +21,7 @@ import nats
 from nats.aio.client import Client
 
 from toolgate.sdk.errors import BusUnreachable
-from toolgate.shared.connections import redact
+from toolgate.contracts.nats_credentials import redact
 
 __all__ = ["RETRY_DELAYS_S", "connect_quietly"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import ssl
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from toolgate.contracts.nats_credentials import redact
 from toolgate.shared.settings import ServiceSettings
 
 __all__ = ["CA_FILE_ENV", "NatsUnreachable", "connect_once", "redact", "redis_client", "tls_options", "warn_if_open"]
@@ -25,11 +25,6 @@ CA_FILE_ENV = "TOOLGATE_NATS_CA_FILE"
 
 class NatsUnreachable(Exception):
     """The NATS server could not be reached (the message hides URL credentials)."""
-
-
-def redact(text: str) -> str:
-    """Hide the credentials of ``scheme://user:password@host`` URLs in ``text``."""
-    return re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", text)
 
 
 async def _quiet(error: Exception) -> None:
