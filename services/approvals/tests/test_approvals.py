@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.approvals.adapters.redis_store import RedisApprovalStore
 from toolgate.approvals.domain import ApprovalState, DecideCommand, approval_id_for
-from toolgate.approvals.errors import IndexLost, StoreUnavailable
+from toolgate.approvals.errors import ApprovalStoreUnavailable, IndexLost
 from toolgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
 from toolgate.approvals.ports import ApprovalStore
 from toolgate.approvals.rebuild import rebuild_approvals
@@ -191,7 +191,7 @@ async def test_redis_down_is_reported_not_swallowed() -> None:
     from redis.retry import Retry
 
     client = aioredis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
-    with pytest.raises(StoreUnavailable):
+    with pytest.raises(ApprovalStoreUnavailable):
         await RedisApprovalStore(client).list_pending()
     await client.aclose()
 

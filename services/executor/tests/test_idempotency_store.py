@@ -13,7 +13,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
-from toolgate.executor.errors import IndexLost, StoreUnavailable
+from toolgate.executor.errors import IdempotencyStoreUnavailable, IndexLost
 from toolgate.executor.memory import InMemoryIdempotencyStore
 from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, IdempotencyStore, Restored
 from toolgate.shared.idempotency import EPOCH_KEY, key_digest, record_key
@@ -218,7 +218,7 @@ async def test_unreachable_redis_is_store_unavailable() -> None:
         ]
         for call in calls:
             started = time.monotonic()
-            with pytest.raises(StoreUnavailable) as caught:
+            with pytest.raises(IdempotencyStoreUnavailable) as caught:
                 await call
             assert caught.value.reason_code == "idempotency_store_unavailable"
             assert caught.value.transient
@@ -240,7 +240,7 @@ async def test_a_silent_redis_is_store_unavailable_within_the_timeout() -> None:
     store = RedisIdempotencyStore(client, timeout_s=0.3)
     try:
         started = time.monotonic()
-        with pytest.raises(StoreUnavailable):
+        with pytest.raises(IdempotencyStoreUnavailable):
             await claim_key(store, "p", "k", "fp", "req-1", TTL_S)
         assert time.monotonic() - started < 2.0
     finally:

@@ -15,7 +15,7 @@ from toolgate.contracts.events import ApprovalRejected
 from toolgate.contracts.signing import sign_event
 from toolgate.contracts.vocabulary import Outcome, SideEffectClass, Verdict
 from toolgate.executor.domain import Step, next_step
-from toolgate.executor.errors import IndexLost, StoreUnavailable
+from toolgate.executor.errors import IdempotencyStoreUnavailable, IndexLost
 from toolgate.executor.ports import Claim, ClaimRequest, ClaimState
 from toolgate.shared.settle import Later, Settle
 
@@ -316,7 +316,7 @@ async def test_a_receipt_the_index_cannot_store_is_still_published(
     harness: Any, sandbox: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def unavailable(*args: Any) -> bool:
-        raise StoreUnavailable("idempotency_store_unavailable", "redis down")
+        raise IdempotencyStoreUnavailable("idempotency_store_unavailable", "redis down")
 
     monkeypatch.setattr(harness.store, "complete", unavailable)
     decision = harness.decision("write", {"path": "t.txt", "content": "x"})

@@ -22,6 +22,7 @@ import msgspec
 from toolgate.audit.domain import AuditRecord, VerifyResult, verify_chain
 from toolgate.audit.queries import EXPORT_PAGE
 from toolgate.audit.signatures import SIGNED_BY, SignatureCheck, SignatureFault
+from toolgate.contracts.errors import Problem
 from toolgate.shared.keyring import load_public_keys
 
 __all__ = ["ExportInvalid", "OfflineVerification", "export_chain", "verify_file"]
@@ -34,7 +35,7 @@ class _ExportedRecord(AuditRecord, frozen=True, kw_only=True, forbid_unknown_fie
 _record = msgspec.json.Decoder(_ExportedRecord)
 
 
-class ExportInvalid(Exception):
+class ExportInvalid(Problem):
     """The export file cannot be read as a chain, or a public key it needs is missing."""
 
 

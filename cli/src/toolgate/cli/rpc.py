@@ -18,6 +18,7 @@ import nats
 from nats.aio.client import Client
 
 from toolgate.contracts.catalog import TOKEN, Rpc
+from toolgate.contracts.errors import Problem
 from toolgate.shared.connections import connect_once
 
 __all__ = ["Bus", "BusError", "PermissionRefused", "decide", "request"]
@@ -25,7 +26,7 @@ __all__ = ["Bus", "BusError", "PermissionRefused", "decide", "request"]
 _VIOLATION = re.compile(r"permissions violation for (publish|subscription) to \"?([^\"']+)", re.I)
 
 
-class BusError(Exception):
+class BusError(Problem):
     """A service did not answer, or the request could not be sent."""
 
 

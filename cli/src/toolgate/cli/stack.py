@@ -35,6 +35,7 @@ from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_direc
 from toolgate.cli.ports import Ports, http_port_env
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.listing import Readiness
 from toolgate.contracts.nats_permissions import OPERATOR
 from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
@@ -203,7 +204,7 @@ def chosen_config(extra: dict[str, str]) -> dict[str, str]:
     return {**defaults, **exported, **{name: extra[name] for name in defaults if name in extra}}
 
 
-class PolicyNotReady(RuntimeError):
+class PolicyNotReady(Problem, RuntimeError):
     """The policy service runs but has no valid, non-empty policy: every request would be denied."""
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts.errors import Problem
 from toolgate.devstack.servers import ServerProcess, ready_or_stopped, spawn, started_on_a_free_port
 
 __all__ = [
@@ -75,7 +76,7 @@ _NESTED_LIMITS = {
 }
 
 
-class SynapseMissing(FileNotFoundError):
+class SynapseMissing(Problem, FileNotFoundError):
     """The separate Synapse environment is not installed."""
 
 

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from toolgate.contracts.errors import Problem
+
 __all__ = ["PLATFORMS", "ChatDirectory", "ChatIds", "ChatIdsInvalid", "chat_directory", "chat_ids_of"]
 
 MATRIX_USER: Final = re.compile(r"^@[a-z0-9._=/+-]+:(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?\Z")
@@ -31,7 +33,7 @@ PLATFORMS: Final = ("matrix", "slack")
 """The chat platforms an approver may name an id on (the keys of ``[approvers.<name>]``)."""
 
 
-class ChatIdsInvalid(ValueError):
+class ChatIdsInvalid(Problem, ValueError):
     """An approver's chat identity is not valid; the message names the table, key and rule."""
 
 

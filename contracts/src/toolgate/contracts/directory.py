@@ -30,11 +30,12 @@ from typing import Any
 
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.chat_ids import PLATFORMS, ChatDirectory, ChatIds, ChatIdsInvalid, chat_directory, chat_ids_of
+from toolgate.contracts.errors import Problem
 
 __all__ = ["MAX_AUTONOMY", "ChatIds", "DirectoryInvalid", "Principal", "PrincipalDirectory", "load_directory"]
 
 
-class DirectoryInvalid(ValueError):
+class DirectoryInvalid(Problem, ValueError):
     """The principal directory cannot be used.
 
     Attributes:

@@ -1,18 +1,28 @@
 """The root of every toolgate error: a machine-readable code and a human reason.
 
-::
+Every public exception of every toolgate package derives from :class:`ToolgateError`
+(``tests/contract/test_error_root.py`` walks them all), so a caller can catch one class::
 
     ToolgateError(reason_code, reason)
+    ├── Problem(reason)                     a message alone; the class names the code
+    │   └── e.g. CredentialsInvalid, SchemaError, NatsUnreachable, RegistryUnavailable …
+    ├── StoreUnavailable                    a state store (Redis) could not answer: transient
+    │   ├── toolgate.executor.errors.IdempotencyStoreUnavailable
+    │   └── toolgate.approvals.errors.ApprovalStoreUnavailable
     ├── toolgate.policy.errors.PolicyError
     ├── toolgate.approvals.errors.ApprovalsError
     ├── toolgate.registry.errors.RegistryError
     ├── toolgate.executor.errors.ExecutorError
-    └── toolgate.audit.errors.AuditError
+    ├── toolgate.audit.errors.AuditError
+    └── toolgate.chatops.errors.ChatOpsError
 """
 
 from __future__ import annotations
 
-__all__ = ["ToolgateError"]
+import re
+from typing import Any, ClassVar
+
+__all__ = ["NatsUnreachable", "Problem", "StoreUnavailable", "ToolgateError"]
 
 
 class ToolgateError(Exception):
@@ -27,3 +37,33 @@ class ToolgateError(Exception):
         super().__init__(f"{reason_code}: {reason}")
         self.reason_code = reason_code
         self.reason = reason
+
+
+class Problem(ToolgateError):
+    """A toolgate error told by its message alone; ``str()`` is that message.
+
+    Subclasses name their reason code in ``code`` (snake_case, e.g. ``credentials_invalid``).
+
+    Args:
+        reason: what was wrong (anything printable; ``str()`` of it is kept).
+    """
+
+    code: ClassVar[str] = "toolgate_error"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Name a subclass's code after it (``CredentialsInvalid`` → ``credentials_invalid``) unless it names one."""
+        super().__init_subclass__(**kwargs)
+        if "code" not in cls.__dict__:
+            cls.code = re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+
+    def __init__(self, reason: object = "") -> None:
+        super().__init__(self.code, str(reason))
+        self.args = (reason,) if reason != "" else ()
+
+
+class StoreUnavailable(ToolgateError):
+    """A state store (Redis) could not answer or timed out: transient, and the caller fails closed."""
+
+
+class NatsUnreachable(Problem):
+    """The NATS server could not be reached (the message hides URL credentials)."""

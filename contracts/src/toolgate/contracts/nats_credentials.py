@@ -20,6 +20,8 @@ from pathlib import Path
 
 import msgspec
 
+from toolgate.contracts.errors import Problem
+
 __all__ = [
     "CredentialsInvalid",
     "NatsCredentials",
@@ -35,7 +37,7 @@ def redact(text: str) -> str:
     return re.sub(r"(\w+://)[^/@\s]+@", r"\1***@", text)
 
 
-class CredentialsInvalid(Exception):
+class CredentialsInvalid(Problem):
     """A credentials file is missing, unreadable, readable by others, or not of the format above."""
 
 

@@ -29,6 +29,8 @@ from typing import Any, NoReturn
 
 import jsonschema_rs
 
+from toolgate.contracts.errors import Problem
+
 __all__ = [
     "SchemaError",
     "SchemaUnusable",
@@ -46,7 +48,7 @@ _DATA = frozenset({"const", "enum", "default", "examples"})
 """Keywords whose values are instance data, never schemas (2020-12 Validation §6.1.2-3, §9)."""
 
 
-class SchemaError(ValueError):
+class SchemaError(Problem, ValueError):
     """A schema is itself invalid.
 
     Attributes:

@@ -22,6 +22,7 @@ from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, PublicKey, SealedBox
 
 from toolgate.contracts.canonical import canonical_bytes, unrepresentable
+from toolgate.contracts.errors import Problem
 
 __all__ = [
     "MAX_SEALED_CHARS",
@@ -49,7 +50,7 @@ MIN_SEALED_CHARS = 68
 _BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 
 
-class SealedInvalid(ValueError):
+class SealedInvalid(Problem, ValueError):
     """A sealed envelope cannot be opened (wrong key, changed bytes) or holds no JSON value."""
 
 

@@ -71,8 +71,6 @@ async def _log_error(error: Exception) -> None:
     log.warning("NATS connection: %s", error or type(error).__name__)
 
 
-
-
 def _agent_credentials(path: str | Path, principal: str) -> dict[str, str]:
     """The file's ``nats.connect`` options, if they are the credentials of ``principal``'s agent user.
 

@@ -20,8 +20,8 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 
-from toolgate.sdk.errors import BusUnreachable
 from toolgate.contracts.nats_credentials import redact
+from toolgate.sdk.errors import BusUnreachable
 
 __all__ = ["RETRY_DELAYS_S", "connect_quietly"]
 

@@ -8,7 +8,7 @@ Hierarchy::
     └── UnknownTool             no such tool or version for this principal
     ResultUnavailable           a result kept out of band could not be read back
     BusUnreachable              no connection to NATS after a few attempts (also a
-                                toolgate.shared.connections.NatsUnreachable and a
+                                toolgate.contracts.errors.NatsUnreachable and a
                                 nats.errors.NoServersError)
 
 Also :class:`toolgate.sdk.receipts.ReceiptKeyMissing` and
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import nats
 
-from toolgate.shared.connections import NatsUnreachable
+from toolgate.contracts.errors import NatsUnreachable, Problem
 
 __all__ = [
     "BusUnreachable",
@@ -31,15 +31,15 @@ __all__ = [
 ]
 
 
-class DuplicateRequest(Exception):
+class DuplicateRequest(Problem):
     """The stream already held a message with this request id: nothing new was submitted."""
 
 
-class RegistryUnavailable(Exception):
+class RegistryUnavailable(Problem):
     """The tool listing did not answer or refused the lookup."""
 
 
-class ResultUnavailable(Exception):
+class ResultUnavailable(Problem):
     """A result kept out of band could not be read back (expired, missing or corrupted)."""
 
 

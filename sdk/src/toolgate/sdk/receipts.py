@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.events import ReceiptIssued, decode_untrusted
 from toolgate.contracts.signing import load_public_key, verify_body
 
@@ -27,7 +28,7 @@ log = logging.getLogger("toolgate.sdk")
 _receipt = msgspec.json.Decoder(ReceiptIssued)
 
 
-class ReceiptKeyMissing(Exception):
+class ReceiptKeyMissing(Problem):
     """No executor public key to verify receipts with, and unverified receipts were not asked for."""
 
 

@@ -24,6 +24,7 @@ from nacl.public import PublicKey
 
 from toolgate.contracts.canonical import sha256_hex
 from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.sealing import is_envelope, load_sealing_public_key, parse_sealing_public_key, seal
 from toolgate.contracts.secret_arguments import Secret, replace_secrets, secret_arguments
 
@@ -33,7 +34,7 @@ CACHE_ENTRIES = 1024
 """Envelopes kept for retries, per client (least recently used dropped first)."""
 
 
-class SealingKeyMissing(Exception):
+class SealingKeyMissing(Problem):
     """An operation has secret arguments and no sealing key is configured: nothing was sent."""
 
 

@@ -23,6 +23,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.events import AnyEvent, decode_event, encode
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.metrics import record_published
@@ -36,7 +37,7 @@ WRONG_LAST_SEQUENCE = 10071
 """JetStream API error code of a failed ``Nats-Expected-Last-Subject-Sequence`` check."""
 
 
-class AlreadyPublished(Exception):
+class AlreadyPublished(Problem):
     """The subject already holds a message: the event was published before."""
 
 

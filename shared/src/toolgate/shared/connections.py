@@ -14,6 +14,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from toolgate.contracts.errors import NatsUnreachable
 from toolgate.contracts.nats_credentials import redact
 from toolgate.shared.settings import ServiceSettings
 
@@ -21,10 +22,6 @@ __all__ = ["CA_FILE_ENV", "NatsUnreachable", "connect_once", "redact", "redis_cl
 
 CA_FILE_ENV = "TOOLGATE_NATS_CA_FILE"
 """The environment variable naming the CA (PEM) that NATS clients verify the server with."""
-
-
-class NatsUnreachable(Exception):
-    """The NATS server could not be reached (the message hides URL credentials)."""
 
 
 async def _quiet(error: Exception) -> None:

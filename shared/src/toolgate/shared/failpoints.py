@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import os
 
+from toolgate.contracts.errors import Problem
+
 __all__ = ["InjectedFault", "failpoint", "parse_rules"]
 
 
-class InjectedFault(RuntimeError):
+class InjectedFault(Problem, RuntimeError):
     """Raised at a fail point configured with ``raise``."""
 
 

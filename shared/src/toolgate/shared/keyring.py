@@ -25,6 +25,7 @@ from typing import Final
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.sealing import generate_sealing_keypair
 from toolgate.contracts.signing import generate_keypair, load_private_key, load_public_key
 
@@ -71,7 +72,7 @@ PUBLIC: Final = "public"
 """The directory holding every public key."""
 
 
-class KeyLayoutError(Exception):
+class KeyLayoutError(Problem):
     """A keys directory holds a private key that is not its holder's, or lacks its own."""
 
 

@@ -30,6 +30,7 @@ from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from toolgate.contracts import catalog
+from toolgate.contracts.errors import Problem
 
 __all__ = [
     "CURRENT",
@@ -84,7 +85,7 @@ class CurrentEntry:
     problem: str | None = None
 
 
-class PolicyConflict(Exception):
+class PolicyConflict(Problem):
     """``current`` changed after it was read: another publication came first."""
 
 

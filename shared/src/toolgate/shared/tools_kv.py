@@ -29,6 +29,7 @@ from nats.js.kv import KeyValue
 
 from toolgate.contracts import catalog
 from toolgate.contracts.descriptors import SEMVER, ToolDescriptor, semver_key
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.tool_states import ToolState
 
 __all__ = ["DescriptorConflict", "LatestContended", "ToolsBucket"]
@@ -37,11 +38,11 @@ CAS_ATTEMPTS = 20
 """Compare-and-swap attempts to raise ``latest.<tool>`` before giving up."""
 
 
-class DescriptorConflict(Exception):
+class DescriptorConflict(Problem):
     """Different content was published under an existing ``(tool, version)``."""
 
 
-class LatestContended(Exception):
+class LatestContended(Problem):
     """``latest.<tool>`` kept changing under :data:`CAS_ATTEMPTS` compare-and-swap attempts."""
 
 

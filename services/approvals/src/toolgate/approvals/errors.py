@@ -7,16 +7,16 @@
     │                     (unknown_approver, not_entitled, self_approval (the principal
     │                     or its operator), not_pending, expired, unknown_approval,
     │                     malformed, oversized, policy_unreachable, or the policy's code)
-    ├── StoreUnavailable  the approval store (Redis) failed or timed out
+    ├── ApprovalStoreUnavailable  the approval store (Redis) failed or timed out
     └── IndexLost         the approval store lost its state (Redis restarted empty) and
                           is being rebuilt from the stream (approval_store_rebuilding)
 """
 
 from __future__ import annotations
 
-from toolgate.contracts.errors import ToolgateError
+from toolgate.contracts.errors import StoreUnavailable, ToolgateError
 
-__all__ = ["ApprovalsError", "DecideRefused", "IndexLost", "StoreUnavailable"]
+__all__ = ["ApprovalsError", "DecideRefused", "IndexLost", "ApprovalStoreUnavailable"]
 
 
 class ApprovalsError(ToolgateError):
@@ -27,11 +27,11 @@ class DecideRefused(ApprovalsError):
     """The approve/reject command is refused; nothing changed."""
 
 
-class StoreUnavailable(ApprovalsError):
+class ApprovalStoreUnavailable(ApprovalsError, StoreUnavailable):
     """The approval store could not answer."""
 
 
-class IndexLost(StoreUnavailable):
+class IndexLost(ApprovalStoreUnavailable):
     """The approval store has no epoch marker: it lost its state; rebuilt from the stream, then retried."""
 
     def __init__(self) -> None:

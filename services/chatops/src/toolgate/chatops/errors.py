@@ -10,10 +10,12 @@ Hierarchy::
 
 from __future__ import annotations
 
+from toolgate.contracts.errors import Problem
+
 __all__ = ["ChatOpsError", "ChatRefused", "ChatUnavailable", "RequestRefused"]
 
 
-class ChatOpsError(Exception):
+class ChatOpsError(Problem):
     """Base of the chat-ops errors.
 
     Attributes:

@@ -88,7 +88,7 @@ class Backstop:
         """Look at one request; end it if it outlived every deadline, else say when to look again.
 
         Raises:
-            StoreUnavailable / IndexLost: the index cannot answer (look again later).
+            IdempotencyStoreUnavailable / IndexLost: the index cannot answer (look again later).
         """
         age_s = (self.clock() - stored_at).total_seconds()
         if age_s < self.limits.undecided_s:

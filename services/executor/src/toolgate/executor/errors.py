@@ -12,7 +12,7 @@ receipts) and a human ``reason`` (one sentence, no secret, no host path)::
     ├── ToolOutcomeUnknown      the call was sent and no definitive answer came back
     │                           (connection_lost, output_invalid, …): the effect may exist
     ├── ToolTimeout             the tool did not finish within its timeout_s (tool_timeout)
-    ├── StoreUnavailable        a state store (Redis) is unreachable or too slow;
+    ├── IdempotencyStoreUnavailable        a state store (Redis) is unreachable or too slow;
     │                           transient: retry later, never run the tool without it
     │                           (idempotency_store_unavailable)
     └── IndexLost               the idempotency index lost its state (Redis restarted
@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from toolgate.contracts.errors import ToolgateError
+from toolgate.contracts.errors import StoreUnavailable, ToolgateError
 
 __all__ = [
     "ExecutorError",
     "IndexLost",
-    "StoreUnavailable",
+    "IdempotencyStoreUnavailable",
     "ToolFailed",
     "ToolOutcomeUnknown",
     "ToolRefused",
@@ -96,7 +96,7 @@ class ToolTimeout(ExecutorError):
     default_code = "tool_timeout"
 
 
-class StoreUnavailable(ExecutorError):
+class IdempotencyStoreUnavailable(ExecutorError, StoreUnavailable):
     """A state store (Redis) was unreachable or timed out; transient, fail closed."""
 
     transient = True

@@ -22,7 +22,7 @@ from toolgate.contracts.events import (
 from toolgate.contracts.security import SecurityKind
 from toolgate.contracts.vocabulary import Verdict
 from toolgate.executor.backstop import Backstop
-from toolgate.executor.errors import IndexLost, StoreUnavailable
+from toolgate.executor.errors import IdempotencyStoreUnavailable, IndexLost
 from toolgate.executor.forgery import about_subject, report_message
 from toolgate.executor.service import Executor
 from toolgate.executor.upkeep import Upkeep
@@ -55,7 +55,7 @@ async def _guarded(rt: ExecutorRuntime, work: Awaitable[Settlement]) -> Settleme
     except IndexLost:
         rt.upkeep.index_lost()
         return Later(INDEX_WAIT_S)
-    except StoreUnavailable:
+    except IdempotencyStoreUnavailable:
         return Settle.RETRY
 
 

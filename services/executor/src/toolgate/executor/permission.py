@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.events import ApprovalGranted, DecisionMade
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery, valid_answer
 from toolgate.contracts.vocabulary import Outcome
@@ -41,7 +42,7 @@ class Stop(NamedTuple):
     retry_after_s: float | None = None
 
 
-class RecheckUnavailable(Exception):
+class RecheckUnavailable(Problem):
     """The policy service gave no valid answer: nothing may run yet (transient)."""
 
 

@@ -21,7 +21,7 @@ request is still in flight):
 - ``restore``: the rebuild from the stream writes a record back; ``set_epoch`` marks the
   index complete. Every method raises :class:`~toolgate.executor.errors.IndexLost` while
   the epoch is missing (Redis restarted empty) and
-  :class:`~toolgate.executor.errors.StoreUnavailable` when the store cannot answer.
+  :class:`~toolgate.executor.errors.IdempotencyStoreUnavailable` when the store cannot answer.
 
 :class:`Bus` is the executor's view of the stream: the events of one request (each the
 *first* message on its subject, so a later message squatting there is never read),

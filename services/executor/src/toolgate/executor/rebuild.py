@@ -33,7 +33,7 @@ async def rebuild_index(
     Returns ``False`` when another instance holds the rebuild lock or it was lost (try again later).
 
     Raises:
-        StoreUnavailable: Redis cannot be reached.
+        IdempotencyStoreUnavailable: Redis cannot be reached.
         nats.errors.Error: the stream cannot be read.
     """
 

@@ -186,7 +186,7 @@ class Executor:
             final: never start a run (the backstop or a give-up is ending the request).
 
         Raises:
-            StoreUnavailable / IndexLost: the index cannot answer (transient: retry).
+            IdempotencyStoreUnavailable / IndexLost: the index cannot answer (transient: retry).
         """
         bound = decision.request
         if bound is None or not decision.idempotency_key or decision.request_hash != request_hash(bound):

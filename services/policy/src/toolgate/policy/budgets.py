@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 
 from toolgate.contracts.descriptors import TOOL_NAME, OperationSpec
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.pointers import MISSING, resolve
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.files import load_optional
@@ -70,7 +71,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 _FIELDS = "name, principal, tool, operation, limit, window_s"
 
 
-class CostUnknown(Exception):
+class CostUnknown(Problem):
     """The cost of a call cannot be known exactly (``budget_cost_unknown``).
 
     Attributes:

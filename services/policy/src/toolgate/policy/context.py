@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from toolgate.contracts.descriptors import OperationSpec
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.pointers import MISSING, resolve
 from toolgate.policy.args_schema import CedarType
 
@@ -47,7 +48,7 @@ DERIVED = {"destination_host": "destination", "amount": "amount"}
 """Context fields fed by a descriptor pointer: context name to ``OperationSpec`` field."""
 
 
-class Untypable(ValueError):
+class Untypable(Problem, ValueError):
     """An argument the policy must see has no exact Cedar value.
 
     Attributes:

@@ -15,6 +15,7 @@ import msgspec
 from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.descriptors import SEMVER, TOOL_NAME
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.events import ToolRequested, decode_untrusted
 from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.outcomes import PolicyOutcome
@@ -49,7 +50,7 @@ class Envelope:
     copied_from: str | None = None
 
 
-class Ended(Exception):
+class Ended(Problem):
     """The request ends here with this verdict and reason (a refusal or a denial)."""
 
     def __init__(

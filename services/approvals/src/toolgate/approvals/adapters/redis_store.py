@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from toolgate.approvals.adapters import redis_scripts as lua
 from toolgate.approvals.domain import ApprovalState, PendingApproval
-from toolgate.approvals.errors import IndexLost, StoreUnavailable
+from toolgate.approvals.errors import ApprovalStoreUnavailable, IndexLost
 from toolgate.approvals.ports import VoteResult, VoteStatus
 from toolgate.shared.rebuild_lock import RebuildLock
 
@@ -74,7 +74,7 @@ async def _safe(work: Awaitable[T]) -> T:
         return await work
     except (RedisError, OSError) as error:
         log.warning("approval store failed: %s", error)
-        raise StoreUnavailable("approval_store_unavailable", "the approval store cannot be reached") from error
+        raise ApprovalStoreUnavailable("approval_store_unavailable", "the approval store cannot be reached") from error
 
 
 class RedisApprovalStore:

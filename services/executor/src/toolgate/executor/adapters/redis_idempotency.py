@@ -13,7 +13,7 @@ claim touches the epoch key beside the principal's keys: a single Redis (with re
 or Sentinel) is supported, Redis Cluster is not. Every script is exact when the client
 retries it once after a broken connection (:func:`toolgate.shared.connections.redis_client`).
 Any Redis or socket error, or a call slower than ``timeout_s``, becomes
-:class:`~toolgate.executor.errors.StoreUnavailable`: the executor fails closed.
+:class:`~toolgate.executor.errors.IdempotencyStoreUnavailable`: the executor fails closed.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from toolgate.executor.errors import IndexLost, StoreUnavailable
+from toolgate.executor.errors import IdempotencyStoreUnavailable, IndexLost
 from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, Restored, ttl_ms
 from toolgate.shared.idempotency import EPOCH_KEY, key_digest
 from toolgate.shared.rebuild_lock import RebuildLock
@@ -153,7 +153,7 @@ class RedisIdempotencyStore:
         """See :meth:`~toolgate.executor.ports.IdempotencyStore.claim`.
 
         Raises:
-            StoreUnavailable: Redis unreachable, failing or slower than ``timeout_s``.
+            IdempotencyStoreUnavailable: Redis unreachable, failing or slower than ``timeout_s``.
             IndexLost: the epoch marker is missing.
             ValueError: ``ttl_s`` is not positive.
         """
@@ -169,7 +169,7 @@ class RedisIdempotencyStore:
         """See :meth:`~toolgate.executor.ports.IdempotencyStore.end_request`.
 
         Raises:
-            StoreUnavailable, IndexLost: as :meth:`claim`.
+            IdempotencyStoreUnavailable, IndexLost: as :meth:`claim`.
         """
         reply = int(await self._script("end", [_marker_key(principal, request_id), EPOCH_KEY], [ttl_ms(ttl_s)]))
         if reply < 0:
@@ -240,7 +240,7 @@ class RedisIdempotencyStore:
             async with asyncio.timeout(self._timeout_s):
                 return await work
         except (RedisError, OSError, TimeoutError) as exc:
-            raise StoreUnavailable(
+            raise IdempotencyStoreUnavailable(
                 "idempotency_store_unavailable", f"idempotency store unavailable: {type(exc).__name__}"
             ) from exc
 
