@@ -27,9 +27,10 @@ from toolgate.cli import rpc
 from toolgate.cli.output import AsJson, print_json
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.contracts.catalog import Rpc
-from toolgate.policy.budget_ports import BudgetCounter
+from toolgate.contracts.rpc.audit import ExportQuery, ExportReply
+from toolgate.contracts.rpc.policy import BudgetCounter, CountersQuery, CountersReply, ResolveQuery, ResolveReply
 from toolgate.policy.budgets import as_cost
-from toolgate.policy.reconciliation import CountersReply, Difference, differences, pending, receipt_outcomes
+from toolgate.policy.reconciliation import Difference, differences, pending, receipt_outcomes
 
 __all__ = ["budgets_app"]
 
@@ -66,12 +67,12 @@ def budgets_resolve(
     nats_url: NatsUrl = "",
 ) -> None:
     """Resolve an uncertain call's reservation: --ran commits it, --not-run releases it."""
-    body = {"principal": principal, "request_id": request_id, "ran": ran}
-    reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.POLICY_BUDGETS_RESOLVE, body))
-    if not reply.get("ok"):
-        err_console.print("[red]not resolved:[/red]", escape(str(reply.get("reason"))))
+    body = ResolveQuery(principal=principal, request_id=request_id, ran=ran)
+    reply = on_bus(nats_url, lambda bus: rpc.ask(bus, Rpc.POLICY_BUDGETS_RESOLVE, body, ResolveReply))
+    if not reply.ok:
+        err_console.print("[red]not resolved:[/red]", escape(reply.reason))
         raise typer.Exit(1)
-    console.print(escape(str(reply.get("reason"))))
+    console.print(escape(reply.reason))
 
 
 async def _twice(bus: rpc.Bus, settle_s: float) -> tuple[list[BudgetCounter], list[Difference], list[Difference]]:
@@ -99,8 +100,8 @@ async def _counters(bus: rpc.Bus) -> list[BudgetCounter]:
     found: dict[tuple[str, str, int], BudgetCounter] = {}  # SCAN may return a key twice
     cursor = 0
     while True:
-        raw = await rpc.request(bus, Rpc.POLICY_BUDGETS, {"cursor": cursor, "count": PAGE}, timeout_s=10)
-        reply = msgspec.convert(raw, CountersReply)
+        query = CountersQuery(cursor=cursor, count=PAGE)
+        reply = await rpc.ask(bus, Rpc.POLICY_BUDGETS, query, CountersReply, timeout_s=10)
         if not reply.ok:
             raise rpc.BusError(f"the policy service refused the counters: {reply.reason}")
         found.update({(c.principal, c.budget, c.start_s): c for c in reply.counters})
@@ -112,10 +113,10 @@ async def _audit_records(bus: rpc.Bus) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     after = 0
     while True:
-        reply: dict[str, Any] = await rpc.request(bus, Rpc.AUDIT_EXPORT, {"after": after}, timeout_s=30)
-        if not reply.get("ok"):
-            raise rpc.BusError(f"the audit service refused the export: {reply.get('reason')}")
-        page = reply.get("records") or []
+        reply = await rpc.ask(bus, Rpc.AUDIT_EXPORT, ExportQuery(after=after), ExportReply, timeout_s=30)
+        if not reply.ok:
+            raise rpc.BusError(f"the audit service refused the export: {reply.reason}")
+        page: list[dict[str, Any]] = msgspec.to_builtins(reply.records)
         if not page:
             return records
         records += page

@@ -17,6 +17,8 @@ import msgspec
 from toolgate.cli import rpc
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.rpc.audit import EXPORT_PAGE, ExportQuery, ExportReply, TrailQuery, TrailReply
+from toolgate.contracts.rpc.policy import PublishReply, PublishRequest
 from toolgate.shared.policy_kv import PolicyBucket, PublishedPolicy
 
 __all__ = [
@@ -34,13 +36,10 @@ __all__ = [
 PUBLISH_TIMEOUT_S = 30.0
 """How long ``policy publish`` waits for the policy service (it builds and validates the policy), seconds."""
 
-EXPORT_PAGE = 500
 
-
-async def publish(bus: rpc.Bus, text: str) -> dict[str, Any]:
-    """Ask the policy service to put ``text`` in force; its ``{ok, version, reason}`` answer."""
-    reply: dict[str, Any] = await rpc.request(bus, Rpc.POLICY_PUBLISH, {"text": text}, timeout_s=PUBLISH_TIMEOUT_S)
-    return reply
+async def publish(bus: rpc.Bus, text: str) -> PublishReply:
+    """Ask the policy service to put ``text`` in force; its answer."""
+    return await rpc.ask(bus, Rpc.POLICY_PUBLISH, PublishRequest(text=text), PublishReply, PUBLISH_TIMEOUT_S)
 
 
 async def chain(bus: rpc.Bus) -> list[dict[str, Any]]:
@@ -52,18 +51,19 @@ async def chain(bus: rpc.Bus) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     while True:
         after = int(records[-1]["sequence"]) if records else 0
-        reply = await rpc.request(bus, Rpc.AUDIT_EXPORT, {"after": after, "limit": EXPORT_PAGE}, timeout_s=30)
-        if not reply.get("ok"):
-            raise rpc.BusError(f"the audit service refused the export: {reply.get('reason')}")
-        if not (page := reply.get("records") or []):
+        query = ExportQuery(after=after, limit=EXPORT_PAGE)
+        reply = await rpc.ask(bus, Rpc.AUDIT_EXPORT, query, ExportReply, timeout_s=30)
+        if not reply.ok:
+            raise rpc.BusError(f"the audit service refused the export: {reply.reason}")
+        if not reply.records:
             return records
-        records.extend(page)
+        records.extend(msgspec.to_builtins(reply.records))
 
 
 async def trail(bus: rpc.Bus, request_id: str) -> list[dict[str, Any]]:
     """Every audit record of ``request_id``, in bus order."""
-    reply = await rpc.request(bus, Rpc.AUDIT_TRAIL, {"request_id": request_id})
-    return list(reply.get("records") or [])
+    reply = await rpc.ask(bus, Rpc.AUDIT_TRAIL, TrailQuery(request_id=request_id), TrailReply)
+    return list(msgspec.to_builtins(reply.records))
 
 
 async def registered(bus: rpc.Bus) -> list[ToolDescriptor]:

@@ -98,10 +98,10 @@ def policy_publish(file: Path, nats_url: NatsUrl = "") -> None:
     """Put the Cedar policy in FILE in force on every policy replica (validated by the policy service first)."""
     text = _read(file)
     reply = on_bus(nats_url, lambda bus: policy_bus.publish(bus, text))
-    if not reply.get("ok"):
-        err_console.print(f"[red]refused[/red] ({escape(str(file))}):", escape(str(reply.get("reason"))))
+    if not reply.ok:
+        err_console.print(f"[red]refused[/red] ({escape(str(file))}):", escape(reply.reason))
         raise typer.Exit(1)
-    console.print("[green]published[/green]:", escape(str(reply.get("reason"))))
+    console.print("[green]published[/green]:", escape(reply.reason))
 
 
 @policy_app.command("check")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import nats
@@ -19,9 +19,12 @@ from nats.aio.client import Client
 
 from toolgate.contracts.catalog import TOKEN, Rpc
 from toolgate.contracts.errors import Problem
+from toolgate.contracts.rpc.approvals import DecideCommand, DecideReply
 from toolgate.shared.connections import connect_once
 
-__all__ = ["Bus", "BusError", "PermissionRefused", "decide", "request"]
+__all__ = ["Bus", "BusError", "PermissionRefused", "ask", "decide", "request"]
+
+T = TypeVar("T")
 
 _VIOLATION = re.compile(r"permissions violation for (publish|subscription) to \"?([^\"']+)", re.I)
 
@@ -94,6 +97,19 @@ async def request(bus: Bus, subject: str, body: Any, timeout_s: float = 5.0) -> 
     return await bus.request(subject, body, timeout_s)
 
 
+async def ask(bus: Bus, subject: str, body: msgspec.Struct, reply: type[T], timeout_s: float = 5.0) -> T:
+    """Send a contract request body and return the answer as its contract reply type.
+
+    Raises:
+        PermissionRefused / BusError: as :meth:`Bus.request`; BusError also for an answer not of type ``reply``.
+    """
+    answer = await bus.request(subject, body, timeout_s)
+    try:
+        return msgspec.convert(answer, reply)
+    except msgspec.ValidationError as error:
+        raise BusError(f"the answer on {subject} is not a {reply.__name__}: {error}") from None
+
+
 async def decide(
     bus: Bus, approver: str, approval_id: str, approve: bool, note: str = "", *, withdraw: bool = False
 ) -> dict[str, Any]:
@@ -108,11 +124,9 @@ async def decide(
     """
     if not TOKEN.match(approver):
         raise ValueError(f"approver {approver!r} must match {TOKEN.pattern}")
-    body: dict[str, Any] = {"approval_id": approval_id, "approve": approve, "note": note}
-    if withdraw:
-        body["withdraw"] = True
+    body = DecideCommand(approval_id=approval_id, approve=approve, note=note, withdraw=withdraw)
     try:
-        answer: dict[str, Any] = await request(bus, Rpc.approvals_decide(approver), body)
+        answer: dict[str, Any] = msgspec.to_builtins(await ask(bus, Rpc.approvals_decide(approver), body, DecideReply))
     except PermissionRefused as refused:
         hint = f"--as {approver} answers as NATS user approver-{approver}: it needs {approver}'s own credentials"
         raise PermissionRefused(f"{refused}; {hint}") from None

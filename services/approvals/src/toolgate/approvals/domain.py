@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
-from enum import StrEnum
 
 import msgspec
 
@@ -23,6 +22,7 @@ from toolgate.approvals.errors import DecideRefused
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.contracts.events import ApprovalRequested, BoundRequest, DecisionMade, Related, decode_untrusted
+from toolgate.contracts.rpc.approvals import ApprovalState, DecideCommand, DecideReply
 from toolgate.contracts.security import safe_token
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 
@@ -40,15 +40,6 @@ __all__ = [
     "replayed",
     "requested_event",
 ]
-
-
-class ApprovalState(StrEnum):
-    """Where an approval is in its single-use life."""
-
-    PENDING = "pending"
-    GRANTED = "granted"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
 
 
 class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
@@ -95,45 +86,6 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     def request_ids(self) -> tuple[str, ...]:
         """Every request this approval answers: the one that opened it, then those that joined."""
         return (self.request_id, *self.joined)
-
-
-class DecideCommand(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Body of ``tg.approvals.decide.<approver>``: approve (vote), reject, or withdraw one's vote.
-
-    Attributes:
-        approval_id: the approval.
-        approve: ``true`` votes for it, ``false`` rejects it (unless ``withdraw``).
-        note: a remark recorded with a rejection.
-        withdraw: take back one's vote while the approval is pending (``approve`` must be ``false``).
-    """
-
-    approval_id: str
-    approve: bool
-    note: str = ""
-    withdraw: bool = False
-
-
-class DecideReply(msgspec.Struct, frozen=True, kw_only=True):
-    """Answer to a :class:`DecideCommand`.
-
-    Attributes:
-        ok: the answer counts (or was given before: ``already_voted``, a replay).
-        reason_code: ``voted``, ``granted``, ``rejected``, ``withdrawn``, ``already_voted``,
-            ``not_voted``, or the refusal's code.
-        reason: human text.
-        approval_id: the approval answered.
-        state: the approval's state after the answer.
-        votes: approvers whose approval counts now.
-        approvals_required: the quorum.
-    """
-
-    ok: bool
-    reason_code: str
-    reason: str
-    approval_id: str | None = None
-    state: ApprovalState | None = None
-    votes: tuple[str, ...] = ()
-    approvals_required: int | None = None
 
 
 def approval_id_for(principal: str, request_id: str) -> str:

@@ -21,6 +21,7 @@ import msgspec
 
 from toolgate.audit.errors import ChainBroken
 from toolgate.contracts.canonical import sha256_hex
+from toolgate.contracts.rpc.audit import AuditEntry, AuditRecord
 
 __all__ = [
     "GENESIS",
@@ -36,42 +37,6 @@ __all__ = [
 
 GENESIS = "sha256:" + "0" * 64
 """The ``prev_hash`` of the first record of a chain."""
-
-
-class AuditEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One stream message as the audit receives it, before it is chained.
-
-    Attributes:
-        stream_seq: JetStream stream sequence of the event.
-        subject: NATS subject of the event.
-        event_type: the event's type tag (``unparseable`` for a body that is not an event).
-        request_id: the tool request the event belongs to, if any.
-        principal: the principal the event concerns, if known.
-        occurred_at: when the event occurred, ISO 8601 UTC.
-        payload: the event JSON as received, verbatim.
-    """
-
-    stream_seq: int
-    subject: str
-    event_type: str
-    request_id: str | None
-    principal: str | None
-    occurred_at: str
-    payload: str
-
-
-class AuditRecord(AuditEntry, frozen=True, kw_only=True):
-    """One event as recorded in the audit chain: its :class:`AuditEntry` plus the chain links.
-
-    Attributes:
-        sequence: 1-based position in the chain.
-        prev_hash: ``hash`` of the previous record, or :data:`GENESIS`.
-        hash: ``sha256:<64 hex>`` from :func:`chain_hash`.
-    """
-
-    sequence: int
-    prev_hash: str
-    hash: str
 
 
 _CHAINED_FIELDS = ("sequence", *(name for name in AuditEntry.__struct_fields__ if name != "payload"))

@@ -6,8 +6,9 @@ from datetime import datetime
 
 import msgspec
 
-from toolgate.audit.domain import AuditRecord, VerifyResult
+from toolgate.audit.domain import VerifyResult
 from toolgate.audit.signatures import SignatureFault
+from toolgate.contracts.rpc.audit import EXPORT_PAGE, ExportQuery, ExportReply, TrailQuery, TrailReply
 
 __all__ = [
     "EXPORT_PAGE",
@@ -21,24 +22,6 @@ __all__ = [
     "TrailReply",
     "VerifyReply",
 ]
-
-EXPORT_PAGE = 500
-"""Most records one ``tg.audit.export`` answer carries (well under the 1 MiB NATS payload limit
-for ordinary events; a page that would not fit is refused and the caller asks for fewer)."""
-
-
-class TrailQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Body of ``tg.audit.trail``."""
-
-    request_id: str
-
-
-class TrailReply(msgspec.Struct, frozen=True, kw_only=True):
-    """Every record of one request, in bus (stream sequence) order."""
-
-    ok: bool
-    reason: str
-    records: list[AuditRecord] = []
 
 
 MAX_REQUESTS = 200
@@ -124,18 +107,3 @@ class VerifyReply(msgspec.Struct, frozen=True, kw_only=True):
     differing_from_stream: list[int] = []
     differing_count: int = 0
     unanchored: int = 0
-
-
-class ExportQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Body of ``tg.audit.export``: records after chain sequence ``after``, at most ``limit``."""
-
-    after: int = 0
-    limit: int = EXPORT_PAGE
-
-
-class ExportReply(msgspec.Struct, frozen=True, kw_only=True):
-    """One page of the chain, in chain order; ``records`` empty past its end."""
-
-    ok: bool
-    reason: str
-    records: list[AuditRecord] = []

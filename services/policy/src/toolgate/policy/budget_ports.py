@@ -32,6 +32,7 @@ from typing import Protocol
 
 import msgspec
 
+from toolgate.contracts.rpc.policy import BudgetCounter, Held
 from toolgate.policy.errors import BudgetsLost
 
 __all__ = [
@@ -92,32 +93,6 @@ class Exceeded:
     charge: Charge
     used_units: int
     reserved_units: int
-
-
-class Held(msgspec.Struct, frozen=True, array_like=True):
-    """One request in a counter: its :class:`RecordState` and units."""
-
-    state: str
-    units: int
-
-
-class BudgetCounter(msgspec.Struct, frozen=True, kw_only=True):
-    """One budget's counter for one principal and window, with the records it sums.
-
-    Attributes:
-        principal / budget / start_s / window_s / limit_units: what it counts.
-        used_units: committed spend. reserved_units: reserved and uncertain spend.
-        records: request id to what that request holds here.
-    """
-
-    principal: str
-    budget: str
-    start_s: int
-    window_s: int
-    limit_units: int
-    used_units: int
-    reserved_units: int
-    records: dict[str, Held]
 
 
 def counter_key(principal: str, budget: str, start_s: int) -> str:

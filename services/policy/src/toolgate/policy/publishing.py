@@ -34,6 +34,7 @@ from datetime import datetime
 import msgspec
 
 from toolgate.contracts.events import PolicyPublished, decode_untrusted
+from toolgate.contracts.rpc.policy import PublishReply, PublishRequest
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import DescriptorSource, PolicyStore
@@ -47,27 +48,6 @@ CAS_ATTEMPTS = 5
 """Compare-and-swap attempts on ``current`` before a publication gives up."""
 
 Announce = Callable[[PolicyPublished], Awaitable[None]]
-
-
-class PublishRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Body of ``tg.policy.publish``: the Cedar policy text to put in force."""
-
-    text: str
-
-
-class PublishReply(msgspec.Struct, frozen=True, kw_only=True):
-    """Answer of ``tg.policy.publish``.
-
-    Attributes:
-        ok: the policy is in force now (on this replica; the others follow within seconds).
-        version: its version, ``sha256:<hex>``; ``None`` when refused.
-        reason: what happened, or what is wrong with the policy (pointed: names the
-            policy's ``@id`` and the field).
-    """
-
-    ok: bool
-    version: str | None
-    reason: str
 
 
 _request = msgspec.json.Decoder(PublishRequest)

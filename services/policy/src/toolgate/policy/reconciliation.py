@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from toolgate.contracts.rpc.policy import CountersQuery, CountersReply, ResolveQuery, ResolveReply
 from toolgate.contracts.vocabulary import Outcome
 from toolgate.policy.budget_ports import BudgetCounter, RecordState
 
@@ -44,38 +45,6 @@ __all__ = [
 
 MAX_PAGE = 500
 """Most counters one ``tg.policy.budgets`` answer asks Redis for."""
-
-
-class CountersQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Ask for one page of counters: from ``cursor`` (0: the first), about ``count`` of them."""
-
-    cursor: int = 0
-    count: int = 100
-
-
-class CountersReply(msgspec.Struct, frozen=True, kw_only=True):
-    """One page of counters; ``cursor`` 0 after the last page; ``ok`` False with ``reason`` when refused."""
-
-    ok: bool
-    reason: str = ""
-    counters: list[BudgetCounter] = msgspec.field(default_factory=list)
-    cursor: int = 0
-
-
-class ResolveQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Resolve an uncertain reservation: ``ran`` commits it, otherwise it is released."""
-
-    principal: str
-    request_id: str
-    ran: bool
-
-
-class ResolveReply(msgspec.Struct, frozen=True, kw_only=True):
-    """Whether the reservation moved, its state now, and why."""
-
-    ok: bool
-    reason: str
-    state: str | None = None
 
 
 class Difference(msgspec.Struct, frozen=True, kw_only=True):

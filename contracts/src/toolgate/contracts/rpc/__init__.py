@@ -1,0 +1,1 @@
+"""Request and reply bodies of every request/reply subject (:class:`toolgate.contracts.catalog.Rpc`)."""
