@@ -107,7 +107,8 @@ def quoted_names() -> list[str]:
 @cache
 def code_and_configuration() -> str:
     """The workspace's Python sources (tests excluded) and every file under ``deploy/``, concatenated."""
-    sources = [p for part in ("services", "shared", "sdk", "cli") for p in (ROOT / part).rglob("*.py")]
+    parts = ("services", "contracts", "shared", "devstack", "sdk", "cli")
+    sources = [p for part in parts for p in (ROOT / part).rglob("*.py")]
     configuration = [p for p in (ROOT / "deploy").rglob("*") if p.is_file()]
     return "\n".join(path.read_text() for path in sources + configuration)
 

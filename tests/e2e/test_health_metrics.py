@@ -104,12 +104,13 @@ async def test_sampled_gauges_are_reported(gate: Any) -> None:
         audit, policy = await _samples("audit"), await _samples("policy")
         lag = [v for (name, _), v in audit.items() if name == "toolgate_audit_lag_seconds"]
         pending = {dict(labels).get("durable") for (name, labels) in policy if name == "toolgate_consumer_pending"}
-        if (lag and POLICY_DURABLE in pending) or time.monotonic() > deadline:
+        approvals = ("toolgate_approvals_pending", frozenset()) in await _samples("approvals")
+        if (lag and POLICY_DURABLE in pending and approvals) or time.monotonic() > deadline:
             break
         await asyncio.sleep(1.0)
     assert lag and lag[0] >= 0
     assert POLICY_DURABLE in pending
-    assert ("toolgate_approvals_pending", frozenset()) in await _samples("approvals")
+    assert approvals, "the approvals service reports no toolgate_approvals_pending gauge"
 
 
 async def _gauge_until(service: str, name: str, at_least: float, timeout_s: float) -> float:

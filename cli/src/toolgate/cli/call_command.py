@@ -30,6 +30,7 @@ from toolgate.cli.render import OUTCOME_STYLE, plain_text
 from toolgate.cli.rpc import BusError
 from toolgate.cli.session import NatsUrl, console, err_console, stack_url
 from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.contracts.nats_credentials import CredentialsInvalid, credentials_file
 from toolgate.contracts.nats_permissions import agent_user
@@ -47,7 +48,7 @@ NO_RECEIPT = 7
 """Exit code when no receipt came in time (the request may be waiting for an approval)."""
 
 
-class CallRefused(Exception):
+class CallRefused(Problem):
     """The call was not sent: bad input, or a tool or operation this principal does not have."""
 
 

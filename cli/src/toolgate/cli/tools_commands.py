@@ -27,7 +27,7 @@ def tools_list(as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
     reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
     descriptors, states = reply.get("descriptors") or [], reply.get("states") or {}
     if as_json:
-        print_json({"descriptors": descriptors, "states": states})
+        print_json([{**item, **_state_keys(states.get(item.get("name")))} for item in descriptors])
         return
     tools = [_descriptor(item)[0] for item in descriptors]
     console.print(tools_table(tools, msgspec.convert(states, dict[str, ToolState])))
@@ -52,7 +52,11 @@ async def _lookup(bus: rpc.Bus, tool: str, version: str | None) -> tuple[dict[st
 async def _state_of(bus: rpc.Bus, tool: str) -> dict[str, Any]:
     """The state the registry recorded for ``tool`` as :data:`STATE_KEYS` (empty: none recorded)."""
     listing: dict[str, Any] = await rpc.request(bus, Rpc.REGISTRY_LIST, {})
-    state = (listing.get("states") or {}).get(tool)
+    return _state_keys((listing.get("states") or {}).get(tool))
+
+
+def _state_keys(state: dict[str, Any] | None) -> dict[str, Any]:
+    """A recorded tool state as :data:`STATE_KEYS` (empty: none recorded)."""
     return {"state": state.get("state"), "state_reason": state.get("reason", "")} if state else {}
 
 

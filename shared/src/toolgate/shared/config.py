@@ -35,6 +35,7 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from toolgate.contracts.descriptors import TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
+from toolgate.contracts.errors import Problem
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers, parse_servers
 from toolgate.shared.tables import convert, unknown_keys
 
@@ -58,7 +59,7 @@ CONFIG_ENV = "TOOLGATE_CONFIG"
 """The environment variable naming ``toolgate.toml`` (``--config`` sets it for the services)."""
 
 
-class ConfigInvalid(ValueError):
+class ConfigInvalid(Problem, ValueError):
     """``toolgate.toml`` cannot be used.
 
     Attributes:
