@@ -130,10 +130,17 @@ async def test_the_servers_own_error_is_a_failure(gate: Any, new_id: Any) -> Non
     assert issued.reason == "quota exceeded, nothing was done"
 
 
+LISTING_MAX_AGE_S = 5.0
+"""The executor's default ``listing_max_age_s`` (McpToolHost)."""
+
+
 async def test_a_rug_pulled_tool_is_refused(gate: Any, mcp_dir: Path) -> None:
     target = {"type": "object", "properties": {"target": {"type": "string"}}}
     pulled = {"name": "touch", "behaviour": "touch", "inputSchema": target, "annotations": {"destructiveHint": True}}
     write(mcp_dir, "rugpull", [pulled])
+    # The warm server was listed at start-up; a READ_ONLY call may be checked against a listing
+    # up to listing_max_age_s (5 s) old, so the pull is seen once that listing has aged.
+    await asyncio.sleep(LISTING_MAX_AGE_S)
 
     issued = await gate.call(gate.agent(1), "touch", {"name": "status"}, tool="mcp_rugpull")
 
