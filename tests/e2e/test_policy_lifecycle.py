@@ -158,7 +158,8 @@ async def test_simulate_gives_the_live_verdicts_for_the_policy_in_force_and_name
     recorded["write"] = [await gate.submit(agent, "write", {"path": "w.txt", "content": "x"})]
     recorded["agent"] = [agent]
     for request_id in recorded["forbidden"] + recorded["allowed"]:
-        assert (await gate.receipt(agent, request_id)).outcome == "succeeded"
+        receipt = await gate.receipt(agent, request_id)
+        assert receipt.outcome == "succeeded", receipt.reason
     assert (await gate.call(agent, "read", {"path": 5})).reason_code == "schema_invalid"  # never reaches the policy
     await gate.settle()
 
@@ -202,6 +203,8 @@ async def test_a_publish_switches_both_replicas_without_a_restart_and_decisions_
         "forbidden",
         "forbidden.txt may not be read",
     )
+    for request_id in allowed:  # submitted, not awaited: each is decided once it has a receipt
+        await gate.receipt(agent, request_id)
     for request_id in [*allowed, refused.request_id]:
         assert (await decision(gate, agent, request_id)).policy_version == new
 

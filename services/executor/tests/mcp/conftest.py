@@ -47,6 +47,10 @@ class Scripted:
         tools = [{**entry, **fields} if entry["name"] == name else entry for entry in self._definitions["tools"]]
         self.change(tools=tools)
 
+    def add_tool(self, definition: dict[str, Any]) -> None:
+        """List one more tool (a :func:`tool` definition)."""
+        self.change(tools=[*self._definitions["tools"], definition])
+
     def registered(self, name: str) -> OperationSpec:
         """The operation the registry publishes for tool ``name`` as currently defined."""
         entry = next(entry for entry in self._definitions["tools"] if entry["name"] == name)

@@ -151,6 +151,25 @@ async def test_a_tool_the_server_no_longer_lists_is_refused(host: McpToolHost, l
     assert error.reason == "MCP tool lab/save is absent from the server's listing"
 
 
+@pytest.mark.parametrize("change", ["added", "redefined"])
+async def test_a_read_the_cached_listing_would_refuse_is_checked_against_a_fresh_one(
+    lab: Any, mcp_servers: Any, change: str
+) -> None:
+    tool_host = McpToolHost({"lab": lab.config}, start_timeout_s=20.0, listing_max_age_s=3600.0)
+    try:
+        await touch(tool_host, lab.registered("touch"), "before")
+        if change == "added":  # no notification: only a fresh listing knows the new tool
+            lab.add_tool(mcp_servers.tool("stamp", "touch", annotations=READ_ONLY))
+        else:  # the registry re-published touch as the server lists it now
+            lab.change_tool("touch", description="touch, now documented")
+        tool = "stamp" if change == "added" else "touch"
+
+        await touch(tool_host, lab.registered(tool), "after", tool=tool)
+    finally:
+        await tool_host.aclose()
+    assert (lab.workdir / "after").exists()
+
+
 async def test_configuration_applies_to_the_live_tool_as_to_the_registered_one(mcp_servers: Any) -> None:
     overrides = {"touch": Override(side_effect_class=SideEffectClass.SECURITY_SENSITIVE)}
     lab = mcp_servers(

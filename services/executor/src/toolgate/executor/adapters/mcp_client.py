@@ -11,7 +11,8 @@ operation the call runs under; any difference is refused as ``tool_definition_ch
 and nothing is sent. The listing is re-fetched before every call of an operation that is
 not READ_ONLY; a READ_ONLY call may use a listing fetched less than
 ``listing_max_age_s`` (default 5 s) ago, unless the server sent
-``notifications/tools/list_changed`` since.
+``notifications/tools/list_changed`` since; a cached listing that would refuse the call is
+fetched anew first, so a tool added since is found and a refusal always rests on a fresh listing.
 
 How a call ends (the executor turns the error class into the receipt):
 
@@ -53,7 +54,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp import MCPError
+from mcp import Client, MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent
 from pydantic import ValidationError
 
@@ -189,9 +190,7 @@ class McpToolHost:
     ) -> dict[str, Any]:
         try:
             client = await attempt.connection.client()
-            read_only = expected.side_effect_class is SideEffectClass.READ_ONLY
-            tools = await attempt.connection.tools(client, self._listing_max_age_s if read_only else 0.0)
-            _check(config, tools, attempt.tool, expected)
+            await self._checked(attempt.connection, client, config, attempt.tool, expected)
             attempt.send()
             result = await client.session.call_tool(attempt.tool, arguments)
         except ExecutorError:
@@ -199,6 +198,23 @@ class McpToolHost:
         except Exception as exc:
             raise attempt.failure(exc) from exc
         return _result(result)
+
+    async def _checked(
+        self, connection: Connection, client: Client, config: McpServerConfig, tool: str, expected: OperationSpec
+    ) -> None:
+        """Check ``tool`` against the live listing; a READ_ONLY call's cached listing is re-fetched before a refusal.
+
+        Raises:
+            ToolRefused: ``tool_definition_changed`` by a listing fetched for this check.
+        """
+        read_only = expected.side_effect_class is SideEffectClass.READ_ONLY
+        max_age_s = self._listing_max_age_s if read_only else 0.0
+        try:
+            _check(config, await connection.tools(client, max_age_s), tool, expected)
+        except ToolRefused:
+            if not read_only:
+                raise
+            _check(config, await connection.tools(client, 0.0), tool, expected)
 
 
 class _Attempt:
