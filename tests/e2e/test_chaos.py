@@ -44,7 +44,8 @@ from typing import Any
 import nats.errors
 import pytest
 
-from toolgate.cli.stack import SERVICES, wait_ready
+from toolgate.cli.readiness import wait_ready
+from toolgate.cli.stack import SERVICES
 from toolgate.contracts.catalog import Rpc, Subjects
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.sdk.client import DuplicateRequest, ToolClient

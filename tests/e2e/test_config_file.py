@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.stack import wait_ready
+from toolgate.cli.readiness import wait_ready
 from toolgate.contracts.catalog import Rpc
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.stack import wait_ready
+from toolgate.cli.readiness import wait_ready
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Subjects
 

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from toolgate.cli.stack import wait_ready
+from toolgate.cli.readiness import wait_ready
 from toolgate.contracts import catalog
 from toolgate.contracts.events import Outcome
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.stack import PolicyNotReady, running_stack
+from toolgate.cli.readiness import PolicyNotReady
+from toolgate.cli.stack import running_stack
 
 pytestmark = pytest.mark.e2e
 

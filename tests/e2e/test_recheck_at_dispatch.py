@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.stack import wait_ready
+from toolgate.cli.readiness import wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 

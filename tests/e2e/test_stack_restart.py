@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.stack import SERVICES, wait_ready
+from toolgate.cli.readiness import wait_ready
+from toolgate.cli.stack import SERVICES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 
