@@ -48,6 +48,7 @@ from toolgate.sdk.local_receipts import oversized_receipt
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
 from toolgate.sdk.results import read_result
 from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
+from toolgate.sdk.tracing import with_trace_context
 
 __all__ = [
     "BusUnreachable",
@@ -277,7 +278,7 @@ class ToolClient:
             version=version,
         )
         self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
-        headers = {"Nats-Msg-Id": request_id}  # the stream's duplicate window drops a second request
+        headers = with_trace_context({"Nats-Msg-Id": request_id})  # the stream drops a second request by its id
         try:
             ack = await self._js.publish(
                 Subjects.request(self.principal), encode(request), stream=STREAM, headers=headers

@@ -27,6 +27,7 @@ from toolgate.contracts.errors import Problem
 from toolgate.contracts.events import AnyEvent, decode_event, encode
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.metrics import record_published
+from toolgate.shared.tracing import carried
 
 __all__ = ["AlreadyPublished", "fetch_last", "next_message", "publish_event", "publish_once", "request_recheck"]
 
@@ -67,7 +68,7 @@ async def publish_event(
         nats.errors.TimeoutError / nats.js.errors.APIError: the stream did not store it.
     """
     once = {"Nats-Expected-Last-Subject-Sequence": str(after_seq)}
-    headers = once if first_on_subject else {"Nats-Msg-Id": event.event_id}
+    headers = carried(once if first_on_subject else {"Nats-Msg-Id": event.event_id})
     try:
         ack = await js.publish(subject, encode(event), timeout=timeout_s, stream=catalog.STREAM, headers=headers)
     except APIError as error:

@@ -48,6 +48,7 @@ from toolgate.contracts import catalog
 from toolgate.shared.pulling import Puller
 from toolgate.shared.request_log import request_scope
 from toolgate.shared.settle import Later, Settle, Settlement
+from toolgate.shared.tracing import consuming
 
 __all__ = ["Consumer", "Delivery", "DurableWorker", "Later", "Settle", "Settlement"]
 
@@ -197,7 +198,8 @@ class DurableWorker:
         task.add_done_callback(self._inflight.discard)
 
     async def _process(self, msg: Msg) -> None:
-        with request_scope(consumer=self._consumer.spec.durable):
+        durable = self._consumer.spec.durable
+        with request_scope(consumer=durable), consuming(durable, msg.subject, msg.headers):
             await self._processed(msg)
 
     async def _processed(self, msg: Msg) -> None:

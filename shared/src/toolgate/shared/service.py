@@ -23,6 +23,7 @@ from faststream.nats.security import NatsSecurity
 from nats.js import JetStreamContext
 
 from toolgate.contracts.errors import ToolgateError
+from toolgate.shared import tracing
 from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.shared.handling import Consumer, DurableWorker
 from toolgate.shared.health import Monitoring, ReadyCheck
@@ -121,6 +122,7 @@ def new_broker(
     middlewares = []
     if settings.otlp_endpoint:
         provider = tracer_provider(service, settings.otlp_endpoint)
+        tracing.enable(provider)
         middlewares.append(NatsTelemetryMiddleware(tracer_provider=provider))
     return NatsBroker(
         settings.nats_url,

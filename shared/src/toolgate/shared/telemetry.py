@@ -7,6 +7,8 @@ meter provider is installed once per process (:func:`toolgate.shared.metrics.ins
 
 from __future__ import annotations
 
+import os
+
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider, TraceBasedExemplarFilter
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
@@ -18,7 +20,8 @@ from prometheus_client import CollectorRegistry
 __all__ = ["meter_provider", "tracer_provider"]
 
 METRICS_EXPORT_INTERVAL_MS = 15_000
-"""How often metrics are pushed over OTLP when an endpoint is set, milliseconds."""
+"""How often metrics are pushed over OTLP when an endpoint is set, milliseconds (the standard
+``OTEL_METRIC_EXPORT_INTERVAL``, when set, takes its place)."""
 
 
 def _resource(service: str) -> Resource:
@@ -57,7 +60,8 @@ def meter_provider(service: str, otlp_endpoint: str | None, registry: CollectorR
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
         exporter = OTLPMetricExporter(endpoint=otlp_endpoint.rstrip("/") + "/v1/metrics")
-        readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=METRICS_EXPORT_INTERVAL_MS))
+        interval_ms = None if os.environ.get("OTEL_METRIC_EXPORT_INTERVAL") else METRICS_EXPORT_INTERVAL_MS
+        readers.append(PeriodicExportingMetricReader(exporter, export_interval_millis=interval_ms))
     return MeterProvider(
         resource=_resource(service), metric_readers=readers, exemplar_filter=TraceBasedExemplarFilter()
     )

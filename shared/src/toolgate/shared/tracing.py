@@ -1,0 +1,56 @@
+"""One trace per call across the services: W3C Trace Context in the headers of every stream event.
+
+The trace context (https://www.w3.org/TR/trace-context/, ``traceparent`` / ``tracestate``)
+travels in NATS message headers, injected and extracted by OpenTelemetry's global
+propagator. Until :func:`enable` is called (a service with ``OTEL_EXPORTER_OTLP_ENDPOINT``
+set), both functions do nothing: no span is made and no header is added.
+
+A durable consumer's handler runs inside :func:`consuming` (a ``CONSUMER`` span, child of
+the context the event carried); every event it publishes carries that span's context
+(:func:`carried`), so the policy's, the executor's and the audit's work on one request
+share the trace the request arrived with, and the metrics recorded meanwhile carry its
+trace id as exemplars.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+
+from opentelemetry import propagate
+from opentelemetry.trace import SpanKind, Tracer, TracerProvider
+
+__all__ = ["carried", "consuming", "enable"]
+
+_tracer: Tracer | None = None
+
+
+def enable(provider: TracerProvider) -> None:
+    """Trace durable consumers and propagate context from now on, with ``provider``'s tracer."""
+    global _tracer
+    _tracer = provider.get_tracer("toolgate")
+
+
+def carried(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` with the current trace context added (``traceparent``), when tracing is enabled."""
+    if _tracer is not None:
+        propagate.inject(headers)
+    return headers
+
+
+@contextlib.contextmanager
+def consuming(consumer: str, subject: str, headers: Mapping[str, str] | None) -> Iterator[None]:
+    """Run the handling of one delivered event inside a ``CONSUMER`` span continuing its trace.
+
+    Args:
+        consumer: the durable consumer's name (the span is ``<consumer> process``).
+        subject: the event's subject (``messaging.destination.name``).
+        headers: the message's headers; without a ``traceparent`` the span starts a trace.
+    """
+    if _tracer is None:
+        yield
+        return
+    context = propagate.extract(dict(headers or {}))
+    attributes = {"messaging.system": "nats", "messaging.destination.name": subject}
+    with _tracer.start_as_current_span(f"{consumer} process", context, SpanKind.CONSUMER, attributes):
+        yield
