@@ -14,6 +14,7 @@ from toolgate.shared.mcp_config import (
     header_values,
     load_mcp_servers,
     resolve_command,
+    stdio_launch,
 )
 
 VALID = """
@@ -81,6 +82,32 @@ def test_relative_path_command_resolves_against_the_config_directory(tmp_path: P
     servers = load_mcp_servers(write(tmp_path, '[servers.mine]\ncommand = "bin/my-server"\n'))
 
     assert servers["mine"].command == str(script.resolve())
+
+
+@pytest.mark.parametrize(("cwd", "expected"), [(None, "."), ("work", "work"), ("work/../work", "work")])
+def test_a_stdio_server_runs_in_the_files_directory_or_its_cwd_relative_to_it(
+    tmp_path: Path, cwd: str | None, expected: str
+) -> None:
+    (tmp_path / "work").mkdir()
+    line = f'cwd = "{cwd}"\n' if cwd else ""
+    servers = load_mcp_servers(write(tmp_path, f'[servers.mine]\ncommand = "{sys.executable}"\n{line}'))
+
+    assert servers["mine"].cwd == str((tmp_path / expected).resolve())
+    assert stdio_launch(servers["mine"])["cwd"] == servers["mine"].cwd
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ('command = "{python}"\ncwd = "missing"', "servers.mine.cwd: "),
+        ('url = "https://example.invalid/mcp"\ncwd = "."', "cwd: applies only to a server with a command"),
+    ],
+)
+def test_a_cwd_that_is_no_directory_or_on_an_http_upstream_is_refused(tmp_path: Path, table: str, named: str) -> None:
+    path = write(tmp_path, "[servers.mine]\n" + table.format(python=sys.executable) + "\n")
+
+    with pytest.raises(ValueError, match=named):
+        load_mcp_servers(path)
 
 
 def test_command_on_path_and_absolute() -> None:

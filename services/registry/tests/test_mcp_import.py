@@ -10,7 +10,8 @@ import pytest
 from toolgate.contracts.descriptors import SEMVER, ToolDescriptor
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.registry.adapters.mcp_import import import_mcp_server, list_mcp_tools
-from toolgate.registry.app import _seed
+from toolgate.registry.app import _seed, _servers
+from toolgate.registry.importing import McpImports
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.mcp_config import McpServerConfig, Override, resolve_command
 
@@ -135,10 +136,13 @@ async def test_a_server_that_crashes_at_start_up_is_named_and_does_not_stop_the_
     servers.write_text(f'[servers.notes]\ncommand = {json.dumps(sys.executable)}\nargs = ["-c", {json.dumps(crash)}]\n')
     settings = RegistrySettings(descriptors_dir=None, mcp_servers_file=servers)
 
-    with caplog.at_level(logging.ERROR, logger="toolgate.registry"):
-        seeded = await _seed(settings)
+    with caplog.at_level(logging.INFO, logger="toolgate.registry"):
+        seeded = await _seed(settings, McpImports(_servers(settings), 10.0))
 
     assert seeded == []
-    (line,) = [record.getMessage() for record in caplog.records if record.name == "toolgate.registry"]
-    assert line.startswith("MCP server 'notes' not imported, it could not be listed: ")
+    lines = [record.getMessage() for record in caplog.records if record.name == "toolgate.registry"]
+    assert "MCP server 'notes' stderr: boom" in lines  # the server's stderr, one record per line
+    (line,) = [line for line in lines if "not imported" in line]
+    assert line.startswith("MCP server 'notes' not imported, it could not be listed (retried in the background): ")
+    assert line.endswith("its last line on stderr: boom")
     assert "Traceback" not in caplog.text

@@ -21,9 +21,10 @@ from nats.js import JetStreamContext
 from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.registry.app import _seed
+from toolgate.registry.app import _seed, _servers
 from toolgate.registry.domain import parse_descriptor
 from toolgate.registry.errors import PublishRefused
+from toolgate.registry.importing import McpImports
 from toolgate.registry.service import Registry
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.mcp_config import McpServerConfig
@@ -163,8 +164,8 @@ async def test_registry_start_up_logs_the_refused_server_and_publishes_nothing_f
     settings = RegistrySettings(descriptors_dir=None, mcp_servers_file=servers)
 
     with caplog.at_level(logging.ERROR, logger="toolgate.registry"):
-        seeded = await _seed(settings)
+        seeded = await _seed(settings, imports := McpImports(_servers(settings), 30.0))
 
-    assert seeded == []
+    assert seeded == [] and not imports.missing  # refused: trying again would refuse the same listing
     assert "MCP server 'lister' not imported" in caplog.text and "/properties/u/$ref" in caplog.text
     assert remote.hits == []

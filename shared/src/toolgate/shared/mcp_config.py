@@ -63,6 +63,7 @@ __all__ = [
     "load_mcp_servers",
     "parse_servers",
     "resolve_command",
+    "stdio_launch",
 ]
 
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}\Z")
@@ -113,6 +114,8 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         headers_env: HTTP header name to the environment variable holding its value (HTTP
             upstreams only); the value is read at connection start, never logged.
         args: command-line arguments (stdio only).
+        cwd: working directory of the server process (stdio only); after loading, an
+            absolute path: the declaring file's directory, or ``cwd`` relative to it.
         env: extra environment variables for the server process (stdio only).
         pinned_arguments: argument name to value, forced into every call (overwriting
             the agent's value) and declared ``const`` in every input schema.
@@ -132,6 +135,7 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     url: str = ""
     headers_env: dict[str, str] = msgspec.field(default_factory=dict)
     args: list[str] = msgspec.field(default_factory=list)
+    cwd: str = ""
     env: dict[str, str] = msgspec.field(default_factory=dict)
     pinned_arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     overrides: dict[str, Override] = msgspec.field(default_factory=dict)
@@ -160,7 +164,7 @@ def _check_http(config: McpServerConfig) -> None:
         raise ValueError(f"url: expected an http:// or https:// URL with a host, got {config.url[:200]!r}")
     if parts.username or parts.password:
         raise ValueError("url: must not carry credentials; send them in a header named by headers_env")
-    for field in ("args", "env"):
+    for field in ("args", "cwd", "env"):
         if getattr(config, field):
             raise ValueError(f"{field}: applies only to a server with a command")
     for header, variable in config.headers_env.items():
@@ -278,7 +282,23 @@ def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfi
         command = resolve_command(config.command, base_dir)
     except ValueError as exc:
         raise ValueError(f"{where}.command: {exc}") from exc
-    return msgspec.structs.replace(config, command=command, overrides=parsed)
+    cwd = (base_dir / config.cwd).resolve()
+    if not cwd.is_dir():
+        raise ValueError(f"{where}.cwd: {str(cwd)[:200]!r} is not a directory")
+    return msgspec.structs.replace(config, command=command, cwd=str(cwd), overrides=parsed)
+
+
+def stdio_launch(config: McpServerConfig) -> dict[str, Any]:
+    """Keyword arguments of the ``mcp`` SDK's ``StdioServerParameters`` for stdio server ``config``.
+
+    ``{"command": str, "args": [str, ...], "env": {str: str} | None, "cwd": str | None}``.
+    """
+    return {
+        "command": config.command,
+        "args": list(config.args),
+        "env": dict(config.env) or None,
+        "cwd": config.cwd or None,
+    }
 
 
 def _check_table(name: str, table: Any, where: str) -> None:

@@ -14,11 +14,11 @@ from faststream import FastStream
 from nats.js import JetStreamContext
 
 from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.domain import parse_descriptor
 from toolgate.registry.errors import RegistryError
 from toolgate.registry.handlers import build_router
+from toolgate.registry.importing import McpImports
 from toolgate.registry.service import Registry
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.bus import publish_event
@@ -37,48 +37,22 @@ __all__ = ["create_app"]
 log = logging.getLogger("toolgate.registry")
 
 
-async def _seed(settings: RegistrySettings) -> list[tuple[ToolDescriptor, bool]]:
-    """The descriptors to publish at start-up, each with whether the operator's limits changed it."""
+async def _seed(settings: RegistrySettings, imports: McpImports) -> list[ToolDescriptor]:
+    """The descriptors to publish at start-up: the descriptor directories', then each MCP server's that is listed."""
     found: list[ToolDescriptor] = []
     for directory in settings.descriptors_dir:
         found += [parse_descriptor(path.read_bytes()) for path in sorted(directory.glob("*.json"))]
-    if settings.mcp_servers_file is not None:
-        for config in load_servers(settings.mcp_servers_file).values():
-            found.extend(await _import(config, settings.mcp_timeout_s))
-    limits = load_config(settings.config_file).tools.limits
-    return [_limited(descriptor, limits) for descriptor in found]
+    return found + await imports.first()
+
+
+def _servers(settings: RegistrySettings) -> list[McpServerConfig]:
+    return list(load_servers(settings.mcp_servers_file).values()) if settings.mcp_servers_file else []
 
 
 def _limited(descriptor: ToolDescriptor, limits: dict[str, ToolLimits]) -> tuple[ToolDescriptor, bool]:
+    """``descriptor`` with the operator's limits applied, and whether they changed it."""
     limited = apply_limits(descriptor, limits)
     return limited, limited is not descriptor
-
-
-async def _import(config: McpServerConfig, timeout_s: float) -> list[ToolDescriptor]:
-    """The server's descriptor, or none (one line logged) when its listing is refused or it cannot be reached.
-
-    A server that cannot start never stops the registry: the version published before (if
-    any) stays, and the executor reports the server ``unavailable``.
-    """
-    try:
-        return [await import_mcp_server(config, timeout_s)]
-    except RegistryError as error:
-        log.error(
-            "MCP server %r not imported: its changes are not published and the version published before "
-            "(if any) stays in force: %s",
-            config.name,
-            error,
-        )
-    except Exception as error:  # a crash, a hang, a refused connection: named, never a traceback
-        log.error("MCP server %r not imported, it could not be listed: %s", config.name, _summary(error))
-    return []
-
-
-def _summary(error: BaseException) -> str:
-    """The first leaf of ``error`` (task groups wrap it), as ``Type: text``, clipped to 300 characters."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return f"{type(error).__name__}: {error}"[:300]
 
 
 async def _publish(registry: Registry, descriptor: ToolDescriptor, limited: bool = False) -> None:
@@ -114,6 +88,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
     cell: RuntimeCell[Registry] = RuntimeCell()
     states: RuntimeCell[StateRecorder] = RuntimeCell()
     broker.include_router(build_router(cell, states))
+    imports = McpImports(_servers(settings), settings.mcp_timeout_s)
+    limits = load_config(settings.config_file).tools.limits
 
     async def build(js: JetStreamContext) -> None:
         await ensure_bus(js)
@@ -122,12 +98,18 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
             return await publish_event(js, subject, event)
 
         bucket, clock = await ToolsBucket.open(js), lambda: datetime.now(UTC)
-        recorder = StateRecorder(bucket)
+        recorder = StateRecorder(bucket, on_ready=imports.ready)
         states.set(recorder)
         await recorder.catch_up(js)
         registry = Registry(bucket, announce, clock, operator_key=operator_key, reporter=reporter)
-        for descriptor, limited in await _seed(settings):
-            await _publish(registry, descriptor, limited)
-        cell.set(registry)
 
-    return new_app(broker, build, Lifecycle(reporter=reporter, monitoring=monitoring("registry", settings)))
+        async def publish(descriptor: ToolDescriptor) -> None:
+            await _publish(registry, *_limited(descriptor, limits))
+
+        for descriptor in await _seed(settings, imports):
+            await publish(descriptor)
+        cell.set(registry)
+        imports.keep_trying(publish)
+
+    lifecycle = Lifecycle(reporter=reporter, monitoring=monitoring("registry", settings), closers=(imports.aclose,))
+    return new_app(broker, build, lifecycle)

@@ -34,10 +34,9 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 import threading
 from collections.abc import AsyncIterator
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters, stdio_client
@@ -50,8 +49,9 @@ from mcp_types import CONNECTION_CLOSED, ToolListChangedNotification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate.executor.errors import ToolFailed
-from toolgate.shared.mcp_config import McpServerConfig, header_values
+from toolgate.shared.mcp_config import McpServerConfig, header_values, stdio_launch
 from toolgate.shared.mcp_mapping import McpToolInfo, tool_from_wire
+from toolgate.shared.mcp_stderr import stderr_logged
 
 __all__ = ["Connection", "McpSession"]
 
@@ -165,7 +165,7 @@ class Connection:
         if self.lost:
             return
         config = self._config
-        params = StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env) or None)
+        params = StdioServerParameters(**stdio_launch(config))
         transport = _http(config) if config.url else self._relayed(params)
         async with Client(transport, message_handler=self._on_message, cache=None) as client:
             try:
@@ -207,7 +207,7 @@ class Connection:
     async def _relayed(self, params: StdioServerParameters) -> AsyncIterator[tuple[Any, Any]]:
         """The SDK's stdio transport, relayed so that the connection is marked lost first."""
         async with (
-            _stderr_logged(self.name, self.stderr_tail) as (errlog, self._stderr),
+            stderr_logged(self.name, self.stderr_tail, logger) as (errlog, self._stderr),
             stdio_client(params, errlog) as (read, write),
         ):
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -330,29 +330,6 @@ async def _http(config: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         streamable_http_client(config.url, http_client=http) as streams,
     ):
         yield streams
-
-
-@contextlib.asynccontextmanager
-async def _stderr_logged(name: str, tail: list[str]) -> AsyncIterator[tuple[TextIO, threading.Thread]]:
-    """A pipe for a server's stderr whose lines a thread logs (so the service's log filters see them).
-
-    The parent's write end is closed on exit; the thread ends at EOF, once the server is gone.
-    ``tail[0]`` is kept as the last non-empty line.
-    """
-    read_fd, write_fd = os.pipe()
-    thread = threading.Thread(target=_log_lines, args=(read_fd, name, tail), daemon=True, name=f"mcp-stderr-{name}")
-    thread.start()
-    with os.fdopen(write_fd, "w") as errlog:
-        yield errlog, thread
-
-
-def _log_lines(fd: int, name: str, tail: list[str]) -> None:
-    with os.fdopen(fd, "rb") as pipe:
-        for raw in pipe:
-            line = raw.decode("utf-8", "replace").rstrip()
-            logger.info("MCP server %r stderr: %s", name, line)
-            if line.strip():
-                tail[0] = line.strip()[-300:]
 
 
 def _now() -> float:

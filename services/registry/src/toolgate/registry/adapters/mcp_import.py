@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import sys
+import threading
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TextIO
 
 from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -24,10 +27,13 @@ from mcp.types import Tool
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.contracts.schemas import SchemaError, check_self_contained
 from toolgate.registry.errors import PublishRefused
-from toolgate.shared.mcp_config import McpServerConfig, header_values
+from toolgate.shared.mcp_config import McpServerConfig, header_values, stdio_launch
 from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp, tool_from_wire
+from toolgate.shared.mcp_stderr import stderr_logged
 
 __all__ = ["check_listing", "import_mcp_server", "list_mcp_tools", "server_parameters", "tool_info", "transport"]
+
+log = logging.getLogger("toolgate.registry")
 
 _MAX_PAGES = 100
 """Bound on ``tools/list`` pages, so a server whose cursor never ends cannot hang an import."""
@@ -35,18 +41,18 @@ _MAX_PAGES = 100
 
 def server_parameters(config: McpServerConfig) -> StdioServerParameters:
     """Return the SDK's stdio launch parameters for ``config``."""
-    return StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env) or None)
+    return StdioServerParameters(**stdio_launch(config))
 
 
 @contextlib.asynccontextmanager
-async def transport(config: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK transport to ``config``: stdio for a command, Streamable HTTP (with its headers) for a url.
+async def transport(config: McpServerConfig, errlog: TextIO = sys.stderr) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK transport to ``config``: stdio for a command (its stderr to ``errlog``), Streamable HTTP for a url.
 
     Raises:
         ValueError: a ``headers_env`` variable is not set (the message names it, never a value).
     """
     if not config.url:
-        async with stdio_client(server_parameters(config)) as streams:
+        async with stdio_client(server_parameters(config), errlog) as streams:
             yield streams
         return
     async with (
@@ -72,8 +78,25 @@ async def list_mcp_tools(config: McpServerConfig, timeout_s: float = 30.0) -> tu
         OSError: the command could not be started.
         ValueError: a ``headers_env`` variable is not set.
         mcp.MCPError: the server answered with a JSON-RPC error or closed the connection.
+
+    A stdio server's stderr is logged line by line (:mod:`toolgate.shared.mcp_stderr`); an
+    error raised carries its last line as a note.
     """
-    async with asyncio.timeout(timeout_s), Client(transport(config)) as client:
+    tail, threads = [""], list[threading.Thread]()
+    try:
+        async with stderr_logged(config.name, tail, log) as (errlog, thread):
+            threads.append(thread)
+            return await _listing(config, timeout_s, errlog)
+    except Exception as error:
+        for thread in threads:  # its last lines, read once the server is gone
+            await asyncio.to_thread(thread.join, 1.0)
+        if tail[0]:
+            error.add_note(f"its last line on stderr: {tail[0]}")
+        raise
+
+
+async def _listing(config: McpServerConfig, timeout_s: float, errlog: TextIO) -> tuple[str, list[McpToolInfo]]:
+    async with asyncio.timeout(timeout_s), Client(transport(config, errlog)) as client:
         info = client.server_info
         version = info.version if info is not None else "0.0.0"
         tools: list[Tool] = []

@@ -9,6 +9,7 @@ of its subject, or that is older than the state recorded, is not recorded.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import msgspec
 from nats.js import JetStreamContext
@@ -31,10 +32,11 @@ class StateRecorder:
 
     Args:
         bucket: the tools bucket.
+        on_ready: called with the tool's name when a recorded announcement says ``ready``.
     """
 
-    def __init__(self, bucket: ToolsBucket) -> None:
-        self._bucket = bucket
+    def __init__(self, bucket: ToolsBucket, on_ready: Callable[[str], None] | None = None) -> None:
+        self._bucket, self._on_ready = bucket, on_ready
 
     async def catch_up(self, js: JetStreamContext) -> int:
         """Record the last announcement kept in the stream for each tool; return how many were read.
@@ -63,5 +65,8 @@ class StateRecorder:
         if known is not None and known.since > event.state.since:
             return False
         await self._bucket.put_state(event.tool, event.state)
-        log.info("tool %s: %s %s", event.tool, event.state.state, event.state.reason)
+        since = event.state.since.isoformat(timespec="seconds")
+        log.info("tool %s: %s since %s %s", event.tool, event.state.state, since, event.state.reason)
+        if self._on_ready is not None and event.state.state == "ready":
+            self._on_ready(event.tool)
         return True

@@ -1,0 +1,131 @@
+"""Importing the configured MCP servers: once at start-up, then again for each that could not be listed.
+
+A server that cannot be listed at start-up (not installed yet, crashing, unreachable) never
+stops the registry: it is logged in one line and tried again in the background, after
+:data:`RETRY_FIRST_S` seconds, doubling to at most :data:`RETRY_MAX_S`, until a listing is
+published. An announcement from the executor that the server's tool is ``ready`` tries it
+again at once (:meth:`McpImports.ready`). A listing the registry refuses (a schema that
+is not self-contained, overrides that do not fit, a ``headers_env`` variable unset) is final
+until the next start: trying again would refuse the same listing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.registry.adapters.mcp_import import import_mcp_server
+from toolgate.registry.errors import RegistryError
+from toolgate.shared.mcp_config import McpServerConfig
+
+__all__ = ["RETRY_FIRST_S", "RETRY_MAX_S", "McpImports"]
+
+log = logging.getLogger("toolgate.registry")
+
+RETRY_FIRST_S = 2.0
+"""Delay before the first retry of a server that could not be listed, seconds."""
+
+RETRY_MAX_S = 30.0
+"""Longest delay between two retries, seconds."""
+
+Publish = Callable[[ToolDescriptor], Awaitable[None]]
+
+
+class McpImports:
+    """The configured MCP servers' descriptors, with retries for those not listed yet.
+
+    Args:
+        servers: the configured servers.
+        timeout_s: limit for one import (start, handshake, listing), seconds.
+    """
+
+    def __init__(self, servers: Iterable[McpServerConfig], timeout_s: float) -> None:
+        self._servers, self._timeout_s = list(servers), timeout_s
+        self._missing: dict[str, McpServerConfig] = {}
+        self._refused: set[str] = set()
+        self._wake: dict[str, asyncio.Event] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def first(self) -> list[ToolDescriptor]:
+        """Import every server once; remember those that could not be listed."""
+        found = []
+        for config in self._servers:
+            descriptor = await self._import(config, retrying=False)
+            if descriptor is None and config.name not in self._refused:
+                self._missing[config.name] = config
+            found += [descriptor] if descriptor else []
+        return found
+
+    @property
+    def missing(self) -> list[str]:
+        """Names of the servers not listed yet (and not refused), to be tried again."""
+        return sorted(self._missing)
+
+    def keep_trying(self, publish: Publish) -> None:
+        """Retry each server not listed yet in the background, publishing its descriptor once listed."""
+        for config in self._missing.values():
+            self._wake[config.name] = asyncio.Event()
+            task = asyncio.create_task(self._retry(config, publish), name=f"import-{config.name}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def ready(self, tool: str) -> None:
+        """The executor announced ``tool`` ready: retry its server now, if it is still missing."""
+        wake = self._wake.get(tool.removeprefix("mcp_"))
+        if wake is not None and tool.startswith("mcp_"):
+            wake.set()
+
+    async def aclose(self) -> None:
+        """Stop retrying."""
+        for task in set(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _retry(self, config: McpServerConfig, publish: Publish) -> None:
+        delay_s, wake = RETRY_FIRST_S, self._wake[config.name]
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), delay_s)
+            wake.clear()
+            descriptor = await self._import(config, retrying=True)
+            if descriptor is not None:
+                log.info("MCP server %r imported on a retry", config.name)
+                await publish(descriptor)
+            if descriptor is not None or config.name in self._refused:
+                self._missing.pop(config.name, None)
+                return
+            delay_s = min(delay_s * 2, RETRY_MAX_S)
+
+    async def _import(self, config: McpServerConfig, retrying: bool) -> ToolDescriptor | None:
+        """The server's descriptor, or ``None`` (logged: once when first missing, at DEBUG on retries)."""
+        try:
+            return await import_mcp_server(config, self._timeout_s)
+        except (RegistryError, ValueError) as error:  # the listing or the configuration, not the moment
+            self._refused.add(config.name)
+            log.error(
+                "MCP server %r not imported: its changes are not published and the version published before "
+                "(if any) stays in force: %s",
+                config.name,
+                error,
+            )
+        except Exception as error:  # a crash, a hang, a refused connection: named, never a traceback
+            level = logging.DEBUG if retrying else logging.ERROR
+            log.log(
+                level,
+                "MCP server %r not imported, it could not be listed (retried in the background): %s",
+                config.name,
+                summary(error),
+            )
+        return None
+
+
+def summary(error: BaseException) -> str:
+    """``Type: text`` of the first leaf of ``error`` (task groups wrap it), then its notes; 600 characters at most."""
+    notes = list(getattr(error, "__notes__", ()))
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+        notes += getattr(error, "__notes__", ())
+    return (f"{type(error).__name__}: {str(error)[:300]}" + "".join(f"; {note}" for note in notes))[:600]

@@ -1,0 +1,105 @@
+"""An MCP server that cannot be listed at start-up is tried again until its listing is published."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.registry import importing
+from toolgate.registry.importing import McpImports
+from toolgate.shared.mcp_config import parse_servers
+
+# A server that refuses to start while a file named BROKEN is in its working directory.
+SERVER = """
+import os, sys
+if os.path.exists("BROKEN"):
+    print("refusing to start: BROKEN is present", file=sys.stderr)
+    sys.exit(3)
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("flaky")
+
+@server.tool()
+def greet(name: str) -> str:
+    return "hello " + name
+
+server.run()
+"""
+
+
+@pytest.fixture
+def flaky(tmp_path: Path) -> Path:
+    """A directory holding the server script (run by a relative path: the working directory is this one)."""
+    (tmp_path / "flaky.py").write_text(SERVER)
+    (tmp_path / "BROKEN").write_text("")
+    return tmp_path
+
+
+def imports_of(directory: Path) -> McpImports:
+    table = {"flaky": {"command": sys.executable, "args": ["flaky.py"]}}
+    return McpImports(parse_servers(table, directory, "mcp.servers").values(), 20.0)
+
+
+async def published_by(imports: McpImports, timeout_s: float) -> ToolDescriptor:
+    published: asyncio.Queue[ToolDescriptor] = asyncio.Queue()
+    imports.keep_trying(published.put)
+    try:
+        return await asyncio.wait_for(published.get(), timeout_s)
+    finally:
+        await imports.aclose()
+
+
+async def test_a_server_broken_at_start_up_is_published_once_it_starts(
+    flaky: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(importing, "RETRY_FIRST_S", 0.2)
+    imports = imports_of(flaky)
+    with caplog.at_level(logging.INFO, logger="toolgate.registry"):
+        assert await imports.first() == [] and imports.missing == ["flaky"]
+    assert "its last line on stderr: refusing to start: BROKEN is present" in caplog.text
+
+    (flaky / "BROKEN").unlink()
+    descriptor = await published_by(imports, timeout_s=30.0)
+
+    assert descriptor.name == "mcp_flaky" and list(descriptor.operations) == ["greet"]
+    assert imports.missing == []
+
+
+async def test_the_executors_ready_announcement_tries_a_missing_server_at_once(flaky: Path) -> None:
+    imports = imports_of(flaky)  # the first retry would wait RETRY_FIRST_S; the announcement does not
+    assert await imports.first() == []
+    (flaky / "BROKEN").unlink()
+    importing_task = asyncio.create_task(published_by(imports, timeout_s=importing.RETRY_FIRST_S + 15.0))
+    await asyncio.sleep(0)
+
+    imports.ready("mcp_flaky")
+    imports.ready("mcp_other")  # another tool's announcement changes nothing
+
+    assert (await importing_task).name == "mcp_flaky"
+
+
+async def test_a_server_still_broken_is_tried_again_with_growing_delays(
+    flaky: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importing, "RETRY_FIRST_S", 0.1)
+    attempts: list[float] = []
+    real = importing.import_mcp_server
+
+    async def counted(*args: object, **kwargs: object) -> ToolDescriptor:
+        attempts.append(asyncio.get_running_loop().time())
+        return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(importing, "import_mcp_server", counted)
+    imports = imports_of(flaky)
+    await imports.first()
+    with pytest.raises(TimeoutError):
+        await published_by(imports, timeout_s=6.0)
+
+    gaps = [later - earlier for earlier, later in zip(attempts[1:], attempts[2:], strict=False)]
+    assert len(attempts) >= 4 and gaps[-1] > gaps[0] + 0.1, attempts  # 0.1, 0.2, 0.4 … s, plus each start
+    assert json.dumps(imports.missing) == '["flaky"]'
