@@ -175,3 +175,18 @@ def test_limits_replace_the_descriptors_own_and_nothing_else() -> None:
     assert (limited.timeout_s, limited.rate_limit, limited.operations) == (3.0, descriptor.rate_limit, {"op": spec})
     assert apply_limits(descriptor, {"other": ToolLimits(timeout_s=3.0)}) is descriptor
     assert apply_limits(descriptor, {"t": ToolLimits()}) is descriptor
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_a_missing_file_is_named_with_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = Path("toolgate.toml") if relative else tmp_path / "toolgate.toml"
+
+    with pytest.raises(ConfigInvalid) as refused:
+        load_config(path)
+
+    (problem,) = refused.value.problems
+    assert problem.startswith(f"{path}: cannot be read: ")
+    assert (f"(looked for {tmp_path / 'toolgate.toml'})" in problem) is relative

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -74,7 +75,7 @@ def test_describing_a_mistyped_tool_gets_a_suggestion(stack: Any) -> None:
 def test_a_call_waiting_for_approval_is_listed_in_one_block_within_80_columns(stack: Any) -> None:
     write = ("call", "file_system", "write", "--args", '{"path": "cli.txt", "content": "from the cli"}')
     waiting = _toolgate(stack, *write, "--as", "a1-03", "--wait", "2")
-    assert waiting.returncode == NO_RECEIPT and "may still be waiting for an approval" in _words(waiting.stderr)
+    assert waiting.returncode == NO_RECEIPT and "may be waiting for an approval" in _words(waiting.stderr)
     listed = _listed(stack, "a1-03")
     assert listed["request"]["arguments"] == {"path": "cli.txt", "content": "from the cli"}
     shown = _toolgate(stack, "approvals", "list")
@@ -85,6 +86,24 @@ def test_a_call_waiting_for_approval_is_listed_in_one_block_within_80_columns(st
         assert f"  {label} " in block, label
     assert "a1-03" in block and "ago)" in block
     assert listed["request_hash"] in "".join(line.strip() for line in block.splitlines())
+
+
+def test_a_call_still_waiting_tells_its_key_and_the_same_command_with_it_gets_the_outcome(
+    stack: Any, e2e_paths: Any
+) -> None:
+    write = ("call", "file_system", "write", "--args", '{"path": "later.txt", "content": "once"}', "--as", "a1-05")
+    waiting = _toolgate(stack, *write, "--wait", "2")
+    told = _words(waiting.stderr)
+    assert waiting.returncode == NO_RECEIPT and "toolgate approvals list" in told, told
+    key = re.search(r"--key ([0-9a-f]{32})", told)
+    assert key is not None, told
+    approved = _toolgate(stack, "approvals", "approve", _listed(stack, "a1-05")["approval_id"], "--as", "alice")
+    assert approved.returncode == 0, approved.stderr
+
+    again = _toolgate(stack, *write, "--key", key[1], "--wait", "30")
+
+    assert again.returncode == 0 and again.stdout.split()[0] in ("succeeded", "replayed"), again.stdout + again.stderr
+    assert (e2e_paths.sandbox / "later.txt").read_text() == "once"
 
 
 def _listed(stack: Any, principal: str, timeout_s: float = 15.0) -> dict[str, Any]:

@@ -49,24 +49,42 @@ class Up:
     def ports(self) -> dict[str, int]:
         return dict(json.loads((self.state / "ports.json").read_text()))
 
-    def child(self, needle: str) -> int:
-        """The pid of ``up``'s child process whose command line contains ``needle``."""
+    def child(self, needle: str, parent: int | None = None) -> int:
+        """The pid of the child of ``parent`` (default: ``up``) whose command line contains ``needle``."""
         for stat in Path("/proc").glob("[0-9]*/stat"):
             with contextlib.suppress(OSError):
-                parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+                ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
                 command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                if parent == self.process.pid and needle in command:
+                if ppid == (parent or self.process.pid) and needle in command:
                     return int(stat.parent.name)
-        raise AssertionError(f"no child of up runs {needle!r}")
+        raise AssertionError(f"no child of {parent or 'up'} runs {needle!r}")
+
+
+# An MCP server that refuses to start while a file named BROKEN is in its working directory.
+FLAKY = """
+import os, sys
+if os.path.exists("BROKEN"):
+    print("refusing to start: BROKEN is present", file=sys.stderr)
+    sys.exit(3)
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("flaky")
+
+@server.tool()
+def greet(name: str) -> str:
+    return "hello " + name
+
+server.run()
+"""
 
 
 def _start(cwd: Path, name: str) -> Up:
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
     output = cwd / f"{name}.out"
+    (cwd / "flaky.py").write_text(FLAKY)
+    (cwd / "toolgate.toml").write_text(f'[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["flaky.py"]\n')
+    command = [TOOLGATE, "up", "--config", "toolgate.toml"]
     with output.open("wb") as sink:
-        process = subprocess.Popen(
-            [TOOLGATE, "up"], cwd=cwd, env={**env, **SUPERVISION}, stdout=sink, stderr=subprocess.STDOUT
-        )
+        process = subprocess.Popen(command, cwd=cwd, env={**env, **SUPERVISION}, stdout=sink, stderr=subprocess.STDOUT)
     running = Up(cwd, process, output)
     _wait_for(running, "Ctrl-C stops everything", timeout_s=180)
     return running
@@ -155,6 +173,16 @@ async def test_a_killed_service_is_reported_and_restarted(up: Up) -> None:
     _wait_for(up, r"executor exited \(killed by SIGKILL\); restarting in 0\.2s\n  \| ")
     _wait_for(up, "executor restarted")
     await _a_call_succeeds(up, "after-executor.txt")
+
+
+def test_an_mcp_server_that_breaks_and_mends_is_reported_by_up(up: Up) -> None:
+    _wait_for(up, r"mcp_flaky: ready since \d\d:\d\d:\d\d")  # the state once the stack is up
+    (up.cwd / "BROKEN").write_text("")
+    os.kill(up.child("flaky.py", parent=up.child("-m toolgate.executor")), signal.SIGKILL)
+
+    _wait_for(up, r"mcp_flaky: unavailable since [\d:]+: .*refusing to start: BROKEN is present")
+    (up.cwd / "BROKEN").unlink()
+    _wait_for(up, r"(?s)BROKEN is present.*mcp_flaky: ready since", timeout_s=90)
 
 
 def test_a_service_that_dies_at_once_every_time_is_given_up_on(up: Up) -> None:

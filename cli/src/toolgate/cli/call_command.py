@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -106,17 +107,34 @@ async def _call(url: str, principal: str, work: Work, wait_s: float) -> ReceiptI
     try:
         await _checked(client, tool, operation, version)
         request_id = await client.submit(tool, operation, arguments, idempotency_key=key, version=version)
-        return await client.receipt(request_id, timeout_s=wait_s)
+        try:
+            return await client.receipt(request_id, timeout_s=wait_s)
+        except TimeoutError:
+            raise NoReceiptYet(request_id, wait_s) from None
     finally:
         await client.close()
 
 
-def _shown(receipt: ReceiptIssued) -> Group:
+class NoReceiptYet(Exception):
+    """No receipt within the wait: the call may wait for an approval (it is neither lost nor run twice)."""
+
+    def __init__(self, request_id: str, wait_s: float) -> None:
+        super().__init__(f"no receipt for request {request_id} within {wait_s:g} s")
+        self.request_id = request_id
+
+
+def _no_receipt_yet(error: NoReceiptYet, key: str) -> str:
+    return (
+        f"{error}: it may be waiting for an approval (toolgate approvals list). Run the same command "
+        f"with --key {key} to get its outcome once it is decided; with that key it never runs twice."
+    )
+
+
+def _shown(receipt: ReceiptIssued, tool: str, operation: str) -> Group:
     style = OUTCOME_STYLE.get(receipt.outcome.value, "white")
+    called = f"{receipt.tool or tool}.{receipt.operation or operation}"  # a call ended before its tool was resolved
     lines: list[RenderableType] = [
-        Text.assemble(
-            (receipt.outcome.value, f"bold {style}"), "  ", plain_text(f"{receipt.tool}.{receipt.operation}")
-        ),
+        Text.assemble((receipt.outcome.value, f"bold {style}"), "  ", plain_text(called)),
         Text.assemble(("reason: ", "bold"), plain_text(f"{receipt.reason_code}: {receipt.reason}")),
         Text.assemble(("request: ", "bold"), plain_text(receipt.request_id)),
     ]
@@ -147,8 +165,14 @@ def call(
     try:
         if not TOKEN.match(principal):
             raise CallRefused(f"--as {principal!r} must match {TOKEN.pattern}")
+        key = key or uuid.uuid4().hex  # known here, so that a call still waiting can be asked for again
         work = (tool, operation, _arguments(args), version, key)
         receipt = asyncio.run(_call(stack_url(nats_url), principal, work, wait_s))
+    except NoReceiptYet as waiting:
+        err_console.print(
+            "[yellow]no receipt yet[/yellow]:", escape(_no_receipt_yet(waiting, str(key))), soft_wrap=True
+        )
+        raise typer.Exit(NO_RECEIPT) from None
     except TimeoutError as timeout:
         err_console.print("[yellow]no receipt[/yellow]:", escape(str(timeout)))
         raise typer.Exit(NO_RECEIPT) from None
@@ -158,5 +182,5 @@ def call(
     if as_json:
         print_json(receipt)
     else:
-        console.print(_shown(receipt))
+        console.print(_shown(receipt, tool, operation))
     raise typer.Exit(EXIT_CODES.get(receipt.outcome.value, 1))

@@ -17,6 +17,7 @@ from toolgate.cli.announce import announce, insecure_banner, outside_server_refu
 from toolgate.cli.ports import Ports, stable_ports
 from toolgate.cli.stack import AuthMode, running_stack
 from toolgate.cli.supervise import SupervisionSettings, Supervisor
+from toolgate.cli.tool_states_watch import ToolStateWatch
 from toolgate.contracts.directory import DirectoryInvalid
 from toolgate.shared.connections import NatsUnreachable, redact
 
@@ -75,7 +76,8 @@ def _run(
         url_file.write_text(stack.nats_url)
         resources.callback(url_file.unlink, missing_ok=True)
         announce(console, stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
-        return Supervisor.of(stack, supervision, console).run()
+        with ToolStateWatch(stack, console):
+            return Supervisor.of(stack, supervision, console).run()
 
 
 def _ports(console: Console, state: Path) -> Ports:

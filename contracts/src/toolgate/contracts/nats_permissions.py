@@ -381,7 +381,11 @@ def _operator() -> NatsUser:
             Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (the reconciliation check)"),
             Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolves an uncertain call's reservation (the operator's only)"),
         ),
-        subscribe=(Rule(f"{inbox}.>"), Rule(Subjects.ALARMS, "watches alarms as they are raised")),
+        subscribe=(
+            Rule(f"{inbox}.>"),
+            Rule(Subjects.ALARMS, "watches alarms as they are raised"),
+            Rule(Subjects.TOOL_STATES, "watches MCP tool states as they change (toolgate up prints them)"),
+        ),
         inbox_prefix=inbox,
         notes=(f'Connect with inbox_prefix=b"{inbox}".',),
     )

@@ -220,7 +220,8 @@ def _document(path: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigInvalid([f"{path}: cannot be read: {exc.strerror or exc}"]) from exc
+        where = "" if path.is_absolute() else f" (looked for {path.absolute()})"
+        raise ConfigInvalid([f"{path}: cannot be read: {exc.strerror or exc}{where}"]) from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigInvalid([f"{path.name}: invalid TOML: {exc}"]) from exc
 
