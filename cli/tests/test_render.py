@@ -10,7 +10,7 @@ import msgspec
 from rich.console import Console
 
 from toolgate.cli.approvals_render import approvals_blocks
-from toolgate.cli.render import alarm_row, alarms_table, decide_line, tools_table, trail_table
+from toolgate.cli.render import alarm_row, alarms_table, decide_line, state_reasons, tools_table, trail_table
 from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
 from toolgate.contracts.tool_states import ToolState
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
@@ -226,5 +226,23 @@ def test_the_tools_table_shows_each_tools_state_and_why() -> None:
     }
 
     assert "ready since 21:04:05" in rows["mcp_git"]
-    assert "degraded since 21:04:05: circuit open after 5 consecutive faults" in rows["mcp_notes"]
+    assert "degraded since 21:04:05" in rows["mcp_notes"] and "circuit" not in rows["mcp_notes"]
     assert "since" not in rows["file_system"]
+    reasons = [line.plain for line in state_reasons(tools, states)]
+    assert reasons == ["mcp_notes degraded: circuit open after 5 consecutive faults"]
+
+
+def test_a_long_reason_is_printed_whole_under_the_table_at_80_columns() -> None:
+    spec = OperationSpec(
+        input_schema={}, output_schema={}, side_effect_class=SideEffectClass.READ_ONLY, risk_tier=RiskTier.LOW
+    )
+    tools = [ToolDescriptor(name="mcp_greeter", version="0.0.1", adapter="x", operations={"greet": spec})]
+    why = "ended its connection during start-up (the command exited or closed stdout): greet server: BROKEN [x]"
+    states = {"mcp_greeter": ToolState(state="unavailable", reason=why, since=datetime(2026, 12, 1, tzinfo=UTC))}
+
+    table = _render_at(tools_table(tools, states), 80)
+    (line,) = state_reasons(tools, states)
+
+    assert max(len(row) for row in table.splitlines()) <= 80
+    assert len([row for row in table.splitlines() if "│" in row]) <= 3, table  # header and one row, not folded
+    assert line.plain == f"mcp_greeter unavailable: {why}"

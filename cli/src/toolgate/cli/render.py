@@ -18,6 +18,7 @@ __all__ = [
     "OUTCOME_STYLE",
     "alarm_row",
     "alarms_table",
+    "state_reasons",
     "plain_text",
     "decide_line",
     "receipt_row",
@@ -68,8 +69,9 @@ def tools_table(tools: list[ToolDescriptor], states: dict[str, ToolState] | None
     An open-world operation's class is marked ``open world``. The rate limit is the
     budget the operation uses (``descriptors.rate_of``): its own, marked ``(own)``, or
     the tool's shared one. The state is the one the registry recorded (``ready``,
-    ``unavailable: <why>``, ``degraded: <why>``, with the time it began), empty for a
-    tool without a server to watch.
+    ``unavailable``, ``degraded``, with the time it began), empty for a tool without a
+    server to watch; why a tool is not ready goes under the table (:func:`state_reasons`),
+    whole, where a narrow column would fold it word by word.
     """
     table = Table(title="Registered tools", show_lines=False)
     for column in ("tool", "version", "operation", "side-effect class", "risk", "rate limit", "state"):
@@ -87,10 +89,18 @@ def tools_table(tools: list[ToolDescriptor], states: dict[str, ToolState] | None
 def _state(state: ToolState | None) -> Text:
     if state is None:
         return Text("")
-    since = state.since.strftime("%H:%M:%S")
-    if state.state == "ready":
-        return Text(f"ready since {since}", style="green")
-    return Text(f"{state.state} since {since}: {_short(state.reason, 90)}", style="red")
+    style = "green" if state.state == "ready" else "red"
+    return Text(f"{state.state} since {state.since.strftime('%H:%M:%S')}", style=style)
+
+
+def state_reasons(tools: list[ToolDescriptor], states: dict[str, ToolState]) -> list[Text]:
+    """One line per listed tool that is not ready: ``<tool> <state>: <why>`` (for under :func:`tools_table`)."""
+    lines = []
+    for tool in tools:
+        state = states.get(tool.name)
+        if state is not None and state.state != "ready":
+            lines.append(Text.assemble((f"{tool.name} {state.state}", "red"), ": ", _plain(state.reason)))
+    return lines
 
 
 def receipts_table(title: str) -> Table:

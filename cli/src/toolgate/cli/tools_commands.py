@@ -11,7 +11,7 @@ from rich.markup import escape
 from toolgate.cli import rpc
 from toolgate.cli.describe import STATE_KEYS, describe_tool
 from toolgate.cli.output import AsJson, did_you_mean, print_json
-from toolgate.cli.render import tools_table
+from toolgate.cli.render import state_reasons, tools_table
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.descriptors import ToolDescriptor
@@ -29,8 +29,10 @@ def tools_list(as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
     if as_json:
         print_json([{**item, **_state_keys(states.get(item.get("name")))} for item in descriptors])
         return
-    tools = [_descriptor(item)[0] for item in descriptors]
-    console.print(tools_table(tools, msgspec.convert(states, dict[str, ToolState])))
+    tools, recorded = [_descriptor(item)[0] for item in descriptors], msgspec.convert(states, dict[str, ToolState])
+    console.print(tools_table(tools, recorded))
+    for line in state_reasons(tools, recorded):
+        console.print(line, soft_wrap=True)
 
 
 def _descriptor(raw: dict[str, Any]) -> tuple[ToolDescriptor, dict[str, Any]]:
