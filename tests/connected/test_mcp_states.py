@@ -22,14 +22,14 @@ from toolgate.contracts.events import encode
 from toolgate.contracts.tool_states import ToolState, blocks
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.mcp_warden import ServerState
-from toolgate.executor.adapters.secret_detectors import find_secrets
 from toolgate.executor.adapters.state_announcer import StateAnnouncer, state_event
 from toolgate.executor.errors import ToolFailed, ToolRefused
-from toolgate.executor.redaction import Redactor
 from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.service import Registry
 from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.redaction import Redactor
+from toolgate.shared.secret_detectors import find_secrets
 from toolgate.shared.tools_kv import ToolsBucket
 
 pytestmark = pytest.mark.connected

@@ -17,17 +17,17 @@ from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.contracts.signing import sign_event
 from toolgate.contracts.vocabulary import Outcome, Verdict
 from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.adapters.secret_detectors import find_secrets
 from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.backstop import Backstop, Deadlines
 from toolgate.executor.claims import DurableClaims
 from toolgate.executor.memory import InMemoryBus, InMemoryIdempotencyStore
 from toolgate.executor.outlet import ScrubbingBus
 from toolgate.executor.permission import Permission
-from toolgate.executor.redaction import Redactor
 from toolgate.executor.running import Runner, ToolHost
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.timing import Timing
+from toolgate.shared.redaction import Redactor
+from toolgate.shared.secret_detectors import find_secrets
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 

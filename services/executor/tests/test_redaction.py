@@ -13,10 +13,11 @@ import pytest
 
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.contracts.vocabulary import Outcome
-from toolgate.executor.adapters.secret_detectors import find_secrets
 from toolgate.executor.memory import InMemoryBus
-from toolgate.executor.outlet import ScrubbingBus, ScrubbingLogFilter
-from toolgate.executor.redaction import Redactor, placeholder, pointer
+from toolgate.executor.outlet import ScrubbingBus
+from toolgate.shared.log_scrubbing import ScrubbingLogFilter
+from toolgate.shared.redaction import Redactor, placeholder, pointer
+from toolgate.shared.secret_detectors import find_secrets
 
 CONFIGURED = "Zq9-configured-value"
 """An operator-configured secret no detector recognises."""

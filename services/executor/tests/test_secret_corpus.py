@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from toolgate.executor.adapters.secret_detectors import find_secrets
-from toolgate.executor.redaction import Redactor
+from toolgate.shared.redaction import Redactor
+from toolgate.shared.secret_detectors import find_secrets
 
 REDACTOR = Redactor(find_secrets)
 

@@ -136,7 +136,7 @@ async def test_a_server_that_crashes_at_start_up_is_named_and_does_not_stop_the_
     servers.write_text(f'[servers.notes]\ncommand = {json.dumps(sys.executable)}\nargs = ["-c", {json.dumps(crash)}]\n')
     settings = RegistrySettings(descriptors_dir=None, mcp_servers_file=servers)
 
-    with caplog.at_level(logging.INFO, logger="toolgate.registry"):
+    with caplog.at_level(logging.DEBUG, logger="toolgate.registry"):
         seeded = await _seed(settings, McpImports(_servers(settings), 10.0))
 
     assert seeded == []

@@ -103,3 +103,15 @@ async def test_a_server_still_broken_is_tried_again_with_growing_delays(
     gaps = [later - earlier for earlier, later in zip(attempts[1:], attempts[2:], strict=False)]
     assert len(attempts) >= 4 and gaps[-1] > gaps[0] + 0.1, attempts  # 0.1, 0.2, 0.4 … s, plus each start
     assert json.dumps(imports.missing) == '["flaky"]'
+
+
+async def test_servers_that_hang_at_start_up_cost_one_timeout_together_not_one_each(tmp_path: Path) -> None:
+    (tmp_path / "hang.py").write_text("import time\ntime.sleep(60)\n")
+    table = {name: {"command": sys.executable, "args": ["hang.py"]} for name in ("one", "two", "three")}
+    imports = McpImports(parse_servers(table, tmp_path, "mcp.servers").values(), 2.0)
+    started = asyncio.get_running_loop().time()
+
+    assert await imports.first() == []
+
+    assert asyncio.get_running_loop().time() - started < 5.0  # 3 × 2 s one after another would be 6 s
+    assert imports.missing == ["one", "three", "two"]

@@ -18,6 +18,7 @@ __all__ = [
     "OUTCOME_STYLE",
     "alarm_row",
     "alarms_table",
+    "one_line",
     "state_reasons",
     "plain_text",
     "decide_line",
@@ -49,6 +50,11 @@ def _plain(value: Any) -> Text:
     """Agent- or bus-supplied text as an inert cell: no Rich markup, no terminal control codes."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
+
+
+def one_line(value: Any) -> Text:
+    """``value`` as inert text on one line: line breaks and control codes are shown as escapes."""
+    return _plain(value)
 
 
 def plain_text(value: Any, style: str = "") -> Text:

@@ -15,7 +15,7 @@ from rich.text import Text
 from toolgate.cli import rpc
 from toolgate.cli.approvals_render import when
 from toolgate.cli.output import AsJson, print_json
-from toolgate.cli.render import OUTCOME_STYLE, plain_text
+from toolgate.cli.render import OUTCOME_STYLE, one_line
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.contracts.catalog import Rpc
 
@@ -51,10 +51,10 @@ def _line(item: dict[str, Any], now: datetime) -> RenderableType:
     outcome = item.get("outcome") or ("pending" if item.get("verdict") == "needs_approval" else "open")
     style = OUTCOME_STYLE.get(str(outcome), "yellow")
     call = f"{item.get('tool')}@{item.get('version') or 'latest'}.{item.get('operation')}"
-    head = Text.assemble((f"{outcome:<10}", f"bold {style}"), plain_text(f"{call}  by {item.get('principal')}"))
-    detail = plain_text(f"{when(item.get('requested_at'), now)} · request {item.get('request_id')}")
+    head = Text.assemble((f"{outcome:<10}", f"bold {style}"), one_line(f"{call}  by {item.get('principal')}"))
+    detail = one_line(f"{when(item.get('requested_at'), now)} · request {item.get('request_id')}")
     why = f"{item.get('reason_code')}: {item.get('reason')}" if item.get("reason_code") else "no decision yet"
-    return Group(head, Padding(Group(detail, plain_text(why)), (0, 0, 0, 2)))
+    return Group(head, Padding(Group(detail, one_line(why)), (0, 0, 0, 2)))  # what an agent sent spans no lines
 
 
 def requests_command(

@@ -38,6 +38,7 @@ How hints, trust, defaults and overrides combine is :mod:`toolgate.shared.mcp_ma
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -62,6 +63,7 @@ __all__ = [
     "header_values",
     "load_mcp_servers",
     "parse_servers",
+    "configured_secrets",
     "resolve_command",
     "stdio_launch",
 ]
@@ -172,6 +174,18 @@ def _check_http(config: McpServerConfig) -> None:
             raise ValueError(f"headers_env: {header[:64]!r} is not an HTTP header name")
         if not ENV_NAME.match(variable):
             raise ValueError(f"headers_env.{header}: {variable[:128]!r} is not an environment variable name")
+
+
+def configured_secrets(servers: Mapping[str, McpServerConfig]) -> list[str]:
+    """Every value the operator configured for the servers that must never be shown: ``env`` values and header values.
+
+    A header whose variable is unset now is skipped (its server is unavailable and says why).
+    """
+    known = [value for config in servers.values() for value in config.env.values()]
+    for config in servers.values():
+        with contextlib.suppress(ValueError):
+            known += header_values(config).values()
+    return known
 
 
 def header_values(config: McpServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:

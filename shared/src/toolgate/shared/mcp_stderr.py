@@ -24,9 +24,9 @@ LAST_WORDS_CHARS = 300
 
 @contextlib.asynccontextmanager
 async def stderr_logged(
-    name: str, tail: list[str], logger: logging.Logger
+    name: str, tail: list[str], logger: logging.Logger, level: int = logging.INFO
 ) -> AsyncIterator[tuple[TextIO, threading.Thread]]:
-    """``(pipe, thread)``: a pipe for server ``name``'s stderr whose lines the thread logs through ``logger``.
+    """``(pipe, thread)``: a pipe for server ``name``'s stderr whose lines the thread logs at ``level``.
 
     ``tail[0]`` is kept as the last non-empty line (:func:`last_words`). The parent's write
     end is closed on exit; the thread ends at EOF, once the server is gone (join it before
@@ -34,7 +34,7 @@ async def stderr_logged(
     """
     read_fd, write_fd = os.pipe()
     thread = threading.Thread(
-        target=_log_lines, args=(read_fd, name, tail, logger), daemon=True, name=f"mcp-stderr-{name}"
+        target=_log_lines, args=(read_fd, name, tail, logger, level), daemon=True, name=f"mcp-stderr-{name}"
     )
     thread.start()
     with os.fdopen(write_fd, "w") as errlog:
@@ -51,10 +51,10 @@ def last_words(line: str, limit: int = LAST_WORDS_CHARS) -> str:
     return "…" + (rest if space and rest else end)
 
 
-def _log_lines(fd: int, name: str, tail: list[str], logger: logging.Logger) -> None:
+def _log_lines(fd: int, name: str, tail: list[str], logger: logging.Logger, level: int) -> None:
     with os.fdopen(fd, "rb") as pipe:
         for raw in pipe:
             line = raw.decode("utf-8", "replace").rstrip()
-            logger.info("MCP server %r stderr: %s", name, line)
+            logger.log(level, "MCP server %r stderr: %s", name, line)
             if line.strip():
                 tail[0] = last_words(line)

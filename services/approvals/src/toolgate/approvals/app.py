@@ -25,6 +25,7 @@ from toolgate.shared.connections import redis_client
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.metrics import record_pending_approvals
+from toolgate.shared.redis_ready import RedisReachable
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 
@@ -105,5 +106,13 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
 
     probe = _pending_probe(cell, timedelta(seconds=settings.ttl_s))
     watch = monitoring("approvals", settings)
-    plan = Lifecycle(consumers(cell), closers=[stop_tasks], reporter=reporter, monitoring=watch, probes=[probe])
+    redis_ready = RedisReachable(redis_client(settings))
+    plan = Lifecycle(
+        consumers(cell),
+        closers=[stop_tasks, redis_ready.aclose],
+        reporter=reporter,
+        monitoring=watch,
+        probes=[probe],
+        ready_checks={"redis": redis_ready},
+    )
     return new_app(broker, build, plan)

@@ -16,16 +16,14 @@ from toolgate.contracts.sealing import load_sealing_private_key
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
-from toolgate.executor.adapters.secret_detectors import find_secrets
 from toolgate.executor.adapters.state_announcer import StateAnnouncer
 from toolgate.executor.adapters.stream import StreamBus
 from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.backstop import Backstop, Deadlines
 from toolgate.executor.claims import DurableClaims
 from toolgate.executor.handlers import ExecutorRuntime, consumers
-from toolgate.executor.outlet import ScrubbingBus, install_log_filter
+from toolgate.executor.outlet import ScrubbingBus
 from toolgate.executor.permission import Permission
-from toolgate.executor.redaction import Redactor
 from toolgate.executor.running import Runner
 from toolgate.executor.service import Executor, Keys
 from toolgate.executor.settings import ExecutorSettings
@@ -36,9 +34,13 @@ from toolgate.shared.config import load_servers
 from toolgate.shared.connections import redis_client
 from toolgate.shared.health import ReadyCheck, monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
-from toolgate.shared.mcp_config import McpServerConfig, header_values
+from toolgate.shared.log_scrubbing import install_log_filter
+from toolgate.shared.mcp_config import McpServerConfig, configured_secrets
 from toolgate.shared.metrics import observe_mcp_states
+from toolgate.shared.redaction import Redactor
+from toolgate.shared.redis_ready import RedisReachable
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.secret_detectors import find_secrets
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.settings import deprecated_mcp_env
 from toolgate.shared.tools_kv import ToolsBucket
@@ -59,19 +61,10 @@ def _servers(settings: ExecutorSettings) -> dict[str, McpServerConfig]:
 
 def _redactor(settings: ExecutorSettings, servers: dict[str, McpServerConfig]) -> Redactor:
     """The secret rules: the detectors, the MCP servers' env and header values and the secrets file exactly."""
-    known = [value for config in servers.values() for value in config.env.values()]
-    known += [value for config in servers.values() for value in _headers(config).values()]
+    known = configured_secrets(servers)
     if settings.secrets_file is not None:
         known += [line for line in settings.secrets_file.read_text(encoding="utf-8").splitlines() if line]
     return Redactor(find_secrets, known)
-
-
-def _headers(config: McpServerConfig) -> dict[str, str]:
-    """The header values of an HTTP upstream, as far as the environment holds them now."""
-    try:
-        return header_values(config)
-    except ValueError:  # the server will be unavailable, and say why, when it starts
-        return {}
 
 
 def _mcp(settings: ExecutorSettings, servers: dict[str, McpServerConfig], announcer: StateAnnouncer) -> McpToolHost:
@@ -189,7 +182,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     async def stop_upkeep() -> None:
         await cell().upkeep.stop()
 
-    closers = [stop_upkeep, *([mcp.aclose] if mcp else []), announcer.stop]
+    redis_ready = RedisReachable(redis_client(settings))
+    closers = [stop_upkeep, *([mcp.aclose] if mcp else []), announcer.stop, redis_ready.aclose]
     lifecycle = Lifecycle(
         consumers(cell),
         grace_s=settings.shutdown_grace_s,
@@ -197,7 +191,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         closers=closers,
         reporter=reporter,
         monitoring=monitoring("executor", settings),
-        ready_checks=_mcp_checks(_state_names(mcp) if mcp else None),
+        ready_checks={**_mcp_checks(_state_names(mcp) if mcp else None), "redis": redis_ready},
     )
     app = new_app(broker, build, lifecycle)
     install_log_filter(redactor)

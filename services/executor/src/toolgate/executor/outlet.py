@@ -16,7 +16,7 @@ Sealing scrubs ``reason`` always, and ``result`` unless the receipt already name
 the JSON Pointers of what changed to ``redactions``: sealing twice changes nothing.
 Scrubbing runs in a worker thread (``asyncio.to_thread``) when there is a result.
 
-:class:`ScrubbingLogFilter` does the same to log records (message, structured fields and
+:class:`~toolgate.shared.log_scrubbing.ScrubbingLogFilter` does the same to log records (message, structured fields and
 traceback). A receipt published is the request line of its message (:func:`note_receipt`):
 names, codes and ids, never the result or the reason.
 """
@@ -24,7 +24,6 @@ names, codes and ids, never the result or the reason.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -33,11 +32,10 @@ import msgspec
 from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.executor.ports import ApprovalTrail, Bus
-from toolgate.executor.redaction import Redactor
-from toolgate.shared.logs import fields_of
+from toolgate.shared.redaction import Redactor
 from toolgate.shared.request_log import note
 
-__all__ = ["ScrubbingBus", "ScrubbingLogFilter", "install_log_filter", "note_receipt"]
+__all__ = ["ScrubbingBus", "note_receipt"]
 
 
 class ScrubbingBus:
@@ -120,32 +118,3 @@ def note_receipt(receipt: ReceiptIssued, stored: bool) -> None:
         tool_ms=receipt.duration_ms,
         stored=None if stored else False,
     )
-
-
-class ScrubbingLogFilter(logging.Filter):
-    """Replaces a record's message, string fields and traceback by their scrubbed text (never drops a record)."""
-
-    def __init__(self, redactor: Redactor) -> None:
-        super().__init__()
-        self._redactor = redactor
-        self._formatter = logging.Formatter()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Scrub ``record`` in place; always keep it."""
-        record.msg, record.args = self._redactor.text(record.getMessage()), None
-        for key, value in fields_of(record).items():
-            if isinstance(value, str):
-                setattr(record, key, self._redactor.text(value))
-        if record.exc_info and not record.exc_text:
-            record.exc_text = self._formatter.formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = self._redactor.text(record.exc_text)
-        if record.stack_info:
-            record.stack_info = self._redactor.text(record.stack_info)
-        return True
-
-
-def install_log_filter(redactor: Redactor) -> None:
-    """Scrub every record the process's root handlers write (call after logging is configured)."""
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(ScrubbingLogFilter(redactor))

@@ -53,6 +53,7 @@ from toolgate.shared.connections import redis_client
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.policy_kv import PolicyBucket
+from toolgate.shared.redis_ready import RedisReachable
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.tools_kv import ToolsBucket
@@ -145,12 +146,13 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
         readiness = cell().ports.policy.readiness()
         return None if readiness.ready else readiness.reason
 
+    redis_ready = RedisReachable(redis_client(settings))
     plan = Lifecycle(
         consumers=[*consumers(cell), *budget_consumers(budget_cell)],
         reporter=reporter,
-        closers=(stop_background,),
+        closers=(stop_background, redis_ready.aclose),
         monitoring=monitoring("policy", settings),
-        ready_checks={"policy": policy_loaded},
+        ready_checks={"policy": policy_loaded, "redis": redis_ready},
     )
     return new_app(broker, build, plan)
 

@@ -25,9 +25,12 @@ from toolgate.shared.bus import publish_event
 from toolgate.shared.config import ToolLimits, apply_limits, load_config, load_servers
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import check_holds_only_own, load_public_keys
-from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.log_scrubbing import install_log_filter
+from toolgate.shared.mcp_config import McpServerConfig, configured_secrets
 from toolgate.shared.provision import ensure_bus
+from toolgate.shared.redaction import Redactor
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.secret_detectors import find_secrets
 from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.settings import deprecated_mcp_env
 from toolgate.shared.tools_kv import ToolsBucket
@@ -88,7 +91,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
     cell: RuntimeCell[Registry] = RuntimeCell()
     states: RuntimeCell[StateRecorder] = RuntimeCell()
     broker.include_router(build_router(cell, states))
-    imports = McpImports(_servers(settings), settings.mcp_timeout_s)
+    servers = _servers(settings)
+    imports = McpImports(servers, settings.mcp_timeout_s)
     limits = load_config(settings.config_file).tools.limits
 
     async def build(js: JetStreamContext) -> None:
@@ -112,4 +116,6 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
         imports.keep_trying(publish)
 
     lifecycle = Lifecycle(reporter=reporter, monitoring=monitoring("registry", settings), closers=(imports.aclose,))
-    return new_app(broker, build, lifecycle)
+    app = new_app(broker, build, lifecycle)
+    install_log_filter(Redactor(find_secrets, configured_secrets({config.name: config for config in servers})))
+    return app

@@ -50,14 +50,15 @@ class McpImports:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def first(self) -> list[ToolDescriptor]:
-        """Import every server once; remember those that could not be listed."""
-        found = []
-        for config in self._servers:
-            descriptor = await self._import(config, retrying=False)
+        """Import every server once, all at once (so start-up waits one ``timeout_s`` at most, not one per server).
+
+        Returns the descriptors in configuration order; remembers the servers that could not be listed.
+        """
+        imported = await asyncio.gather(*(self._import(config, retrying=False) for config in self._servers))
+        for config, descriptor in zip(self._servers, imported, strict=True):
             if descriptor is None and config.name not in self._refused:
                 self._missing[config.name] = config
-            found += [descriptor] if descriptor else []
-        return found
+        return [descriptor for descriptor in imported if descriptor is not None]
 
     @property
     def missing(self) -> list[str]:

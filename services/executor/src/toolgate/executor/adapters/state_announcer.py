@@ -21,8 +21,8 @@ from toolgate.contracts.catalog import Subjects
 from toolgate.contracts.events import ToolStateChanged
 from toolgate.contracts.tool_states import ToolState
 from toolgate.executor.adapters.mcp_warden import DEGRADED, ServerState
-from toolgate.executor.redaction import Redactor
 from toolgate.shared.bus import publish_event
+from toolgate.shared.redaction import Redactor
 
 __all__ = ["StateAnnouncer", "state_event"]
 

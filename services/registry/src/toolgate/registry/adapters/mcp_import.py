@@ -79,12 +79,13 @@ async def list_mcp_tools(config: McpServerConfig, timeout_s: float = 30.0) -> tu
         ValueError: a ``headers_env`` variable is not set.
         mcp.MCPError: the server answered with a JSON-RPC error or closed the connection.
 
-    A stdio server's stderr is logged line by line (:mod:`toolgate.shared.mcp_stderr`); an
-    error raised carries its last line as a note.
+    A stdio server's stderr is logged line by line at DEBUG (:mod:`toolgate.shared.mcp_stderr`;
+    the executor, which runs the same server, logs it at INFO); an error raised carries its
+    last line as a note.
     """
     tail, threads = [""], list[threading.Thread]()
     try:
-        async with stderr_logged(config.name, tail, log) as (errlog, thread):
+        async with stderr_logged(config.name, tail, log, logging.DEBUG) as (errlog, thread):  # the executor logs it
             threads.append(thread)
             return await _listing(config, timeout_s, errlog)
     except Exception as error:

@@ -52,7 +52,7 @@ from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
 from toolgate.contracts.sealing import SEALED_LABEL
-from toolgate.executor.redaction import Span
+from toolgate.shared.redaction import Span
 
 __all__ = ["credential_like", "find_secrets"]
 

@@ -4,7 +4,7 @@ A :class:`Redactor` replaces, in every string of a JSON-like value (and in the k
 objects):
 
 - what a *detector* finds (``(kind, start, end)`` spans; the executor's detector is
-  :func:`toolgate.executor.adapters.secret_detectors.find_secrets`);
+  :func:`toolgate.shared.secret_detectors.find_secrets`);
 - every occurrence of an operator-configured secret value of at least
   :data:`MIN_KNOWN_CHARS` characters (MCP server credentials, the secrets file), found
   exactly, whatever its shape;
