@@ -31,7 +31,7 @@ from toolgate.cli.render import OUTCOME_STYLE, plain_text
 from toolgate.cli.rpc import BusError
 from toolgate.cli.session import NatsUrl, console, err_console, stack_url
 from toolgate.contracts.catalog import TOKEN
-from toolgate.contracts.errors import Problem, ToolgateError
+from toolgate.contracts.errors import Problem
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.contracts.nats_credentials import CredentialsInvalid, credentials_file
 from toolgate.contracts.nats_permissions import agent_user
@@ -115,7 +115,7 @@ async def _call(url: str, principal: str, work: Work, wait_s: float) -> ReceiptI
         await client.close()
 
 
-class NoReceiptYet(ToolgateError):
+class NoReceiptYet(Problem):
     """No receipt within the wait: the call may wait for an approval (it is neither lost nor run twice)."""
 
     def __init__(self, request_id: str, wait_s: float) -> None:
