@@ -135,7 +135,12 @@ def log_tail(log: Path, lines: int = 5, max_bytes: int = 8192) -> str:
         file.seek(max(0, log.stat().st_size - max_bytes))
         text = file.read().decode(errors="replace")
     last = [line for line in text.splitlines() if line.strip()][-lines:]
-    return "\n".join(f"  | {line[:200]}" for line in last) if last else f"  (nothing in {log})"
+    return "\n".join(f"  | {_clipped(line)}" for line in last) if last else f"  (nothing in {log})"
+
+
+def _clipped(line: str, limit: int = 200) -> str:
+    """``line``, or its first ``limit`` characters and ``…`` (the whole line is in the log)."""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _service(stack: Stack, name: str) -> Watched:

@@ -169,7 +169,7 @@ def descriptor_from_mcp(config: McpServerConfig, server_version: str, tools: lis
         operations={tool.name: operation_from_mcp(config, tool) for tool in tools},
         timeout_s=30.0,
         rate_limit=config.rate_limit,
-        description=f"Tools of the MCP server {config.name!r} (upstream version {server_version})",
+        description=f"Tools of the MCP server {config.name!r} (upstream version {server_version or 'not given'})",
     )
 
 
