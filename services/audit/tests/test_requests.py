@@ -84,3 +84,26 @@ async def test_filtered_by_principal_time_and_limit(audit: Audit) -> None:
 async def test_a_limit_out_of_range_is_refused_naming_the_range(audit: Audit, limit: int) -> None:
     reply = await audit.requests(RequestsQuery(limit=limit))
     assert not reply.ok and not reply.requests and f"1 and {MAX_REQUESTS}" in reply.reason
+
+
+async def test_another_principals_request_under_the_same_id_never_changes_this_ones(tmp_path: Path) -> None:
+    store = SqliteAuditStore(tmp_path / "shared-id.sqlite3")
+    events = [
+        ("tg.req.ann", _body(type="tool.requested", request_id="same", tool="file_system", operation="read")),
+        ("tg.req.bob", _body(type="tool.requested", request_id="same", tool="file_system", operation="write")),
+        ("tg.decision.ann.same", _body(type="decision.made", request_id="same", principal="ann", verdict="execute")),
+        ("tg.receipt.ann.same", _body(type="receipt.issued", request_id="same", principal="ann", outcome="succeeded")),
+        ("tg.decision.bob.same", _body(type="decision.made", request_id="same", principal="bob", verdict="deny")),
+    ]
+    for seq, (subject, body) in enumerate(events, start=1):
+        await store.append(entry_of(subject, body, f"m{seq}", seq, "t"))
+    audit = Audit(store, _no_seq)
+
+    ann = (await audit.requests(RequestsQuery(principal="ann"))).requests
+    bob = (await audit.requests(RequestsQuery(principal="bob"))).requests
+    both = {r.principal: (r.verdict, r.outcome) for r in (await audit.requests(RequestsQuery())).requests}
+    await store.close()
+
+    assert [(r.principal, r.verdict, r.outcome) for r in ann] == [("ann", "execute", "succeeded")]
+    assert [(r.principal, r.verdict, r.outcome) for r in bob] == [("bob", "deny", None)]
+    assert both == {"ann": ("execute", "succeeded"), "bob": ("deny", None)}

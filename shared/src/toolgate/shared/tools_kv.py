@@ -32,10 +32,17 @@ from toolgate.contracts.descriptors import SEMVER, ToolDescriptor, semver_key
 from toolgate.contracts.errors import Problem
 from toolgate.contracts.tool_states import ToolState
 
-__all__ = ["DescriptorConflict", "LatestContended", "ToolsBucket"]
+__all__ = ["REPLY_MARGIN_BYTES", "DescriptorConflict", "LatestContended", "ToolsBucket"]
 
 CAS_ATTEMPTS = 20
 """Compare-and-swap attempts to raise ``latest.<tool>`` before giving up."""
+
+REPLY_MARGIN_BYTES = 4096
+"""Room kept under the bus's payload limit for what travels with a descriptor, bytes.
+
+A stored descriptor is sent whole: KV headers when it is written, the envelope of a
+``tg.registry.get`` answer (``ok``, reason, digest) when it is read.
+"""
 
 
 class DescriptorConflict(Problem):
@@ -68,6 +75,19 @@ class ToolsBucket:
             nats.js.errors.BucketNotFoundError: the bucket was not provisioned.
         """
         return cls(await js.key_value(bucket), js, bucket)
+
+    @property
+    def max_payload(self) -> int:
+        """The connection's payload limit (the server's NATS ``max_payload``), bytes."""
+        return int(self._js._nc.max_payload)
+
+    @property
+    def max_descriptor_bytes(self) -> int:
+        """Largest descriptor (its JSON) the bucket can store and hand out: :attr:`max_payload` less the margin, bytes.
+
+        See :data:`REPLY_MARGIN_BYTES`. A larger one would fail to be written (``MaxPayloadError``).
+        """
+        return self.max_payload - REPLY_MARGIN_BYTES
 
     async def publish(self, descriptor: ToolDescriptor) -> bool:
         """Store a new version; return ``False`` if the identical version already exists.

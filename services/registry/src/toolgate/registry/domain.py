@@ -20,13 +20,15 @@ from toolgate.contracts.schemas import SchemaError, check_schema
 from toolgate.contracts.secret_arguments import secret_arguments
 from toolgate.contracts.signing import verify_value
 from toolgate.contracts.tool_states import ToolState
-from toolgate.registry.errors import PublishRefused
+from toolgate.registry.errors import LookupRefused, PublishRefused
 
 __all__ = [
     "MAX_DESCRIPTOR_BYTES",
     "GetQuery",
     "PublishRequest",
     "RegistryReply",
+    "check_lookup",
+    "check_size",
     "parse_descriptor",
     "parse_publish_request",
     "validate_descriptor",
@@ -166,3 +168,31 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
                     secret_arguments(schema)  # a secret marker where it could not be sealed
             except SchemaError as error:
                 raise PublishRefused("schema_invalid", f"operation {name!r} {kind}: {error}") from None
+
+
+def check_size(descriptor: ToolDescriptor, limit_bytes: int) -> None:
+    """Refuse a descriptor whose JSON is larger than ``limit_bytes`` (what the bus can carry of one).
+
+    Raises:
+        PublishRefused: ``descriptor_too_large``, naming the tool, its size and the limit in bytes.
+    """
+    size = len(msgspec.json.encode(descriptor))
+    if size > limit_bytes:
+        raise PublishRefused(
+            "descriptor_too_large",
+            f"{descriptor.name}@{descriptor.version} is {size} bytes as JSON; the bus carries a descriptor of at "
+            f"most {limit_bytes} bytes (NATS max_payload less room for the answer): nothing was stored",
+        )
+
+
+def check_lookup(tool: str, version: str | None) -> None:
+    """Refuse a lookup of a tool or version that cannot exist (the answer does not repeat it).
+
+    Raises:
+        LookupRefused: ``invalid_tool`` (``tool`` does not match :data:`TOOL_NAME`) or
+            ``invalid_version`` (``version`` is given and not a semantic version).
+    """
+    if not TOOL_NAME.match(tool):
+        raise LookupRefused("invalid_tool", f"tool must match {TOOL_NAME.pattern}")
+    if version is not None and not SEMVER.match(version):
+        raise LookupRefused("invalid_version", "version must be a semantic version (SemVer 2.0.0)")

@@ -16,7 +16,13 @@ from toolgate.contracts.catalog import Rpc, Subjects
 from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.contracts.events import ToolPublished
 from toolgate.contracts.security import SecurityKind
-from toolgate.registry.domain import RegistryReply, parse_publish_request, validate_descriptor
+from toolgate.registry.domain import (
+    RegistryReply,
+    check_lookup,
+    check_size,
+    parse_publish_request,
+    validate_descriptor,
+)
 from toolgate.registry.errors import PublishRefused
 from toolgate.registry.revisions import descriptor_changes, listing_version, next_patch, same_content
 from toolgate.shared.reporting import SecurityReporter
@@ -70,9 +76,12 @@ class Registry:
         """Publish ``descriptor``; identical re-publication is accepted, other content refused.
 
         Raises:
-            PublishRefused: invalid descriptor, ``version_immutable``, or ``latest_contended``
-                (the version is stored but ``latest`` could not be raised yet).
+            PublishRefused: ``descriptor_too_large`` (larger than the bus carries, see
+                :attr:`ToolsBucket.max_descriptor_bytes`; nothing is written), invalid descriptor,
+                ``version_immutable``, or ``latest_contended`` (the version is stored but
+                ``latest`` could not be raised yet).
         """
+        check_size(descriptor, self.bucket.max_descriptor_bytes)
         validate_descriptor(descriptor)
         digest = descriptor_digest(descriptor)
         try:
@@ -112,6 +121,7 @@ class Registry:
             PublishRefused: as :meth:`publish`; ``no_free_version`` when
                 :data:`VERSION_PROBES` patch versions in a row hold other content.
         """
+        check_size(descriptor, self.bucket.max_descriptor_bytes)  # before any version is chosen or logged
         latest = await self.bucket.get(descriptor.name)
         if latest is not None and same_content(latest, descriptor):
             return await self.publish(latest)
@@ -131,7 +141,12 @@ class Registry:
         raise PublishRefused("no_free_version", f"{descriptor.name}: no free version up to {version}")
 
     async def get(self, tool: str, version: str | None) -> RegistryReply:
-        """Look up one descriptor (exact version, or the latest)."""
+        """Look up one descriptor (exact version, or the latest); a missing one answers ``unknown_tool``.
+
+        Raises:
+            LookupRefused: ``invalid_tool`` / ``invalid_version`` (see :func:`check_lookup`).
+        """
+        check_lookup(tool, version)
         found = await self.bucket.get(tool, version)
         if found is None:
             return RegistryReply(ok=False, reason_code="unknown_tool", reason=f"no {tool}@{version or 'latest'}")

@@ -136,17 +136,23 @@ class SqliteAuditStore:
             " AND (?1 IS NULL OR principal = ?1) AND (?2 IS NULL OR occurred_at >= ?2) ORDER BY sequence DESC LIMIT ?3"
         )
         asked = [_record(row) for row in self._conn.execute(sql, (principal, since, limit))]
-        ids = [record.request_id for record in asked]
-        marks = ", ".join("?" * len(ids))
-        later = (
-            f"SELECT {_COLUMNS} FROM audit_records WHERE request_id IN ({marks})"
+        keys = [(record.principal, record.request_id) for record in asked]
+        found: dict[tuple[str | None, str | None], list[AuditRecord]] = {}
+        for record in self._outcomes(keys) if keys else ():
+            found.setdefault((record.principal, record.request_id), []).append(record)
+        return [(record, found.get((record.principal, record.request_id), [])) for record in asked]
+
+    def _outcomes(self, keys: list[tuple[str | None, str | None]]) -> list[AuditRecord]:
+        """The decisions and receipts of each ``(principal, request_id)`` in ``keys``.
+
+        Matched on both: another principal's records under the same request id are not this request's.
+        """
+        pairs = ", ".join("(?, ?)" for _ in keys)
+        sql = (
+            f"SELECT {_COLUMNS} FROM audit_records WHERE (principal, request_id) IN (VALUES {pairs})"
             " AND event_type IN ('decision.made', 'receipt.issued')"
         )
-        found: dict[str | None, list[AuditRecord]] = {}
-        for row in self._conn.execute(later, ids) if ids else ():
-            record = _record(row)
-            found.setdefault(record.request_id, []).append(record)
-        return [(record, found.get(record.request_id, [])) for record in asked]
+        return [_record(row) for row in self._conn.execute(sql, [part for key in keys for part in key])]
 
     async def verify(self, signatures: SignatureCheck | None = None) -> VerifyResult:
         """Verify the whole chain, streaming records in sequence order; ``signatures`` (if any) sees each record.
