@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from toolgate.cli.app import app
 from toolgate.cli.config_commands import up_env
+from toolgate.shared.settings import MCP_SERVERS_ENV
 
 DESCRIPTOR = (
     '{"name": "notes", "version": "1.0.0", "adapter": "file_system", "operations": {"read": {"input_schema": {}, '
@@ -20,7 +21,7 @@ DESCRIPTOR = (
 
 @pytest.fixture(autouse=True)
 def no_outer_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("TOOLGATE_CONFIG", "TOOLGATE_MCP_SERVERS_FILE", "TOOLGATE_REGISTRY_DESCRIPTORS_DIR"):
+    for name in ("TOOLGATE_CONFIG", *MCP_SERVERS_ENV, "TOOLGATE_REGISTRY_DESCRIPTORS_DIR"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -151,4 +152,152 @@ def test_an_upstream_url_must_be_http_and_header_variables_should_be_set(monkeyp
     assert problems == ["t.toml: mcp.servers.up.url: not an http(s) URL with a host: 'ftp://host/mcp'"]
     assert warnings == [
         "t.toml: mcp.servers.up.headers_env.Authorization: environment variable UNSET_TOKEN is not set here"
+    ]
+
+
+@pytest.fixture
+def servers_file(tmp_path: Path) -> Path:
+    path = tmp_path / "srv.toml"
+    path.write_text(f'[servers.a]\ncommand = "{sys.executable}"\n[servers.up]\nurl = "https://h.example/mcp"\n')
+    return path
+
+
+@pytest.mark.parametrize("variable", MCP_SERVERS_ENV)
+def test_an_invalid_servers_file_the_services_would_load_fails_the_check(
+    good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    bad = tmp_path / "srv.toml"
+    bad.write_text('[servers.git]\ncomand = "x"\n[servers.up]\nurl = "ftp://h"\n')
+    monkeypatch.setenv(variable, str(bad))
+
+    code, output = check("--config", str(good))
+
+    assert code == 1, output
+    assert 'error: srv.toml: servers.git.comand: unknown field; did you mean "command"?' in output.splitlines()
+    assert "error: srv.toml: servers.up: url: expected an http:// or https:// URL with a host, got 'ftp://h'" in output
+    assert ("deprecated: set TOOLGATE_MCP_SERVERS_FILE" in output) is (variable != "TOOLGATE_MCP_SERVERS_FILE")
+
+
+def test_the_summary_lists_the_servers_files_servers_in_place_of_the_configs(
+    good: Path, servers_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLGATE_MCP_SERVERS_FILE", str(servers_file))
+
+    code, output = check("--config", str(good))
+    json_code, json_output = check("--config", str(good), "--json")
+
+    assert code == 0, output
+    assert f"MCP servers file: {servers_file}" in output
+    assert f"MCP servers: a (stdio: {sys.executable}), up (http: https://h.example/mcp)" in output
+    assert "warning: toolgate.toml: mcp.servers: not used; the services load the servers of" in output
+    report = json.loads(json_output)
+    assert json_code == 0 and report["servers_file"] == str(servers_file) and list(report["servers"]) == ["a", "up"]
+
+
+def test_the_servers_variable_wins_over_its_deprecated_names_as_in_the_services(
+    good: Path, servers_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLGATE_MCP_SERVERS_FILE", str(servers_file))
+    monkeypatch.setenv("TOOLGATE_EXECUTOR_MCP_SERVERS_FILE", str(tmp_path / "missing.toml"))
+
+    code, output = check("--config", str(good), "--json")
+
+    assert code == 0, output
+    assert json.loads(output)["servers_file"] == str(servers_file)
+
+
+def test_the_mcp_servers_option_names_the_file_to_check(good: Path, servers_file: Path) -> None:
+    code, output = check("--config", str(good), "--mcp-servers", str(servers_file), "--json")
+
+    assert code == 0 and list(json.loads(output)["servers"]) == ["a", "up"]
+
+
+def test_a_toolgate_toml_named_as_the_servers_file_is_checked_whole(good: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.toml"
+    other.write_text('[mcp.servers.b]\ncommand = "no-such-mcp-server-xyz"\n[chat]\nroom = "x"\n')
+
+    code, output = check("--config", str(good), "--mcp-servers", str(other))
+
+    assert code == 1
+    assert "error: other.toml: mcp.servers.b.command: command 'no-such-mcp-server-xyz' is not" in output
+    assert "error: other.toml: chat.room: unknown field" in output
+
+
+def test_a_servers_variable_set_but_empty_is_a_problem(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLGATE_MCP_SERVERS_FILE", "")
+
+    code, output = check("--config", str(good))
+
+    assert code == 1
+    assert output.startswith("error: TOOLGATE_MCP_SERVERS_FILE: set but empty (the services would read '.')")
+
+
+def test_a_header_variable_of_the_servers_file_not_set_here_is_a_warning(good: Path, tmp_path: Path) -> None:
+    path = tmp_path / "srv.toml"
+    path.write_text('[servers.up]\nurl = "https://h.example/mcp"\nheaders_env = { Authorization = "UNSET_X1" }\n')
+
+    code, output = check("--config", str(good), "--mcp-servers", str(path), "--json")
+
+    assert code == 0 and json.loads(output)["warnings"][-1] == (
+        "srv.toml: servers.up.headers_env.Authorization: environment variable UNSET_X1 is not set here"
+    )
+
+
+@pytest.mark.parametrize("which", ["config", "servers"])
+def test_a_file_nested_a_thousand_deep_is_refused_naming_it(good: Path, tmp_path: Path, which: str) -> None:
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 1000 + "]" * 1000 + "\n")
+    args = ["--config", str(deep)] if which == "config" else ["--config", str(good), "--mcp-servers", str(deep)]
+
+    code, output = check(*args)
+
+    assert code == 1
+    assert output.splitlines() == ["error: deep.toml: tables or arrays nested more than 64 levels deep"]
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("which", ["config", "servers"])
+def test_a_device_or_an_oversized_file_is_refused_without_reading_it(good: Path, tmp_path: Path, which: str) -> None:
+    huge = tmp_path / "huge.toml"
+    with huge.open("wb") as file:
+        file.truncate(64 * 1024**3)
+    found = []
+    for path in ("/dev/zero", str(huge)):
+        args = ["--config", path] if which == "config" else ["--config", str(good), "--mcp-servers", path]
+        found.append(check(*args))
+
+    assert found == [
+        (1, "error: /dev/zero: not a regular file (a character device); name a TOML file\n"),
+        (1, f"error: {huge}: larger than 1048576 bytes (1 MiB), the limit for a configuration file\n"),
+    ]
+
+
+@pytest.mark.parametrize("source", ["config", "servers"])
+def test_query_values_of_an_upstream_url_are_never_printed(good: Path, tmp_path: Path, source: str) -> None:
+    table = '[{}.up]\nurl = "https://api.example/mcp?api_key=S3cret&v=2"\n'
+    servers = tmp_path / "srv.toml"
+    servers.write_text(table.format("servers"))
+    if source == "config":
+        good.write_text(table.format("mcp.servers") + good.read_text().split("\n\n", 1)[1])
+    args = ("--config", str(good)) + (("--mcp-servers", str(servers)) if source == "servers" else ())
+
+    code, output = check(*args)
+    json_code, json_output = check(*args, "--json")
+
+    assert code == json_code == 0, output
+    assert "S3cret" not in output + json_output
+    assert "up (http: https://api.example/mcp?api_key=***&v=***)" in output
+    assert json.loads(json_output)["servers"]["up"] == "http: https://api.example/mcp?api_key=***&v=***"
+
+
+def test_the_config_file_named_as_the_servers_file_too_is_checked_once(
+    good: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good.write_text(good.read_text() + 'room = "x"\n')
+    monkeypatch.setenv("TOOLGATE_MCP_SERVERS_FILE", str(good))
+
+    code, output = check("--config", str(good))
+
+    assert code == 1 and output.splitlines() == [
+        'error: toolgate.toml: chat.room: unknown field; did you mean "rooms"?'
     ]

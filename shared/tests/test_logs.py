@@ -16,6 +16,7 @@ from toolgate.shared.logs import LogSettings, configure_logging
 from toolgate.shared.request_log import MAX_VALUE_CHARS, REQUESTS, note, request_scope
 from toolgate.shared.service import run_service
 
+QUIET = ("httpx", "httpcore", "httpx2", "httpcore2", "mcp.client.streamable_http")
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z executor (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S")
 
 
@@ -24,7 +25,10 @@ def restored() -> Iterator[None]:
     """Each test configures logging; the process's logging is put back afterwards."""
     root, framework = logging.getLogger(), logging.getLogger("faststream")
     saved = (list(root.handlers), root.level, list(framework.handlers), framework.propagate, REQUESTS.level)
+    quiet = {name: logging.getLogger(name).level for name in QUIET}
     yield
+    for name, level in quiet.items():
+        logging.getLogger(name).setLevel(level)
     root.handlers[:], framework.handlers[:] = saved[0], saved[2]
     root.setLevel(saved[1])
     framework.propagate = saved[3]
@@ -218,3 +222,19 @@ def test_a_field_named_like_a_record_attribute_never_breaks_the_request(capsys: 
         note("answered", name="file_system", message="hi", module="m")
     [line] = [json.loads(text) for text in _lines(capsys)]
     assert (line["message"], line["name_"], line["message_"], line["module_"]) == ("answered", "file_system", "hi", "m")
+
+
+@pytest.mark.parametrize("level", ["DEBUG", "INFO"])
+def test_http_request_lines_with_their_urls_are_not_logged(capsys: pytest.CaptureFixture[str], level: str) -> None:
+    import httpx2  # the HTTP client the MCP SDK reaches an upstream with
+
+    configure_logging("executor", LogSettings(format="text", level=level))
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json={}))
+    with httpx2.Client(transport=transport) as client:
+        client.post("https://api.example/mcp?api_key=S3cret", json={})
+    logging.getLogger("mcp.client.streamable_http").debug("Connecting to StreamableHTTP endpoint: ?api_key=S3cret")
+    for name in ("httpx", "httpcore", "httpcore2.http11"):
+        logging.getLogger(name).info("GET https://api.example/mcp?api_key=S3cret")
+    logging.getLogger("httpx2").warning("shown")
+
+    assert [line.rsplit(" ", 1)[-1] for line in _lines(capsys)] == ["shown"]

@@ -7,15 +7,18 @@ import pytest
 
 from toolgate.contracts.descriptors import RateLimit
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
+from toolgate.shared.config import ConfigInvalid
 from toolgate.shared.mcp_config import (
     DEFAULT_MCP_RATE_LIMIT,
     McpServerConfig,
     Override,
     header_values,
     load_mcp_servers,
+    parse_servers,
     resolve_command,
     stdio_launch,
 )
+from toolgate.shared.upstream import masked_url
 
 VALID = """
 [servers.time]
@@ -273,3 +276,46 @@ def test_an_http_upstream_is_read_and_its_header_values_come_from_the_environmen
     with pytest.raises(ValueError, match="environment variable TICKETS_AUTH .* is not set") as unset:
         header_values(config, {})
     assert "Bearer" not in str(unset.value)
+
+
+def test_every_problem_of_a_servers_file_is_reported_each_naming_the_file(tmp_path: Path) -> None:
+    text = '[servers.a]\ncomand = "x"\n[servers.ok]\ncommand = "sh"\n[servers.b]\nurl = "ftp://h"\n[extra]\n'
+
+    with pytest.raises(ConfigInvalid) as refused:
+        load_mcp_servers(write(tmp_path, text))
+
+    assert refused.value.problems == [
+        "mcp.toml: unknown top-level key 'extra' (expected only 'servers')",
+        'mcp.toml: servers.a.comand: unknown field; did you mean "command"?',
+        "mcp.toml: servers.b: url: expected an http:// or https:// URL with a host, got 'ftp://h'",
+    ]
+
+
+def test_parse_servers_raises_every_problem_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ConfigInvalid) as refused:
+        parse_servers({"a": {"comand": "x"}, "Bad": {"command": "sh"}}, tmp_path, "mcp.servers")
+
+    assert [problem.split(":")[0] for problem in refused.value.problems] == ["mcp.servers.a.comand", "mcp.servers.Bad"]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://api.example/mcp", "https://api.example/mcp"),
+        ("https://api.example/mcp?api_key=S3cret", "https://api.example/mcp?api_key=***"),
+        ("https://api.example/mcp?a=1&token=S3cret&flag&b=", "https://api.example/mcp?a=***&token=***&***&b="),
+        ("https://api.example/mcp?S3cret", "https://api.example/mcp?***"),
+        ("https://api.example/mcp?k=S3cret#S3cret", "https://api.example/mcp?k=***#***"),
+        ("https://api.example/mcp?k=a=S3cret", "https://api.example/mcp?k=***"),
+        ("http://[::1?k=S3cret", "http://[::1?k=***"),
+    ],
+)
+def test_a_url_is_shown_with_its_query_values_masked(url: str, shown: str) -> None:
+    assert masked_url(url) == shown
+
+
+def test_a_refused_url_is_named_with_its_query_values_masked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigInvalid) as refused:
+        load_mcp_servers(write(tmp_path, '[servers.x]\nurl = "ftp://h/mcp?api_key=S3cret"\n'))
+
+    assert "S3cret" not in str(refused.value) and "ftp://h/mcp?api_key=***" in str(refused.value)

@@ -12,7 +12,7 @@ from toolgate.chatops.settings import ChatopsSettings
 from toolgate.executor.settings import ExecutorSettings
 from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.config import ChatConfig, ConfigInvalid
-from toolgate.shared.settings import MCP_SERVERS_ENV, deprecated_mcp_env
+from toolgate.shared.settings import MCP_SERVERS_ENV, deprecated_mcp_env, named_mcp_servers_file
 
 CONFIG = f"""
 [mcp.servers.a]
@@ -88,6 +88,25 @@ def test_one_mcp_servers_variable_reaches_both_the_registry_and_the_executor(
     warning = deprecated_mcp_env()
     assert (warning is None) == (variable == "TOOLGATE_MCP_SERVERS_FILE")
     assert warning is None or variable in warning and "TOOLGATE_MCP_SERVERS_FILE" in warning
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": "/e.toml", "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": "/r.toml"},
+        {"TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": "/e.toml", "TOOLGATE_MCP_SERVERS_FILE": "/m.toml"},
+        {"TOOLGATE_MCP_SERVERS_FILE": "", "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": "/r.toml"},
+    ],
+)
+def test_config_check_names_the_servers_file_the_services_read(env: pytest.MonkeyPatch, values: dict[str, str]) -> None:
+    for variable, value in values.items():
+        env.setenv(variable, value)
+
+    named = named_mcp_servers_file()
+
+    read = None if named is None else Path(named[1])
+    assert RegistrySettings().mcp_servers_file == ExecutorSettings().mcp_servers_file == read
 
 
 def test_an_invalid_file_stops_every_service_naming_the_problem(config: Path) -> None:

@@ -5,6 +5,10 @@ or mistyped keys, server and tool names, commands not found), it checks what onl
 machine running the services can tell: an upstream ``url`` is an ``http(s)`` URL, the
 environment variables named in ``headers_env`` are set (a warning: they may be set only
 where the services run), and each descriptor directory exists and its descriptors parse.
+
+The MCP servers checked are those the registry and the executor load: the MCP servers file
+named by ``TOOLGATE_MCP_SERVERS_FILE`` (or a deprecated alias) when one is set, in place of
+the file's ``[mcp.servers]``. An upstream URL is shown with its query values masked.
 """
 
 from __future__ import annotations
@@ -17,8 +21,11 @@ from urllib.parse import urlsplit
 import msgspec
 
 from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, rate_limit_problem
-from toolgate.shared.config import ConfigInvalid, ToolgateConfig, load_config
+from toolgate.shared.config import ConfigInvalid, ToolgateConfig, load_config, load_servers
 from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.shared.settings import deprecated_mcp_env, named_mcp_servers_file
+from toolgate.shared.toml_file import read_toml
+from toolgate.shared.upstream import masked_url
 
 __all__ = ["Report", "as_json", "check_config"]
 
@@ -30,13 +37,17 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
         path: the file checked.
         problems: one line per problem (the file cannot be used as it is).
         warnings: one line per doubt (it may still work where the services run).
-        servers: MCP server name to ``"stdio: <command>"`` or ``"http: <url>"``.
+        servers_file: the MCP servers file checked, whose servers the services load in place
+            of the config file's ``[mcp.servers]``; ``None`` when none is named.
+        servers: MCP server name to ``"stdio: <command>"`` or ``"http: <url>"`` (query values
+            shown as ``***``), from ``servers_file`` when one is named.
         descriptor_dirs: the descriptor directories with their descriptor counts.
         limited_tools: the tools with operator limits.
         chat: the chat platform, or ``None`` when the file configures no chat.
     """
 
     path: str
+    servers_file: str | None = None
     problems: list[str] = msgspec.field(default_factory=list)
     warnings: list[str] = msgspec.field(default_factory=list)
     servers: dict[str, str] = msgspec.field(default_factory=dict)
@@ -50,26 +61,94 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
         return not self.problems
 
 
-def check_config(path: Path) -> Report:
-    """Check the ``toolgate.toml`` at ``path`` (nothing raised: every problem is in the report)."""
-    try:
-        config = load_config(path)
-    except ConfigInvalid as invalid:
-        return Report(path=str(path), problems=invalid.problems)
+def check_config(path: Path, servers_file: Path | None = None) -> Report:
+    """Check the ``toolgate.toml`` at ``path`` and the MCP servers file the services would load.
+
+    Args:
+        path: the config file.
+        servers_file: the MCP servers file; ``None``: the one the environment names for the
+            registry and the executor (``TOOLGATE_MCP_SERVERS_FILE`` or a deprecated alias), if any.
+
+    Returns:
+        The report (nothing raised: every problem is in it).
+    """
     problems: list[str] = []
     warnings: list[str] = []
-    for name, server in config.mcp.servers.items():
-        _check_server(f"{path.name}: mcp.servers.{name}", server, problems, warnings)
+    servers_file = servers_file or _named_servers_file(problems, warnings)
+    config = _load(path, problems)
+    servers = _servers(path, config, servers_file, problems, warnings)
+    if config is None:
+        return Report(path=str(path), servers_file=_shown(servers_file), problems=problems, warnings=warnings)
     counts = {str(directory): _check_dir(path.name, directory, problems) for directory in _dirs(config)}
     return Report(
         path=str(path),
+        servers_file=_shown(servers_file),
         problems=problems,
         warnings=warnings,
-        servers={name: _kind(server) for name, server in config.mcp.servers.items()},
+        servers={name: _kind(server) for name, server in servers.items()},
         descriptor_dirs=counts,
         limited_tools=sorted(config.tools.limits),
         chat=config.chat.platform,
     )
+
+
+def _load(path: Path, problems: list[str]) -> ToolgateConfig | None:
+    """The config file, or ``None`` with its problems added to ``problems``."""
+    try:
+        return load_config(path)
+    except ConfigInvalid as invalid:
+        problems.extend(invalid.problems)
+        return None
+
+
+def _shown(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def _named_servers_file(problems: list[str], warnings: list[str]) -> Path | None:
+    """The MCP servers file the environment names, warning of a deprecated variable; an empty one is a problem."""
+    if warning := deprecated_mcp_env():
+        warnings.append(warning)
+    named = named_mcp_servers_file()
+    if named is None:
+        return None
+    variable, value = named
+    if not value:
+        problems.append(f"{variable}: set but empty (the services would read '.'); unset it or name a file")
+        return None
+    return Path(value)
+
+
+def _servers(
+    path: Path, config: ToolgateConfig | None, servers_file: Path | None, problems: list[str], warnings: list[str]
+) -> dict[str, McpServerConfig]:
+    """The MCP servers the services load, each checked: the servers file's when named, else the config's."""
+    if servers_file is None or _same_file(servers_file, path):
+        found, where = (config.mcp.servers if config else {}), f"{path.name}: mcp.servers"
+    else:
+        found, where = _file_servers(servers_file, problems)
+        if where and config is not None and config.mcp.servers:
+            warnings.append(f"{path.name}: mcp.servers: not used; the services load the servers of {servers_file}")
+    for name, server in found.items():
+        _check_server(f"{where}.{name}", server, problems, warnings)
+    return found
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return one.samefile(other)
+    except OSError:
+        return False
+
+
+def _file_servers(file: Path, problems: list[str]) -> tuple[dict[str, McpServerConfig], str]:
+    """The servers of an MCP servers file (or of a ``toolgate.toml`` named as one), and where their tables are."""
+    try:
+        key = "servers" if "servers" in read_toml(file) else "mcp.servers"
+        return load_servers(file), f"{file.name}: {key}"
+    except ConfigInvalid as invalid:
+        problems.extend(invalid.problems)
+        return {}, ""
 
 
 def _dirs(config: ToolgateConfig) -> list[Path]:
@@ -78,7 +157,7 @@ def _dirs(config: ToolgateConfig) -> list[Path]:
 
 def _kind(server: McpServerConfig) -> str:
     url: str | None = getattr(server, "url", None)
-    return f"http: {url}" if url else f"stdio: {server.command}"
+    return f"http: {masked_url(url)}" if url else f"stdio: {server.command}"
 
 
 def _check_server(where: str, server: McpServerConfig, problems: list[str], warnings: list[str]) -> None:
@@ -87,7 +166,7 @@ def _check_server(where: str, server: McpServerConfig, problems: list[str], warn
     if url:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            problems.append(f"{where}.url: not an http(s) URL with a host: {url!r}")
+            problems.append(f"{where}.url: not an http(s) URL with a host: {masked_url(url)!r}")
     headers_env: dict[str, str] = getattr(server, "headers_env", None) or {}
     for header, variable in headers_env.items():
         if not os.environ.get(variable):

@@ -1,9 +1,11 @@
 """``toolgate config check``: is this ``toolgate.toml`` usable, and what does it declare.
 
-The file is ``--config``, else ``TOOLGATE_CONFIG``, else ``./toolgate.toml``. One line per
-problem and exit 1; otherwise a short summary (servers, descriptor dirs, limits, chat) and
-exit 0. Warnings (an environment variable named by ``headers_env`` not set here) are printed
-either way and do not fail the check.
+The file is ``--config``, else ``TOOLGATE_CONFIG``, else ``./toolgate.toml``; the MCP servers
+file is ``--mcp-servers``, else the one the services read (``TOOLGATE_MCP_SERVERS_FILE`` or a
+deprecated alias), whose servers replace the file's ``[mcp.servers]``. One line per problem
+and exit 1; otherwise a short summary (servers, descriptor dirs, limits, chat) and exit 0.
+Warnings (an environment variable named by ``headers_env`` not set here) are printed either
+way and do not fail the check.
 """
 
 from __future__ import annotations
@@ -42,13 +44,21 @@ McpServersPath = Annotated[
         "overrides the \\[mcp.servers] of --config.",
     ),
 ]
+CheckedServersPath = Annotated[
+    Path | None,
+    typer.Option(
+        "--mcp-servers",
+        help="MCP servers file to check (default: the one the registry and the executor read, named by "
+        "TOOLGATE_MCP_SERVERS_FILE or a deprecated alias); its servers replace the \\[mcp.servers] of --config.",
+    ),
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the report as one JSON object.")]
 
 
 @config_app.command("check")
-def check(config: ConfigPath = None, as_json_: AsJson = False) -> None:
-    """Validate the file: syntax, keys, server names, commands, URLs, header variables, descriptor dirs."""
-    report = check_config(config or Path("toolgate.toml"))
+def check(config: ConfigPath = None, mcp_servers: CheckedServersPath = None, as_json_: AsJson = False) -> None:
+    """Validate the file and the MCP servers file the services read: syntax, keys, commands, URLs, descriptor dirs."""
+    report = check_config(config or Path("toolgate.toml"), mcp_servers)
     if as_json_:
         typer.echo(json.dumps(as_json(report), indent=2))
     else:
@@ -58,12 +68,14 @@ def check(config: ConfigPath = None, as_json_: AsJson = False) -> None:
 
 def _print(report: Report) -> None:
     for warning in report.warnings:
-        err_console.print("[yellow]warning:[/yellow]", escape(warning))
+        err_console.print("[yellow]warning:[/yellow]", escape(warning), soft_wrap=True)
     for problem in report.problems:
         err_console.print("[red]error:[/red]", escape(problem), soft_wrap=True)
     if not report.ok:
         return
     console.print(f"{escape(report.path)}: ok")
+    if report.servers_file is not None:
+        console.print(f"  MCP servers file: {escape(report.servers_file)}", soft_wrap=True)
     servers = ", ".join(f"{name} ({kind})" for name, kind in report.servers.items()) or "none"
     console.print(f"  MCP servers: {escape(servers)}", soft_wrap=True)
     dirs = ", ".join(f"{path} ({count} descriptors)" for path, count in report.descriptor_dirs.items()) or "none"
@@ -79,8 +91,7 @@ def up_env(config: Path | None, mcp_servers: Path | None) -> dict[str, str]:
     as the variables ``up`` itself reads (unless exported: the environment wins).
 
     Raises:
-        toolgate.shared.config.ConfigInvalid: the config file is invalid.
-        OSError / ValueError: the MCP servers file is unreadable or invalid.
+        toolgate.shared.config.ConfigInvalid: the config file or the MCP servers file is unreadable or invalid.
     """
     env = {MCP_SERVERS_ENV[0]: str(mcp_servers.resolve())} if mcp_servers is not None else {}
     if mcp_servers is not None:

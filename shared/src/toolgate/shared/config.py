@@ -24,10 +24,8 @@ the file, the file overrides the defaults (:class:`toolgate.shared.settings.Serv
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -35,9 +33,9 @@ from typing import Any, Literal, TypeVar
 import msgspec
 
 from toolgate.contracts.descriptors import TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
-from toolgate.contracts.errors import Problem
-from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers, parse_servers
+from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers, parse_each
 from toolgate.shared.tables import convert, unknown_keys
+from toolgate.shared.toml_file import ConfigInvalid, read_toml
 
 __all__ = [
     "CONFIG_ENV",
@@ -57,18 +55,6 @@ _T = TypeVar("_T")
 
 CONFIG_ENV = "TOOLGATE_CONFIG"
 """The environment variable naming ``toolgate.toml`` (``--config`` sets it for the services)."""
-
-
-class ConfigInvalid(Problem, ValueError):
-    """``toolgate.toml`` cannot be used.
-
-    Attributes:
-        problems: one line per problem, each ``<file>: <key path>: <what is wrong>``.
-    """
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
 
 
 class ToolLimits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -172,7 +158,8 @@ def load_config(path: Path | None) -> ToolgateConfig:
             unset too, a config of defaults (no servers, no descriptor dirs, no chat).
 
     Raises:
-        ConfigInvalid: the file cannot be read, is not TOML, or has problems: an unknown
+        ConfigInvalid: the file cannot be read (as :func:`~toolgate.shared.toml_file.read_toml`:
+            no regular file, over 1 MiB, not UTF-8, nested too deeply), is not TOML, or has problems: an unknown
             table or key (with the closest known one), a value of the wrong type, a bad
             server or tool name, a command not found, a rate or timeout out of range.
             ``problems`` lists every one found, each starting with the file name.
@@ -180,7 +167,7 @@ def load_config(path: Path | None) -> ToolgateConfig:
     path = path or _named_path()
     if path is None:
         return ToolgateConfig()
-    document = _document(path)
+    document = read_toml(path)
     problems = [f"{problem} (tables: mcp, tools, chat)" for problem in unknown_keys(document, _SECTIONS, "")]
     servers = _section(problems, lambda: _servers(document.get("mcp", {}), path.parent))
     tools = _section(problems, lambda: _tools(document.get("tools", {})))
@@ -194,10 +181,9 @@ def load_servers(path: Path) -> dict[str, McpServerConfig]:
     """The MCP servers of ``path``: an MCP servers file (``[servers.<name>]``) or a ``toolgate.toml``.
 
     Raises:
-        OSError / ValueError: as :func:`~toolgate.shared.mcp_config.load_mcp_servers`.
-        ConfigInvalid: as :func:`load_config`.
+        ConfigInvalid: as :func:`~toolgate.shared.mcp_config.load_mcp_servers` or :func:`load_config`.
     """
-    if "servers" in _document(path):
+    if "servers" in read_toml(path):
         return load_mcp_servers(path)
     return load_config(path).mcp.servers
 
@@ -216,16 +202,6 @@ def _named_path() -> Path | None:
     return Path(named) if named else None
 
 
-def _document(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        where = "" if path.is_absolute() else f" (looked for {path.absolute()})"
-        raise ConfigInvalid([f"{path}: cannot be read: {exc.strerror or exc}{where}"]) from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigInvalid([f"{path.name}: invalid TOML: {exc}"]) from exc
-
-
 def _section(problems: list[str], parse: Callable[[], _T]) -> _T | None:
     """Run ``parse``; a problem is added to ``problems`` instead of raised."""
     try:
@@ -242,13 +218,8 @@ def _section(problems: list[str], parse: Callable[[], _T]) -> _T | None:
 def _servers(mcp: Any, base_dir: Path) -> dict[str, McpServerConfig]:
     if not isinstance(mcp, dict):
         raise ValueError("mcp: expected a table with a servers table")
-    problems = unknown_keys(mcp, ("servers",), "mcp")
-    tables = mcp.get("servers", {})
-    if not isinstance(tables, dict):
-        raise ValueError("mcp.servers: expected a table of server tables")
-    found: dict[str, McpServerConfig] = {}
-    for name, table in tables.items():
-        found.update(_section(problems, functools.partial(parse_servers, {name: table}, base_dir, "mcp.servers")) or {})
+    found, failed = parse_each(mcp.get("servers", {}), base_dir, "mcp.servers")
+    problems = unknown_keys(mcp, ("servers",), "mcp") + failed
     if problems:
         raise ConfigInvalid(problems)
     return found

@@ -15,6 +15,10 @@ Text is plain whatever the terminal (never a colour code), and a record is one l
 characters in the message are escaped, a value with spaces, quotes or ``=`` is JSON-quoted, a
 traceback follows on indented lines without blank ones, and a record with no text at all is
 dropped. FastStream logs through the same handler (its own colour formatter is removed).
+The HTTP client's loggers (``httpx``, ``httpcore``, and ``httpx2``, ``httpcore2`` the MCP SDK
+uses) write warnings and errors only, and the MCP
+SDK's Streamable HTTP client nothing below INFO, whatever the level: their request and
+connection lines carry full URLs, whose query may hold a credential.
 JSON lines are written by ``python-json-logger`` (``time``, ``service``, ``level``,
 ``logger``, ``message``, the fields, and ``exc_info`` as one string).
 """
@@ -46,6 +50,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _PLAIN = re.compile(r"[^\s\"'=\\\x00-\x1f\x7f]+")
 _FRAMEWORK = "faststream"
 """The logger FastStream creates with a handler (and colour formatter) of its own."""
+_QUIET = {
+    **dict.fromkeys(("httpx", "httpcore", "httpx2", "httpcore2"), logging.WARNING),
+    "mcp.client.streamable_http": logging.INFO,
+}
+"""Loggers held at a level: below it they write each request's URL (an MCP upstream's, query and all)."""
 
 
 class LogSettings(BaseSettings):
@@ -163,7 +172,8 @@ def configure_logging(service: str, settings: LogSettings | None = None) -> logg
 
     Idempotent: a second call replaces the handler the first one installed (handlers others
     installed, e.g. a test's, stay). FastStream's own loggers lose their colour handlers and
-    write through this one.
+    write through this one. The ``httpx``, ``httpcore``, ``httpx2`` and ``httpcore2`` loggers are set to WARNING, and
+    ``mcp.client.streamable_http`` to INFO (their lower records carry URLs).
 
     Args:
         service: written on every line (``service`` key in JSON).
@@ -189,4 +199,6 @@ def configure_logging(service: str, settings: LogSettings | None = None) -> logg
     framework = logging.getLogger(_FRAMEWORK)
     framework.handlers.clear()
     framework.propagate = True
+    for name, level in _QUIET.items():
+        logging.getLogger(name).setLevel(level)
     return handler

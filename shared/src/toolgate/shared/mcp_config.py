@@ -31,6 +31,8 @@ the executor starts the same command (or connects to the same ``url``) and force
 ``pinned_arguments`` into every call. A header's value is read from the environment
 variable ``headers_env`` names when a connection starts (:func:`header_values`); it is
 never logged, and the executor redacts it like the ``env`` values of a stdio server.
+Credentials belong in such headers: a ``url``'s query values are never printed
+(:func:`toolgate.shared.upstream.masked_url`), but the upstream's own logs may hold them.
 A server's ``rate_limit`` becomes the descriptor's (the budget its tools share); a tool's
 ``rate_limit`` becomes its operation's own budget (:func:`toolgate.contracts.descriptors.rate_of`).
 How hints, trust, defaults and overrides combine is :mod:`toolgate.shared.mcp_mapping`'s rule.
@@ -43,8 +45,6 @@ import os
 import re
 import shutil
 import sys
-import tomllib
-import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,8 @@ import msgspec
 from toolgate.contracts.descriptors import RateLimit, rate_limit_problem
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.tables import convert
+from toolgate.shared.toml_file import ConfigInvalid, read_toml
+from toolgate.shared.upstream import check_upstream, header_values
 
 __all__ = [
     "DEFAULT_MCP_RATE_LIMIT",
@@ -62,6 +64,7 @@ __all__ = [
     "Override",
     "header_values",
     "load_mcp_servers",
+    "parse_each",
     "parse_servers",
     "configured_secrets",
     "resolve_command",
@@ -95,13 +98,6 @@ class Override(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     destination: str | None = None
     amount: str | None = None
     cost: float | str | None = None
-
-
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}\Z")
-"""What an HTTP header name may be (RFC 9110 token)."""
-
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
-"""What an environment variable named by ``headers_env`` may be."""
 
 
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -161,19 +157,10 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
 
 
 def _check_http(config: McpServerConfig) -> None:
-    parts = urllib.parse.urlsplit(config.url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"url: expected an http:// or https:// URL with a host, got {config.url[:200]!r}")
-    if parts.username or parts.password:
-        raise ValueError("url: must not carry credentials; send them in a header named by headers_env")
+    check_upstream(config.url, config.headers_env)
     for field in ("args", "cwd", "env"):
         if getattr(config, field):
             raise ValueError(f"{field}: applies only to a server with a command")
-    for header, variable in config.headers_env.items():
-        if not HEADER_NAME.match(header):
-            raise ValueError(f"headers_env: {header[:64]!r} is not an HTTP header name")
-        if not ENV_NAME.match(variable):
-            raise ValueError(f"headers_env.{header}: {variable[:128]!r} is not an environment variable name")
 
 
 def configured_secrets(servers: Mapping[str, McpServerConfig]) -> list[str]:
@@ -186,27 +173,6 @@ def configured_secrets(servers: Mapping[str, McpServerConfig]) -> list[str]:
         with contextlib.suppress(ValueError):
             known += header_values(config).values()
     return known
-
-
-def header_values(config: McpServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The headers an HTTP upstream is sent: each ``headers_env`` entry's value, read from ``environ``.
-
-    Args:
-        config: the server.
-        environ: where to read (default ``os.environ``).
-
-    Returns:
-        Header name to value (``{}`` for a stdio server).
-
-    Raises:
-        ValueError: an environment variable is unset or empty (the message names it, never a value).
-    """
-    source = os.environ if environ is None else environ
-    values = {header: source.get(variable, "") for header, variable in config.headers_env.items()}
-    missing = [config.headers_env[header] for header, value in values.items() if not value]
-    if missing:
-        raise ValueError(f"MCP server {config.name!r}: environment variable {missing[0]} (headers_env) is not set")
-    return values
 
 
 _UNTRUSTED_ONLY = ("default_side_effect_class", "default_risk_tier")
@@ -245,23 +211,24 @@ def load_mcp_servers(path: Path) -> dict[str, McpServerConfig]:
         A file without a ``servers`` table gives ``{}``.
 
     Raises:
-        OSError: the file cannot be read.
-        ValueError: invalid TOML, an unknown top-level key, a bad server name, a field
-            of the wrong type or an unknown field (the message names it, e.g.
+        ConfigInvalid: the file cannot be used; ``problems`` has one line per problem,
+            each starting with the file name. The file cannot be read, is no regular file,
+            is over 1 MiB, is not UTF-8 or not TOML, or nests too deeply
+            (:func:`~toolgate.shared.toml_file.read_toml`); or an unknown top-level key, a
+            bad server name, a field of the wrong type or an unknown field (named, e.g.
             ``servers.git.args[0]``), a ``rate_limit`` whose ``calls`` is not an integer
             from 1 to 1000000 or whose ``period_s`` is not a finite number of seconds
             above 0 (e.g. ``servers.git.overrides.git_log.rate_limit.calls``), a default
             class or tier on a server whose hints are trusted (it would be ignored), or a
             command that cannot be found.
     """
-    try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path}: invalid TOML: {exc}") from exc
+    document = read_toml(path)
     unknown = sorted(set(document) - {"servers"})
-    if unknown:
-        raise ValueError(f"{path}: unknown top-level key {unknown[0]!r} (expected only 'servers')")
-    return parse_servers(document.get("servers", {}), path.parent, "servers")
+    problems = [f"unknown top-level key {key!r} (expected only 'servers')" for key in unknown]
+    servers, failed = parse_each(document.get("servers", {}), path.parent, "servers")
+    if problems or failed:
+        raise ConfigInvalid([f"{path.name}: {problem}" for problem in problems + failed])
+    return servers
 
 
 def parse_servers(tables: Any, base_dir: Path, where: str) -> dict[str, McpServerConfig]:
@@ -273,11 +240,30 @@ def parse_servers(tables: Any, base_dir: Path, where: str) -> dict[str, McpServe
         where: the key path of ``tables`` in its file, used in error messages.
 
     Raises:
-        ValueError: as :func:`load_mcp_servers`, the message starting with the key path.
+        ConfigInvalid: as :func:`load_mcp_servers`, one line per problem, each starting with the key path.
+    """
+    servers, problems = parse_each(tables, base_dir, where)
+    if problems:
+        raise ConfigInvalid(problems)
+    return servers
+
+
+def parse_each(tables: Any, base_dir: Path, where: str) -> tuple[dict[str, McpServerConfig], list[str]]:
+    """Like :func:`parse_servers`, but every problem is returned instead of raised.
+
+    Returns:
+        The servers that parsed, and one line per problem (``[]``: every server parsed).
     """
     if not isinstance(tables, dict):
-        raise ValueError(f"{where}: expected a table of server tables")
-    return {name: _server(name, table, base_dir, f"{where}.{name}") for name, table in tables.items()}
+        return {}, [f"{where}: expected a table of server tables"]
+    servers: dict[str, McpServerConfig] = {}
+    problems: list[str] = []
+    for name, table in tables.items():
+        try:
+            servers[name] = _server(name, table, base_dir, f"{where}.{name}")
+        except ValueError as exc:
+            problems.append(str(exc))
+    return servers, problems
 
 
 def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfig:

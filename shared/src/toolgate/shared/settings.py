@@ -21,7 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from toolgate.shared.config import CONFIG_ENV, ToolgateConfig, load_config
 
-__all__ = ["MCP_SERVERS_ENV", "ConfigFileSource", "ServiceSettings", "deprecated_mcp_env"]
+__all__ = ["MCP_SERVERS_ENV", "ConfigFileSource", "ServiceSettings", "deprecated_mcp_env", "named_mcp_servers_file"]
 
 MCP_SERVERS_ENV = (
     "TOOLGATE_MCP_SERVERS_FILE",
@@ -38,6 +38,16 @@ def deprecated_mcp_env() -> str | None:
     if not used:
         return None
     return f"{', '.join(used)} deprecated: set {MCP_SERVERS_ENV[0]} (read by the registry and the executor)"
+
+
+def named_mcp_servers_file() -> tuple[str, str] | None:
+    """The MCP servers file the registry and the executor read from the environment.
+
+    Returns:
+        ``(variable, value)`` of the first of :data:`MCP_SERVERS_ENV` that is set (even to
+        ``""``, which the services read as ``.``), or ``None`` when none is.
+    """
+    return next(((name, os.environ[name]) for name in MCP_SERVERS_ENV if name in os.environ), None)
 
 
 class ServiceSettings(BaseSettings):
