@@ -20,6 +20,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,10 +129,22 @@ class Stack:
             process.kill()
             process.wait()
 
-    def stop_all(self) -> None:
-        """Stop every service, last started first."""
-        for service in reversed(list(self.processes)):
-            self.stop(service)
+    def stop_all(self, timeout_s: float = 15.0) -> None:
+        """Stop every service: SIGTERM to all at once (last started first), then wait for each.
+
+        Each drains its own in-flight work; one still running after ``timeout_s`` seconds is killed.
+        """
+        running = [self.processes.pop(service) for service in reversed(list(self.processes))]
+        for process in running:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + timeout_s
+        for process in running:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
     def dead(self) -> list[str]:
         """Services whose process has exited."""
