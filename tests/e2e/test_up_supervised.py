@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -60,27 +61,14 @@ class Up:
         raise AssertionError(f"no child of {parent or 'up'} runs {needle!r}")
 
 
-# An MCP server that refuses to start while a file named BROKEN is in its working directory.
-FLAKY = """
-import os, sys
-if os.path.exists("BROKEN"):
-    print("refusing to start: BROKEN is present", file=sys.stderr)
-    sys.exit(3)
-from mcp.server.mcpserver import MCPServer
-server = MCPServer("flaky")
-
-@server.tool()
-def greet(name: str) -> str:
-    return "hello " + name
-
-server.run()
-"""
+FLAKY = Path(__file__).resolve().parents[1] / "fixtures" / "mcp" / "flaky_server.py"
+"""An MCP server that refuses to start while a file named BROKEN is in its working directory."""
 
 
 def _start(cwd: Path, name: str) -> Up:
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
     output = cwd / f"{name}.out"
-    (cwd / "flaky.py").write_text(FLAKY)
+    shutil.copy(FLAKY, cwd / "flaky.py")
     (cwd / "toolgate.toml").write_text(f'[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["flaky.py"]\n')
     command = [TOOLGATE, "up", "--config", "toolgate.toml"]
     with output.open("wb") as sink:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,27 +16,14 @@ from toolgate.registry import importing
 from toolgate.registry.importing import McpImports
 from toolgate.shared.mcp_config import parse_servers
 
-# A server that refuses to start while a file named BROKEN is in its working directory.
-SERVER = """
-import os, sys
-if os.path.exists("BROKEN"):
-    print("refusing to start: BROKEN is present", file=sys.stderr)
-    sys.exit(3)
-from mcp.server.mcpserver import MCPServer
-server = MCPServer("flaky")
-
-@server.tool()
-def greet(name: str) -> str:
-    return "hello " + name
-
-server.run()
-"""
+FLAKY = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "mcp" / "flaky_server.py"
+"""Refuses to start while a file named BROKEN is in its working directory."""
 
 
 @pytest.fixture
 def flaky(tmp_path: Path) -> Path:
     """A directory holding the server script (run by a relative path: the working directory is this one)."""
-    (tmp_path / "flaky.py").write_text(SERVER)
+    shutil.copy(FLAKY, tmp_path / "flaky.py")
     (tmp_path / "BROKEN").write_text("")
     return tmp_path
 
