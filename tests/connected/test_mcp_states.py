@@ -115,6 +115,10 @@ async def test_the_registry_catches_up_from_the_stream_and_ignores_a_mislabelled
         recorded = await bucket.state(tool)
         assert recorded is not None and recorded.state == "unavailable"
         assert "ended its connection during start-up" in recorded.reason
+        registry = Registry(bucket, lambda subject, event: asyncio.sleep(0), lambda: datetime.now(UTC))
+        listing = await registry.list()  # never listed, so never registered: its state is listed all the same
+        assert tool not in {descriptor.name for descriptor in listing.descriptors or []}
+        assert (listing.states or {})[tool] == recorded
 
         ready = ServerState(state="ready", reason="1 tools", since=datetime.now(UTC))
         another = encode(state_event(f"{name}x", ready, Redactor(find_secrets, []), 30.0))  # names mcp_<name>x

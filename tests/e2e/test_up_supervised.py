@@ -69,7 +69,10 @@ def _start(cwd: Path, name: str) -> Up:
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
     output = cwd / f"{name}.out"
     shutil.copy(FLAKY, cwd / "flaky.py")
-    (cwd / "toolgate.toml").write_text(f'[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["flaky.py"]\n')
+    never = f'[mcp.servers.never]\ncommand = "{sys.executable}"\nargs = ["missing.py"]\n'  # broken from the start
+    (cwd / "toolgate.toml").write_text(
+        f'[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["flaky.py"]\n' + never
+    )
     command = [TOOLGATE, "up", "--config", "toolgate.toml"]
     with output.open("wb") as sink:
         process = subprocess.Popen(command, cwd=cwd, env={**env, **SUPERVISION}, stdout=sink, stderr=subprocess.STDOUT)
@@ -171,6 +174,19 @@ def test_an_mcp_server_that_breaks_and_mends_is_reported_by_up(up: Up) -> None:
     _wait_for(up, r"mcp_flaky: unavailable since [\d:]+: .*refusing to start: BROKEN is present")
     (up.cwd / "BROKEN").unlink()
     _wait_for(up, r"(?s)BROKEN is present.*mcp_flaky: ready since", timeout_s=90)
+
+
+def test_a_server_broken_from_the_start_is_reported_and_listed_as_not_registered(up: Up) -> None:
+    _wait_for(up, r"mcp_never: unavailable since [\d:]+: .*missing\.py")
+
+    listed = subprocess.run([TOOLGATE, "tools", "list"], cwd=up.cwd, capture_output=True, text=True, timeout=60)
+    described = subprocess.run(
+        [TOOLGATE, "tools", "describe", "mcp_never"], cwd=up.cwd, capture_output=True, text=True, timeout=60
+    )
+
+    told = " ".join(listed.stdout.split())
+    assert listed.returncode == 0 and "mcp_never: not registered yet (its MCP server could not be listed)" in told
+    assert described.returncode == 1 and "mcp_never: not registered yet" in " ".join(described.stderr.split())
 
 
 def test_a_service_that_dies_at_once_every_time_is_given_up_on(up: Up) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "alarms_table",
     "one_line",
     "state_reasons",
+    "unregistered_line",
     "plain_text",
     "decide_line",
     "receipt_row",
@@ -97,6 +98,14 @@ def _state(state: ToolState | None) -> Text:
         return Text("")
     style = "green" if state.state == "ready" else "red"
     return Text(f"{state.state} since {state.since.strftime('%H:%M:%S')}", style=style)
+
+
+def unregistered_line(tool: str, state: ToolState) -> str:
+    """``<tool>: not registered yet (its MCP server could not be listed): <state> since HH:MM:SS: <why>``."""
+    since = state.since.strftime("%H:%M:%S")
+    return (
+        f"{tool}: not registered yet (its MCP server could not be listed): {state.state} since {since}: {state.reason}"
+    )
 
 
 def state_reasons(tools: list[ToolDescriptor], states: dict[str, ToolState]) -> list[Text]:

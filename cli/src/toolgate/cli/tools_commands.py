@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import msgspec
 import typer
@@ -11,7 +11,7 @@ from rich.markup import escape
 from toolgate.cli import rpc
 from toolgate.cli.describe import STATE_KEYS, describe_tool
 from toolgate.cli.output import AsJson, did_you_mean, print_json
-from toolgate.cli.render import state_reasons, tools_table
+from toolgate.cli.render import state_reasons, tools_table, unregistered_line
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.descriptors import ToolDescriptor
@@ -27,12 +27,23 @@ def tools_list(as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
     reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
     descriptors, states = reply.get("descriptors") or [], reply.get("states") or {}
     if as_json:
-        print_json([{**item, **_state_keys(states.get(item.get("name")))} for item in descriptors])
+        listed = [{**item, **_state_keys(states.get(item.get("name")))} for item in descriptors]
+        names = {item.get("name") for item in descriptors}
+        waiting = [
+            {"name": name, "registered": False, **_state_keys(state)}
+            for name, state in states.items()
+            if name not in names
+        ]
+        print_json(listed + sorted(waiting, key=lambda item: str(item["name"])))
         return
     tools, recorded = [_descriptor(item)[0] for item in descriptors], msgspec.convert(states, dict[str, ToolState])
     console.print(tools_table(tools, recorded))
     for line in state_reasons(tools, recorded):
         console.print(line, soft_wrap=True)
+    registered = {tool.name for tool in tools}
+    for name, state in sorted(recorded.items()):
+        if name not in registered:
+            console.print(escape(unregistered_line(name, state)), soft_wrap=True, style="red")
 
 
 def _descriptor(raw: dict[str, Any]) -> tuple[ToolDescriptor, dict[str, Any]]:
@@ -42,19 +53,11 @@ def _descriptor(raw: dict[str, Any]) -> tuple[ToolDescriptor, dict[str, Any]]:
     return msgspec.convert(fields, ToolDescriptor), state
 
 
-async def _lookup(bus: rpc.Bus, tool: str, version: str | None) -> tuple[dict[str, Any], list[str]]:
-    """The registry's answer for ``tool``, and every tool name when it has no such tool."""
+async def _lookup(bus: rpc.Bus, tool: str, version: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The registry's answer for ``tool``, and its listing (every tool's name and every recorded state)."""
     reply: dict[str, Any] = await rpc.request(bus, Rpc.REGISTRY_GET, {"tool": tool, "version": version})
-    if reply.get("ok") or reply.get("reason_code") != "unknown_tool":
-        return reply, []
     listing: dict[str, Any] = await rpc.request(bus, Rpc.REGISTRY_LIST, {})
-    return reply, [str(item.get("name")) for item in listing.get("descriptors") or []]
-
-
-async def _state_of(bus: rpc.Bus, tool: str) -> dict[str, Any]:
-    """The state the registry recorded for ``tool`` as :data:`STATE_KEYS` (empty: none recorded)."""
-    listing: dict[str, Any] = await rpc.request(bus, Rpc.REGISTRY_LIST, {})
-    return _state_keys((listing.get("states") or {}).get(tool))
+    return reply, listing
 
 
 def _state_keys(state: dict[str, Any] | None) -> dict[str, Any]:
@@ -64,18 +67,23 @@ def _state_keys(state: dict[str, Any] | None) -> dict[str, Any]:
 
 def tools_describe(tool: str, version: Version = None, as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
     """Show one tool: each operation's side-effect class, risk tier, limits and input/output schemas."""
-    reply, names = on_bus(nats_url, lambda bus: _lookup(bus, tool, version))
-    if reply.get("ok"):
-        reply = {**reply, **on_bus(nats_url, lambda bus: _state_of(bus, tool))}
+    reply, listing = on_bus(nats_url, lambda bus: _lookup(bus, tool, version))
+    state = (listing.get("states") or {}).get(tool)
     if not reply.get("ok"):
-        hint = did_you_mean(tool, names) if tool not in names else ""
-        err_console.print(
-            f"[red]{escape(str(reply.get('reason_code')))}[/red]:", escape(f"{reply.get('reason')}{hint}")
-        )
-        raise typer.Exit(1)
-    raw = {**reply["descriptor"], **{key: reply[key] for key in STATE_KEYS if key in reply}}
+        _refused(tool, reply, [str(item.get("name")) for item in listing.get("descriptors") or []], state)
+    raw = {**reply["descriptor"], **_state_keys(state)}
     if as_json:
         print_json(raw)
         return
-    descriptor, state = _descriptor(raw)
-    console.print(describe_tool(descriptor, state))
+    descriptor, shown = _descriptor(raw)
+    console.print(describe_tool(descriptor, shown))
+
+
+def _refused(tool: str, reply: dict[str, Any], names: list[str], state: dict[str, Any] | None) -> NoReturn:
+    """Say why ``tool`` cannot be described (with the close names, or the state of a tool not registered yet)."""
+    hint = did_you_mean(tool, names) if tool not in names and state is None else ""
+    err_console.print(f"[red]{escape(str(reply.get('reason_code')))}[/red]:", escape(f"{reply.get('reason')}{hint}"))
+    if state is not None:
+        recorded = msgspec.convert(state, ToolState)
+        err_console.print(escape(unregistered_line(tool, recorded)), soft_wrap=True)
+    raise typer.Exit(1)

@@ -176,6 +176,12 @@ class ToolsBucket:
         found = {tool: await self.state(tool) for tool in tools}
         return {tool: state for tool, state in found.items() if state is not None}
 
+    async def state_names(self) -> list[str]:
+        """Names of the tools that have a recorded state, sorted (registered or not: a server never listed has one)."""
+        prefix = self._latest_prefix.replace(".latest.", ".state.")
+        info = await self._js.stream_info(self._stream, subjects_filter=f"{prefix}>")
+        return sorted(subject.removeprefix(prefix) for subject in info.state.subjects or {})
+
     async def tool_names(self) -> list[str]:
         """Names of the tools that have a ``latest`` key, sorted (one stream-info request).
 

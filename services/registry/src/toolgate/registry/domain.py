@@ -66,8 +66,10 @@ _publish = msgspec.json.Decoder(PublishRequest)
 class RegistryReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Answer of every registry request.
 
-    ``states``: ``list``: the recorded state of each listed tool that has one
-    (:mod:`toolgate.contracts.tool_states`); a tool without one has no server to watch.
+    ``states``: ``list``: every recorded tool state, by tool name
+    (:mod:`toolgate.contracts.tool_states`): each listed tool's that has one (a tool without
+    one has no server to watch), and that of a tool not registered yet (an MCP server that
+    could not be listed).
     """
 
     ok: bool

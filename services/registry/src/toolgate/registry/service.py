@@ -155,9 +155,9 @@ class Registry:
         )
 
     async def list(self) -> RegistryReply:
-        """The latest version of every tool."""
+        """The latest version of every tool, and every recorded tool state (a tool never listed may have one)."""
         found = await self.bucket.list()
-        states = await self.bucket.states([descriptor.name for descriptor in found])
+        states = await self.bucket.states(await self.bucket.state_names())
         return RegistryReply(
             ok=True, reason_code="found", reason=f"{len(found)} tools", descriptors=found, states=states or None
         )
