@@ -92,11 +92,13 @@ def test_a_call_still_waiting_tells_its_key_and_the_same_command_with_it_gets_th
     stack: Any, e2e_paths: Any
 ) -> None:
     write = ("call", "file_system", "write", "--args", '{"path": "later.txt", "content": "once"}', "--as", "a1-05")
-    waiting = _toolgate(stack, *write, "--wait", "2")
+    waiting = _toolgate(stack, *write, "--wait", "2", "--json")
     told = _words(waiting.stderr)
+    document = json.loads(waiting.stdout)
+    assert document["outcome"] is None and re.fullmatch(r"[0-9a-f]{32}", document["idempotency_key"]), document
     assert waiting.returncode == NO_RECEIPT and "toolgate approvals list" in told, told
     key = re.search(r"--key ([0-9a-f]{32})", told)
-    assert key is not None, told
+    assert key is not None and key[1] == document["idempotency_key"], told
     approved = _toolgate(stack, "approvals", "approve", _listed(stack, "a1-05")["approval_id"], "--as", "alice")
     assert approved.returncode == 0, approved.stderr
 

@@ -169,6 +169,8 @@ def call(
         work = (tool, operation, _arguments(args), version, key)
         receipt = asyncio.run(_call(stack_url(nats_url), principal, work, wait_s))
     except NoReceiptYet as waiting:
+        if as_json:  # a script gets a document too: the request and the key to ask again with
+            print_json({"outcome": None, "request_id": waiting.request_id, "idempotency_key": key})
         err_console.print(
             "[yellow]no receipt yet[/yellow]:", escape(_no_receipt_yet(waiting, str(key))), soft_wrap=True
         )

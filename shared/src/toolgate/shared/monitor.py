@@ -18,7 +18,7 @@ from faststream.exceptions import IncorrectState
 from faststream.nats import NatsBroker
 
 from toolgate.shared.handling import DurableWorker
-from toolgate.shared.health import HealthServer, ReadyCheck
+from toolgate.shared.health import HealthServer, ReadyCheck, not_ready
 from toolgate.shared.metrics import install_meter_provider
 from toolgate.shared.sampling import Sampler, consumer_pending
 
@@ -65,6 +65,7 @@ def monitor(app: FastStream, broker: NatsBroker, plan: Lifecycle, workers: Seque
 
     @app.on_startup
     async def serve() -> None:
+        not_ready(checks)  # asked once now: a check that samples in the background (Redis) starts at once
         if server is not None:
             await server.start()
 
