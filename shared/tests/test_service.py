@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import nats.errors
 import pytest
@@ -55,3 +56,27 @@ async def _asked(nc: Client, subject: str) -> Msg:
         except nats.errors.NoRespondersError:
             await asyncio.sleep(0.1)
     raise TimeoutError(f"nobody answers on {subject}")
+
+
+@pytest.mark.parametrize("size", [1024, 2 * 1024 * 1024])
+async def test_an_answer_nats_cannot_carry_is_a_refusal_not_silence(
+    nats_url: str, nc: Client, ns: str, size: int
+) -> None:
+    router = NatsRouter()
+
+    @rpc(router, f"big.{ns}", "q")
+    async def answer(msg: NatsMessage) -> bytes:
+        return json.dumps({"ok": True, "reason_code": "found", "reason": "x", "pad": "y" * size}).encode()
+
+    broker = NatsBroker(nats_url)
+    broker.include_router(router)
+    await broker.start()
+    try:
+        reply = json.loads((await _asked(nc, f"big.{ns}")).data)
+    finally:
+        await broker.stop()
+    if size < nc.max_payload:
+        assert reply["ok"] is True and len(reply["pad"]) == size
+    else:
+        assert (reply["ok"], reply["reason_code"]) == (False, "reply_too_large")
+        assert f"NATS carries at most {nc.max_payload}" in reply["reason"]

@@ -68,7 +68,7 @@ async def trail(bus: rpc.Bus, request_id: str) -> list[dict[str, Any]]:
 
 async def registered(bus: rpc.Bus) -> list[ToolDescriptor]:
     """The latest version of every registered tool."""
-    reply = await rpc.request(bus, Rpc.REGISTRY_LIST, {})
+    reply = await rpc.listing(bus)
     return msgspec.convert(reply.get("descriptors") or [], list[ToolDescriptor])
 
 

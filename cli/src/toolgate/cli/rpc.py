@@ -97,6 +97,18 @@ async def request(bus: Bus, subject: str, body: Any, timeout_s: float = 5.0) -> 
     return await bus.request(subject, body, timeout_s)
 
 
+async def listing(bus: Bus, timeout_s: float = 5.0) -> dict[str, Any]:
+    """The registry's listing (``tg.registry.list``): ``{"descriptors": [...], "states": {...}}``.
+
+    Raises:
+        BusError: the registry refused it (``reply_too_large`` …): never read as an empty registry.
+    """
+    reply: dict[str, Any] = await bus.request(Rpc.REGISTRY_LIST, {}, timeout_s)
+    if not reply.get("ok"):
+        raise BusError(f"the registry refused its listing: {reply.get('reason_code')}: {reply.get('reason')}")
+    return reply
+
+
 async def ask(bus: Bus, subject: str, body: msgspec.Struct, reply: type[T], timeout_s: float = 5.0) -> T:
     """Send a contract request body and return the answer as its contract reply type.
 

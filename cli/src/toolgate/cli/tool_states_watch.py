@@ -20,8 +20,9 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
+from toolgate.cli.render import one_line
 from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Rpc, Subjects
 from toolgate.contracts.events import ToolStateChanged, decode_untrusted
@@ -36,18 +37,27 @@ _decoder = msgspec.json.Decoder(ToolStateChanged)
 class _Listing(msgspec.Struct):
     """The part of the registry's listing read here (``tg.registry.list``)."""
 
+    ok: bool = False
+    reason: str = ""
     states: dict[str, ToolState] = {}
 
 
 _listing = msgspec.json.Decoder(_Listing)
 
 
-def state_line(tool: str, state: ToolState) -> str:
-    """``<tool>: <state> since HH:MM:SS[: <why>]`` (rich markup: green when ready, red otherwise)."""
+def state_line(tool: str, state: ToolState) -> Text:
+    """``<tool>: <state> since HH:MM:SS[: <why>]``, green when ready, red otherwise.
+
+    What a server wrote (its stderr in the reason) is inert: no markup, control codes,
+    line or paragraph separators or bidirectional overrides reach the terminal.
+    """
     since = state.since.strftime("%H:%M:%S")
     colour = "green" if state.state == "ready" else "red"
-    why = f": {escape(state.reason)}" if state.reason and state.state != "ready" else ""
-    return f"[{colour}]{escape(tool)}: {state.state}[/{colour}] since {since}{why}"
+    line = Text.assemble(one_line(f"{tool}: {state.state}"), f" since {since}")
+    line.stylize(colour, 0, len(tool) + len(state.state) + 2)
+    if state.reason and state.state != "ready":
+        line.append_text(Text.assemble(": ", one_line(state.reason)))
+    return line
 
 
 class ToolStateWatch:
@@ -79,7 +89,7 @@ class ToolStateWatch:
         try:
             asyncio.run(self._watch())
         except Exception as error:  # the stack runs on without the watch
-            self._console.print(f"[yellow]MCP server states are not watched: {escape(str(error))}[/yellow]")
+            self._console.print(Text.assemble(("MCP server states are not watched: ", "yellow"), one_line(str(error))))
         finally:
             self._started.set()
 
@@ -96,9 +106,11 @@ class ToolStateWatch:
             await nc.close()
 
     async def _print_current(self, nc: Client) -> None:
-        reply = await nc.request(Rpc.REGISTRY_LIST, b"{}", timeout=5.0)
-        for tool, state in sorted(_listing.decode(reply.data).states.items()):
-            self._console.print("  " + state_line(tool, state), soft_wrap=True, highlight=False)
+        listing = _listing.decode((await nc.request(Rpc.REGISTRY_LIST, b"{}", timeout=5.0)).data)
+        if not listing.ok:
+            self._console.print(Text.assemble(("MCP tool states unknown: ", "yellow"), one_line(listing.reason)))
+        for tool, state in sorted(listing.states.items()):
+            self._console.print(Text.assemble("  ", state_line(tool, state)), soft_wrap=True, highlight=False)
 
     async def _on_change(self, msg: Msg) -> None:
         try:

@@ -24,7 +24,7 @@ Version = Annotated[str | None, typer.Option("--version", help="An exact version
 
 def tools_list(as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
     """List every tool's latest version, one row per operation, with its state (ready, unavailable, degraded)."""
-    reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_LIST, {}))
+    reply: dict[str, Any] = on_bus(nats_url, rpc.listing)
     descriptors, states = reply.get("descriptors") or [], reply.get("states") or {}
     if as_json:
         listed = [{**item, **_state_keys(states.get(item.get("name")))} for item in descriptors]

@@ -13,13 +13,26 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TextIO
 
-__all__ = ["LAST_WORDS_CHARS", "last_words", "stderr_logged"]
+__all__ = ["LAST_WORDS_CHARS", "last_words", "scrub_with", "stderr_logged"]
 
 LAST_WORDS_CHARS = 300
 """Longest last line kept from a server's stderr, characters."""
+
+_scrub: Callable[[str], str] = str
+"""Applied to a whole line before its last words are kept (:func:`scrub_with`)."""
+
+
+def scrub_with(scrub: Callable[[str], str]) -> None:
+    """Scrub each whole stderr line with ``scrub`` before its last words are kept (process-wide).
+
+    A secret must be replaced while it is whole: clipped first, its tail would no longer
+    be recognised. The executor and the registry install their redactor's ``text``.
+    """
+    global _scrub
+    _scrub = scrub
 
 
 @contextlib.asynccontextmanager
@@ -57,4 +70,4 @@ def _log_lines(fd: int, name: str, tail: list[str], logger: logging.Logger, leve
             line = raw.decode("utf-8", "replace").rstrip()
             logger.log(level, "MCP server %r stderr: %s", name, line)
             if line.strip():
-                tail[0] = last_words(line)
+                tail[0] = last_words(_scrub(line))

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+import msgspec
 from faststream import FastStream
 from faststream.nats import NatsBroker, NatsMessage, NatsRouter
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
@@ -80,6 +81,24 @@ def is_inbox(subject: str) -> bool:
     return subject.startswith(("_INBOX.", "_INBOX_"))
 
 
+def fitted(body: bytes, max_payload: int, subject: str) -> bytes:
+    """``body``, or a ``reply_too_large`` refusal (``ok``, ``reason_code``, ``reason``) when NATS would not carry it.
+
+    Every answer shape has ``ok``, ``reason_code`` and ``reason``; an answer larger than the
+    connection's ``max_payload`` (bytes) would otherwise raise in the responder and leave the
+    requester waiting for nothing.
+    """
+    if len(body) <= max_payload - _REPLY_HEADROOM_BYTES:
+        return body
+    reason = f"the answer on {subject} is {len(body)} bytes; NATS carries at most {max_payload}: ask for less"
+    log.warning("%s", reason)
+    return msgspec.json.encode({"ok": False, "reason_code": "reply_too_large", "reason": reason})
+
+
+_REPLY_HEADROOM_BYTES = 1024
+"""Room left in ``max_payload`` for the reply's protocol headers, bytes."""
+
+
 def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answer]:
     """Register a request/reply handler that answers only to a request inbox.
 
@@ -98,7 +117,8 @@ def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answ
                 log.warning("request on %s asked for its answer on %r, not an inbox: not answered", subject, reply_to)
                 return
             with request_scope(method=subject):
-                await msg.raw_message.respond(await answer(msg))
+                limit = msg.raw_message._client.max_payload  # the connection the request came on (nats-py's Msg field)
+                await msg.raw_message.respond(fitted(await answer(msg), limit, subject))
 
         router.subscriber(subject, queue=queue, decoder=raw_body, no_reply=True, include_in_schema=False)(on_request)
         return answer

@@ -36,6 +36,7 @@ from toolgate.shared.health import ReadyCheck, monitoring
 from toolgate.shared.keyring import load_own_private_key, public_key_of
 from toolgate.shared.log_scrubbing import install_log_filter
 from toolgate.shared.mcp_config import McpServerConfig, configured_secrets
+from toolgate.shared.mcp_stderr import scrub_with
 from toolgate.shared.metrics import observe_mcp_states
 from toolgate.shared.redaction import Redactor
 from toolgate.shared.redis_ready import RedisReachable
@@ -195,4 +196,5 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     )
     app = new_app(broker, build, lifecycle)
     install_log_filter(redactor)
+    scrub_with(redactor.text)
     return app

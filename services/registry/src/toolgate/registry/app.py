@@ -27,6 +27,7 @@ from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import check_holds_only_own, load_public_keys
 from toolgate.shared.log_scrubbing import install_log_filter
 from toolgate.shared.mcp_config import McpServerConfig, configured_secrets
+from toolgate.shared.mcp_stderr import scrub_with
 from toolgate.shared.provision import ensure_bus
 from toolgate.shared.redaction import Redactor
 from toolgate.shared.reporting import SecurityReporter
@@ -117,5 +118,7 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
 
     lifecycle = Lifecycle(reporter=reporter, monitoring=monitoring("registry", settings), closers=(imports.aclose,))
     app = new_app(broker, build, lifecycle)
-    install_log_filter(Redactor(find_secrets, configured_secrets({config.name: config for config in servers})))
+    redactor = Redactor(find_secrets, configured_secrets({config.name: config for config in servers}))
+    install_log_filter(redactor)
+    scrub_with(redactor.text)
     return app
