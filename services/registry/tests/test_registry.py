@@ -30,6 +30,25 @@ def _descriptor(name: str, version: str = "1.0.0", schema: dict[str, Any] | None
 
 
 @pytest.mark.parametrize(
+    "operation",
+    ["evil\x1b]0;T\x07\nmcp_x: ready", "a b", "", "x" * 129, "slash/name", "é", "tab\t"],
+)
+def test_an_operation_name_outside_the_mcp_tool_name_rule_is_refused(operation: str) -> None:
+    good = _descriptor("ok")
+    hostile = msgspec.structs.replace(good, operations={operation: good.operations["get"]})
+    with pytest.raises(PublishRefused) as refused:
+        parse_descriptor(msgspec.json.encode(hostile))
+    assert refused.value.reason_code == "invalid_name" and "\n" not in refused.value.reason
+
+
+@pytest.mark.parametrize("operation", ["get", "git_log", "a.b-c_D9", "x" * 128])
+def test_an_operation_name_within_the_rule_is_kept(operation: str) -> None:
+    good = _descriptor("ok")
+    kept = msgspec.structs.replace(good, operations={operation: good.operations["get"]})
+    assert list(parse_descriptor(msgspec.json.encode(kept)).operations) == [operation]
+
+
+@pytest.mark.parametrize(
     ("descriptor", "code"),
     [
         (_descriptor("Bad Name"), "invalid_name"),

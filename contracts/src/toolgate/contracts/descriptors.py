@@ -17,6 +17,7 @@ from toolgate.contracts.canonical import sha256_hex
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 
 __all__ = [
+    "OPERATION_NAME",
     "SEMVER",
     "TOOL_NAME",
     "OperationSpec",
@@ -30,6 +31,10 @@ __all__ = [
 
 TOOL_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}\Z")
 """Tool names are one NATS subject token and one KV key segment."""
+
+OPERATION_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}\Z")
+"""An operation's name: the characters and length the MCP specification gives a tool name
+(2025-11-25, Tools, "Tool names": 1-128 of ``A-Z a-z 0-9 _ - .``)."""
 
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z")
 """Semantic Versioning 2.0.0 §2 and §9 (build metadata is not accepted: ``+`` is no KV key character)."""

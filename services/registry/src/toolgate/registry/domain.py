@@ -13,7 +13,15 @@ from typing import Any, TypeVar
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
+from toolgate.contracts.descriptors import (
+    OPERATION_NAME,
+    SEMVER,
+    TOOL_NAME,
+    OperationSpec,
+    RateLimit,
+    ToolDescriptor,
+    rate_limit_problem,
+)
 from toolgate.contracts.events import decode_untrusted
 from toolgate.contracts.pointers import spec_problem
 from toolgate.contracts.schemas import SchemaError, check_schema
@@ -161,15 +169,22 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
     if not descriptor.operations:
         raise PublishRefused("schema_invalid", "a tool needs at least one operation")
     for name, spec in descriptor.operations.items():
-        if problem := spec_problem(spec):
-            raise PublishRefused("invalid_pointer", f"operations.{name}.{problem}")
-        for kind, schema in (("input_schema", spec.input_schema), ("output_schema", spec.output_schema)):
-            try:
-                check_schema(schema)
-                if kind == "input_schema":
-                    secret_arguments(schema)  # a secret marker where it could not be sealed
-            except SchemaError as error:
-                raise PublishRefused("schema_invalid", f"operation {name!r} {kind}: {error}") from None
+        _check_operation(name, spec)
+
+
+def _check_operation(name: str, spec: OperationSpec) -> None:
+    """Check one operation's name, pointers and schemas (:func:`validate_descriptor`'s errors)."""
+    if not OPERATION_NAME.match(name):
+        raise PublishRefused("invalid_name", f"operation name {name[:64]!r} must match {OPERATION_NAME.pattern}")
+    if problem := spec_problem(spec):
+        raise PublishRefused("invalid_pointer", f"operations.{name}.{problem}")
+    for kind, schema in (("input_schema", spec.input_schema), ("output_schema", spec.output_schema)):
+        try:
+            check_schema(schema)
+            if kind == "input_schema":
+                secret_arguments(schema)  # a secret marker where it could not be sealed
+        except SchemaError as error:
+            raise PublishRefused("schema_invalid", f"operation {name!r} {kind}: {error}") from None
 
 
 def check_size(descriptor: ToolDescriptor, limit_bytes: int) -> None:
