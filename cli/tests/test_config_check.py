@@ -46,7 +46,7 @@ def test_the_shipped_example_is_valid(repo_root: Path) -> None:
     code, output = check("--config", str(repo_root / "deploy" / "toolgate.toml"))
 
     assert code == 0, output
-    assert "MCP servers: time (stdio: " in output and "(1 descriptors)" in output
+    assert "MCP servers: time (stdio: " in output and "(1 descriptor)" in output
 
 
 def test_a_good_file_prints_a_summary(good: Path) -> None:
@@ -54,7 +54,7 @@ def test_a_good_file_prints_a_summary(good: Path) -> None:
 
     assert code == 0, output
     assert f"{good}: ok" in output
-    assert "descriptor dirs: " in output and "(1 descriptors)" in output
+    assert "descriptor dirs: " in output and "(1 descriptor)" in output
     assert "limited tools: mcp_time" in output and "chat: slack" in output
 
 

@@ -120,7 +120,7 @@ async def test_the_registry_catches_up_from_the_stream_and_ignores_a_mislabelled
         assert tool not in {descriptor.name for descriptor in listing.descriptors or []}
         assert (listing.states or {})[tool] == recorded
 
-        ready = ServerState(state="ready", reason="1 tools", since=datetime.now(UTC))
+        ready = ServerState(state="ready", reason="1 tool", since=datetime.now(UTC))
         another = encode(state_event(f"{name}x", ready, Redactor(find_secrets, []), 30.0))  # names mcp_<name>x
         malformed = b'{"type":"tool.state.changed"}'
         assert not await StateRecorder(bucket).record(Subjects.tool_state(tool), another)

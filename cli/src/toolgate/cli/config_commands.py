@@ -78,7 +78,8 @@ def _print(report: Report) -> None:
         console.print(f"  MCP servers file: {escape(report.servers_file)}", soft_wrap=True)
     servers = ", ".join(f"{name} ({kind})" for name, kind in report.servers.items()) or "none"
     console.print(f"  MCP servers: {escape(servers)}", soft_wrap=True)
-    dirs = ", ".join(f"{path} ({count} descriptors)" for path, count in report.descriptor_dirs.items()) or "none"
+    counted = report.descriptor_dirs.items()
+    dirs = ", ".join(f"{path} ({count} descriptor{'' if count == 1 else 's'})" for path, count in counted) or "none"
     console.print(f"  descriptor dirs: {escape(dirs)}", soft_wrap=True)
     console.print(f"  limited tools: {escape(', '.join(report.limited_tools) or 'none')}")
     console.print(f"  chat: {escape(report.chat or 'none')}")

@@ -35,6 +35,8 @@ log = logging.getLogger("toolgate.approvals")
 
 
 async def _sweep(runtime: ApprovalsRuntime, interval_s: float) -> None:
+    """Expire due approvals every ``interval_s`` seconds; a failure is logged once until a sweep succeeds."""
+    failing = False
     while True:
         await asyncio.sleep(interval_s)
         try:
@@ -43,8 +45,15 @@ async def _sweep(runtime: ApprovalsRuntime, interval_s: float) -> None:
             await runtime.approvals.expire_due()
         except IndexLost:
             runtime.rebuilder.start()
-        except Exception:  # logged; the sweep itself never stops
-            log.exception("expiry sweep failed; trying again in %ss", interval_s)
+        except Exception as error:  # logged; the sweep itself never stops
+            if not failing:
+                why = type(error).__name__
+                log.warning("expiry sweep failed (%s); trying every %ss", why, interval_s, exc_info=True)
+            failing = True
+        else:
+            if failing:
+                log.info("expiry sweep works again")
+            failing = False
 
 
 def _pending_probe(cell: RuntimeCell[ApprovalsRuntime], ttl: timedelta) -> Callable[[], Awaitable[None]]:

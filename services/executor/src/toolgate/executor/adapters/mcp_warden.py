@@ -146,7 +146,8 @@ class Warden:
         except ToolFailed as error:
             self._live(UNAVAILABLE, error.reason.removeprefix(f"MCP server {self.name!r} "))
             return 0.0
-        self._live(READY, f"{connection.listed()} tools, {time.monotonic() - began:.1f} s")
+        listed = connection.listed()
+        self._live(READY, f"{listed} tool{'' if listed == 1 else 's'}, {time.monotonic() - began:.1f} s")
         ready_at = time.monotonic()
         await asyncio.wait({connection.owner})
         self._live(UNAVAILABLE, f"its connection ended ({connection.fault}); restarting")
