@@ -15,7 +15,8 @@ trace id as exemplars.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 
 from opentelemetry import propagate
 from opentelemetry.trace import SpanKind, Tracer, TracerProvider
@@ -38,9 +39,10 @@ def carried(headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
-@contextlib.contextmanager
-def consuming(consumer: str, subject: str, headers: Mapping[str, str] | None) -> Iterator[None]:
-    """Run the handling of one delivered event inside a ``CONSUMER`` span continuing its trace.
+def consuming(consumer: str, subject: str, headers: Mapping[str, str] | None) -> AbstractContextManager[object]:
+    """The context to handle one delivered event in: a ``CONSUMER`` span continuing its trace.
+
+    Untraced (tracing not enabled), a shared no-op context: nothing is made per message.
 
     Args:
         consumer: the durable consumer's name (the span is ``<consumer> process``).
@@ -48,9 +50,10 @@ def consuming(consumer: str, subject: str, headers: Mapping[str, str] | None) ->
         headers: the message's headers; without a ``traceparent`` the span starts a trace.
     """
     if _tracer is None:
-        yield
-        return
+        return _UNTRACED
     context = propagate.extract(dict(headers or {}))
     attributes = {"messaging.system": "nats", "messaging.destination.name": subject}
-    with _tracer.start_as_current_span(f"{consumer} process", context, SpanKind.CONSUMER, attributes):
-        yield
+    return _tracer.start_as_current_span(f"{consumer} process", context, SpanKind.CONSUMER, attributes)
+
+
+_UNTRACED = contextlib.nullcontext()
