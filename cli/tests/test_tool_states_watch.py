@@ -53,3 +53,14 @@ async def test_a_refused_listing_is_an_error_never_an_empty_registry() -> None:
     with pytest.raises(rpc.BusError, match="the registry refused its listing: reply_too_large: the answer is"):
         await rpc.listing(_Bus(refused))  # type: ignore[arg-type]
     assert (await rpc.listing(_Bus({"ok": True, "descriptors": []})))["descriptors"] == []  # type: ignore[arg-type]
+
+
+def test_a_tool_not_registered_yet_is_told_inert_too() -> None:
+    from toolgate.cli.render import unregistered_line
+
+    state = ToolState(state="unavailable", reason=HOSTILE, since=datetime(2026, 12, 1, 4, 5, 6, tzinfo=UTC))
+    shown = unregistered_line("mcp_crashy", state)
+
+    assert shown.plain.startswith("mcp_crashy: not registered yet (its MCP server could not be listed): unavailable")
+    for raw in ("\x1b[2J", "\x07", "\r", "\u2028", "\u202e", "\n"):
+        assert raw not in shown.plain, repr(raw)

@@ -66,6 +66,16 @@ def test_text_escapes_control_characters_and_quotes_values_that_would_break_the_
     assert 'tool="a\\nb\\u001b[31mred"' in line and 'note="x=\\"y\\""' in line
 
 
+@pytest.mark.parametrize("character", ["\x85", "\x9b", "\u2028", "\u2029", "\u202e", "\u2066", "\u202a"])
+def test_c1_controls_separators_and_bidi_overrides_are_written_escaped(
+    capsys: pytest.CaptureFixture[str], character: str
+) -> None:
+    configure_logging("executor", LogSettings(format="text"))
+    logging.getLogger("toolgate.x").warning("saw %s", f"evil{character}name")
+    [line] = _lines(capsys)
+    assert character not in line and f"saw evil{repr(character)[1:-1]}name" in line
+
+
 def test_a_traceback_follows_on_indented_lines_without_blank_ones(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("executor", LogSettings(format="text"))
     try:

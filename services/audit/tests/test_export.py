@@ -11,7 +11,7 @@ import pytest
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
 from toolgate.audit.intake import entry_of
 from toolgate.audit.queries import EXPORT_PAGE, ExportQuery
-from toolgate.audit.service import Audit
+from toolgate.audit.service import EXPORT_PAGE_BYTES, Audit
 
 
 async def _no_seq() -> int | None:
@@ -50,3 +50,20 @@ def test_a_body_that_is_not_a_query_is_refused_by_the_decoder(body: bytes) -> No
 
     with pytest.raises(msgspec.DecodeError):
         decode_untrusted(msgspec.json.Decoder(ExportQuery), body)
+
+
+async def test_a_page_of_large_records_is_cut_to_what_the_bus_carries_and_the_rest_follows(tmp_path: Path) -> None:
+    store = SqliteAuditStore(tmp_path / "big.sqlite3")
+    big = b'{"type": "tool.requested", "arguments": {"content": "' + b"x" * 60_000 + b'"}}'
+    for seq in range(1, 41):  # 40 records of ~60 KB: 2.4 MB, over what one NATS message carries
+        await store.append(entry_of("tg.req.p", big, f"b{seq}", seq, "t"))
+    audit, seen, after, sizes = Audit(store, _no_seq), [], 0, []
+    try:
+        while (page := await audit.export(ExportQuery(after=after, limit=EXPORT_PAGE))).records:
+            sizes.append(len(msgspec.json.encode(page)))
+            seen += [record.sequence for record in page.records]
+            after = page.records[-1].sequence
+    finally:
+        await store.close()
+    assert seen == list(range(1, 41)) and len(sizes) > 1
+    assert max(sizes) <= EXPORT_PAGE_BYTES + 70_000  # the budget, overrun by at most the one record that crossed it

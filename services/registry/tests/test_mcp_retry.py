@@ -103,3 +103,33 @@ async def test_servers_that_hang_at_start_up_cost_one_timeout_together_not_one_e
 
     assert asyncio.get_running_loop().time() - started < 5.0  # 3 × 2 s one after another would be 6 s
     assert imports.missing == ["one", "three", "two"]
+
+
+QUOTING = """
+import os
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("quoting", version=os.environ.get("IN_VERSION", "1.0.0"))
+
+@server.tool(description="uses the key " + os.environ.get("IN_DESCRIPTION", "(none)"))
+def look(name: str) -> str:
+    return name
+
+server.run()
+"""
+
+
+@pytest.mark.parametrize("where", ["IN_DESCRIPTION", "IN_VERSION"])
+async def test_a_listing_quoting_a_configured_secret_is_refused_never_published(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, where: str
+) -> None:
+    secret = "S3cr3tV4lu3QZXJ0123456789abcdefXYZ"
+    (tmp_path / "quoting.py").write_text(QUOTING)
+    value = f"1.0.0-{secret}" if where == "IN_VERSION" else secret
+    table = {"quoting": {"command": sys.executable, "args": ["quoting.py"], "env": {"TOKEN": secret, where: value}}}
+    imports = McpImports(parse_servers(table, tmp_path, "mcp.servers").values(), 20.0)
+
+    with caplog.at_level(logging.ERROR, logger="toolgate.registry"):
+        assert await imports.first() == []
+
+    assert imports.missing == []  # refused for good: trying again would list the same
+    assert "secret_in_listing" in caplog.text and secret not in caplog.text

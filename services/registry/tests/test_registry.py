@@ -39,6 +39,7 @@ def test_an_operation_name_outside_the_mcp_tool_name_rule_is_refused(operation: 
     with pytest.raises(PublishRefused) as refused:
         parse_descriptor(msgspec.json.encode(hostile))
     assert refused.value.reason_code == "invalid_name" and "\n" not in refused.value.reason
+    assert refused.value.reason.startswith("ok: operation names must match ")
 
 
 @pytest.mark.parametrize("operation", ["get", "git_log", "a.b-c_D9", "x" * 128])

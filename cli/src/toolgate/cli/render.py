@@ -100,12 +100,11 @@ def _state(state: ToolState | None) -> Text:
     return Text(f"{state.state} since {state.since.strftime('%H:%M:%S')}", style=style)
 
 
-def unregistered_line(tool: str, state: ToolState) -> str:
-    """``<tool>: not registered yet (its MCP server could not be listed): <state> since HH:MM:SS: <why>``."""
+def unregistered_line(tool: str, state: ToolState) -> Text:
+    """``<tool>: not registered yet (its MCP server could not be listed): <state> since HH:MM:SS: <why>``, inert."""
     since = state.since.strftime("%H:%M:%S")
-    return (
-        f"{tool}: not registered yet (its MCP server could not be listed): {state.state} since {since}: {state.reason}"
-    )
+    head = f"{tool}: not registered yet (its MCP server could not be listed): {state.state} since {since}: "
+    return Text.assemble(_plain(head), _plain(state.reason), style="red")
 
 
 def state_reasons(tools: list[ToolDescriptor], states: dict[str, ToolState]) -> list[Text]:

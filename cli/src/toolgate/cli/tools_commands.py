@@ -43,7 +43,7 @@ def tools_list(as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
     registered = {tool.name for tool in tools}
     for name, state in sorted(recorded.items()):
         if name not in registered:
-            console.print(escape(unregistered_line(name, state)), soft_wrap=True, style="red")
+            console.print(unregistered_line(name, state), soft_wrap=True)
 
 
 def _descriptor(raw: dict[str, Any]) -> tuple[ToolDescriptor, dict[str, Any]]:
@@ -85,5 +85,5 @@ def _refused(tool: str, reply: dict[str, Any], names: list[str], state: dict[str
     err_console.print(f"[red]{escape(str(reply.get('reason_code')))}[/red]:", escape(f"{reply.get('reason')}{hint}"))
     if state is not None:
         recorded = msgspec.convert(state, ToolState)
-        err_console.print(escape(unregistered_line(tool, recorded)), soft_wrap=True)
+        err_console.print(unregistered_line(tool, recorded), soft_wrap=True)
     raise typer.Exit(1)

@@ -46,8 +46,10 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 _STANDARD = frozenset((*RESERVED_ATTRS, "taskName", "service"))
 """Attributes every record has: anything else on a record is one of its fields."""
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_PLAIN = re.compile(r"[^\s\"'=\\\x00-\x1f\x7f]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""C0 and C1 controls, line and paragraph separators, bidirectional embeddings, overrides and isolates:
+written escaped, so no logged text moves a terminal's cursor or reorders what it shows."""
+_PLAIN = re.compile(r"[^\s\"'=\\\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+")
 _FRAMEWORK = "faststream"
 """The logger FastStream creates with a handler (and colour formatter) of its own."""
 _QUIET = {

@@ -123,7 +123,7 @@ class Audit:
         """One page of the chain (``1 <= limit <= EXPORT_PAGE``), for ``toolgate audit export``."""
         if not 1 <= query.limit <= EXPORT_PAGE or query.after < 0:
             return ExportReply(ok=False, reason=f"limit must be 1..{EXPORT_PAGE} and after >= 0")
-        records = await self.store.page(query.after, query.limit)
+        records = _within(await self.store.page(query.after, query.limit), EXPORT_PAGE_BYTES)
         return ExportReply(ok=True, reason=f"{len(records)} records", records=records)
 
     async def requests(self, query: RequestsQuery) -> RequestsReply:
@@ -162,3 +162,20 @@ class Audit:
                 await self.announce(Subjects.alarm(alarm.event.kind.value), msgspec.json.encode(alarm))
             except Exception as error:  # logged: the record is kept, the alarm is listed by tg.audit.alarms
                 log.error("could not announce the alarm of record %d: %s", record.sequence, type(error).__name__)
+
+
+EXPORT_PAGE_BYTES = 512 * 1024
+"""Most bytes of records one export page carries (half the usual NATS ``max_payload``): a page
+of large records is cut short, and the caller asks again after its last record."""
+
+
+def _within(records: list[AuditRecord], budget_bytes: int) -> list[AuditRecord]:
+    """The first of ``records`` whose JSON fits in ``budget_bytes`` together; always at least one."""
+    kept: list[AuditRecord] = []
+    used = 0
+    for record in records:
+        used += len(msgspec.json.encode(record))
+        if kept and used > budget_bytes:
+            break
+        kept.append(record)
+    return kept

@@ -168,14 +168,24 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
     _check_rates(descriptor)
     if not descriptor.operations:
         raise PublishRefused("schema_invalid", "a tool needs at least one operation")
+    _check_operation_names(descriptor)
     for name, spec in descriptor.operations.items():
         _check_operation(name, spec)
 
 
+def _check_operation_names(descriptor: ToolDescriptor) -> None:
+    """Refuse ``invalid_name`` naming the tool and (up to ten of) its operations outside :data:`OPERATION_NAME`."""
+    bad = [name for name in descriptor.operations if not OPERATION_NAME.match(name)]
+    if bad:
+        shown = ", ".join(repr(name[:64]) for name in bad[:10]) + (
+            f" and {len(bad) - 10} more" if len(bad) > 10 else ""
+        )
+        reason = f"{descriptor.name}: operation names must match {OPERATION_NAME.pattern}; these do not: {shown}"
+        raise PublishRefused("invalid_name", reason)
+
+
 def _check_operation(name: str, spec: OperationSpec) -> None:
-    """Check one operation's name, pointers and schemas (:func:`validate_descriptor`'s errors)."""
-    if not OPERATION_NAME.match(name):
-        raise PublishRefused("invalid_name", f"operation name {name[:64]!r} must match {OPERATION_NAME.pattern}")
+    """Check one operation's pointers and schemas (:func:`validate_descriptor`'s errors)."""
     if problem := spec_problem(spec):
         raise PublishRefused("invalid_pointer", f"operations.{name}.{problem}")
     for kind, schema in (("input_schema", spec.input_schema), ("output_schema", spec.output_schema)):

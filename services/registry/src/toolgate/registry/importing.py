@@ -16,10 +16,13 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
+import msgspec
+
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.registry.errors import RegistryError
-from toolgate.shared.mcp_config import McpServerConfig
+from toolgate.registry.errors import PublishRefused, RegistryError
+from toolgate.shared.mcp_config import McpServerConfig, configured_secrets
+from toolgate.shared.redaction import MIN_KNOWN_CHARS
 
 __all__ = ["RETRY_FIRST_S", "RETRY_MAX_S", "McpImports"]
 
@@ -44,6 +47,8 @@ class McpImports:
 
     def __init__(self, servers: Iterable[McpServerConfig], timeout_s: float) -> None:
         self._servers, self._timeout_s = list(servers), timeout_s
+        configured = configured_secrets({config.name: config for config in self._servers})
+        self._secrets = [value for value in configured if len(value) >= MIN_KNOWN_CHARS]  # as the redactor counts
         self._missing: dict[str, McpServerConfig] = {}
         self._refused: set[str] = set()
         self._wake: dict[str, asyncio.Event] = {}
@@ -100,10 +105,22 @@ class McpImports:
                 return
             delay_s = min(delay_s * 2, RETRY_MAX_S)
 
+    def _without_secrets(self, config: McpServerConfig, descriptor: ToolDescriptor) -> ToolDescriptor:
+        """``descriptor``, unless the server's listing carries a configured secret value.
+
+        Raises:
+            PublishRefused: ``secret_in_listing``: a descriptor is published to every service,
+                agent and log; a listing that quotes a secret is never published (the value is not named).
+        """
+        if _leaks(descriptor, self._secrets):
+            reason = f"MCP server {config.name!r} lists a configured secret value (its version, a tool name, a "
+            raise PublishRefused("secret_in_listing", reason + "description or a schema): not published")
+        return descriptor
+
     async def _import(self, config: McpServerConfig, retrying: bool) -> ToolDescriptor | None:
         """The server's descriptor, or ``None`` (logged: once when first missing, at DEBUG on retries)."""
         try:
-            return await import_mcp_server(config, self._timeout_s)
+            return self._without_secrets(config, await import_mcp_server(config, self._timeout_s))
         except (RegistryError, ValueError) as error:  # the listing or the configuration, not the moment
             self._refused.add(config.name)
             log.error(
@@ -121,6 +138,12 @@ class McpImports:
                 summary(error),
             )
         return None
+
+
+def _leaks(descriptor: ToolDescriptor, secrets: list[str]) -> bool:
+    """Whether any configured secret value appears in the descriptor (version, names, descriptions, schemas)."""
+    text = msgspec.json.encode(descriptor).decode()
+    return any(value in text or msgspec.json.encode(value).decode()[1:-1] in text for value in secrets)
 
 
 def summary(error: BaseException) -> str:
