@@ -19,6 +19,7 @@ __all__ = [
     "alarm_row",
     "alarms_table",
     "one_line",
+    "state_line",
     "state_reasons",
     "unregistered_line",
     "plain_text",
@@ -97,13 +98,29 @@ def _state(state: ToolState | None) -> Text:
     if state is None:
         return Text("")
     style = "green" if state.state == "ready" else "red"
-    return Text(f"{state.state} since {state.since.strftime('%H:%M:%S')}", style=style)
+    return Text(f"{state.state} since {_since(state)}", style=style)
+
+
+def _since(state: ToolState) -> str:
+    return state.since.strftime("%H:%M:%S")
+
+
+def state_line(tool: str, state: ToolState) -> Text:
+    """``<tool>: <state> since HH:MM:SS[: <why>]``, green when ready, red otherwise.
+
+    What a server wrote (its stderr in the reason) is inert: no markup, control codes,
+    line or paragraph separators or bidirectional overrides reach the terminal.
+    """
+    line = Text.assemble(_plain(f"{tool}: {state.state}"), f" since {_since(state)}")
+    line.stylize("green" if state.state == "ready" else "red", 0, len(tool) + len(state.state) + 2)
+    if state.reason and state.state != "ready":
+        line.append_text(Text.assemble(": ", _plain(state.reason)))
+    return line
 
 
 def unregistered_line(tool: str, state: ToolState) -> Text:
     """``<tool>: not registered yet (its MCP server could not be listed): <state> since HH:MM:SS: <why>``, inert."""
-    since = state.since.strftime("%H:%M:%S")
-    head = f"{tool}: not registered yet (its MCP server could not be listed): {state.state} since {since}: "
+    head = f"{tool}: not registered yet (its MCP server could not be listed): {state.state} since {_since(state)}: "
     return Text.assemble(_plain(head), _plain(state.reason), style="red")
 
 

@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 from rich.console import Console
 from rich.text import Text
 
-from toolgate.cli.render import one_line
+from toolgate.cli.render import one_line, state_line
 from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Rpc, Subjects
 from toolgate.contracts.events import ToolStateChanged, decode_untrusted
@@ -43,21 +43,6 @@ class _Listing(msgspec.Struct):
 
 
 _listing = msgspec.json.Decoder(_Listing)
-
-
-def state_line(tool: str, state: ToolState) -> Text:
-    """``<tool>: <state> since HH:MM:SS[: <why>]``, green when ready, red otherwise.
-
-    What a server wrote (its stderr in the reason) is inert: no markup, control codes,
-    line or paragraph separators or bidirectional overrides reach the terminal.
-    """
-    since = state.since.strftime("%H:%M:%S")
-    colour = "green" if state.state == "ready" else "red"
-    line = Text.assemble(one_line(f"{tool}: {state.state}"), f" since {since}")
-    line.stylize(colour, 0, len(tool) + len(state.state) + 2)
-    if state.reason and state.state != "ready":
-        line.append_text(Text.assemble(": ", one_line(state.reason)))
-    return line
 
 
 class ToolStateWatch:
