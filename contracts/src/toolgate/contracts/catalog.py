@@ -33,6 +33,8 @@ __all__ = [
     "AUDIT_CONSUMER",
     "BACKSTOP_CONSUMER",
     "CARDS_BUCKET",
+    "MCP_CALLS_BUCKET",
+    "MCP_CALLS_MAX_AGE_S",
     "CHATOPS_APPROVALS",
     "CHATOPS_RECEIPTS",
     "CONSUMERS",
@@ -68,6 +70,12 @@ POLICY_BUCKET: Final = "TOOLGATE_POLICY"
 
 CARDS_BUCKET: Final = "TOOLGATE_CHAT_CARDS"
 """The chat-ops bot's record of each approval card (room and message ids), keyed by approval id."""
+
+MCP_CALLS_BUCKET: Final = "TOOLGATE_MCP_CALLS"
+"""The MCP surface's ledger of calls (``<principal>.<call digest>``): which request a client's re-send belongs to."""
+
+MCP_CALLS_MAX_AGE_S: Final = 86_400.0
+"""How long the ledger keeps a call (seconds): longer than any approval waits."""
 
 STREAM_SUBJECTS: Final = (
     "tg.req.*",

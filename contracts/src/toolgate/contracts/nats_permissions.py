@@ -43,6 +43,7 @@ from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
 __all__ = [
     "ADMIN",
     "CHATOPS",
+    "MCP_SURFACE",
     "OPERATOR",
     "SERVICES",
     "NatsUser",
@@ -55,6 +56,14 @@ __all__ = [
 
 CHATOPS = "chatops"
 """The chat-ops bot's user: answers approvals only as approvers mapped to a chat user."""
+
+MCP_SURFACE = "mcp-surface"
+"""The MCP surface's own user: its calls ledger and the changes that alter tool listings.
+
+It sends no request of its own: it acts for each principal as that principal's ``agent-<p>`` user."""
+
+CALLS_STREAM = f"KV_{catalog.MCP_CALLS_BUCKET}"
+"""The stream behind the MCP calls ledger."""
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit", CHATOPS)
 """The service users; each is also the service's name."""
@@ -199,6 +208,7 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
         _executor(),
         _audit((OPERATOR, *approvers)),
         _chatops(_chat_mapped(directory)),
+        _surface(),
         _operator(),
         *(_approver(name) for name in sorted(directory.approvers)),
         *(_agent(principal) for principal in sorted(directory.principals)),
@@ -361,6 +371,29 @@ def _chatops(answering: tuple[str, ...]) -> NatsUser:
             "approval events and receipts (results included): run it where approvers' data may be.",
             "It reads nothing back from the stream and has no direct get: a direct get's raw reply,",
             "aimed at a request subject, would let it send a request as any agent.",
+        ),
+    )
+
+
+def _surface() -> NatsUser:
+    inbox = private_inbox(MCP_SURFACE)
+    return NatsUser(
+        name=MCP_SURFACE,
+        title="MCP surface: its calls ledger; hears tool and policy changes (calls go out as each agent's own user)",
+        publish=(
+            *_kv_reads(CALLS_STREAM, "MCP calls", "call entries"),
+            Rule(f"$KV.{catalog.MCP_CALLS_BUCKET}.>", "create and update call entries (only the surface)"),
+        ),
+        subscribe=(
+            Rule(f"{inbox}.>", "its own replies only"),
+            Rule(f"$KV.{catalog.TOOLS_BUCKET}.>", "tools published or changing state: listings to refresh"),
+            Rule(Subjects.POLICY_CURRENT, "a new policy in force: listings to refresh"),
+        ),
+        inbox_prefix=inbox,
+        notes=(
+            "It holds the agents' credentials files of the principals it serves: run it where they may be.",
+            "The descriptors it hears are the registry's; which tools a principal sees is still",
+            "asked of the policy service as that principal.",
         ),
     )
 
