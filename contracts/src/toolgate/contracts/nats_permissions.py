@@ -11,8 +11,9 @@ The users:
   security events only as itself (``tg.security.<service>.*``);
 - ``agent-<p>`` for each principal ``<p>`` under ``[principals]``: publishes only
   ``tg.req.<p>``, lists tools only as itself (``tg.tools.{list,get}.<p>``, answered by
-  the policy service with what ``<p>`` may call; never the registry's full listing), and
-  reads only its own receipts and stored results;
+  the policy service with what ``<p>`` may call; never the registry's full listing),
+  withdraws only its own pending calls (``tg.approvals.withdraw.<p>``), and reads only
+  its own decisions, receipts and stored results;
 - ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
   only as ``<n>`` (``tg.approvals.decide.<n>``), and watch and list alarms;
 - ``operator``: the operator's CLI (registry listing, lookup and publishing, publishing a
@@ -204,7 +205,7 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
     users = (
         _registry((OPERATOR, *approvers, *agents)),
         _policy((OPERATOR, *approvers, *agents)),
-        _approvals((OPERATOR, CHATOPS, *approvers)),
+        _approvals((OPERATOR, CHATOPS, *approvers, *agents)),
         _executor(),
         _audit((OPERATOR, *approvers)),
         _chatops(_chat_mapped(directory)),
@@ -295,6 +296,7 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
         subscribe=(
             Rule(Rpc.APPROVALS_LIST),
             Rule(Rpc.APPROVALS_DECIDE, "the approver is the last token"),
+            Rule(Rpc.APPROVALS_WITHDRAW, "an agent withdraws its own call (the principal is the last token)"),
             Rule(SERVICE_INBOXES),
         ),
     )
@@ -446,12 +448,14 @@ def _agent(principal: str) -> NatsUser:
     user = agent_user(principal)
     return NatsUser(
         name=user,
-        title=f"agent {principal}: its own requests, receipts and results",
+        title=f"agent {principal}: its own requests, decisions, receipts, results and withdrawals",
         publish=(
             Rule(Subjects.request(principal), "its own tool requests only (PubAck to its inbox)"),
             Rule(Rpc.tools_list(principal), "the tools it may call (not the registry's full listing)"),
             Rule(Rpc.tools_get(principal)),
+            Rule(Rpc.approvals_withdraw(principal), "withdraws its own pending calls only"),
             Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.receipts_of(principal)), "its stored receipts"),
+            Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.decisions_of(principal)), "its decisions"),
             Rule(_api("DIRECT.GET", catalog.RESULTS_STREAM, Subjects.results_of(principal)), "its stored results"),
         ),
         subscribe=(Rule(Subjects.receipts_of(principal)), Rule(f"{private_inbox(user)}.>")),
