@@ -8,22 +8,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp_types import ToolListChangedNotification
 
 from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Subjects
 
 from .conftest import Gate, Paths
-from .surface_support import Surfaces, http_client
+from .surface_support import Surfaces, free_port, http_client
 
 pytestmark = pytest.mark.e2e
 
+ROOT = Path(__file__).resolve().parents[2]
 ERAS = ("legacy", "2026-07-28")
 LIMIT = 2048
 
@@ -245,3 +251,81 @@ async def _pending_request_of(gate: Gate, principal: str, timeout_s: float = 10.
 def test_the_token_file_keeps_digests_only(surfaces: Surfaces, gate: Gate) -> None:
     token = surfaces.token_of(gate.agent())
     assert token not in Path(surfaces.tokens_file).read_text()
+
+
+def _stdio(surfaces: Surfaces, principal: str) -> StdioServerParameters:
+    env = surfaces.env(0)
+    env.pop("TOOLGATE_SURFACE_TOKENS_FILE")
+    command = [str(ROOT / ".venv/bin/toolgate"), "mcp", "serve", "--stdio", "--principal", principal]
+    return StdioServerParameters(command=command[0], args=command[1:], env=env)
+
+
+async def test_a_desktop_client_over_stdio_is_its_principal_and_hears_list_changed(
+    gate: Gate, surfaces: Surfaces, new_id: Any
+) -> None:
+    principal, heard = gate.agent(), asyncio.Event()
+    tool = f"fsio{new_id('')[:8]}".lower()
+    descriptor = {**json.loads((ROOT / "deploy/tools/file_system.json").read_text()), "name": tool}
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            heard.set()
+
+    async with Client(_stdio(surfaces, principal), mode="legacy", message_handler=on_message) as client:
+        read = await client.call_tool("file_system__read", {"path": "hello.txt"})
+        before = {t.name for t in (await client.list_tools()).tools}
+        assert (await gate.publish_tool(descriptor))["ok"]
+        await asyncio.wait_for(heard.wait(), 15)
+        after = {t.name for t in (await client.list_tools()).tools}
+    assert read.is_error is False
+    assert (read.meta or {})["io.toolgate/receipt"]["request_id"] in {
+        r.request_id for r in [await gate.receipt(principal, (read.meta or {})["io.toolgate/receipt"]["request_id"])]
+    }
+    assert f"{tool}__read" in after - before
+
+
+@pytest.fixture(scope="module")
+def oauth(surfaces: Surfaces, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Any]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    jwks = tmp_path_factory.mktemp("oauth") / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig", "alg": "ES256"}]}))
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    settings = {
+        "TOOLGATE_SURFACE_OAUTH_JWKS": str(jwks),
+        "TOOLGATE_SURFACE_OAUTH_ISSUER": ISSUER,
+        "TOOLGATE_SURFACE_RESOURCE_URL": resource,
+        "TOOLGATE_SURFACE_TOKENS_FILE": "",
+    }
+    return surfaces.start_on(port, **settings), key
+
+
+ISSUER = "https://login.example"
+
+
+def _access(key: Any, resource: str, **claims: Any) -> str:
+    body = {"iss": ISSUER, "aud": resource, "sub": "a1-58", "exp": time.time() + 300, "scope": "toolgate:tools"}
+    return jwt.encode({**body, **claims}, key, algorithm="ES256", headers={"kid": "k1"})
+
+
+async def test_oauth_the_resource_metadata_names_the_issuer_and_a_401_points_to_it(oauth: tuple[str, Any]) -> None:
+    url, _ = oauth
+    origin = url.removesuffix("/mcp")
+    async with httpx2.AsyncClient(timeout=10) as http:
+        metadata = (await http.get(f"{origin}/.well-known/oauth-protected-resource/mcp")).json()
+    assert metadata["resource"] == url and metadata["authorization_servers"] == [ISSUER]
+    challenge = (await _post(url, None, PING)).headers["www-authenticate"]
+    assert "resource_metadata=" in challenge and "/.well-known/oauth-protected-resource" in challenge
+
+
+async def test_oauth_a_token_for_this_resource_acts_as_its_principal_others_are_refused(
+    oauth: tuple[str, Any],
+) -> None:
+    url, key = oauth
+    async with http_client(url, _access(key, url), "legacy") as client:
+        result = await client.call_tool("file_system__read", {"path": "hello.txt"})
+    assert result.is_error is False
+    assert (await _post(url, _access(key, "https://other.example/mcp"), PING)).status_code == 401
+    assert (await _post(url, _access(key, url, exp=time.time() - 600), PING)).status_code == 401
+    assert (await _post(url, _access(key, url, scope="profile"), PING)).status_code == 403

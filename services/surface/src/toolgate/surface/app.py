@@ -128,11 +128,13 @@ def _auth(settings: SurfaceSettings) -> tuple[TokenVerifier | None, AuthSettings
         verifier: TokenVerifier = JwtTokens(
             settings.oauth_jwks, settings.oauth_issuer, settings.resource_url, settings.oauth_principal_claim
         )
-        auth = AuthSettings(
-            issuer_url=AnyHttpUrl(settings.oauth_issuer),
-            resource_server_url=AnyHttpUrl(settings.resource_url),
-            validate_token_resource=True,
-            required_scopes=[settings.required_scope],
+        auth = AuthSettings.model_validate(  # strings: the issuer is compared exactly (RFC 8414 §3.3)
+            {
+                "issuer_url": settings.oauth_issuer,
+                "resource_server_url": settings.resource_url,
+                "validate_token_resource": True,
+                "required_scopes": [settings.required_scope],
+            }
         )
         return verifier, auth
     return None, None
