@@ -72,6 +72,9 @@ def serve(
     ] = None,
     flat_tools: Annotated[list[str] | None, typer.Option("--flat-tools", help="Tools listed by own names.")] = None,
     hold: Annotated[float | None, typer.Option("--hold", help="Seconds a call is held before 'pending'.")] = None,
+    grace: Annotated[
+        float | None, typer.Option("--grace", help="Seconds a write's outcome is returned to identical re-sends.")
+    ] = None,
     nats_url: Annotated[str | None, typer.Option("--nats-url", envvar="NATS_URL", help="NATS server.")] = None,
 ) -> None:
     """Serve the tools each principal may call as an MCP server (stdio, or Streamable HTTP on /mcp)."""
@@ -83,7 +86,7 @@ def serve(
     chosen = {
         "nats_url": url, "stdio": stdio, "principal": principal, "host": host, "port": port, "tokens_file": tokens,
         "oauth_jwks": oauth_jwks, "oauth_issuer": oauth_issuer, "resource_url": resource_url,
-        "open_principal": open_principal, "flat_tools": flat_tools or [], "hold_s": hold,
+        "open_principal": open_principal, "flat_tools": flat_tools or [], "hold_s": hold, "grace_s": grace,
     }  # fmt: skip
     settings = _settings(chosen)
     from toolgate.surface.app import serve as serving
