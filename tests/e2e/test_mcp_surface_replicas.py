@@ -20,6 +20,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.subscriptions import ToolsListChanged
+from mcp_types import ToolListChangedNotification
 
 from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Subjects
@@ -165,3 +166,32 @@ async def _pending_of(gate: Gate, principal: str) -> dict[str, Any]:
             return dict(listed[0])
         await asyncio.sleep(0.1)
     raise TimeoutError(f"no pending approval of {principal}")
+
+
+async def test_legacy_http_clients_of_both_replicas_hear_list_changed_on_their_get_stream(
+    gate: Gate, surfaces: Surfaces, replicas: list[str], new_id: Any
+) -> None:
+    principal, other = gate.agent(), gate.agent()
+    heard = {name: asyncio.Event() for name in ("first", "second", "other")}
+
+    def handler(name: str) -> Any:
+        async def on_message(message: Any) -> None:
+            if isinstance(message, ToolListChangedNotification):
+                heard[name].set()
+
+        return on_message
+
+    tool = f"fsl{new_id('')[:8]}".lower()
+    descriptor = {**json.loads((ROOT / "deploy/tools/file_system.json").read_text()), "name": tool}
+    token = surfaces.token_of(principal)
+    async with (
+        http_client(replicas[0], token, "legacy", message_handler=handler("first")) as first,
+        http_client(replicas[1], token, "legacy", message_handler=handler("second")) as second,
+        http_client(replicas[1], surfaces.token_of(other), "legacy", message_handler=handler("other")) as third,
+    ):
+        for client in (first, second, third):
+            await client.list_tools()
+        await asyncio.sleep(1.0)  # the clients open their GET streams after the handshake
+        assert (await gate.publish_tool(descriptor))["ok"]
+        await asyncio.wait_for(asyncio.gather(*(event.wait() for event in heard.values())), 15)
+        assert f"{tool}__read" in {t.name for t in (await second.list_tools()).tools}

@@ -63,7 +63,8 @@ async def test_a_broken_upstream_fails_only_its_own_tools(gate: Gate, surfaces: 
         assert {"mcp_good__echo", "mcp_broken__die", "mcp_broken__fail"} <= names, sorted(names)
         failing = await client.call_tool("mcp_broken__fail", {"name": "x"})
         died, echoed = await asyncio.gather(
-            client.call_tool("mcp_broken__die", {"name": "marker"}), client.call_tool("mcp_good__echo", {"name": "still here"})
+            client.call_tool("mcp_broken__die", {"name": "marker"}),
+            client.call_tool("mcp_good__echo", {"name": "still here"}),
         )
         after = await client.call_tool("mcp_good__echo", {"name": "after"})
         again = await client.call_tool("mcp_broken__die", {"name": "marker2"})

@@ -17,6 +17,7 @@ from typing import Any
 
 import nats
 import uvicorn
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
@@ -24,6 +25,7 @@ from mcp.server.stdio import stdio_server
 from nats.aio.client import Client
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
+from starlette.routing import Route
 
 from toolgate.contracts import catalog
 from toolgate.contracts.nats_credentials import credentials_file, load_credentials
@@ -31,6 +33,7 @@ from toolgate.contracts.nats_permissions import MCP_SURFACE
 from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.surface.adapters.agents import Agents
 from toolgate.surface.adapters.cancel_relay import CancelRelay
+from toolgate.surface.adapters.change_stream import ChangeStream
 from toolgate.surface.adapters.changes import Changes
 from toolgate.surface.adapters.client_ids import ClientIds
 from toolgate.surface.adapters.ledger import Ledger
@@ -54,6 +57,7 @@ class Surface:
     server: Server[Any]
     nc: Client
     agents: Agents
+    notices: Notices
 
 
 @contextlib.asynccontextmanager
@@ -75,7 +79,7 @@ async def running(settings: SurfaceSettings) -> AsyncIterator[Surface]:
         relay = CancelRelay(nc, Cancels())
         await relay.start()
         server = build_server(gateway, notices, relay, settings.fixed_principal, version("toolgate-surface"))
-        yield Surface(server, nc, agents)
+        yield Surface(server, nc, agents, notices)
     finally:
         await agents.aclose()
         await nc.close()
@@ -96,10 +100,11 @@ def _waiting(settings: SurfaceSettings) -> Waiting:
     return Waiting(settings.hold_s, settings.progress_s, settings.grace_s, settings.result_limit_bytes)
 
 
-def http_app(server: Server[Any], settings: SurfaceSettings) -> Starlette:
+def http_app(server: Server[Any], notices: Notices, settings: SurfaceSettings) -> Starlette:
     """The Streamable HTTP app (both protocol revisions), behind the configured authentication.
 
-    Legacy clients get a stateless client id (:mod:`toolgate.surface.adapters.client_ids`).
+    Legacy clients get a stateless client id (:mod:`toolgate.surface.adapters.client_ids`) and
+    their GET stream of changes (:mod:`toolgate.surface.adapters.change_stream`).
     """
     verifier, auth = _auth(settings)
     if settings.open_principal:
@@ -112,6 +117,12 @@ def http_app(server: Server[Any], settings: SurfaceSettings) -> Starlette:
         auth=auth,
         token_verifier=verifier,
     )
+    route = next(r for r in app.routes if isinstance(r, Route) and r.path == settings.path)
+    inner = route.app
+    if isinstance(inner, RequireAuthMiddleware):  # the stream is served only behind the SDK's token checks
+        inner.app = ChangeStream(inner.app, notices, settings.fixed_principal)
+    else:
+        route.app = ChangeStream(inner, notices, settings.fixed_principal)
     app.add_middleware(ClientIds)
     return app
 
@@ -147,6 +158,6 @@ async def serve(settings: SurfaceSettings) -> None:
             async with stdio_server() as (read, write):
                 await surface.server.run(read, write, surface.server.create_initialization_options())
             return
-        app = http_app(surface.server, settings)
+        app = http_app(surface.server, surface.notices, settings)
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
         await uvicorn.Server(config).serve()

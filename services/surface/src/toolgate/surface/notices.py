@@ -7,13 +7,14 @@ and tells only those whose listing changed, on both protocol revisions:
 - 2026-07-28: ``subscriptions/listen`` streams (the SDK's ``ListenHandler``), one bus per
   principal, so a stream only ever carries its own principal's events;
 - 2025-11-25 and earlier over stdio: ``notifications/tools/list_changed`` on the session
-  (one process, one client). Legacy clients over HTTP have no stream to carry it (the
-  surface is stateless, with no sessions); they see changes when they list again.
+  (one process, one client); over HTTP: on the client's GET stream
+  (:mod:`toolgate.surface.adapters.change_stream`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -38,10 +39,18 @@ class Notices:
         self, principal: str, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
         """Serve one ``subscriptions/listen`` stream of ``principal`` until the client leaves."""
-        if principal not in self._listen:
+        self._bus(principal)
+        return await self._listen[principal](ctx, params)
+
+    def subscribe(self, principal: str, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` on each change of ``principal``'s listing; returns the unsubscribe."""
+        return self._bus(principal).subscribe(lambda _event: listener())
+
+    def _bus(self, principal: str) -> InMemorySubscriptionBus:
+        if principal not in self._buses:
             self._buses[principal] = InMemorySubscriptionBus()
             self._listen[principal] = ListenHandler(self._buses[principal], max_subscriptions=64)
-        return await self._listen[principal](ctx, params)
+        return self._buses[principal]
 
     def remember(self, principal: str, session: ServerSession) -> None:
         """Tell the client of ``session`` (legacy stdio: one client per process) when ``principal``'s listing changes.
