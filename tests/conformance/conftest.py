@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -27,7 +29,7 @@ import pytest_asyncio
 
 from toolgate.cli.stack import Stack, credentials_dir, running_stack
 from toolgate.contracts.nats_permissions import agent_user
-from toolgate.devstack.servers import ServerProcess, ready_or_stopped, spawn, started_on_a_free_port
+from toolgate.devstack.servers import ServerProcess, ready_or_stopped, started_on_a_free_port
 from toolgate.sdk.client import ToolClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,20 +101,26 @@ def _listening(port: int) -> bool:
 
 
 @contextlib.contextmanager
-def http_server(command: list[str], log: Path, timeout_s: float = 30.0) -> Iterator[str]:
-    """Run ``command + [port]``-style server on a free loopback port; yield its ``/mcp`` URL; stop it.
+def http_server(command: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run an MCP server on a free loopback port; yield its ``/mcp`` URL; stop it.
 
-    ``command`` holds ``{port}`` where the port goes. The server is ready once the port
-    accepts connections (uvicorn binds after its application started).
+    ``{port}`` in ``command`` and in the values of ``env`` (added to this environment) is
+    replaced by the port. The server is ready once the port accepts connections (uvicorn
+    binds after its application started).
 
     Raises:
-        RuntimeError / TimeoutError: it exited, or did not listen within ``timeout_s``.
+        RuntimeError / TimeoutError: it exited, or did not listen within 30 s.
     """
 
     def start(port: int) -> ServerProcess:
         args = [part.replace("{port}", str(port)) for part in command]
-        server = ServerProcess(f"http://127.0.0.1:{port}/mcp", spawn(args, log), log)
-        ready_or_stopped(server, lambda: _listening(port) or None, timeout_s)
+        extra = {name: value.replace("{port}", str(port)) for name, value in (env or {}).items()}
+        with log.open("ab") as sink:
+            process = subprocess.Popen(
+                args, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, **extra}, start_new_session=True
+            )
+        server = ServerProcess(f"http://127.0.0.1:{port}/mcp", process, log)
+        ready_or_stopped(server, lambda: _listening(port) or None, 30.0)
         return server
 
     server = started_on_a_free_port(start, attempts=3)
@@ -174,18 +182,25 @@ async def agent(stack: Stack) -> AsyncIterator[ToolClient]:
     await client.close()
 
 
-def surface_command(stack: Stack) -> list[str]:
-    """``toolgate mcp serve`` over HTTP on ``{port}``, acting as :data:`PRINCIPAL`, the fixture's tools flat."""
-    return [
-        *(sys.executable, "-m", "toolgate.surface", "--http", "--host", "127.0.0.1", "--port", "{port}"),
-        *("--path", "/mcp", "--nats-url", stack.nats_url),
-        *("--credentials-dir", str(credentials_dir(stack.state_dir)), "--public-keys", str(stack.public_keys)),
-        *("--open-principal", PRINCIPAL, "--flat-tools", SERVER),
-    ]
+def surface_env(stack: Stack) -> dict[str, str]:
+    """The MCP surface's settings: HTTP on ``{port}`` at ``/mcp``, no authentication (the suite sends no
+    token) acting as :data:`PRINCIPAL`, the fixture's operations listed under their own names."""
+    return {
+        **stack.env,
+        "NATS_URL": stack.nats_url,
+        "TOOLGATE_SURFACE_HOST": "127.0.0.1",
+        "TOOLGATE_SURFACE_PORT": "{port}",
+        "TOOLGATE_SURFACE_PATH": "/mcp",
+        "TOOLGATE_SURFACE_CREDENTIALS_DIR": str(credentials_dir(stack.state_dir)),
+        "TOOLGATE_SURFACE_PUBLIC_KEYS_DIR": str(stack.public_keys),
+        "TOOLGATE_SURFACE_OPEN_PRINCIPAL": PRINCIPAL,
+        "TOOLGATE_SURFACE_FLAT_TOOLS": json.dumps([TOOL]),
+    }
 
 
 @pytest.fixture(scope="module")
 def surface_url(stack: Stack, agent: ToolClient) -> Iterator[str]:
-    """Toolgate's MCP surface in front of the stack, once the upstream is registered."""
-    with http_server(surface_command(stack), stack.state_dir / "surface.log") as url:
+    """Toolgate's MCP surface (``python -m toolgate.surface``) in front of the stack, the upstream registered."""
+    command = [sys.executable, "-m", "toolgate.surface"]
+    with http_server(command, stack.state_dir / "surface.log", surface_env(stack)) as url:
         yield url
