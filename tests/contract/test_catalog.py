@@ -24,6 +24,9 @@ def test_subject_builders_are_pinned() -> None:
     assert (Rpc.tools_list("a"), Rpc.tools_get("a")) == ("tg.tools.list.a", "tg.tools.get.a")
     assert (Rpc.TOOLS_LIST, Rpc.TOOLS_GET) == ("tg.tools.list.*", "tg.tools.get.*")
     assert Rpc.approvals_decide("alice") == "tg.approvals.decide.alice"
+    assert Rpc.approvals_withdraw("a") == "tg.approvals.withdraw.a"
+    assert Rpc.APPROVALS_WITHDRAW == "tg.approvals.withdraw.*"
+    assert Subjects.decisions_of("a") == "tg.decision.a.*"
     assert Subjects.security("executor", "decision_forged") == "tg.security.executor.decision_forged"
     assert Subjects.security_of("audit") == "tg.security.audit.*"
     assert Subjects.alarm("approval_refused") == "tg.alarm.approval_refused" and Subjects.ALARMS == "tg.alarm.*"

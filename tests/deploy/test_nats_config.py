@@ -79,6 +79,8 @@ def test_an_agent_and_an_approver_of_one_name_are_two_users() -> None:
     assert catalog.Subjects.request("selfie") in {rule.subject for rule in agent.publish}
     assert catalog.Subjects.request("selfie") not in {rule.subject for rule in approver.publish}
     assert catalog.Rpc.approvals_decide("selfie") not in {rule.subject for rule in agent.publish}
+    assert catalog.Rpc.approvals_withdraw("selfie") in {rule.subject for rule in agent.publish}
+    assert catalog.Rpc.approvals_withdraw("selfie") not in {rule.subject for rule in approver.publish}
 
 
 def test_admin_exists_only_when_asked_for() -> None:

@@ -64,7 +64,7 @@ BUDGET_CALLS = (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE)
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
     "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH, *BUDGET_CALLS),
-    "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE),
+    "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE, Rpc.APPROVALS_WITHDRAW),
     "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.AUDIT_REQUESTS),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
@@ -87,6 +87,7 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     },
 }
 DECIDE = {name: Rpc.approvals_decide(name) for name in ("alice", "bob", "demo-agent")}
+WITHDRAW = {name: Rpc.approvals_withdraw(name) for name in ("demo-agent", "other-agent", "alice", "bob")}
 LISTINGS = {name: (Rpc.tools_list(name), Rpc.tools_get(name)) for name in ("demo-agent", "other-agent", "alice")}
 RPC_SUBJECTS = (
     *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
@@ -94,6 +95,7 @@ RPC_SUBJECTS = (
     *BUDGET_CALLS,
     Rpc.AUDIT_REQUESTS,
     *DECIDE.values(),
+    *WITHDRAW.values(),
     *(subject for pair in LISTINGS.values() for subject in pair),
 )
 OPERATOR_CALLS = {
@@ -103,9 +105,9 @@ OPERATOR_CALLS = {
     Rpc.AUDIT_REQUESTS,
 }
 MAY_CALL = {  # each approver answers approvals as themselves only; only the operator publishes tools
-    AGENT: set(LISTINGS["demo-agent"]),  # its own listing only: not another's, not the registry's full one
-    OTHER: set(LISTINGS["other-agent"]),
-    ALICE_AGENT: set(LISTINGS["alice"]),
+    AGENT: {*LISTINGS["demo-agent"], WITHDRAW["demo-agent"]},  # its own only: not another's, not the full listing
+    OTHER: {*LISTINGS["other-agent"], WITHDRAW["other-agent"]},
+    ALICE_AGENT: {*LISTINGS["alice"], WITHDRAW["alice"]},  # alice the approver withdraws nothing
     OPERATOR: OPERATOR_CALLS | {Rpc.REGISTRY_PUBLISH, Rpc.POLICY_PUBLISH, *BUDGET_CALLS},  # approvers publish nothing
     ALICE: OPERATOR_CALLS | {DECIDE["alice"]},
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
@@ -334,7 +336,8 @@ async def test_clients_cannot_answer_for_a_service(conns: dict[str, Conn], calle
         f"$JS.API.CONSUMER.INFO.{catalog.STREAM}.{catalog.POLICY_CONSUMER.durable}",
         f"$JS.API.CONSUMER.MSG.NEXT.{catalog.STREAM}.{catalog.POLICY_CONSUMER.durable}",
         f"$JS.API.STREAM.INFO.KV_{catalog.TOOLS_BUCKET}",
-        f"$JS.API.DIRECT.GET.{catalog.STREAM}.{Subjects.decision('demo-agent', 'r1')}",
+        f"$JS.API.DIRECT.GET.{catalog.STREAM}.{Subjects.decision('other-agent', 'r1')}",
+        f"$JS.API.DIRECT.GET.{catalog.STREAM}.{Subjects.approval('granted', 'demo-agent', 'r1')}",
         f"$JS.API.DIRECT.GET.{catalog.STREAM}.{Subjects.receipt('other-agent', 'r1')}",
         f"$JS.API.DIRECT.GET.{catalog.RESULTS_STREAM}.{Subjects.result_chunk('other-agent', 'r1', 0)}",
     ],
@@ -345,12 +348,17 @@ async def test_clients_get_no_other_jetstream_api(conns: dict[str, Conn], caller
 
 
 @pytest.mark.parametrize(("reader", "owner"), [(AGENT, "demo-agent"), (OTHER, "demo-agent"), (ALICE_AGENT, "alice")])
-@pytest.mark.parametrize("kind", ["receipt", "result"])
-async def test_an_agent_reads_back_only_its_own_receipts_and_results(
+@pytest.mark.parametrize("kind", ["receipt", "result", "decision"])
+async def test_an_agent_reads_back_only_its_own_receipts_results_and_decisions(
     conns: dict[str, Conn], reader: str, owner: str, kind: str, ns: str
 ) -> None:
-    subject = Subjects.receipt(owner, ns) if kind == "receipt" else Subjects.result_chunk(owner, ns, 0)
-    await conns["executor"].js.publish(subject, b"stored", stream=stream_of(subject))
+    subject = {
+        "receipt": Subjects.receipt(owner, ns),
+        "result": Subjects.result_chunk(owner, ns, 0),
+        "decision": Subjects.decision(owner, ns),
+    }[kind]
+    writer = "policy" if kind == "decision" else "executor"
+    await conns[writer].js.publish(subject, b"stored", stream=stream_of(subject))
 
     async def read() -> None:
         assert (await conns[reader].js.get_last_msg(stream_of(subject), subject, direct=True)).data == b"stored"
@@ -379,11 +387,22 @@ async def test_nobody_answers_an_approval_as_someone_else(conns: dict[str, Conn]
 
 
 @pytest.mark.parametrize(
+    ("caller", "victim"),
+    [(AGENT, "other-agent"), (OTHER, "demo-agent"), (ALICE, "alice"), (BOB, "demo-agent"), (OPERATOR, "demo-agent")],
+)
+async def test_nobody_withdraws_a_call_as_another_principal(conns: dict[str, Conn], caller: str, victim: str) -> None:
+    """Only agent ``<p>`` withdraws ``<p>``'s calls: not another agent, ``alice`` the approver or the operator."""
+    conn, subject = conns[caller], Rpc.approvals_withdraw(victim)
+    assert not await allowed(conn, subject, conn.nc.request(subject, b'{"request_id": "r1"}', timeout=5))
+
+
+@pytest.mark.parametrize(
     ("caller", "subject", "responder"),
     [
         (AGENT, Rpc.tools_list("demo-agent"), "policy"),
         (ALICE, Rpc.REGISTRY_LIST, "registry"),
         (ALICE, Rpc.APPROVALS_LIST, "approvals"),
+        (AGENT, Rpc.approvals_withdraw("demo-agent"), "approvals"),
         (ALICE, Rpc.AUDIT_VERIFY, "audit"),
         (OPERATOR, Rpc.REGISTRY_PUBLISH, "registry"),
         ("executor", Rpc.POLICY_RECHECK, "policy"),

@@ -12,10 +12,11 @@ import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.approvals.adapters.redis_store import RedisApprovalStore
-from toolgate.approvals.domain import DecideCommand, approval_id_for
+from toolgate.approvals.domain import DecideCommand
 from toolgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
 from toolgate.approvals.ports import ApprovalStore
 from toolgate.approvals.service import Approvals
+from toolgate.contracts.approval_ids import approval_id_for
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.contracts.events import BoundRequest, DecisionMade
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery

@@ -18,6 +18,7 @@ from toolgate.cli.budget_commands import budgets_app
 from toolgate.cli.call_command import call
 from toolgate.cli.config_commands import ConfigPath, McpServersPath, config_app, up_env
 from toolgate.cli.identity import state_dir
+from toolgate.cli.mcp_commands import mcp_app
 from toolgate.cli.output import AsJson, print_json
 from toolgate.cli.policy_commands import policy_app
 from toolgate.cli.render import decide_line
@@ -44,6 +45,7 @@ for sub, name in (
     (config_app, "config"),
     (keys_app, "keys"),
     (tls_app, "tls"),
+    (mcp_app, "mcp"),
 ):
     app.add_typer(sub, name=name)
 tools_app.command("list")(tools_list)

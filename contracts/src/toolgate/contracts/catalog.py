@@ -11,6 +11,10 @@ Flow::
                             |                                   ^
                             +--> approvals --tg.approval.granted|rejected.<p>.<rid>--+
 
+A requester may withdraw its own call while its approval is pending, on the core
+request/reply subject ``tg.approvals.withdraw.<p>`` (:class:`Rpc`); the approvals service
+ends it with a signed rejection (reason code ``withdrawn``).
+
 The executor also records each write's claim on ``tg.claim.<p>.<key digest>`` (the
 durable half of the at-most-once record) and keeps results too large for one message
 in the results stream, on ``tg.result.<p>.<rid>_<nonce>.<chunk>`` (one run's chunks). The policy in force lives in the
@@ -33,6 +37,8 @@ __all__ = [
     "AUDIT_CONSUMER",
     "BACKSTOP_CONSUMER",
     "CARDS_BUCKET",
+    "MCP_CALLS_BUCKET",
+    "MCP_CALLS_MAX_AGE_S",
     "CHATOPS_APPROVALS",
     "CHATOPS_RECEIPTS",
     "CONSUMERS",
@@ -68,6 +74,12 @@ POLICY_BUCKET: Final = "TOOLGATE_POLICY"
 
 CARDS_BUCKET: Final = "TOOLGATE_CHAT_CARDS"
 """The chat-ops bot's record of each approval card (room and message ids), keyed by approval id."""
+
+MCP_CALLS_BUCKET: Final = "TOOLGATE_MCP_CALLS"
+"""The MCP surface's ledger of calls (``<principal>.<call digest>``): which request a client's re-send belongs to."""
+
+MCP_CALLS_MAX_AGE_S: Final = 86_400.0
+"""How long the ledger keeps a call (seconds): longer than any approval waits."""
 
 STREAM_SUBJECTS: Final = (
     "tg.req.*",
@@ -115,6 +127,11 @@ class Subjects:
     def decision(principal: str, request_id: str) -> str:
         """``tg.decision.<principal>.<request_id>``: :class:`DecisionMade`."""
         return f"tg.decision.{principal}.{request_id}"
+
+    @staticmethod
+    def decisions_of(principal: str) -> str:
+        """``tg.decision.<principal>.*``: every decision about one principal's requests."""
+        return f"tg.decision.{principal}.*"
 
     @staticmethod
     def approval(kind: str, principal: str, request_id: str) -> str:
@@ -201,6 +218,8 @@ class Rpc:
     TOOLS_GET: Final = "tg.tools.get.*"
     APPROVALS_LIST: Final = "tg.approvals.list"
     APPROVALS_DECIDE: Final = "tg.approvals.decide.*"
+    APPROVALS_WITHDRAW: Final = "tg.approvals.withdraw.*"
+    """Agents: withdraw one's own pending call (the principal is the last token)."""
     AUDIT_TRAIL: Final = "tg.audit.trail"
     AUDIT_VERIFY: Final = "tg.audit.verify"
     AUDIT_EXPORT: Final = "tg.audit.export"
@@ -222,6 +241,11 @@ class Rpc:
     def approvals_decide(approver: str) -> str:
         """``tg.approvals.decide.<approver>``: the approver is the subject token."""
         return f"tg.approvals.decide.{approver}"
+
+    @staticmethod
+    def approvals_withdraw(principal: str) -> str:
+        """``tg.approvals.withdraw.<principal>``: the requesting principal is the subject token."""
+        return f"tg.approvals.withdraw.{principal}"
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ The users:
   security events only as itself (``tg.security.<service>.*``);
 - ``agent-<p>`` for each principal ``<p>`` under ``[principals]``: publishes only
   ``tg.req.<p>``, lists tools only as itself (``tg.tools.{list,get}.<p>``, answered by
-  the policy service with what ``<p>`` may call; never the registry's full listing), and
-  reads only its own receipts and stored results;
+  the policy service with what ``<p>`` may call; never the registry's full listing),
+  withdraws only its own pending calls (``tg.approvals.withdraw.<p>``), and reads only
+  its own decisions, receipts and stored results;
 - ``approver-<n>`` for each person ``<n>`` under ``[approvers]``: may answer approvals
   only as ``<n>`` (``tg.approvals.decide.<n>``), and watch and list alarms;
 - ``operator``: the operator's CLI (registry listing, lookup and publishing, publishing a
@@ -43,6 +44,7 @@ from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
 __all__ = [
     "ADMIN",
     "CHATOPS",
+    "MCP_SURFACE",
     "OPERATOR",
     "SERVICES",
     "NatsUser",
@@ -55,6 +57,14 @@ __all__ = [
 
 CHATOPS = "chatops"
 """The chat-ops bot's user: answers approvals only as approvers mapped to a chat user."""
+
+MCP_SURFACE = "mcp-surface"
+"""The MCP surface's own user: its calls ledger and the changes that alter tool listings.
+
+It sends no request of its own: it acts for each principal as that principal's ``agent-<p>`` user."""
+
+CALLS_STREAM = f"KV_{catalog.MCP_CALLS_BUCKET}"
+"""The stream behind the MCP calls ledger."""
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit", CHATOPS)
 """The service users; each is also the service's name."""
@@ -195,10 +205,11 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
     users = (
         _registry((OPERATOR, *approvers, *agents)),
         _policy((OPERATOR, *approvers, *agents)),
-        _approvals((OPERATOR, CHATOPS, *approvers)),
+        _approvals((OPERATOR, CHATOPS, *approvers, *agents)),
         _executor(),
         _audit((OPERATOR, *approvers)),
         _chatops(_chat_mapped(directory)),
+        _surface(),
         _operator(),
         *(_approver(name) for name in sorted(directory.approvers)),
         *(_agent(principal) for principal in sorted(directory.principals)),
@@ -285,6 +296,7 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
         subscribe=(
             Rule(Rpc.APPROVALS_LIST),
             Rule(Rpc.APPROVALS_DECIDE, "the approver is the last token"),
+            Rule(Rpc.APPROVALS_WITHDRAW, "an agent withdraws its own call (the principal is the last token)"),
             Rule(SERVICE_INBOXES),
         ),
     )
@@ -365,6 +377,29 @@ def _chatops(answering: tuple[str, ...]) -> NatsUser:
     )
 
 
+def _surface() -> NatsUser:
+    inbox = private_inbox(MCP_SURFACE)
+    return NatsUser(
+        name=MCP_SURFACE,
+        title="MCP surface: its calls ledger; hears tool and policy changes (calls go out as each agent's own user)",
+        publish=(
+            *_kv_reads(CALLS_STREAM, "MCP calls", "call entries"),
+            Rule(f"$KV.{catalog.MCP_CALLS_BUCKET}.>", "create and update call entries (only the surface)"),
+        ),
+        subscribe=(
+            Rule(f"{inbox}.>", "its own replies only"),
+            Rule(f"$KV.{catalog.TOOLS_BUCKET}.>", "tools published or changing state: listings to refresh"),
+            Rule(Subjects.POLICY_CURRENT, "a new policy in force: listings to refresh"),
+        ),
+        inbox_prefix=inbox,
+        notes=(
+            "It holds the agents' credentials files of the principals it serves: run it where they may be.",
+            "The descriptors it hears are the registry's; which tools a principal sees is still",
+            "asked of the policy service as that principal.",
+        ),
+    )
+
+
 def _operator() -> NatsUser:
     inbox = private_inbox(OPERATOR)
     return NatsUser(
@@ -413,12 +448,14 @@ def _agent(principal: str) -> NatsUser:
     user = agent_user(principal)
     return NatsUser(
         name=user,
-        title=f"agent {principal}: its own requests, receipts and results",
+        title=f"agent {principal}: its own requests, decisions, receipts, results and withdrawals",
         publish=(
             Rule(Subjects.request(principal), "its own tool requests only (PubAck to its inbox)"),
             Rule(Rpc.tools_list(principal), "the tools it may call (not the registry's full listing)"),
             Rule(Rpc.tools_get(principal)),
+            Rule(Rpc.approvals_withdraw(principal), "withdraws its own pending calls only"),
             Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.receipts_of(principal)), "its stored receipts"),
+            Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.decisions_of(principal)), "its decisions"),
             Rule(_api("DIRECT.GET", catalog.RESULTS_STREAM, Subjects.results_of(principal)), "its stored results"),
         ),
         subscribe=(Rule(Subjects.receipts_of(principal)), Rule(f"{private_inbox(user)}.>")),

@@ -1,6 +1,7 @@
 """The agent SDK: :class:`ToolClient`."""
 
 from toolgate.sdk.client import (
+    ApprovalsNoAnswer,
     BusUnreachable,
     DuplicateRequest,
     RegistryUnavailable,
@@ -10,6 +11,7 @@ from toolgate.sdk.client import (
 )
 
 __all__ = [
+    "ApprovalsNoAnswer",
     "BusUnreachable",
     "DuplicateRequest",
     "RegistryUnavailable",

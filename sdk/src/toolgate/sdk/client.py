@@ -28,15 +28,19 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from toolgate.contracts import catalog
+from toolgate.contracts.approval_ids import approval_id_for
 from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.catalog import STREAM, TOKEN, Rpc, Subjects
 from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
-from toolgate.contracts.events import ReceiptIssued, ResultRef, ToolRequested, encode
+from toolgate.contracts.events import DecisionMade, ReceiptIssued, ResultRef, ToolRequested, encode
 from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import agent_user
+from toolgate.contracts.rpc.approvals import WithdrawReply
+from toolgate.sdk import standing
 from toolgate.sdk.connecting import connect_quietly
 from toolgate.sdk.errors import (
+    ApprovalsNoAnswer,
     BusUnreachable,
     DuplicateRequest,
     RegistryNoAnswer,
@@ -51,6 +55,7 @@ from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
 from toolgate.sdk.tracing import with_trace_context
 
 __all__ = [
+    "ApprovalsNoAnswer",
     "BusUnreachable",
     "DuplicateRequest",
     "ReceiptKeyMissing",
@@ -95,14 +100,22 @@ class ToolClient:
         principal: the agent's principal (the token of ``tg.req.<principal>``).
         receipts: what the client believes on its receipts subject (:mod:`toolgate.sdk.receipts`).
         sealing_key: the executor's sealing public key (secret arguments).
+        decisions: what the client believes of a stored decision (:mod:`toolgate.sdk.standing`);
+            default: the policy's ``policy.pub`` in ``$TOOLGATE_PUBLIC_KEYS_DIR`` if it is there.
     """
 
     def __init__(
-        self, nc: Client, principal: str, receipts: ReceiptVerifier, sealing_key: PublicKey | None = None
+        self,
+        nc: Client,
+        principal: str,
+        receipts: ReceiptVerifier,
+        sealing_key: PublicKey | None = None,
+        decisions: standing.DecisionVerifier | None = None,
     ) -> None:
         if not TOKEN.match(principal):
             raise ValueError(f"principal {principal!r} must match {TOKEN.pattern}")
         self._nc, self.principal, self._receipts = nc, principal, receipts
+        self._decisions = decisions or standing.DecisionVerifier.from_directory(None)
         self._described: dict[tuple[str, str | None], ToolDescriptor] = {}
         self._sealer = Sealer(sealing_key if sealing_key is not None else find_sealing_key())
         self._js = nc.jetstream()
@@ -137,7 +150,8 @@ class ToolClient:
             public_keys: directory of the gateway's public keys (``toolgate up``:
                 ``.toolgate/keys/public``; default ``$TOOLGATE_PUBLIC_KEYS_DIR``): the
                 executor's ``receipts.pub`` verifies receipts, its ``sealing.pub`` is what
-                secret arguments are sealed to.
+                secret arguments are sealed to, the policy's ``policy.pub`` verifies
+                stored decisions (:meth:`decision`).
             verify_receipts: ``False`` accepts unsigned receipts (logged loudly; never in production).
             sealing_key: the executor's sealing public key (base64) instead of ``sealing.pub``
                 (:mod:`toolgate.sdk.sealing` names the environment fallbacks).
@@ -160,7 +174,8 @@ class ToolClient:
         defaults: dict[str, Any] = {"connect_timeout": 2.0, "max_reconnect_attempts": 30, "reconnect_time_wait": 1.0}
         settings = {**defaults, **options}
         nc = await connect_quietly(url, settings.pop("error_cb", _log_error), **settings)
-        client = cls(nc, principal, receipts, sealing_key=sealer_key)
+        decisions = standing.DecisionVerifier.from_directory(public_keys)
+        client = cls(nc, principal, receipts, sealing_key=sealer_key, decisions=decisions)
         await client.start()
         return client
 
@@ -391,3 +406,39 @@ class ToolClient:
         """
         request_id = await self.submit(tool, operation, arguments, idempotency_key=idempotency_key, version=version)
         return await self.receipt(request_id, timeout_s)
+
+    def approval_id(self, request_id: str) -> str:
+        """The id ``ap-<12 hex>`` of the approval ``request_id`` opens when it needs one.
+
+        A request that joined another pending approval of the same call (same idempotency
+        key and arguments) is answered by that approval instead.
+        """
+        return approval_id_for(self.principal, request_id)
+
+    async def decision(self, request_id: str) -> DecisionMade | None:
+        """The policy's decision on ``request_id`` of this principal, as stored in the stream.
+
+        Returns:
+            The decision (``verdict`` ``needs_approval``: the call waits for
+            :meth:`approval_id`), or ``None``: not decided yet, unknown, or not signed by the
+            policy's key (when ``policy.pub`` is in the public keys directory).
+
+        Raises:
+            nats.errors.TimeoutError: the stream did not answer.
+        """
+        return await standing.stored_decision(self._js, self.principal, request_id, self._decisions)
+
+    async def withdraw(self, request_id: str, timeout_s: float = 5.0) -> WithdrawReply:
+        """Withdraw ``request_id`` while its approval is pending: it then ends ``denied`` (``withdrawn``).
+
+        Returns:
+            The approvals service's answer: ``ok`` with ``withdrawn`` (its receipt follows), or
+            ``not_pending`` (not awaiting approval: never submitted, not decided or opened yet,
+            already granted — a running call is not interrupted — rejected, expired or
+            withdrawn), ``malformed``, ``index_lost`` or ``approval_store_unavailable``
+            (the last two transient: ask again).
+
+        Raises:
+            ApprovalsNoAnswer: no answer within ``timeout_s`` seconds.
+        """
+        return await standing.withdraw(self._nc, self.principal, request_id, timeout_s)

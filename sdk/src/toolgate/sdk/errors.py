@@ -3,6 +3,7 @@
 Hierarchy::
 
     DuplicateRequest            the stream already held this request id
+    ApprovalsNoAnswer           a withdrawal got no answer in time (also a nats.errors.Error)
     RegistryUnavailable         the tool listing did not answer or refused the lookup
     ├── RegistryNoAnswer        no answer in time (also a nats.errors.Error: retrying may succeed)
     └── UnknownTool             no such tool or version for this principal
@@ -22,6 +23,7 @@ import nats
 from toolgate.contracts.errors import NatsUnreachable, Problem
 
 __all__ = [
+    "ApprovalsNoAnswer",
     "BusUnreachable",
     "DuplicateRequest",
     "RegistryNoAnswer",
@@ -33,6 +35,10 @@ __all__ = [
 
 class DuplicateRequest(Problem):
     """The stream already held a message with this request id: nothing new was submitted."""
+
+
+class ApprovalsNoAnswer(Problem, nats.errors.Error):
+    """The approvals service did not answer a withdrawal in time: nothing is known to have changed; ask again."""
 
 
 class RegistryUnavailable(Problem):

@@ -55,8 +55,10 @@ _FRAMEWORK = "faststream"
 _QUIET = {
     **dict.fromkeys(("httpx", "httpcore", "httpx2", "httpcore2"), logging.WARNING),
     "mcp.client.streamable_http": logging.INFO,
+    "mcp.server.streamable_http": logging.WARNING,
 }
-"""Loggers held at a level: below it they write each request's URL (an MCP upstream's, query and all)."""
+"""Loggers held at a level: below it they write each request's URL (an MCP upstream's, query and all), or a
+line per stateless HTTP request (the MCP surface's ``Terminating session: None``)."""
 
 
 class LogSettings(BaseSettings):

@@ -47,9 +47,10 @@ HEADER = """\
 #
 # What this file enforces:
 #   - identity comes from the connection: agent <p> (user agent-<p>) can publish tool
-#     requests only on tg.req.<p> and read only its own receipts tg.receipt.<p>.* and
-#     stored results tg.result.<p>.>; approver <n> (user approver-<n>) can answer
-#     approvals only as <n> (tg.approvals.decide.<n>);
+#     requests only on tg.req.<p>, withdraw only its own pending calls
+#     (tg.approvals.withdraw.<p>), and read only its own decisions tg.decision.<p>.*,
+#     receipts tg.receipt.<p>.* and stored results tg.result.<p>.>; approver <n>
+#     (user approver-<n>) can answer approvals only as <n> (tg.approvals.decide.<n>);
 #   - only `policy` publishes decisions, only `approvals` publishes approvals, only
 #     `executor` publishes claims, result chunks and receipts, only `registry` publishes
 #     tg.tool.published.* and writes the tools KV bucket; a forged decision or approval

@@ -88,7 +88,7 @@ async def _ensure_consumer(js: JetStreamContext, spec: catalog.ConsumerSpec) -> 
 
 
 async def ensure_bus(js: JetStreamContext, max_age_s: float = STREAM_MAX_AGE_S) -> None:
-    """Create (or bring up to date) both streams, every catalog consumer, the tools, policy and cards buckets.
+    """Create (or bring up to date) both streams, every consumer and the KV buckets (tools, policy, cards, MCP calls).
 
     Raises:
         nats.js.errors.APIError: the server refused a creation or an update.
@@ -100,3 +100,4 @@ async def ensure_bus(js: JetStreamContext, max_age_s: float = STREAM_MAX_AGE_S) 
     await js.create_key_value(bucket=catalog.TOOLS_BUCKET, history=1)
     await js.create_key_value(bucket=catalog.POLICY_BUCKET, history=1)
     await js.create_key_value(bucket=catalog.CARDS_BUCKET, history=1)
+    await js.create_key_value(bucket=catalog.MCP_CALLS_BUCKET, history=1, ttl=catalog.MCP_CALLS_MAX_AGE_S)

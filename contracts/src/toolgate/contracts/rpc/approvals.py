@@ -1,12 +1,26 @@
-"""Bodies of ``tg.approvals.decide.<approver>``, and the states of an approval."""
+"""Bodies of ``tg.approvals.decide.<approver>`` and ``tg.approvals.withdraw.<principal>``; an approval's states."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated, Final
 
 import msgspec
 
-__all__ = ["ApprovalState", "DecideCommand", "DecideReply"]
+from toolgate.contracts.catalog import TOKEN
+
+__all__ = [
+    "MAX_WITHDRAW_BYTES",
+    "ApprovalState",
+    "DecideCommand",
+    "DecideReply",
+    "WithdrawCode",
+    "WithdrawCommand",
+    "WithdrawReply",
+]
+
+MAX_WITHDRAW_BYTES: Final = 1024
+"""Largest accepted :class:`WithdrawCommand` body, bytes (a larger one is refused ``oversized``)."""
 
 
 class ApprovalState(StrEnum):
@@ -55,3 +69,49 @@ class DecideReply(msgspec.Struct, frozen=True, kw_only=True):
     state: ApprovalState | None = None
     votes: tuple[str, ...] = ()
     approvals_required: int | None = None
+
+
+class WithdrawCode(StrEnum):
+    """The reason codes of a :class:`WithdrawReply`."""
+
+    WITHDRAWN = "withdrawn"
+    """The approval was pending: it ended rejected; the request ends ``denied`` (``withdrawn``)."""
+    NOT_PENDING = "not_pending"
+    """No pending approval of this request for this principal: never opened (yet), already
+    granted, rejected, expired or withdrawn, or another principal's request (never told apart)."""
+    MALFORMED = "malformed"
+    """The body is not a :class:`WithdrawCommand`."""
+    OVERSIZED = "oversized"
+    """The body is larger than :data:`MAX_WITHDRAW_BYTES`."""
+    INDEX_LOST = "index_lost"
+    """Transient: the approvals index is being rebuilt from the stream; ask again."""
+    STORE_UNAVAILABLE = "approval_store_unavailable"
+    """Transient: the approval store cannot be reached; ask again."""
+
+
+class WithdrawCommand(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``tg.approvals.withdraw.<principal>``: withdraw one's own call while it awaits approval.
+
+    The principal is the subject's last token (the transport's identity), never a field.
+
+    Attributes:
+        request_id: the request to withdraw (a subject token: 1 to 64 of ``A-Za-z0-9_-``).
+    """
+
+    request_id: Annotated[str, msgspec.Meta(pattern=TOKEN.pattern)]
+
+
+class WithdrawReply(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer to a :class:`WithdrawCommand`.
+
+    Attributes:
+        ok: the call was withdrawn now (``withdrawn``).
+        reason_code: a :class:`WithdrawCode` value.
+        reason: human text.
+        approval_id: the approval that ended, when ``ok``.
+    """
+
+    ok: bool
+    reason_code: str
+    reason: str
+    approval_id: str | None = None

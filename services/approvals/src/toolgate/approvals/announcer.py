@@ -144,7 +144,7 @@ class Announcer:
             )
             return sign_event(granted, self.key)
         code = code or ("approval_expired" if state is ApprovalState.EXPIRED else "approval_rejected")
-        reason = rejection_reason(code, approver, note)
+        reason = rejection_reason(code, approver, note, pending.principal)
         return sign_event(ApprovalRejected(**common, reason_code=code, reason=reason, approver=approver), self.key)
 
     async def _publish_retried(self, subject: str, event: Any) -> None:

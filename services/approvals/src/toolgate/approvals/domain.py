@@ -9,20 +9,30 @@ neither the requesting principal nor the person who operates it (the directory's
 
 A request with the same principal, idempotency key and request hash as a pending
 approval *joins* it instead of opening a second one: one answer ends both requests.
+
+The requesting principal may withdraw its own call while the approval is pending
+(:func:`withdrawable`): the approval then ends as a rejection does, reason code ``withdrawn``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime, timedelta
 
 import msgspec
 
 from toolgate.approvals.errors import DecideRefused
+from toolgate.contracts.approval_ids import approval_id_for
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.contracts.events import ApprovalRequested, BoundRequest, DecisionMade, Related, decode_untrusted
-from toolgate.contracts.rpc.approvals import ApprovalState, DecideCommand, DecideReply
+from toolgate.contracts.rpc.approvals import (
+    ApprovalState,
+    DecideCommand,
+    DecideReply,
+    WithdrawCode,
+    WithdrawCommand,
+    WithdrawReply,
+)
 from toolgate.contracts.security import safe_token
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
 
@@ -32,13 +42,15 @@ __all__ = [
     "DecideReply",
     "PendingApproval",
     "answerable",
-    "approval_id_for",
     "check_answer",
     "command_of",
     "open_pending",
     "rejection_reason",
     "replayed",
     "requested_event",
+    "withdraw_command_of",
+    "withdraw_refused",
+    "withdrawable",
 ]
 
 
@@ -50,7 +62,7 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     ``answered_by``. Computed when listed: ``related``.
 
     Attributes:
-        approval_id: ``ap-<12 hex>`` (:func:`approval_id_for` of the first request).
+        approval_id: ``ap-<12 hex>`` (:func:`~toolgate.contracts.approval_ids.approval_id_for` of the first request).
         request_id: the request that opened it.
         approvals_required: distinct entitled approvers who must approve (the quorum).
         approvers: the approvers entitled to answer when it opened (for chat mentions).
@@ -86,11 +98,6 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     def request_ids(self) -> tuple[str, ...]:
         """Every request this approval answers: the one that opened it, then those that joined."""
         return (self.request_id, *self.joined)
-
-
-def approval_id_for(principal: str, request_id: str) -> str:
-    """Deterministic short id ``ap-<12 hex>`` (a redelivered decision opens the same approval)."""
-    return "ap-" + hashlib.sha256(f"{principal}/{request_id}".encode()).hexdigest()[:12]
 
 
 def open_pending(
@@ -201,14 +208,51 @@ def command_of(data: bytes, max_bytes: int) -> DecideCommand | DecideRefused:
     return command
 
 
-def rejection_reason(code: str, approver: str | None, note: str) -> str:
-    """The human reason of a rejection with ``code``, with the approver's note appended."""
+def rejection_reason(code: str, approver: str | None, note: str, requester: str = "") -> str:
+    """The human reason of a rejection with ``code``, with the approver's note appended.
+
+    ``requester`` is the principal that withdrew its own call (code ``withdrawn``).
+    """
     text = {
         "approval_expired": "the approval expired unanswered",
         "approval_rejected": f"rejected by {approver}",
         "approval_store_unavailable": "the approval could not be opened (approval store unreachable)",
+        WithdrawCode.WITHDRAWN: f"withdrawn by the requester {requester}",
     }.get(code, "the call can no longer be approved")
     return f"{text}: {note}" if note else text
+
+
+_withdraw = msgspec.json.Decoder(WithdrawCommand)
+
+
+def withdraw_command_of(data: bytes, max_bytes: int) -> WithdrawCommand | WithdrawReply:
+    """Decode one withdraw command, or the refusal (``oversized``, ``malformed``) naming why not."""
+    if len(data) > max_bytes:
+        return withdraw_refused(WithdrawCode.OVERSIZED, f"command is {len(data)} bytes; the limit is {max_bytes}")
+    try:
+        return decode_untrusted(_withdraw, data)
+    except msgspec.DecodeError as error:
+        return withdraw_refused(WithdrawCode.MALFORMED, f'not a withdraw command {{"request_id": …}}: {error}')
+
+
+def withdrawable(pending: PendingApproval | None, principal: str, request_id: str, now: datetime) -> bool:
+    """Whether ``principal`` may withdraw ``request_id`` answered by ``pending`` now.
+
+    Only while the approval is pending and unexpired, and only the requesting principal,
+    for a request the approval answers (the one that opened it or one that joined it).
+    """
+    return (
+        pending is not None
+        and pending.state is ApprovalState.PENDING
+        and pending.expires_at > now
+        and pending.principal == principal
+        and request_id in pending.request_ids
+    )
+
+
+def withdraw_refused(code: WithdrawCode, reason: str) -> WithdrawReply:
+    """A refused withdrawal: nothing changed."""
+    return WithdrawReply(ok=False, reason_code=code.value, reason=reason)
 
 
 def requested_event(

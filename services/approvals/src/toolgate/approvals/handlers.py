@@ -11,6 +11,7 @@ from faststream.nats import NatsMessage, NatsRouter
 from toolgate.approvals.errors import ApprovalsError, IndexLost
 from toolgate.approvals.rebuild import Rebuilder
 from toolgate.approvals.service import Approvals
+from toolgate.approvals.withdrawal import withdraw_bytes
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
@@ -47,7 +48,7 @@ def consumers(runtime: Callable[[], ApprovalsRuntime]) -> list[Consumer]:
 
 
 def build_router(runtime: Callable[[], ApprovalsRuntime]) -> NatsRouter:
-    """Route list and decide commands to the :class:`Approvals` workflow."""
+    """Route list, decide and withdraw commands to the :class:`Approvals` workflow."""
     router = NatsRouter()
 
     @rpc(router, Rpc.APPROVALS_LIST, "approvals")
@@ -58,5 +59,10 @@ def build_router(runtime: Callable[[], ApprovalsRuntime]) -> NatsRouter:
     async def on_decide(msg: NatsMessage) -> bytes:
         approver = msg.raw_message.subject.rsplit(".", 1)[1]
         return msgspec.json.encode(await runtime().approvals.answer_bytes(approver, msg.raw_message.data or b""))
+
+    @rpc(router, Rpc.APPROVALS_WITHDRAW, "approvals")
+    async def on_withdraw(msg: NatsMessage) -> bytes:
+        principal = msg.raw_message.subject.rsplit(".", 1)[1]  # the transport's identity, never the body
+        return msgspec.json.encode(await withdraw_bytes(runtime().approvals, principal, msg.raw_message.data or b""))
 
     return router

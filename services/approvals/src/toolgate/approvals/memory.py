@@ -59,6 +59,10 @@ class InMemoryApprovalStore(MemoryEpoch):
         record = self._items.get(approval_id)
         return None if record is None else _read(record)
 
+    async def answering(self, own_id: str) -> str | None:  # noqa: D102
+        self._check()
+        return own_id if own_id in self._items else self._joined_to.get(own_id)
+
     async def list_pending(self) -> list[PendingApproval]:  # noqa: D102
         self._check()
         pending = [_read(r) for r in self._items.values() if r.pending.state is ApprovalState.PENDING]

@@ -83,6 +83,15 @@ class ApprovalStore(Protocol):
         """Return the approval with its state, votes, joined requests and who answered it; or ``None``."""
         ...
 
+    async def answering(self, own_id: str) -> str | None:
+        """The approval that answers the request whose own approval id is ``own_id``.
+
+        ``own_id`` (:func:`~toolgate.contracts.approval_ids.approval_id_for` of the request)
+        when the request opened an approval, the approval it joined, or ``None`` when the
+        store keeps neither (never opened, or its keys expired).
+        """
+        ...
+
     async def list_pending(self) -> list[PendingApproval]:
         """Return approvals still pending, soonest expiry first."""
         ...

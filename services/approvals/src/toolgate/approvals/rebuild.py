@@ -18,8 +18,9 @@ import uuid
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolgate.approvals.domain import PendingApproval, approval_id_for
+from toolgate.approvals.domain import PendingApproval
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore
+from toolgate.contracts.approval_ids import approval_id_for
 from toolgate.contracts.events import ApprovalRequested
 from toolgate.contracts.signing import verify_event
 from toolgate.shared.rebuilding import UntilDone, rebuild

@@ -203,7 +203,7 @@ class Approvals:
         if result.status is VoteStatus.NOT_PENDING:
             return self._answered_meanwhile(pending, approver)
         if result.status is VoteStatus.GRANTED:
-            granted = msgspec.structs.replace(await self._after(pending), votes=result.votes)
+            granted = msgspec.structs.replace(await self.after(pending), votes=result.votes)
             await self.announcer.outcome(granted, ApprovalState.GRANTED, approver, "")
             reason = f"{pending.approval_id} granted by {', '.join(result.votes)}"
             return reply_of(granted, "granted", reason, result.votes)
@@ -214,7 +214,7 @@ class Approvals:
     async def _reject(self, pending: PendingApproval, approver: str, note: str) -> DecideReply:
         if not await self.store.resolve(pending.approval_id, ApprovalState.REJECTED, uuid.uuid4().hex, approver):
             return self._answered_meanwhile(pending, approver)
-        rejected = await self._after(pending)
+        rejected = await self.after(pending)
         await self.announcer.outcome(rejected, ApprovalState.REJECTED, approver, note)
         return reply_of(rejected, "rejected", f"{pending.approval_id} rejected by {approver}", rejected.votes)
 
@@ -228,7 +228,7 @@ class Approvals:
         count = f"{len(result.votes)} of {pending.approvals_required} votes"
         return reply_of(pending, "withdrawn", f"{approver}'s vote withdrawn: {count}", result.votes)
 
-    async def _after(self, pending: PendingApproval) -> PendingApproval:
+    async def after(self, pending: PendingApproval) -> PendingApproval:
         """``pending`` as the store holds it after an answer (every request that joined it); as given if unreadable."""
         try:
             return await self.store.get(pending.approval_id) or pending
@@ -257,7 +257,7 @@ class Approvals:
         if answer.allowed:
             return
         if await self.store.resolve(pending.approval_id, ApprovalState.REJECTED, uuid.uuid4().hex):
-            ended = await self._after(pending)
+            ended = await self.after(pending)
             await self.announcer.outcome(ended, ApprovalState.REJECTED, None, answer.reason, code=answer.reason_code)
         raise DecideRefused(answer.reason_code, f"the call can no longer be approved: {answer.reason}")
 
@@ -306,7 +306,7 @@ class Approvals:
         pending = await self.store.get(approval_id)
         if pending is None or not await self.store.resolve(approval_id, ApprovalState.EXPIRED, f"sweep:{approval_id}"):
             return 0
-        await self.announcer.outcome(await self._after(pending), ApprovalState.EXPIRED, None, "")
+        await self.announcer.outcome(await self.after(pending), ApprovalState.EXPIRED, None, "")
         return 1
 
 

@@ -19,6 +19,7 @@ from enum import StrEnum
 import msgspec
 
 from toolgate.chatops.folding import Folded, shown_arguments, visible
+from toolgate.contracts.approval_ids import APPROVAL_ID
 from toolgate.contracts.events import ApprovalRequested, BoundRequest, ReceiptIssued, Related
 from toolgate.contracts.secret_arguments import redact_sealed
 
@@ -37,9 +38,6 @@ __all__ = [
     "reaction_action",
     "thread_parts",
 ]
-
-APPROVAL_ID = re.compile(r"^ap-[0-9a-f]{12}\Z")
-"""What an approval id looks like (``approval_id_for`` in the approvals service)."""
 
 
 class CardState(StrEnum):
@@ -281,7 +279,7 @@ def command_of(text: str) -> tuple[Action, str, str] | None:
     Returns:
         ``(action, approval_id, note)``, or ``None`` when the text is not a command at all
         (the bot stays silent on ordinary messages). The approval id is returned as given:
-        the caller refuses one that does not match :data:`APPROVAL_ID`.
+        the caller refuses one that does not match :data:`~toolgate.contracts.approval_ids.APPROVAL_ID`.
     """
     match = _COMMAND.match(text)
     if match is None:

@@ -137,6 +137,17 @@ class RedisApprovalStore:
             answered_by=None if answerer is None else _text(answerer),
         )
 
+    async def answering(self, own_id: str) -> str | None:  # noqa: D102
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.exists(EPOCH)
+            pipe.mget([_key(own_id), _key(own_id, "joined-to")])
+            epoch, (raw, joined_to) = await _safe(pipe.execute())
+        if not epoch:
+            raise IndexLost()
+        if raw is not None:
+            return own_id
+        return None if joined_to is None else _text(joined_to)
+
     async def list_pending(self) -> list[PendingApproval]:  # noqa: D102
         ids = await _safe(self._redis.zrange(PENDING, 0, -1))
         found = [await self.get(_text(i)) for i in ids]

@@ -1,0 +1,174 @@
+"""Bearer tokens to principals: a static token file, or OAuth 2.1 access tokens (JWT) from an authorization server.
+
+Either verifier implements the MCP SDK's ``TokenVerifier``: the SDK's middleware answers a
+missing or invalid token ``401`` with the ``WWW-Authenticate`` challenge and a missing scope
+``403 insufficient_scope`` (MCP 2025-11-25, Authorization; RFC 6750 §3). The principal is
+the token's, never the request's: :attr:`AccessToken.client_id` carries it. A token is never
+passed on: toolgate calls its tools with its own credentials.
+
+**Static token file** (TOML; only SHA-256 digests of the tokens are stored)::
+
+    [tokens.laptop]                 # a label, for logs
+    principal = "demo-agent"
+    sha256 = "<64 hex>"             # of the token's UTF-8 bytes
+    scopes = ["toolgate:tools"]     # optional; default: the required scope
+
+**OAuth 2.1 resource server**: a JWT access token signed by a key of the authorization
+server's JWKS (RFC 7517), issued by ``issuer``, for the audience ``resource`` (RFC 8707,
+RFC 9068 §4), unexpired; its ``scope`` (space-separated) or ``scp`` claim lists the scopes;
+the principal is the claim ``principal_claim`` (default ``sub``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import jwt
+import msgspec
+from mcp.server.auth.provider import AccessToken
+
+from toolgate.contracts.catalog import TOKEN
+
+__all__ = ["JwtTokens", "StaticTokens", "TokensInvalid", "token_digest"]
+
+DEFAULT_SCOPE = "toolgate:tools"
+_ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"]
+
+
+class TokensInvalid(ValueError):
+    """The token file or the OAuth settings cannot be used (the message names the entry)."""
+
+
+class _Entry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    principal: str
+    sha256: str
+    scopes: list[str] | None = None
+
+
+def token_digest(token: str) -> str:
+    """SHA-256 of the token's UTF-8 bytes, hex: what the token file stores."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class StaticTokens:
+    """Tokens from a static file (module docstring).
+
+    Raises:
+        TokensInvalid: at construction, a malformed file or entry (an unknown key, a principal
+            that is not one subject token, a digest that is not 64 hex characters, a digest twice).
+    """
+
+    def __init__(self, path: Path, resource: str | None) -> None:
+        self._resource = resource
+        self._by_digest: dict[str, tuple[str, list[str]]] = {}
+        for label, raw in _tables(path).items():
+            entry = _entry(label, raw)
+            if entry.sha256 in self._by_digest:
+                raise TokensInvalid(f"{path}: [tokens.{label}] repeats another entry's token")
+            self._by_digest[entry.sha256] = (entry.principal, entry.scopes or [DEFAULT_SCOPE])
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The principal of ``token``, or ``None`` when the file does not hold it."""
+        found = self._by_digest.get(token_digest(token))
+        if found is None:
+            return None
+        principal, scopes = found
+        return AccessToken(token="static", client_id=principal, scopes=scopes, resource=self._resource)
+
+
+def _tables(path: Path) -> dict[str, Any]:
+    try:
+        document = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise TokensInvalid(f"{path}: {error}") from None
+    unknown = set(document) - {"tokens"}
+    if unknown or not isinstance(document.get("tokens", {}), dict):
+        raise TokensInvalid(f"{path}: only [tokens.<label>] tables are allowed (found {sorted(unknown)})")
+    return dict(document.get("tokens", {}))
+
+
+def _entry(label: str, raw: Any) -> _Entry:
+    try:
+        entry = msgspec.convert(raw, _Entry)
+    except msgspec.ValidationError as error:
+        raise TokensInvalid(f"[tokens.{label}]: {error}") from None
+    if not TOKEN.match(entry.principal):
+        raise TokensInvalid(f"[tokens.{label}]: principal must match {TOKEN.pattern}")
+    if len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256):
+        raise TokensInvalid(f"[tokens.{label}]: sha256 must be 64 lower-case hex characters")
+    return entry
+
+
+class JwtTokens:
+    """OAuth 2.1 access tokens as JWTs (module docstring).
+
+    Args:
+        jwks: the authorization server's JWKS: an ``https://`` / ``http://`` URL (fetched and
+            cached by PyJWT's ``PyJWKClient``) or a file holding the JWKS JSON.
+        issuer: the required ``iss``.
+        resource: the required audience: this surface's canonical URL.
+        principal_claim: the claim that names the principal.
+        leeway_s: clock skew allowed on ``exp`` / ``nbf``, seconds.
+    """
+
+    def __init__(self, jwks: str, issuer: str, resource: str, principal_claim: str = "sub", leeway_s: float = 30.0):
+        self._issuer, self._resource, self._claim, self._leeway = issuer, resource, principal_claim, leeway_s
+        self._client = jwt.PyJWKClient(jwks) if jwks.startswith(("https://", "http://")) else None
+        self._keys = None if self._client else _jwks_file(Path(jwks))
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The principal and scopes of a valid token, or ``None`` (any failure: invalid)."""
+        try:
+            key = await self._key(token)
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=_ALGORITHMS,
+                audience=self._resource,
+                issuer=self._issuer,
+                leeway=self._leeway,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except (jwt.PyJWTError, KeyError, ValueError):
+            return None
+        return _access(claims, self._claim, self._resource)
+
+    async def _key(self, token: str) -> Any:
+        if self._client is not None:
+            return (await asyncio.to_thread(self._client.get_signing_key_from_jwt, token)).key
+        assert self._keys is not None
+        kid = jwt.get_unverified_header(token).get("kid")
+        keys = [key for key in self._keys.keys if kid is None or key.key_id == kid]
+        if not keys:
+            raise KeyError(f"no key {kid!r} in the JWKS")
+        return keys[0].key
+
+
+def _jwks_file(path: Path) -> jwt.PyJWKSet:
+    try:
+        return jwt.PyJWKSet.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, jwt.PyJWTError) as error:
+        raise TokensInvalid(f"{path}: not a JWKS ({error})") from None
+
+
+def _access(claims: dict[str, Any], claim: str, resource: str) -> AccessToken | None:
+    principal = claims.get(claim)
+    if not isinstance(principal, str) or not TOKEN.match(principal):
+        return None
+    scope = claims.get("scope", claims.get("scp", ""))
+    scopes = scope.split() if isinstance(scope, str) else [str(item) for item in scope]
+    expires = claims.get("exp")
+    return AccessToken(
+        token="jwt",
+        client_id=principal,
+        scopes=scopes,
+        expires_at=int(expires) if isinstance(expires, int | float) else None,
+        resource=resource,
+        subject=str(claims.get("sub")) if claims.get("sub") is not None else None,
+        claims={"iss": claims.get("iss")},
+    )

@@ -1,0 +1,191 @@
+"""One MCP ``tools/call`` as one governed request: send it once, wait briefly, answer with its receipt.
+
+The flow (:meth:`Gateway.call`):
+
+1. the MCP name is looked up in the principal's listing (an unknown name raises
+   :class:`UnknownName`, a JSON-RPC error for the client);
+2. the call is named (:mod:`toolgate.surface.calls`) and claimed in the ledger: a re-send
+   finds the request it belongs to, a new call gets a new request;
+3. a new call is published through the SDK as the principal (``tg.req.<principal>``);
+4. the surface holds the call up to ``hold_s`` seconds for its receipt, reporting progress
+   every ``progress_s`` seconds when the client asked for progress;
+5. a receipt becomes the MCP result (:mod:`toolgate.surface.results`) and the ledger notes it
+   returned; no receipt yet becomes a *pending* result that tells the model to call again.
+
+Cancellation (``notifications/cancelled``, or the client leaving under 2026-07-28) while the
+call waits withdraws it when it waits for an approval (it ends ``denied`` / ``withdrawn``);
+a call already running is not interrupted and ends with its real receipt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import msgspec
+from mcp_types import CallToolResult, TextContent
+
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.sdk import DuplicateRequest, ToolClient
+from toolgate.surface.adapters.agents import Agents
+from toolgate.surface.adapters.ledger import Ledger
+from toolgate.surface.calls import CLIENT_KEY, CallEntry, arguments_digest, call_key, fresh_entry, reusable, settled
+from toolgate.surface.listings import Listing, Listings
+from toolgate.surface.results import as_result, pending_result, problem_result
+from toolgate.surface.shaping import Target, is_mcp
+
+__all__ = ["Gateway", "Progress", "UnknownName", "Waiting"]
+
+Progress = Callable[[float, str], Awaitable[None]]
+"""``progress(elapsed_s, message)``: one progress notification to the client."""
+
+log = logging.getLogger("toolgate.surface.gateway")
+
+_KEY_REUSED = (
+    f"refused (idempotency_key_reused): this _meta[{CLIENT_KEY!r}] was used before with other arguments. "
+    "Use a new key for a new call."
+)
+
+
+class UnknownName(LookupError):
+    """No tool of that name in the principal's listing."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """How a call waits for its receipt.
+
+    Attributes:
+        hold_s: the longest a call is held before a pending result, seconds.
+        progress_s: seconds between progress notifications.
+        grace_s: how long an outcome that may have had an effect is returned to re-sends, seconds.
+        limit_bytes: the largest result returned whole, bytes of JSON.
+    """
+
+    hold_s: float = 20.0
+    progress_s: float = 5.0
+    grace_s: float = 600.0
+    limit_bytes: int = 262_144
+
+
+class Gateway:
+    """The call flow (module docstring)."""
+
+    def __init__(self, agents: Agents, listings: Listings, ledger: Ledger, waiting: Waiting) -> None:
+        self._agents, self._listings, self._ledger, self._waiting = agents, listings, ledger, waiting
+
+    async def listing(self, principal: str) -> Listing:
+        """``principal``'s tools (:meth:`toolgate.surface.listings.Listings.of`)."""
+        return await self._listings.of(principal)
+
+    async def call(
+        self, principal: str, name: str, arguments: dict[str, Any], client_key: str | None, progress: Progress | None
+    ) -> CallToolResult:
+        """Run one ``tools/call`` of ``principal`` (module docstring).
+
+        Raises:
+            UnknownName: ``name`` is not in the principal's listing.
+        """
+        target = (await self._listings.of(principal)).targets.get(name)
+        if target is None:
+            raise UnknownName(name)
+        try:
+            key, digest = call_key(principal, name, arguments, client_key), arguments_digest(arguments)
+        except ValueError as error:
+            return problem_result(f"refused: {error}")
+        client = await self._agents.client(principal)
+        entry = await self._claimed(key, target, client_key, digest)
+        if entry.arguments_digest != digest:
+            return problem_result(_KEY_REUSED)
+        if not entry.published:
+            entry = await self._send(client, key, target, arguments, entry)
+        return await self._outcome(client, key, target, entry, progress)
+
+    async def _claimed(self, key: str, target: Target, client_key: str | None, digest: str) -> CallEntry:
+        fresh = fresh_entry(key, target.read_only, client_key, digest)
+        grace = self._waiting.grace_s
+        entry, _new = await self._ledger.claim(
+            key, fresh, lambda found: reusable(found, time.time(), grace, client_key is not None)
+        )
+        return entry
+
+    async def _send(
+        self, client: ToolClient, key: str, target: Target, arguments: dict[str, Any], entry: CallEntry
+    ) -> CallEntry:
+        with contextlib.suppress(DuplicateRequest):  # a replica that died after publishing: the stream holds it
+            await client.submit(
+                target.tool,
+                target.operation,
+                arguments,
+                idempotency_key=entry.idempotency_key,
+                version=target.version,
+                request_id=entry.request_id,
+            )
+        published = msgspec.structs.replace(entry, published=True)
+        await self._ledger.put(key, published)
+        return published
+
+    async def _outcome(
+        self, client: ToolClient, key: str, target: Target, entry: CallEntry, progress: Progress | None
+    ) -> CallToolResult:
+        try:
+            receipt = await self._held(client, entry.request_id, progress)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._withdraw(client, key, entry)
+            raise
+        if receipt is None:
+            return await self._pending(client, entry.request_id)
+        await self._ledger.put(key, settled(entry, receipt.outcome.value, receipt.reason_code, time.time()))
+        schema = target.spec.output_schema.get("type") == "object"
+        return as_result(receipt, is_mcp(target.adapter), schema, self._waiting.limit_bytes)
+
+    async def _held(self, client: ToolClient, request_id: str, progress: Progress | None) -> ReceiptIssued | None:
+        started = time.monotonic()
+        while (left := self._waiting.hold_s - (time.monotonic() - started)) > 0:
+            try:
+                return await client.receipt(request_id, timeout_s=min(self._waiting.progress_s, left))
+            except TimeoutError:
+                pass
+            if progress is not None:
+                elapsed = time.monotonic() - started
+                await progress(elapsed, f"waiting for the outcome of request {request_id} ({elapsed:.0f} s)")
+        return None
+
+    async def _pending(self, client: ToolClient, request_id: str) -> CallToolResult:
+        decision = await client.decision(request_id)
+        if decision is not None and decision.verdict == "needs_approval":
+            return pending_result(request_id, client.approval_id(request_id), None)
+        return pending_result(request_id, None, None)
+
+    async def _withdraw(self, client: ToolClient, key: str, entry: CallEntry) -> None:
+        try:
+            answer = await client.withdraw(entry.request_id)
+        except Exception as error:  # best effort: the call still ends with its own receipt
+            log.warning("request %s: withdrawal not sent: %s", entry.request_id, type(error).__name__)
+            return
+        if answer.reason_code == "withdrawn":
+            await self._ledger.put(key, settled(entry, "denied", "withdrawn", time.time()))
+        log.info("request %s cancelled by the client: %s", entry.request_id, answer.reason_code)
+
+    async def result_part(self, principal: str, request_id: str, offset_bytes: int) -> CallToolResult:
+        """Up to ``limit_bytes`` of the JSON of ``principal``'s own result of ``request_id``, from ``offset_bytes``.
+
+        Only the principal's own receipts can be read (its NATS user reads no other's).
+        """
+        client = await self._agents.client(principal)
+        try:
+            receipt = await client.receipt(request_id, timeout_s=2.0)
+        except Exception:  # no answer, or not this principal's: the same refusal
+            return problem_result(f"no receipt of request {request_id} is readable for {principal}")
+        text = json.dumps(receipt.result, ensure_ascii=False, separators=(",", ":")).encode()
+        part = text[offset_bytes : offset_bytes + self._waiting.limit_bytes].decode(errors="ignore")
+        rest = max(0, len(text) - offset_bytes - self._waiting.limit_bytes)
+        note = f"\n[toolgate: {rest} more bytes from offset {offset_bytes + self._waiting.limit_bytes}]" if rest else ""
+        return CallToolResult(content=[TextContent(text=part + note)])

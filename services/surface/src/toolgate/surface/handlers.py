@@ -1,0 +1,125 @@
+"""The MCP edge: ``tools/list``, ``tools/call`` and ``subscriptions/listen`` for the principal of the request.
+
+Thin: the principal is read from the transport (:func:`principal_of`), the work is the
+:class:`~toolgate.surface.gateway.Gateway`'s. Besides the principal's tools, every listing holds
+``toolgate_result``, which reads the rest of a result that was cut (the principal's own only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+    Tool,
+    ToolAnnotations,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolgate.surface.adapters.agents import NotServed
+from toolgate.surface.calls import CLIENT_KEY
+from toolgate.surface.gateway import Gateway, UnknownName
+from toolgate.surface.notices import Notices
+
+__all__ = ["RESULT_TOOL", "build_server", "principal_of"]
+
+T = TypeVar("T")
+
+RESULT_TOOL = Tool(
+    name="toolgate_result",
+    title="Read the rest of a cut result",
+    description="Reads a part of the whole result of one of your earlier calls whose result was cut "
+    "(the cut result names the request id and the offset to read from).",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "request_id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+            "offset_bytes": {"type": "integer", "minimum": 0},
+        },
+        "required": ["request_id"],
+        "additionalProperties": False,
+    },
+    annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+)
+
+
+def principal_of(fixed: str | None) -> str:
+    """The principal of the current request: the bearer token's, else the surface's fixed one (stdio).
+
+    Raises:
+        MCPError: neither (cannot happen behind the auth middleware).
+    """
+    token = get_access_token()
+    if token is not None:
+        return token.client_id
+    if fixed is not None:
+        return fixed
+    raise MCPError(INVALID_REQUEST, "no principal: this surface needs a bearer token")
+
+
+def build_server(gateway: Gateway, notices: Notices, fixed: str | None, version: str) -> Server[Any]:
+    """The low-level MCP server of the surface (``fixed``: the principal of stdio or of an open surface)."""
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListToolsResult:
+        principal = principal_of(fixed)
+        if ctx.request is None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            notices.remember(principal, ctx.session)  # stdio, legacy: told of changes on the session
+        listing = await _served(gateway.listing(principal))
+        return ListToolsResult(tools=[*listing.tools, RESULT_TOOL])
+
+    async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
+        principal, arguments = principal_of(fixed), dict(params.arguments or {})
+        if params.name == RESULT_TOOL.name:
+            offset = arguments.get("offset_bytes", 0)
+            return await gateway.result_part(principal, str(arguments.get("request_id", "")), int(offset))
+        key = (params.meta or {}).get(CLIENT_KEY)
+
+        async def progress(elapsed_s: float, message: str) -> None:
+            await ctx.session.report_progress(elapsed_s, None, message)
+
+        try:
+            return await _served(gateway.call(principal, params.name, arguments, _key(key), progress))
+        except UnknownName:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}") from None
+
+    async def listen(
+        ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        return await notices.listen(principal_of(fixed), ctx, params)
+
+    return Server(
+        "toolgate",
+        version=version,
+        instructions="Tools governed by toolgate: a call may be denied, or wait for a person's approval "
+        "(call again with the same arguments to get its outcome).",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=listen,
+    )
+
+
+def _key(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise MCPError(INVALID_PARAMS, f"_meta[{CLIENT_KEY!r}] must be a string")
+    return value
+
+
+async def _served(work: Awaitable[T]) -> T:
+    try:
+        return await work
+    except NotServed as error:
+        raise MCPError(INVALID_REQUEST, str(error)) from None

@@ -1,0 +1,136 @@
+"""Receipts as MCP tool results: what the model reads, and what it may do next.
+
+Pure. A tool's failure, including every governance outcome, is a result with
+``isError: true`` and readable text (MCP 2025-11-25, Tools, "Error Handling"); JSON-RPC
+errors are left to malformed requests and unknown tools. Every result carries the receipt's
+identity in ``_meta["io.toolgate/receipt"]``.
+
+=============  ==================================================================
+receipt        result
+=============  ==================================================================
+succeeded      the content (an MCP upstream's own blocks, else the result as JSON
+(replayed)     text) and ``structuredContent`` when the result is an object
+denied         ``isError``: why, and not to retry unchanged (``rate_limited``: when)
+refused        ``isError``: what was wrong with the call
+failed         ``isError``: the tool's failure; a retry is a new call
+uncertain      ``isError``: the effect may have happened; never retry blindly
+=============  ==================================================================
+
+A result larger than ``limit_bytes`` (its JSON) is cut: its text ends with a marker naming
+the request id, by which the whole result stays readable (``toolgate_result``). A cut
+result of a tool that declares an output schema is an ``isError`` result, because its
+structured content is gone and a client would refuse the result against the schema.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp_types import CallToolResult, ContentBlock, TextContent
+from pydantic import TypeAdapter, ValidationError
+
+from toolgate.contracts.events import ReceiptIssued
+
+__all__ = ["RECEIPT_META", "as_result", "cut_text", "pending_result", "problem_result"]
+
+RECEIPT_META = "io.toolgate/receipt"
+PENDING_META = "io.toolgate/pending"
+_BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
+_SUCCESS = ("succeeded", "replayed")
+
+_ADVICE = {
+    "denied": "Do not retry this call unchanged: the policy does not allow it as it stands.",
+    "refused": "The call itself was not acceptable; fix what the reason names before calling again.",
+    "failed": "The tool ran and failed. Calling again is a new call.",
+    "uncertain": (
+        "The effect MAY HAVE HAPPENED: the outcome is unknown. Do not retry blindly; "
+        "check the effect first, or ask a person to resolve request {request_id}."
+    ),
+}
+
+
+def as_result(receipt: ReceiptIssued, mcp_envelope: bool, has_schema: bool, limit_bytes: int) -> CallToolResult:
+    """The MCP result of ``receipt`` (module docstring)."""
+    if receipt.outcome.value in _SUCCESS and receipt.result is not None:
+        return _success(receipt, mcp_envelope, has_schema, limit_bytes)
+    if receipt.outcome.value in _SUCCESS:
+        note = f"The result is kept out of band and could not be read here: read request {receipt.request_id}."
+        return _error(receipt, note)
+    return _error(receipt, _ADVICE.get(receipt.outcome.value, "").format(request_id=receipt.request_id))
+
+
+def _meta(receipt: ReceiptIssued) -> dict[str, Any]:
+    fields = {
+        "request_id": receipt.request_id,
+        "outcome": receipt.outcome.value,
+        "reason_code": receipt.reason_code,
+        "effect_id": receipt.effect_id,
+        "replay_of": receipt.replay_of,
+    }
+    return {RECEIPT_META: {key: value for key, value in fields.items() if value is not None}}
+
+
+def _error(receipt: ReceiptIssued, advice: str) -> CallToolResult:
+    head = f"toolgate: {receipt.outcome.value} ({receipt.reason_code}): {receipt.reason}"
+    if receipt.retry_after_s is not None:
+        advice = f"Rate limited: the same call fits again in {receipt.retry_after_s:.0f} s."
+    text = f"{head}\n{advice}".strip()
+    return CallToolResult(content=[TextContent(text=text)], is_error=True, _meta=_meta(receipt))
+
+
+def _success(receipt: ReceiptIssued, mcp_envelope: bool, has_schema: bool, limit_bytes: int) -> CallToolResult:
+    text = json.dumps(receipt.result, ensure_ascii=False, separators=(",", ":"))
+    if len(text.encode()) > limit_bytes:
+        cut = cut_text(text, limit_bytes, receipt.request_id)
+        return CallToolResult(content=[TextContent(text=cut)], is_error=has_schema, _meta=_meta(receipt))
+    content, structured = _parts(receipt.result, mcp_envelope)
+    return CallToolResult(content=content, structured_content=structured, _meta=_meta(receipt))
+
+
+def _parts(result: Any, mcp_envelope: bool) -> tuple[list[ContentBlock], dict[str, Any] | None]:
+    if mcp_envelope and isinstance(result, dict):
+        try:
+            blocks = _BLOCKS.validate_python(result.get("content") or [])
+        except ValidationError:
+            blocks = [TextContent(text=json.dumps(result.get("content"), ensure_ascii=False))]
+        structured = result.get("structured")
+        return blocks, structured if isinstance(structured, dict) else None
+    text = json.dumps(result, ensure_ascii=False)
+    return [TextContent(text=text)], result if isinstance(result, dict) else None
+
+
+def cut_text(text: str, limit_bytes: int, request_id: str) -> str:
+    """``text`` cut to about ``limit_bytes`` UTF-8 bytes, with a marker saying where the rest is."""
+    head = text.encode()[:limit_bytes].decode(errors="ignore")
+    size = len(text.encode())
+    return (
+        f"{head}\n[toolgate: result cut at {limit_bytes} of {size} bytes. The whole result is kept: "
+        f'call toolgate_result with {{"request_id": "{request_id}", "offset_bytes": {limit_bytes}}} for the rest]'
+    )
+
+
+def pending_result(request_id: str, approval_id: str | None, expires_at: str | None) -> CallToolResult:
+    """A call still waiting, returned before the client's timeout (``isError``: no output yet).
+
+    Args:
+        request_id: the governed request.
+        approval_id: the approval it waits for, when it waits for one.
+        expires_at: when that approval expires (ISO 8601), when known.
+    """
+    if approval_id is None:
+        head = f"toolgate: pending: request {request_id} is still running."
+    else:
+        until = f" It expires at {expires_at}." if expires_at else ""
+        head = f"toolgate: pending approval {approval_id}: a person must approve this call first.{until}"
+    text = (
+        f"{head}\nCall this tool again with the same arguments to get the outcome: the call will not run "
+        "twice and no second approval is asked."
+    )
+    meta = {PENDING_META: {"request_id": request_id, "approval_id": approval_id}}
+    return CallToolResult(content=[TextContent(text=text)], is_error=True, _meta=meta)
+
+
+def problem_result(text: str) -> CallToolResult:
+    """A call that could not be sent through the gateway (``isError``), e.g. the bus is unreachable."""
+    return CallToolResult(content=[TextContent(text=f"toolgate: {text}")], is_error=True)

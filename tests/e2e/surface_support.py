@@ -1,0 +1,108 @@
+"""Starting the MCP surface against an e2e stack, and MCP clients that talk to it.
+
+``Surfaces(stack, tmp)`` starts ``python -m toolgate.surface`` processes (HTTP, static token file)
+on free ports, as a user would run ``toolgate mcp serve``; ``http_client(url, token, mode)`` is
+the SDK's own client with a bearer token, in either protocol era (``legacy`` or ``2026-07-28``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from toolgate.cli.stack import Stack
+from toolgate.surface.adapters.tokens import token_digest
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the surface exited with {process.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"the surface did not listen on {port} in {timeout_s}s")
+
+
+class Surfaces:
+    """Surface processes of one stack, sharing one token file (``token_of(principal)``)."""
+
+    def __init__(self, stack: Stack, workdir: Path) -> None:
+        self.stack, self.workdir = stack, workdir
+        self.tokens_file = workdir / "mcp-tokens.toml"
+        self.tokens_file.write_text("")
+        self._tokens: dict[str, str] = {}
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    def token_of(self, principal: str) -> str:
+        """A bearer token acting as ``principal`` (written to the token file on first use)."""
+        if principal not in self._tokens:
+            token = f"tok-{principal}-{os.urandom(6).hex()}"
+            entry = f'\n[tokens.{principal}]\nprincipal = "{principal}"\nsha256 = "{token_digest(token)}"\n'
+            self.tokens_file.write_text(self.tokens_file.read_text() + entry)
+            self._tokens[principal] = token
+        return self._tokens[principal]
+
+    def env(self, port: int, **extra: str) -> dict[str, str]:
+        """The environment of one surface process on ``port``."""
+        credentials = self.stack.state_dir / "credentials"
+        env = {
+            **os.environ,
+            "NATS_URL": self.stack.nats_url,
+            "TOOLGATE_SURFACE_PUBLIC_KEYS_DIR": str(self.stack.public_keys),
+            "TOOLGATE_SURFACE_TOKENS_FILE": str(self.tokens_file),
+            "TOOLGATE_SURFACE_PORT": str(port),
+            **extra,
+        }
+        if credentials.is_dir():
+            env["TOOLGATE_SURFACE_CREDENTIALS_DIR"] = str(credentials)
+        return env
+
+    def start(self, **extra: str) -> str:
+        """Start one surface (``extra``: more ``TOOLGATE_SURFACE_*``); return its MCP URL."""
+        port = free_port()
+        log = (self.workdir / f"surface-{port}.log").open("ab")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "toolgate.surface"], env=self.env(port, **extra), stdout=log, stderr=log
+        )
+        self.processes.append(process)
+        wait_listening(port, process)
+        return f"http://127.0.0.1:{port}/mcp"
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextlib.asynccontextmanager
+async def http_client(url: str, token: str | None, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
+    """The SDK's client on ``url`` with ``Authorization: Bearer <token>`` (``mode``: ``legacy`` or ``2026-07-28``)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120.0, read=300.0))
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client:
+        yield client
