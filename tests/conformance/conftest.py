@@ -63,6 +63,13 @@ call is refused ``rate_limited`` (rate limits have tests of their own).
 """
 
 
+BREAKER_FAULTS = 1000
+"""The suite calls tools that fail on purpose (errors, sampling and elicitation the executor cannot
+answer, input it cannot give) many times in a row: with the default 5 the upstream's circuit
+would open mid-run and later scenarios would meet ``tool_unavailable``, so each scenario's
+result would depend on the ones before it. The breaker has tests of its own (tests/e2e)."""
+
+
 @dataclass(frozen=True)
 class Run:
     """One run of the suite: its exit code and what it printed (stdout and stderr)."""
@@ -158,8 +165,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "TOOLGATE_POLICY_PRINCIPALS_FILE": str(base / "principals.toml"),
         "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(base / "principals.toml"),
         "TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(base / "box"),
-        "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(base / "servers.toml"),
-        "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(base / "servers.toml"),
+        "TOOLGATE_MCP_SERVERS_FILE": str(base / "servers.toml"),
+        "TOOLGATE_EXECUTOR_MCP_BREAKER_FAULTS": str(BREAKER_FAULTS),
     }
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("NATS_URL", raising=False)
@@ -184,7 +191,11 @@ async def agent(stack: Stack) -> AsyncIterator[ToolClient]:
 
 def surface_env(stack: Stack) -> dict[str, str]:
     """The MCP surface's settings: HTTP on ``{port}`` at ``/mcp``, no authentication (the suite sends no
-    token) acting as :data:`PRINCIPAL`, the fixture's operations listed under their own names."""
+    token) acting as :data:`PRINCIPAL`, the fixture's operations listed under their own names.
+
+    Its own progress notifications, sent while it holds a call, come once a minute: no call of the
+    suite is held that long, so tools-call-with-progress fails alike on a slow machine.
+    """
     return {
         **stack.env,
         "NATS_URL": stack.nats_url,
@@ -195,6 +206,7 @@ def surface_env(stack: Stack) -> dict[str, str]:
         "TOOLGATE_SURFACE_PUBLIC_KEYS_DIR": str(stack.public_keys),
         "TOOLGATE_SURFACE_OPEN_PRINCIPAL": PRINCIPAL,
         "TOOLGATE_SURFACE_FLAT_TOOLS": json.dumps([TOOL]),
+        "TOOLGATE_SURFACE_PROGRESS_S": "60",
     }
 
 
