@@ -80,11 +80,13 @@ class Surfaces:
 
     def start(self, **extra: str) -> str:
         """Start one surface (``extra``: more ``TOOLGATE_SURFACE_*``); return its MCP URL."""
-        port = free_port()
+        return self.start_on(free_port(), **extra)
+
+    def start_on(self, port: int, **extra: str) -> str:
+        """Start one surface on ``port`` (an empty value in ``extra`` unsets that variable)."""
+        env = {name: value for name, value in self.env(port, **extra).items() if value != ""}
         log = (self.workdir / f"surface-{port}.log").open("ab")
-        process = subprocess.Popen(
-            [sys.executable, "-m", "toolgate.surface"], env=self.env(port, **extra), stdout=log, stderr=log
-        )
+        process = subprocess.Popen([sys.executable, "-m", "toolgate.surface"], env=env, stdout=log, stderr=log)
         self.processes.append(process)
         wait_listening(port, process)
         return f"http://127.0.0.1:{port}/mcp"

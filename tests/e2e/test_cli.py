@@ -2,8 +2,8 @@
 
 ``toolgate call`` calls as an agent through the gateway (exit code by outcome), ``requests``
 reads recent requests from the audit, ``approvals list`` stacks one block per approval, ``tools
-describe`` shows a tool; each ``--json`` parses, and a mistyped tool or operation gets a
-suggestion.
+describe`` shows a tool, ``withdraw`` ends an agent's own call waiting for approval; each
+``--json`` parses, and a mistyped tool or operation gets a suggestion.
 """
 
 from __future__ import annotations
@@ -154,3 +154,22 @@ def test_audit_alarms_lists_as_json(stack: Any) -> None:
     done = _toolgate(stack, "audit", "alarms", "--json")
     assert done.returncode == 0, done.stderr
     assert isinstance(json.loads(done.stdout), list)
+
+
+def test_withdraw_ends_a_call_waiting_for_approval_and_only_once(stack: Any) -> None:
+    write = ("call", "file_system", "write", "--args", '{"path": "withdrawn.txt", "content": "never"}')
+    waiting = _toolgate(stack, *write, "--as", "a1-06", "--wait", "2", "--json")
+    request_id = json.loads(waiting.stdout)["request_id"]
+    _listed(stack, "a1-06")
+    other = _toolgate(stack, "withdraw", request_id, "--as", "a1-07")
+    assert other.returncode == 1 and "not_pending" in other.stderr, other.stderr
+    done = _toolgate(stack, "withdraw", request_id, "--as", "a1-06", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["reason_code"] == "withdrawn", done.stderr
+    again = _toolgate(stack, "withdraw", request_id, "--as", "a1-06")
+    assert again.returncode == 1 and "not_pending" in again.stderr, again.stderr
+    deadline = time.monotonic() + 15
+    while True:
+        [found] = json.loads(_toolgate(stack, "requests", "--principal", "a1-06", "--json").stdout)
+        if found["outcome"] or time.monotonic() > deadline:
+            break
+    assert (found["request_id"], found["outcome"], found["reason_code"]) == (request_id, "denied", "withdrawn")

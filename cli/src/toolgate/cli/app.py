@@ -25,6 +25,7 @@ from toolgate.cli.render import decide_line
 from toolgate.cli.requests_command import requests_command
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.cli.tools_commands import tools_describe, tools_list
+from toolgate.cli.withdraw_command import withdraw
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.directory import DirectoryInvalid
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
@@ -52,6 +53,7 @@ tools_app.command("list")(tools_list)
 tools_app.command("describe")(tools_describe)
 app.command("call")(call)
 app.command("requests")(requests_command)
+app.command("withdraw")(withdraw)
 
 
 def _print_version(asked: bool) -> None:

@@ -40,7 +40,7 @@ from toolgate.sdk.errors import RegistryUnavailable
 from toolgate.sdk.receipts import ReceiptKeyMissing
 from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
 
-__all__ = ["EXIT_CODES", "NO_RECEIPT", "call"]
+__all__ = ["EXIT_CODES", "NO_RECEIPT", "agent_options", "call"]
 
 EXIT_CODES = {"succeeded": 0, "replayed": 0, "denied": 3, "refused": 4, "failed": 5, "uncertain": 6}
 """Exit code of ``toolgate call`` by the receipt's outcome."""
@@ -72,8 +72,12 @@ def _arguments(text: str) -> dict[str, Any]:
     return value
 
 
-def _options(principal: str) -> dict[str, Any]:
-    """``ToolClient.connect`` keyword arguments for ``principal`` on the local stack."""
+def agent_options(principal: str) -> dict[str, Any]:
+    """``ToolClient.connect`` keyword arguments for ``principal`` on the local stack.
+
+    Raises:
+        CallRefused: the stack is secured and has no credentials file for ``principal``.
+    """
     folder = state_dir() / "credentials"
     keys = os.environ.get("TOOLGATE_PUBLIC_KEYS_DIR") or str(state_dir() / "keys" / "public")
     options: dict[str, Any] = {"public_keys": Path(keys), **tls_options(os.environ.get(CA_FILE_ENV))}
@@ -103,7 +107,7 @@ Work = tuple[str, str, dict[str, Any], str | None, str | None]
 
 async def _call(url: str, principal: str, work: Work, wait_s: float) -> ReceiptIssued:
     tool, operation, arguments, version, key = work
-    client = await ToolClient.connect(url, principal, **_options(principal))
+    client = await ToolClient.connect(url, principal, **agent_options(principal))
     try:
         await _checked(client, tool, operation, version)
         request_id = await client.submit(tool, operation, arguments, idempotency_key=key, version=version)

@@ -117,6 +117,13 @@ class Subjects:
     """The policy in force (key ``current`` of :data:`POLICY_BUCKET`): every policy replica subscribes to it."""
     ALARMS: Final = "tg.alarm.*"
     """Core NATS (not in the stream): the audit's alarm for each recorded security event."""
+    MCP_CANCELS: Final = "tg.mcp.cancel.*"
+    """Core NATS (not in the stream): an MCP client's cancellation, relayed to every surface replica."""
+
+    @staticmethod
+    def mcp_cancel(principal: str) -> str:
+        """``tg.mcp.cancel.<principal>``: a cancellation of one of ``principal``'s MCP calls."""
+        return f"tg.mcp.cancel.{principal}"
 
     @staticmethod
     def request(principal: str) -> str:

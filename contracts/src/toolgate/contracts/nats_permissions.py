@@ -385,11 +385,13 @@ def _surface() -> NatsUser:
         publish=(
             *_kv_reads(CALLS_STREAM, "MCP calls", "call entries"),
             Rule(f"$KV.{catalog.MCP_CALLS_BUCKET}.>", "create and update call entries (only the surface)"),
+            Rule(Subjects.MCP_CANCELS, "a client's cancellation, to the replica that holds the call"),
         ),
         subscribe=(
             Rule(f"{inbox}.>", "its own replies only"),
             Rule(f"$KV.{catalog.TOOLS_BUCKET}.>", "tools published or changing state: listings to refresh"),
             Rule(Subjects.POLICY_CURRENT, "a new policy in force: listings to refresh"),
+            Rule(Subjects.MCP_CANCELS, "cancellations other replicas heard"),
         ),
         inbox_prefix=inbox,
         notes=(

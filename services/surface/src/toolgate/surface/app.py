@@ -30,9 +30,12 @@ from toolgate.contracts.nats_credentials import credentials_file, load_credentia
 from toolgate.contracts.nats_permissions import MCP_SURFACE
 from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.surface.adapters.agents import Agents
+from toolgate.surface.adapters.cancel_relay import CancelRelay
 from toolgate.surface.adapters.changes import Changes
+from toolgate.surface.adapters.client_ids import ClientIds
 from toolgate.surface.adapters.ledger import Ledger
 from toolgate.surface.adapters.tokens import JwtTokens, StaticTokens
+from toolgate.surface.cancels import Cancels
 from toolgate.surface.gateway import Gateway, Waiting
 from toolgate.surface.handlers import build_server
 from toolgate.surface.listings import Listings
@@ -69,7 +72,9 @@ async def running(settings: SurfaceSettings) -> AsyncIterator[Surface]:
         listings, notices = Listings(agents, frozenset(settings.flat_tools)), Notices()
         gateway = Gateway(agents, listings, Ledger(kv), _waiting(settings))
         await Changes(nc, lambda: _notify(listings, notices)).start()
-        server = build_server(gateway, notices, settings.fixed_principal, version("toolgate-surface"))
+        relay = CancelRelay(nc, Cancels())
+        await relay.start()
+        server = build_server(gateway, notices, relay, settings.fixed_principal, version("toolgate-surface"))
         yield Surface(server, nc, agents)
     finally:
         await agents.aclose()
@@ -92,11 +97,14 @@ def _waiting(settings: SurfaceSettings) -> Waiting:
 
 
 def http_app(server: Server[Any], settings: SurfaceSettings) -> Starlette:
-    """The Streamable HTTP app (both protocol revisions), behind the configured authentication."""
+    """The Streamable HTTP app (both protocol revisions), behind the configured authentication.
+
+    Legacy clients get a stateless client id (:mod:`toolgate.surface.adapters.client_ids`).
+    """
     verifier, auth = _auth(settings)
     if settings.open_principal:
         log.warning("INSECURE: no authentication: every request acts as principal %s", settings.open_principal)
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path=settings.path,
         stateless_http=True,
         host=settings.host,
@@ -104,6 +112,8 @@ def http_app(server: Server[Any], settings: SurfaceSettings) -> Starlette:
         auth=auth,
         token_verifier=verifier,
     )
+    app.add_middleware(ClientIds)
+    return app
 
 
 def _auth(settings: SurfaceSettings) -> tuple[TokenVerifier | None, AuthSettings | None]:
@@ -118,11 +128,13 @@ def _auth(settings: SurfaceSettings) -> tuple[TokenVerifier | None, AuthSettings
         verifier: TokenVerifier = JwtTokens(
             settings.oauth_jwks, settings.oauth_issuer, settings.resource_url, settings.oauth_principal_claim
         )
-        auth = AuthSettings(
-            issuer_url=AnyHttpUrl(settings.oauth_issuer),
-            resource_server_url=AnyHttpUrl(settings.resource_url),
-            validate_token_resource=True,
-            required_scopes=[settings.required_scope],
+        auth = AuthSettings.model_validate(  # strings: the issuer is compared exactly (RFC 8414 §3.3)
+            {
+                "issuer_url": settings.oauth_issuer,
+                "resource_server_url": settings.resource_url,
+                "validate_token_resource": True,
+                "required_scopes": [settings.required_scope],
+            }
         )
         return verifier, auth
     return None, None

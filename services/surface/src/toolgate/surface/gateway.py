@@ -47,6 +47,8 @@ Progress = Callable[[float, str], Awaitable[None]]
 
 log = logging.getLogger("toolgate.surface.gateway")
 
+_WITHDRAW_TRIES = 5
+
 _KEY_REUSED = (
     f"refused (idempotency_key_reused): this _meta[{CLIENT_KEY!r}] was used before with other arguments. "
     "Use a new key for a new call."
@@ -165,14 +167,29 @@ class Gateway:
         return pending_result(request_id, None, None)
 
     async def _withdraw(self, client: ToolClient, key: str, entry: CallEntry) -> None:
-        try:
-            answer = await client.withdraw(entry.request_id)
-        except Exception as error:  # best effort: the call still ends with its own receipt
-            log.warning("request %s: withdrawal not sent: %s", entry.request_id, type(error).__name__)
-            return
+        """Withdraw a cancelled call; asked again while it may still be on its way to an approval.
+
+        Withdrawal answers ``not_pending`` until the approval is open, so a cancellation that
+        comes right after the call was sent is tried again (every 0.5 s, up to 2 s) while the
+        call is undecided or decided ``needs_approval``; a call decided ``execute`` runs on.
+        """
+        for _ in range(_WITHDRAW_TRIES):
+            try:
+                answer = await client.withdraw(entry.request_id)
+                if answer.reason_code != "not_pending" or not await self._may_open(client, entry.request_id):
+                    break
+            except Exception as error:  # best effort: the call still ends with its own receipt
+                log.warning("request %s: withdrawal not sent: %s", entry.request_id, type(error).__name__)
+                return
+            await anyio.sleep(0.5)
         if answer.reason_code == "withdrawn":
             await self._ledger.put(key, settled(entry, "denied", "withdrawn", time.time()))
         log.info("request %s cancelled by the client: %s", entry.request_id, answer.reason_code)
+
+    @staticmethod
+    async def _may_open(client: ToolClient, request_id: str) -> bool:
+        decision = await client.decision(request_id)
+        return decision is None or decision.verdict == "needs_approval"
 
     async def result_part(self, principal: str, request_id: str, offset_bytes: int) -> CallToolResult:
         """Up to ``limit_bytes`` of the JSON of ``principal``'s own result of ``request_id``, from ``offset_bytes``.

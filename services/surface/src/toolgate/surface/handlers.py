@@ -11,7 +11,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
@@ -29,9 +29,13 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolgate.surface.adapters.agents import NotServed
+from toolgate.surface.adapters.cancel_relay import CancelRelay
+from toolgate.surface.adapters.client_ids import CLIENT_ID
 from toolgate.surface.calls import CLIENT_KEY
+from toolgate.surface.cancels import call_of
 from toolgate.surface.gateway import Gateway, UnknownName
 from toolgate.surface.notices import Notices
+from toolgate.surface.results import problem_result
 
 __all__ = ["RESULT_TOOL", "build_server", "principal_of"]
 
@@ -69,8 +73,11 @@ def principal_of(fixed: str | None) -> str:
     raise MCPError(INVALID_REQUEST, "no principal: this surface needs a bearer token")
 
 
-def build_server(gateway: Gateway, notices: Notices, fixed: str | None, version: str) -> Server[Any]:
+def build_server(
+    gateway: Gateway, notices: Notices, relay: CancelRelay, fixed: str | None, version: str
+) -> Server[Any]:
     """The low-level MCP server of the surface (``fixed``: the principal of stdio or of an open surface)."""
+    cancels = relay.cancels
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams | None) -> ListToolsResult:
         principal = principal_of(fixed)
@@ -89,17 +96,19 @@ def build_server(gateway: Gateway, notices: Notices, fixed: str | None, version:
         async def progress(elapsed_s: float, message: str) -> None:
             await ctx.session.report_progress(elapsed_s, None, message)
 
-        try:
-            return await _served(gateway.call(principal, params.name, arguments, _key(key), progress))
-        except UnknownName:
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}") from None
+        with cancels.holding(call_of(principal, CLIENT_ID.get(), ctx.request_id)):
+            try:
+                return await _served(gateway.call(principal, params.name, arguments, _key(key), progress))
+            except UnknownName:
+                raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}") from None
+        return problem_result("cancelled by the client: a call waiting for approval was withdrawn")
 
     async def listen(
         ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
     ) -> SubscriptionsListenResult:
         return await notices.listen(principal_of(fixed), ctx, params)
 
-    return Server(
+    server: Server[Any] = Server(
         "toolgate",
         version=version,
         instructions="Tools governed by toolgate: a call may be denied, or wait for a person's approval "
@@ -108,6 +117,14 @@ def build_server(gateway: Gateway, notices: Notices, fixed: str | None, version:
         on_call_tool=call_tool,
         on_subscriptions_listen=listen,
     )
+
+    async def relay_cancellations(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "notifications/cancelled" and ctx.request_id is None and ctx.params:
+            await relay.cancel(principal_of(fixed), CLIENT_ID.get(), ctx.params.get("requestId"))
+        return await call_next(ctx)
+
+    server.middleware.append(relay_cancellations)
+    return server
 
 
 def _key(value: Any) -> str | None:

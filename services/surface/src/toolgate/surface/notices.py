@@ -14,7 +14,6 @@ and tells only those whose listing changed, on both protocol revisions:
 from __future__ import annotations
 
 import logging
-import weakref
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -33,7 +32,7 @@ class Notices:
     def __init__(self) -> None:
         self._buses: dict[str, InMemorySubscriptionBus] = {}
         self._listen: dict[str, ListenHandler] = {}
-        self._sessions: dict[str, weakref.WeakSet[ServerSession]] = {}
+        self._sessions: dict[str, ServerSession] = {}
 
     async def listen(
         self, principal: str, ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
@@ -45,16 +44,22 @@ class Notices:
         return await self._listen[principal](ctx, params)
 
     def remember(self, principal: str, session: ServerSession) -> None:
-        """Tell ``session`` (a legacy stdio session) when ``principal``'s listing changes."""
-        self._sessions.setdefault(principal, weakref.WeakSet()).add(session)
+        """Tell the client of ``session`` (legacy stdio: one client per process) when ``principal``'s listing changes.
+
+        The latest request's session is kept: each request has its own, and all of one
+        connection's send standalone notifications on the same channel.
+        """
+        self._sessions[principal] = session
 
     async def tools_changed(self, principal: str) -> None:
         """Send ``tools/list_changed`` to every client of ``principal`` (a closed session is skipped)."""
         if principal in self._buses:
             await self._buses[principal].publish(ToolsListChanged())
-        for session in list(self._sessions.get(principal, ())):
-            try:
-                await session.send_tool_list_changed()
-            except Exception as error:  # a gone client must not stop the others
-                log.info("list_changed not delivered to a session of %s: %s", principal, type(error).__name__)
-                self._sessions[principal].discard(session)
+        session = self._sessions.get(principal)
+        if session is None:
+            return
+        try:
+            await session.send_tool_list_changed()
+        except Exception as error:  # a gone client: forget it
+            log.info("list_changed not delivered to the client of %s: %s", principal, type(error).__name__)
+            self._sessions.pop(principal, None)

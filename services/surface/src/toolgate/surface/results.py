@@ -36,7 +36,7 @@ __all__ = ["RECEIPT_META", "as_result", "cut_text", "pending_result", "problem_r
 
 RECEIPT_META = "io.toolgate/receipt"
 PENDING_META = "io.toolgate/pending"
-_BLOCKS: TypeAdapter[list[ContentBlock]] = TypeAdapter(list[ContentBlock])
+_BLOCK: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)
 _SUCCESS = ("succeeded", "replayed")
 
 _ADVICE = {
@@ -90,14 +90,22 @@ def _success(receipt: ReceiptIssued, mcp_envelope: bool, has_schema: bool, limit
 
 def _parts(result: Any, mcp_envelope: bool) -> tuple[list[ContentBlock], dict[str, Any] | None]:
     if mcp_envelope and isinstance(result, dict):
-        try:
-            blocks = _BLOCKS.validate_python(result.get("content") or [])
-        except ValidationError:
-            blocks = [TextContent(text=json.dumps(result.get("content"), ensure_ascii=False))]
+        items = result.get("content")
+        blocks = [_block(item) for item in (items if isinstance(items, list) else [])]
         structured = result.get("structured")
         return blocks, structured if isinstance(structured, dict) else None
     text = json.dumps(result, ensure_ascii=False)
     return [TextContent(text=text)], result if isinstance(result, dict) else None
+
+
+def _block(item: Any) -> ContentBlock:
+    """One upstream content block; one whose binary payload the receipt does not carry becomes a note."""
+    try:
+        return _BLOCK.validate_python(item)
+    except ValidationError:
+        kind = item.get("type", "?") if isinstance(item, dict) else type(item).__name__
+        mime = item.get("mimeType", "") if isinstance(item, dict) else ""
+        return TextContent(text=f"[toolgate: a {kind} block {mime} was returned; receipts do not carry binary data]")
 
 
 def cut_text(text: str, limit_bytes: int, request_id: str) -> str:

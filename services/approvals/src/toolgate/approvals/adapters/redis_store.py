@@ -142,7 +142,7 @@ class RedisApprovalStore:
             pipe.exists(EPOCH)
             pipe.mget([_key(own_id), _key(own_id, "joined-to")])
             epoch, (raw, joined_to) = await _safe(pipe.execute())
-        if not epoch:
+        if epoch == 0:  # no epoch marker: the store lost its state
             raise IndexLost()
         if raw is not None:
             return own_id

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from toolgate.contracts.catalog import TOKEN
 __all__ = ["JwtTokens", "StaticTokens", "TokensInvalid", "token_digest"]
 
 DEFAULT_SCOPE = "toolgate:tools"
+log = logging.getLogger("toolgate.surface.tokens")
 _ALGORITHMS = ["RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"]
 
 
@@ -56,7 +58,12 @@ def token_digest(token: str) -> str:
 
 
 class StaticTokens:
-    """Tokens from a static file (module docstring).
+    """Tokens from a static file (module docstring), read again when the file changes.
+
+    The file's modification time and size are checked on every request (one ``stat``); a changed file is
+    read again, so ``toolgate mcp token add`` and a deleted entry take effect without a restart.
+    A file that can no longer be read or parsed accepts no token at all until it is fixed
+    (fail closed: a half-edited file never keeps a revoked token valid), and says why in the log.
 
     Raises:
         TokensInvalid: at construction, a malformed file or entry (an unknown key, a principal
@@ -64,21 +71,47 @@ class StaticTokens:
     """
 
     def __init__(self, path: Path, resource: str | None) -> None:
-        self._resource = resource
-        self._by_digest: dict[str, tuple[str, list[str]]] = {}
-        for label, raw in _tables(path).items():
-            entry = _entry(label, raw)
-            if entry.sha256 in self._by_digest:
-                raise TokensInvalid(f"{path}: [tokens.{label}] repeats another entry's token")
-            self._by_digest[entry.sha256] = (entry.principal, entry.scopes or [DEFAULT_SCOPE])
+        self._path, self._resource = path, resource
+        self._by_digest = _load(path)
+        self._seen = _stamp(path)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The principal of ``token``, or ``None`` when the file does not hold it."""
+        self._reload()
         found = self._by_digest.get(token_digest(token))
         if found is None:
             return None
         principal, scopes = found
         return AccessToken(token="static", client_id=principal, scopes=scopes, resource=self._resource)
+
+    def _reload(self) -> None:
+        stamp = _stamp(self._path)
+        if stamp == self._seen:
+            return
+        self._seen = stamp
+        try:
+            self._by_digest = _load(self._path)
+        except TokensInvalid as error:
+            log.error("token file unusable, every token refused until it is fixed: %s", error)
+            self._by_digest = {}
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
+
+
+def _load(path: Path) -> dict[str, tuple[str, list[str]]]:
+    by_digest: dict[str, tuple[str, list[str]]] = {}
+    for label, raw in _tables(path).items():
+        entry = _entry(label, raw)
+        if entry.sha256 in by_digest:
+            raise TokensInvalid(f"{path}: [tokens.{label}] repeats another entry's token")
+        by_digest[entry.sha256] = (entry.principal, entry.scopes or [DEFAULT_SCOPE])
+    return by_digest
 
 
 def _tables(path: Path) -> dict[str, Any]:

@@ -1,0 +1,76 @@
+"""Receipts as MCP results."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.vocabulary import Outcome
+from toolgate.surface.results import as_result, pending_result
+
+
+def receipt(outcome: Outcome, reason_code: str = "ok", result: Any = None, **more: Any) -> ReceiptIssued:
+    return ReceiptIssued(
+        event_id="e",
+        occurred_at=datetime.now(UTC),
+        request_id="r1",
+        principal="p",
+        outcome=outcome,
+        reason_code=reason_code,
+        reason="because",
+        result=result,
+        **more,
+    )
+
+
+def test_a_success_carries_content_and_structured_content_and_the_receipt() -> None:
+    result = as_result(receipt(Outcome.SUCCEEDED, result={"a": 1}), False, True, 1000)
+    assert result.is_error is False and result.structured_content == {"a": 1}
+    assert json.loads(result.content[0].text) == {"a": 1}  # type: ignore[union-attr]
+    assert result.meta and result.meta["io.toolgate/receipt"]["request_id"] == "r1"
+
+
+def test_an_mcp_upstreams_blocks_pass_through() -> None:
+    envelope = {"structured": None, "content": [{"type": "text", "text": "hi"}, {"type": "image", "mimeType": "x"}]}
+    result = as_result(receipt(Outcome.SUCCEEDED, result=envelope), True, False, 1000)
+    assert [block.type for block in result.content] == ["text", "text"]
+    assert result.content[0].text == "hi"  # type: ignore[union-attr]
+    assert "image block x" in result.content[1].text  # type: ignore[union-attr]
+    assert result.structured_content is None
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code", "advice"),
+    [
+        (Outcome.DENIED, "forbidden", "Do not retry this call unchanged"),
+        (Outcome.REFUSED, "schema_invalid", "fix what the reason names"),
+        (Outcome.FAILED, "tool_error", "Calling again is a new call"),
+        (Outcome.UNCERTAIN, "timeout", "MAY HAVE HAPPENED"),
+    ],
+)
+def test_every_other_outcome_is_an_error_result_that_says_what_to_do(outcome: Outcome, code: str, advice: str) -> None:
+    result = as_result(receipt(outcome, code), False, True, 1000)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.is_error is True and text.startswith(f"toolgate: {outcome.value} ({code})") and advice in text
+
+
+def test_a_rate_limited_denial_says_when_to_come_back() -> None:
+    result = as_result(receipt(Outcome.DENIED, "rate_limited", retry_after_s=12.0), False, True, 1000)
+    assert "fits again in 12 s" in result.content[0].text  # type: ignore[union-attr]
+
+
+def test_a_result_over_the_limit_is_cut_with_a_marker_naming_the_request() -> None:
+    result = as_result(receipt(Outcome.SUCCEEDED, result={"a": "é" * 5000}), False, False, 1024)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "result cut at 1024 of" in text and '"request_id": "r1"' in text and len(text.encode()) < 1400
+    assert result.structured_content is None and result.is_error is False
+
+
+def test_a_pending_call_names_its_approval_and_how_to_get_the_outcome() -> None:
+    result = pending_result("r1", "ap-0123456789ab", None)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.is_error is True and "pending approval ap-0123456789ab" in text and "same arguments" in text
