@@ -40,7 +40,7 @@ SUITE = TOOLS / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 PRINCIPAL = "conformance"
 SERVER = "everything"
 TOOL = f"mcp_{SERVER}"
-SUITE_TIMEOUT_S = 150.0
+SUITE_TIMEOUT_S = 100.0
 
 PRINCIPALS = f"""[principals.{PRINCIPAL}]
 autonomy = 1

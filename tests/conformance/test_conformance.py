@@ -2,10 +2,11 @@
 
 Every scenario a revision requires runs against the surface of a whole stack whose upstream
 ``everything`` is the fixture server; what the surface does differently from a plain MCP
-server, because it governs calls, is listed in ``baseline-<revision>.yml``, one commented
-entry per difference. The suite fails the run on a failure the baseline does not list and on
-a listed one that now passes. The same fixture run alone must pass every scored scenario:
-so a failure through the surface is the surface's, not a missing fixture.
+server, because it governs calls, is listed in ``baseline-<revision>.yml``: one entry per
+failing check, under a comment naming the difference. The suite fails the run on a failure
+the baseline does not list and on a listed one that now passes. The same fixture run alone
+must pass every scored scenario: so a failure through the surface is the surface's, not a
+missing fixture.
 """
 
 from __future__ import annotations
