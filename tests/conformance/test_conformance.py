@@ -1,0 +1,59 @@
+"""The official MCP conformance suite, run for both protocol revisions through toolgate's MCP surface.
+
+Every scenario a revision requires runs against the surface of a whole stack whose upstream
+``everything`` is the fixture server; what the surface does differently from a plain MCP
+server, because it governs calls, is listed in ``baseline-<revision>.yml``: one entry per
+failing check, under a comment naming the difference. The suite fails the run on a failure
+the baseline does not list and on a listed one that now passes. The same fixture run alone
+must pass every scored scenario: so a failure through the surface is the surface's, not a
+missing fixture.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+pytestmark = [pytest.mark.conformance, pytest.mark.e2e]
+
+HERE = Path(__file__).resolve().parent
+FIXTURE = HERE.parent / "fixtures" / "mcp" / "everything_server.py"
+REVISIONS = ("2025-11-25", "2026-07-28")
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_the_fixture_alone_passes_every_scored_scenario(
+    suite: Any, fixture_url: str, revision: str, tmp_path: Path
+) -> None:
+    run = suite(fixture_url, revision, tmp_path)
+    print(run.summary())
+
+    assert run.returncode == 0, run.output
+
+
+async def test_the_registry_imports_every_fixture_tool_and_a_call_runs_without_approval(agent: Any) -> None:
+    params = StdioServerParameters(command=sys.executable, args=[str(FIXTURE)])
+    async with Client(params) as upstream:
+        listed = {tool.name for tool in (await upstream.list_tools()).tools}
+    descriptor = await agent.describe("mcp_everything")
+
+    issued = await agent.invoke("mcp_everything", "test_simple_text", {}, timeout_s=20.0)
+
+    assert set(descriptor.operations) == listed
+    assert issued.outcome == "succeeded", issued.reason
+    assert issued.principal == "conformance"
+
+
+@pytest.mark.parametrize("revision", REVISIONS)
+def test_the_suite_through_the_surface_fails_only_as_the_baseline_says(
+    suite: Any, surface_url: str, revision: str, tmp_path: Path
+) -> None:
+    run = suite(surface_url, revision, tmp_path, HERE / f"baseline-{revision}.yml")
+    print(run.summary())
+
+    assert run.returncode == 0, run.output
