@@ -63,13 +63,6 @@ call is refused ``rate_limited`` (rate limits have tests of their own).
 """
 
 
-BREAKER_FAULTS = 1000
-"""The suite calls tools that fail on purpose (errors, sampling and elicitation the executor cannot
-answer, input it cannot give) many times in a row: with the default 5 the upstream's circuit
-would open mid-run and later scenarios would meet ``tool_unavailable``, so each scenario's
-result would depend on the ones before it. The breaker has tests of its own (tests/e2e)."""
-
-
 @dataclass(frozen=True)
 class Run:
     """One run of the suite: its exit code and what it printed (stdout and stderr)."""
@@ -166,7 +159,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(base / "principals.toml"),
         "TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(base / "box"),
         "TOOLGATE_MCP_SERVERS_FILE": str(base / "servers.toml"),
-        "TOOLGATE_EXECUTOR_MCP_BREAKER_FAULTS": str(BREAKER_FAULTS),
     }
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("NATS_URL", raising=False)

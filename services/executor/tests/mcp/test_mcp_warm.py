@@ -13,7 +13,7 @@ import pytest
 
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.mcp_warden import ServerState
-from toolgate.executor.errors import ToolFailed, ToolRefused
+from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused
 from toolgate.shared.mcp_config import McpServerConfig
 
 from .test_mcp_outcomes import WRITE, call, started
@@ -31,7 +31,11 @@ async def wait_for(predicate: Any, timeout_s: float = 15.0) -> None:
 
 @pytest.fixture
 def git(mcp_servers: Any) -> Any:
-    tools = [mcp_servers.tool("echo", annotations=READ), mcp_servers.tool("fail", "is_error", annotations=WRITE)]
+    tools = [
+        mcp_servers.tool("echo", annotations=READ),
+        mcp_servers.tool("fail", "malformed_result", annotations=WRITE),
+        mcp_servers.tool("refuse", "is_error", annotations=WRITE),
+    ]
     return mcp_servers("git", tools, trust_hints=True)
 
 
@@ -55,7 +59,7 @@ async def test_servers_start_before_the_first_call_and_a_dead_one_names_itself(
         assert len(started(git.workdir)) == 1
         assert {name: state.state for name, state in host.states().items()} == {"git": "ready", "notes": "unavailable"}
         lines = [record.getMessage() for record in caplog.records]
-        assert any(line.startswith("mcp server git: ready (2 tools, ") for line in lines), lines
+        assert any(line.startswith("mcp server git: ready (3 tools, ") for line in lines), lines
         assert any(line.startswith("mcp server notes: unavailable: ") and "NOTES_DIR" in line for line in lines), lines
     finally:
         await host.aclose()
@@ -99,7 +103,7 @@ async def test_a_failing_tool_opens_the_circuit_and_a_probe_closes_it(git: Any) 
     try:
         await host.start()
         for _ in range(3):
-            with pytest.raises(ToolFailed):
+            with pytest.raises(ToolOutcomeUnknown):
                 await call(host, git, "fail", {"name": "x"})
 
         with pytest.raises(ToolRefused) as refused:
@@ -118,14 +122,28 @@ async def test_a_failing_tool_opens_the_circuit_and_a_probe_closes_it(git: Any) 
         await host.aclose()
 
 
+async def test_a_tool_answering_with_errors_never_takes_its_servers_other_tools_down(git: Any) -> None:
+    host = McpToolHost({"git": git.config}, breaker_faults=2, breaker_cool_down_s=30.0)
+    try:
+        await host.start()
+        for _ in range(5):
+            with pytest.raises(ToolFailed) as failed:
+                await call(host, git, "refuse", {"name": "x"})
+            assert failed.value.reason_code == "tool_error"
+        assert (await call(host, git, "echo", {"name": "still served"})) is not None
+        assert host.states()["git"].state == "ready"
+    finally:
+        await host.aclose()
+
+
 async def test_a_failed_probe_opens_the_circuit_again(git: Any) -> None:
     host = McpToolHost({"git": git.config}, breaker_faults=1, breaker_cool_down_s=0.3)
     try:
         await host.start()
-        with pytest.raises(ToolFailed):
+        with pytest.raises(ToolOutcomeUnknown):
             await call(host, git, "fail", {"name": "x"})
         await asyncio.sleep(0.4)
-        with pytest.raises(ToolFailed):
+        with pytest.raises(ToolOutcomeUnknown):
             await call(host, git, "fail", {"name": "probe"})
 
         with pytest.raises(ToolRefused):

@@ -6,8 +6,11 @@ States (:class:`Breaker`)::
       ^                                ^                                          |
       +------------ probe succeeds ----+--------------- probe faults -------------+
 
-A *fault* is a call that failed or whose outcome is unknown (``ToolFailed``,
-``ToolOutcomeUnknown``, ``ToolTimeout``); a refusal (the caller's fault, nothing sent) counts
+A *fault* is a call the server did not answer properly: it could not be sent, timed out, lost
+its connection or got a reply that is no MCP (``ToolFailed("server_unavailable")``,
+``ToolTimeout``, ``ToolOutcomeUnknown``). A tool's own error answer (``tool_error``) or a result
+breaking its schema (``output_invalid``) shows a server that answers, so one failing tool never
+takes its server's other tools down; like a refusal (the caller's fault, nothing sent) it counts
 neither way and frees the probe's place. While open or probing, other calls are refused at
 once. Pure state: the clock is passed in, nothing here does I/O.
 """

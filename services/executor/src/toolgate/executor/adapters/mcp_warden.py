@@ -37,6 +37,10 @@ from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
 
 __all__ = ["FIRST_DELAY_S", "MAX_DELAY_S", "ServerState", "Warden"]
 
+ANSWERED = frozenset({"tool_error", "output_invalid"})
+"""Reason codes of calls the server answered (its tool's error, a result breaking the tool's schema): no fault
+of the server's, so they never open its circuit, whose faults are silence, lost connections and broken replies."""
+
 log = logging.getLogger("toolgate.executor")
 
 FIRST_DELAY_S: Final = 0.5
@@ -107,7 +111,10 @@ class Warden:
             self._breaker.neutral()
             raise
         except ExecutorError as error:
-            self._fault(error)
+            if error.reason_code in ANSWERED:
+                self._breaker.neutral()  # the server answered: its tool's own error says nothing of its health
+            else:
+                self._fault(error)
             raise
         except BaseException:
             self._breaker.neutral()
