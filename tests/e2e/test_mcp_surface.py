@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import ToolListChangedNotification
+from mcp_types import ElicitResult, ToolListChangedNotification
 
 from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Subjects
@@ -329,3 +329,37 @@ async def test_oauth_a_token_for_this_resource_acts_as_its_principal_others_are_
     assert (await _post(url, _access(key, "https://other.example/mcp"), PING)).status_code == 401
     assert (await _post(url, _access(key, url, exp=time.time() - 600), PING)).status_code == 401
     assert (await _post(url, _access(key, url, scope="profile"), PING)).status_code == 403
+
+
+@pytest.mark.parametrize(("answer", "ends"), [("decline", "withdrawn"), ("keep", "pending")])
+async def test_a_desktop_client_is_asked_whether_to_keep_waiting_and_its_answer_grants_nothing(
+    gate: Gate, surfaces: Surfaces, new_id: Any, answer: str, ends: str
+) -> None:
+    principal, asked = gate.agent(), []
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        if answer == "decline":
+            return ElicitResult(action="decline")
+        return ElicitResult(action="accept", content={"keep_waiting": True})
+
+    parameters = _stdio(surfaces, principal)
+    parameters.env = {**(parameters.env or {}), "TOOLGATE_SURFACE_HOLD_S": "4", "TOOLGATE_SURFACE_PROGRESS_S": "1"}
+    async with Client(parameters, mode="legacy", elicitation_callback=elicit) as client:
+        result = await client.call_tool("file_system__write", {"path": f"{new_id('e')}.txt", "content": "x"})
+    text = text_of(result)
+    assert len(asked) == 1 and "not an approval" in asked[0] and "ap-" in asked[0]
+    request_id = _request_id_in(result)
+    if ends == "withdrawn":
+        assert result.is_error is True and "withdrawn" in text
+        receipt = await gate.receipt(principal, request_id)
+        assert (receipt.outcome, receipt.reason_code) == ("denied", "withdrawn")
+    else:
+        assert "pending approval ap-" in text
+        assert await gate.is_pending(request_id)  # kept waiting: only an approver's answer ends it
+
+
+def _request_id_in(result: Any) -> str:
+    meta = result.meta or {}
+    found = meta.get("io.toolgate/receipt") or meta.get("io.toolgate/pending")
+    return str(found["request_id"])

@@ -40,10 +40,27 @@ from toolgate.surface.listings import Listing, Listings
 from toolgate.surface.results import as_result, pending_result, problem_result
 from toolgate.surface.shaping import Target, is_mcp
 
-__all__ = ["Gateway", "Progress", "UnknownName", "Waiting"]
+__all__ = ["Client", "Confirm", "Gateway", "Progress", "UnknownName", "Waiting"]
 
 Progress = Callable[[float, str], Awaitable[None]]
 """``progress(elapsed_s, message)``: one progress notification to the client."""
+
+Confirm = Callable[[str], Awaitable[bool | None]]
+"""``confirm(message)``: ask the person at the client whether to keep waiting for an approval:
+``True`` keep waiting, ``False`` withdraw the call, ``None`` no answer. Never a grant."""
+
+
+@dataclass(frozen=True)
+class Client:
+    """What the MCP client can be sent while its call is held (each optional)."""
+
+    progress: Progress | None = None
+    confirm: Confirm | None = None
+
+
+class _Declined(Exception):
+    """The person at the client chose to withdraw a call waiting for approval."""
+
 
 log = logging.getLogger("toolgate.surface.gateway")
 
@@ -87,7 +104,7 @@ class Gateway:
         return await self._listings.of(principal)
 
     async def call(
-        self, principal: str, name: str, arguments: dict[str, Any], client_key: str | None, progress: Progress | None
+        self, principal: str, name: str, arguments: dict[str, Any], client_key: str | None, asking: Client
     ) -> CallToolResult:
         """Run one ``tools/call`` of ``principal`` (module docstring).
 
@@ -107,7 +124,7 @@ class Gateway:
             return problem_result(_KEY_REUSED)
         if not entry.published:
             entry = await self._send(client, key, target, arguments, entry)
-        return await self._outcome(client, key, target, entry, progress)
+        return await self._outcome(client, key, target, entry, asking)
 
     async def _claimed(self, key: str, target: Target, client_key: str | None, digest: str) -> CallEntry:
         fresh = fresh_entry(key, target.read_only, client_key, digest)
@@ -134,10 +151,13 @@ class Gateway:
         return published
 
     async def _outcome(
-        self, client: ToolClient, key: str, target: Target, entry: CallEntry, progress: Progress | None
+        self, client: ToolClient, key: str, target: Target, entry: CallEntry, asking: Client
     ) -> CallToolResult:
         try:
-            receipt = await self._held(client, entry.request_id, progress)
+            receipt = await self._held(client, entry.request_id, asking)
+        except _Declined:
+            await self._withdraw(client, key, entry)
+            receipt = await self._held(client, entry.request_id, Client())
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._withdraw(client, key, entry)
@@ -148,21 +168,42 @@ class Gateway:
         schema = target.spec.output_schema.get("type") == "object"
         return as_result(receipt, is_mcp(target.adapter), schema, self._waiting.limit_bytes)
 
-    async def _held(self, client: ToolClient, request_id: str, progress: Progress | None) -> ReceiptIssued | None:
-        started = time.monotonic()
+    async def _held(self, client: ToolClient, request_id: str, asking: Client) -> ReceiptIssued | None:
+        """The receipt within ``hold_s``, or ``None``; asks the person once when the call waits for an approval.
+
+        Raises:
+            _Declined: the person chose to withdraw the call.
+        """
+        started, asked = time.monotonic(), asking.confirm is None
         while (left := self._waiting.hold_s - (time.monotonic() - started)) > 0:
             try:
                 return await client.receipt(request_id, timeout_s=min(self._waiting.progress_s, left))
             except TimeoutError:
                 pass
-            if progress is not None:
+            if not asked and (asked := await self._awaits_approval(client, request_id)):
+                await self._ask(asking, client.approval_id(request_id))
+            if asking.progress is not None:
                 elapsed = time.monotonic() - started
-                await progress(elapsed, f"waiting for the outcome of request {request_id} ({elapsed:.0f} s)")
+                await asking.progress(elapsed, f"waiting for the outcome of request {request_id} ({elapsed:.0f} s)")
         return None
 
-    async def _pending(self, client: ToolClient, request_id: str) -> CallToolResult:
+    @staticmethod
+    async def _awaits_approval(client: ToolClient, request_id: str) -> bool:
         decision = await client.decision(request_id)
-        if decision is not None and decision.verdict == "needs_approval":
+        return decision is not None and decision.verdict == "needs_approval"
+
+    @staticmethod
+    async def _ask(asking: Client, approval_id: str) -> None:
+        assert asking.confirm is not None
+        question = (
+            f"This call waits for approval {approval_id} by a person entitled to approve it. "
+            "Keep waiting for it, or withdraw the call? (Your answer here is not an approval.)"
+        )
+        if await asking.confirm(question) is False:
+            raise _Declined(approval_id)
+
+    async def _pending(self, client: ToolClient, request_id: str) -> CallToolResult:
+        if await self._awaits_approval(client, request_id):
             return pending_result(request_id, client.approval_id(request_id), None)
         return pending_result(request_id, None, None)
 

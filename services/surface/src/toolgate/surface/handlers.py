@@ -33,7 +33,7 @@ from toolgate.surface.adapters.cancel_relay import CancelRelay
 from toolgate.surface.adapters.client_ids import CLIENT_ID
 from toolgate.surface.calls import CLIENT_KEY
 from toolgate.surface.cancels import call_of
-from toolgate.surface.gateway import Gateway, UnknownName
+from toolgate.surface.gateway import Client, Gateway, UnknownName
 from toolgate.surface.notices import Notices
 from toolgate.surface.results import problem_result
 
@@ -93,12 +93,9 @@ def build_server(
             return await gateway.result_part(principal, str(arguments.get("request_id", "")), int(offset))
         key = (params.meta or {}).get(CLIENT_KEY)
 
-        async def progress(elapsed_s: float, message: str) -> None:
-            await ctx.session.report_progress(elapsed_s, None, message)
-
         with cancels.holding(call_of(principal, CLIENT_ID.get(), ctx.request_id)):
             try:
-                return await _served(gateway.call(principal, params.name, arguments, _key(key), progress))
+                return await _served(gateway.call(principal, params.name, arguments, _key(key), _asking(ctx)))
             except UnknownName:
                 raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}") from None
         return problem_result("cancelled by the client: a call waiting for approval was withdrawn")
@@ -125,6 +122,35 @@ def build_server(
 
     server.middleware.append(relay_cancellations)
     return server
+
+
+_KEEP_WAITING: dict[str, Any] = {
+    "type": "object",
+    "properties": {"keep_waiting": {"type": "boolean", "title": "Keep waiting for the approval", "default": True}},
+    "required": ["keep_waiting"],
+}
+
+
+def _asking(ctx: ServerRequestContext[Any, Any]) -> Client:
+    """Progress for every client; a keep-waiting question for a stdio client that takes elicitation requests.
+
+    Over stateless HTTP a server request's answer would reach another request's transport, so
+    only stdio (one connection) asks.
+    """
+
+    async def progress(elapsed_s: float, message: str) -> None:
+        await ctx.session.report_progress(elapsed_s, None, message)
+
+    async def confirm(question: str) -> bool | None:
+        answer = await ctx.session.elicit_form(question, _KEEP_WAITING, related_request_id=ctx.request_id)
+        if answer.action != "accept":
+            return False if answer.action == "decline" else None
+        return bool((answer.content or {}).get("keep_waiting", True))
+
+    capabilities = ctx.session.client_capabilities
+    legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
+    asks = legacy and ctx.request is None and capabilities is not None and capabilities.elicitation is not None
+    return Client(progress=progress, confirm=confirm if asks else None)
 
 
 def _key(value: Any) -> str | None:
