@@ -363,3 +363,14 @@ def _request_id_in(result: Any) -> str:
     meta = result.meta or {}
     found = meta.get("io.toolgate/receipt") or meta.get("io.toolgate/pending")
     return str(found["request_id"])
+
+
+async def test_a_denied_call_is_an_error_result_that_says_not_to_retry_unchanged(
+    gate: Gate, surfaces: Surfaces, url: str
+) -> None:
+    """The file_system tool allows 5 calls a minute per principal: the sixth is denied by the policy."""
+    async with http_client(url, surfaces.token_of(gate.agent()), "legacy") as client:
+        results = [await client.call_tool("file_system__list", {"path": "."}) for _ in range(6)]
+    assert [r.is_error for r in results] == [False] * 5 + [True]
+    text = text_of(results[-1])
+    assert text.startswith("toolgate: denied (rate_limited)") and "fits again in" in text
