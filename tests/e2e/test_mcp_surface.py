@@ -374,3 +374,24 @@ async def test_a_denied_call_is_an_error_result_that_says_not_to_retry_unchanged
     assert [r.is_error for r in results] == [False] * 5 + [True]
     text = text_of(results[-1])
     assert text.startswith("toolgate: denied (rate_limited)") and "fits again in" in text
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"request_id": "r1", "offset_bytes": -5},
+        {"request_id": "r1", "offset_bytes": "10"},
+        {"request_id": "r1", "offset_bytes": True},
+        {"request_id": "../../x"},
+        {"request_id": 7},
+        {},
+        {"request_id": "r1", "principal": "a1-00"},
+    ],
+)
+async def test_toolgate_result_refuses_what_it_cannot_read(
+    gate: Gate, surfaces: Surfaces, url: str, arguments: dict[str, Any]
+) -> None:
+    async with http_client(url, surfaces.token_of(gate.agent()), "legacy") as client:
+        refused = await client.call_tool("toolgate_result", arguments)
+        assert refused.is_error is True and text_of(refused).startswith("toolgate: refused")
+        assert (await client.call_tool("file_system__read", {"path": "hello.txt"})).is_error is False

@@ -74,3 +74,11 @@ def test_a_pending_call_names_its_approval_and_how_to_get_the_outcome() -> None:
     result = pending_result("r1", "ap-0123456789ab", None)
     text = result.content[0].text  # type: ignore[union-attr]
     assert result.is_error is True and "pending approval ap-0123456789ab" in text and "same arguments" in text
+
+
+def test_a_cut_never_splits_a_character_and_names_the_offset_it_cut_at() -> None:
+    result = as_result(receipt(Outcome.SUCCEEDED, result={"a": "é" * 5000}), False, False, 1001)
+    text = result.content[0].text  # type: ignore[union-attr]
+    head, _, marker = text.partition("\n[toolgate: result cut at ")
+    cut = int(marker.split(" ")[0])
+    assert cut <= 1001 and len(head.encode()) == cut and '"offset_bytes": ' + str(cut) in marker

@@ -31,13 +31,14 @@ import anyio
 import msgspec
 from mcp_types import CallToolResult, TextContent
 
+from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.sdk import DuplicateRequest, ToolClient
 from toolgate.surface.adapters.agents import Agents
 from toolgate.surface.adapters.ledger import Ledger
 from toolgate.surface.calls import CLIENT_KEY, CallEntry, arguments_digest, call_key, fresh_entry, reusable, settled
 from toolgate.surface.listings import Listing, Listings
-from toolgate.surface.results import as_result, pending_result, problem_result
+from toolgate.surface.results import as_result, boundary, pending_result, problem_result
 from toolgate.surface.shaping import Target, is_mcp
 
 __all__ = ["Client", "Confirm", "Gateway", "Progress", "UnknownName", "Waiting"]
@@ -232,18 +233,28 @@ class Gateway:
         decision = await client.decision(request_id)
         return decision is None or decision.verdict == "needs_approval"
 
-    async def result_part(self, principal: str, request_id: str, offset_bytes: int) -> CallToolResult:
-        """Up to ``limit_bytes`` of the JSON of ``principal``'s own result of ``request_id``, from ``offset_bytes``.
+    async def result_part(self, principal: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Up to ``limit_bytes`` of the JSON of ``principal``'s own result, from ``offset_bytes`` (``toolgate_result``).
 
-        Only the principal's own receipts can be read (its NATS user reads no other's).
+        Args:
+            principal: the caller; only its own receipts can be read (its NATS user reads no other's).
+            arguments: ``{"request_id": <token>, "offset_bytes": <int >= 0>}``; anything else is refused.
         """
+        request_id, offset = arguments.get("request_id"), arguments.get("offset_bytes", 0)
+        if (
+            set(arguments) - {"request_id", "offset_bytes"}
+            or not isinstance(request_id, str)
+            or not TOKEN.match(request_id)
+        ):
+            return problem_result("refused: toolgate_result takes request_id (a request id) and offset_bytes")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            return problem_result("refused: offset_bytes must be an integer of at least 0")
         client = await self._agents.client(principal)
         try:
             receipt = await client.receipt(request_id, timeout_s=2.0)
         except Exception:  # no answer, or not this principal's: the same refusal
             return problem_result(f"no receipt of request {request_id} is readable for {principal}")
         text = json.dumps(receipt.result, ensure_ascii=False, separators=(",", ":")).encode()
-        part = text[offset_bytes : offset_bytes + self._waiting.limit_bytes].decode(errors="ignore")
-        rest = max(0, len(text) - offset_bytes - self._waiting.limit_bytes)
-        note = f"\n[toolgate: {rest} more bytes from offset {offset_bytes + self._waiting.limit_bytes}]" if rest else ""
-        return CallToolResult(content=[TextContent(text=part + note)])
+        start, end = boundary(text, offset), boundary(text, offset + self._waiting.limit_bytes)
+        note = f"\n[toolgate: {len(text) - end} more bytes from offset {end}]" if len(text) > end else ""
+        return CallToolResult(content=[TextContent(text=text[start:end].decode() + note)])

@@ -89,8 +89,7 @@ def build_server(
     async def call_tool(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> CallToolResult:
         principal, arguments = principal_of(fixed), dict(params.arguments or {})
         if params.name == RESULT_TOOL.name:
-            offset = arguments.get("offset_bytes", 0)
-            return await gateway.result_part(principal, str(arguments.get("request_id", "")), int(offset))
+            return await gateway.result_part(principal, arguments)
         key = (params.meta or {}).get(CLIENT_KEY)
 
         with cancels.holding(call_of(principal, CLIENT_ID.get(), ctx.request_id)):

@@ -32,7 +32,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from toolgate.contracts.events import ReceiptIssued
 
-__all__ = ["RECEIPT_META", "as_result", "cut_text", "pending_result", "problem_result"]
+__all__ = ["RECEIPT_META", "as_result", "boundary", "cut_text", "pending_result", "problem_result"]
 
 RECEIPT_META = "io.toolgate/receipt"
 PENDING_META = "io.toolgate/pending"
@@ -108,13 +108,20 @@ def _block(item: Any) -> ContentBlock:
         return TextContent(text=f"[toolgate: a {kind} block {mime} was returned; receipts do not carry binary data]")
 
 
+def boundary(data: bytes, index: int) -> int:
+    """The largest index ``<= index`` that does not split a UTF-8 character of ``data`` (RFC 3629 §3)."""
+    while 0 < index < len(data) and data[index] & 0xC0 == 0x80:
+        index -= 1
+    return index
+
+
 def cut_text(text: str, limit_bytes: int, request_id: str) -> str:
-    """``text`` cut to about ``limit_bytes`` UTF-8 bytes, with a marker saying where the rest is."""
-    head = text.encode()[:limit_bytes].decode(errors="ignore")
-    size = len(text.encode())
+    """``text`` cut to at most ``limit_bytes`` UTF-8 bytes (whole characters), and a marker naming the rest."""
+    data = text.encode()
+    cut = boundary(data, limit_bytes)
     return (
-        f"{head}\n[toolgate: result cut at {limit_bytes} of {size} bytes. The whole result is kept: "
-        f'call toolgate_result with {{"request_id": "{request_id}", "offset_bytes": {limit_bytes}}} for the rest]'
+        f"{data[:cut].decode()}\n[toolgate: result cut at {cut} of {len(data)} bytes. The whole result is kept: "
+        f'call toolgate_result with {{"request_id": "{request_id}", "offset_bytes": {cut}}} for the rest]'
     )
 
 
