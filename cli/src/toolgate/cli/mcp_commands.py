@@ -8,7 +8,6 @@ token file and prints the token once.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import secrets
@@ -89,12 +88,10 @@ def serve(
         "open_principal": open_principal, "flat_tools": flat_tools or [], "hold_s": hold, "grace_s": grace,
     }  # fmt: skip
     settings = _settings(chosen)
-    from toolgate.surface.app import serve as serving
+    from toolgate.surface.app import run
 
     configure_logging("surface")
-    if not stdio:
-        err_console.print(f"toolgate MCP surface on http://{settings.host}:{settings.port}{settings.path}")
-    asyncio.run(serving(settings))
+    raise typer.Exit(run(settings))
 
 
 _LABEL = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")

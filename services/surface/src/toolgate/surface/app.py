@@ -8,6 +8,7 @@ by the protocol. The SDK's Streamable HTTP app serves both revisions on one endp
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from importlib.metadata import version
 from typing import Any
 
 import nats
+import nats.errors
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.provider import TokenVerifier
@@ -28,16 +30,18 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from toolgate.contracts import catalog
-from toolgate.contracts.nats_credentials import credentials_file, load_credentials
+from toolgate.contracts.nats_credentials import CredentialsInvalid, credentials_file, load_credentials
 from toolgate.contracts.nats_permissions import MCP_SURFACE
-from toolgate.shared.connections import tls_options, warn_if_open
+from toolgate.sdk.connecting import connect_quietly
+from toolgate.sdk.errors import BusUnreachable
+from toolgate.shared.connections import redact, tls_options, warn_if_open
 from toolgate.surface.adapters.agents import Agents
 from toolgate.surface.adapters.cancel_relay import CancelRelay
 from toolgate.surface.adapters.change_stream import ChangeStream
 from toolgate.surface.adapters.changes import Changes
 from toolgate.surface.adapters.client_ids import ClientIds
 from toolgate.surface.adapters.ledger import Ledger
-from toolgate.surface.adapters.tokens import JwtTokens, StaticTokens
+from toolgate.surface.adapters.tokens import JwtTokens, StaticTokens, TokensInvalid
 from toolgate.surface.cancels import Cancels
 from toolgate.surface.gateway import Gateway, Waiting
 from toolgate.surface.handlers import build_server
@@ -45,7 +49,7 @@ from toolgate.surface.listings import Listings
 from toolgate.surface.notices import Notices
 from toolgate.surface.settings import SurfaceSettings
 
-__all__ = ["Surface", "http_app", "running", "serve"]
+__all__ = ["Surface", "http_app", "run", "running", "serve", "token_checks"]
 
 log = logging.getLogger("toolgate.surface")
 
@@ -68,7 +72,8 @@ async def running(settings: SurfaceSettings) -> AsyncIterator[Surface]:
         nats.errors.Error / OSError: the bus cannot be reached or the ledger bucket is missing.
     """
     tls = tls_options(settings.nats_ca_file)
-    nc = await nats.connect(settings.nats_url, **_own_credentials(settings), **tls)
+    reconnect = {"max_reconnect_attempts": -1, "reconnect_time_wait": 1.0, "connect_timeout": 2.0}
+    nc = await connect_quietly(settings.nats_url, _lost, **_own_credentials(settings), **tls, **reconnect)
     warn_if_open(nc, log)
     agents = Agents(settings.nats_url, settings.credentials_dir, settings.public_keys_dir, **tls)
     try:
@@ -83,6 +88,10 @@ async def running(settings: SurfaceSettings) -> AsyncIterator[Surface]:
     finally:
         await agents.aclose()
         await nc.close()
+
+
+async def _lost(error: Exception) -> None:
+    log.warning("NATS connection: %s", redact(str(error) or type(error).__name__))
 
 
 async def _notify(listings: Listings, notices: Notices) -> None:
@@ -100,13 +109,18 @@ def _waiting(settings: SurfaceSettings) -> Waiting:
     return Waiting(settings.hold_s, settings.progress_s, settings.grace_s, settings.result_limit_bytes)
 
 
-def http_app(server: Server[Any], notices: Notices, settings: SurfaceSettings) -> Starlette:
+def http_app(
+    server: Server[Any],
+    notices: Notices,
+    settings: SurfaceSettings,
+    checks: tuple[TokenVerifier | None, AuthSettings | None],
+) -> Starlette:
     """The Streamable HTTP app (both protocol revisions), behind the configured authentication.
 
     Legacy clients get a stateless client id (:mod:`toolgate.surface.adapters.client_ids`) and
     their GET stream of changes (:mod:`toolgate.surface.adapters.change_stream`).
     """
-    verifier, auth = _auth(settings)
+    verifier, auth = checks
     if settings.open_principal:
         log.warning("INSECURE: no authentication: every request acts as principal %s", settings.open_principal)
     app = server.streamable_http_app(
@@ -127,7 +141,12 @@ def http_app(server: Server[Any], notices: Notices, settings: SurfaceSettings) -
     return app
 
 
-def _auth(settings: SurfaceSettings) -> tuple[TokenVerifier | None, AuthSettings | None]:
+def token_checks(settings: SurfaceSettings) -> tuple[TokenVerifier | None, AuthSettings | None]:
+    """The token verifier and the SDK's auth settings of an HTTP surface (``None, None``: stdio or open).
+
+    Raises:
+        TokensInvalid: the token file or the JWKS cannot be used.
+    """
     own = f"http://{settings.host}:{settings.port}{settings.path}"
     if settings.tokens_file is not None:
         auth = AuthSettings(
@@ -151,13 +170,38 @@ def _auth(settings: SurfaceSettings) -> tuple[TokenVerifier | None, AuthSettings
     return None, None
 
 
+def run(settings: SurfaceSettings) -> int:
+    """Serve until stopped; a start that cannot work is one clear log line and exit code 2.
+
+    Returns:
+        0 when stopped, 2 when it could not start (the log names why: the token file, the
+        credentials, the bus or the ledger bucket).
+    """
+    try:
+        asyncio.run(serve(settings))
+    except KeyboardInterrupt:
+        return 0
+    except (TokensInvalid, CredentialsInvalid, BusUnreachable, PermissionError, nats.errors.Error, OSError) as error:
+        log.error("the MCP surface cannot start: %s", redact(str(error) or type(error).__name__))
+        return 2
+    return 0
+
+
 async def serve(settings: SurfaceSettings) -> None:
-    """Serve until stopped: one stdio client, or HTTP on ``host:port``."""
+    """Serve until stopped: one stdio client, or HTTP on ``host:port``.
+
+    Raises:
+        TokensInvalid: the token file cannot be used.
+        CredentialsInvalid: a credentials file cannot be used.
+        nats.errors.Error / OSError: the bus or the ledger bucket cannot be reached.
+    """
+    checks = token_checks(settings)  # a bad token file is refused before anything connects
     async with running(settings) as surface:
         if settings.stdio:
             async with stdio_server() as (read, write):
                 await surface.server.run(read, write, surface.server.create_initialization_options())
             return
-        app = http_app(surface.server, surface.notices, settings)
+        app = http_app(surface.server, surface.notices, settings, checks)
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
+        log.info("MCP surface on http://%s:%d%s", settings.host, settings.port, settings.path)
         await uvicorn.Server(config).serve()
