@@ -85,5 +85,6 @@ async def test_a_held_call_reports_progress_to_a_client_that_asked(gate: Gate, s
         arguments = {"path": f"{new_id('p')}.txt", "content": "x"}
         result = await client.call_tool("file_system__write", arguments, progress_callback=on_progress)
     assert result.is_error is True and "pending approval" in text_of(result)
-    assert len(progress) >= 2 and all("waiting for the outcome" in (message or "") for _, message in progress)
+    assert len(progress) >= 2 and all((message or "").startswith("waiting for ") for _, message in progress)
+    assert "waiting for approval ap-" in (progress[-1][1] or "")  # once decided, it names the approval
     assert [done for done, _ in progress] == sorted(done for done, _ in progress)

@@ -35,7 +35,11 @@ def test_a_client_key_out_of_bounds_is_refused(key: str) -> None:
 
 def test_an_argument_without_canonical_form_is_refused() -> None:
     with pytest.raises(ValueError):
-        arguments_digest({"n": 2**60})
+        arguments_digest("fs__read", {"n": 2**60})
+
+
+def test_a_client_key_is_bound_to_the_tool_as_well_as_the_arguments() -> None:
+    assert arguments_digest("fs__list", {"path": "a"}) != arguments_digest("fs__read", {"path": "a"})
 
 
 def test_new_calls_get_their_own_idempotency_keys_a_client_key_keeps_one() -> None:

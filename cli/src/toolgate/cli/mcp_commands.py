@@ -8,6 +8,7 @@ token file and prints the token once.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -70,17 +71,26 @@ def serve(
         str | None, typer.Option(help="INSECURE: no authentication, every request acts as this principal.")
     ] = None,
     flat_tools: Annotated[list[str] | None, typer.Option("--flat-tools", help="Tools listed by own names.")] = None,
-    hold: Annotated[float | None, typer.Option("--hold", help="Seconds a call is held before 'pending'.")] = None,
+    hold: Annotated[
+        float, typer.Option("--hold", envvar="TOOLGATE_SURFACE_HOLD_S", help="Seconds a call is held before 'pending'.")
+    ] = 20.0,
     grace: Annotated[
-        float | None, typer.Option("--grace", help="Seconds a write's outcome is returned to identical re-sends.")
-    ] = None,
+        float,
+        typer.Option(
+            "--grace", envvar="TOOLGATE_SURFACE_GRACE_S", help="Seconds a write's outcome is returned to re-sends."
+        ),
+    ] = 600.0,
     nats_url: Annotated[str | None, typer.Option("--nats-url", envvar="NATS_URL", help="NATS server.")] = None,
 ) -> None:
     """Serve the tools each principal may call as an MCP server (stdio, or Streamable HTTP on /mcp)."""
+    if stdio and not principal:
+        err_console.print("[red]cannot serve:[/] --stdio needs --principal NAME (the agent the desktop client acts as)")
+        raise typer.Exit(2)
     try:
         url = stack_url(nats_url)
     except BusError as error:
-        err_console.print(f"[red]cannot serve:[/] {error}")
+        hint = "; a client that starts this elsewhere sets TOOLGATE_STATE_DIR to the stack's .toolgate directory"
+        err_console.print(f"[red]cannot serve:[/] {error}{hint}")
         raise typer.Exit(2) from None
     chosen = {
         "nats_url": url, "stdio": stdio, "principal": principal, "host": host, "port": port, "tokens_file": tokens,
@@ -95,26 +105,75 @@ def serve(
 
 
 _LABEL = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+_SCOPE = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]{1,128}\Z")
+"""RFC 6749 §3.3 ``scope-token``: printable ASCII without space, ``"`` and ``\\``."""
+_HEADER = "# toolgate MCP surface tokens: [tokens.<label>] principal, sha256 of the token, scopes\n"
+TokensFile = Annotated[Path, typer.Option("--file", help="The token file.")]
+
+
+def _entries(file: Path) -> dict[str, dict[str, Any]]:
+    try:
+        return dict(tomllib.loads(file.read_text()).get("tokens", {})) if file.exists() else {}
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        err_console.print(f"[red]refused:[/] {file}: {error}")
+        raise typer.Exit(2) from None
+
+
+def _write(file: Path, entries: dict[str, dict[str, Any]]) -> None:
+    tables = [
+        f'\n[tokens.{label}]\nprincipal = "{entry["principal"]}"\nsha256 = "{entry["sha256"]}"\n'
+        + (f"scopes = {json.dumps(entry['scopes'])}\n" if "scopes" in entry else "")
+        for label, entry in entries.items()
+    ]
+    write_private(file, _HEADER + "".join(tables))
 
 
 @token_app.command("add")
 def token_add(
     principal: Annotated[str, typer.Option("--principal", help="The principal the token acts as.")],
     label: Annotated[str, typer.Option("--label", help="A name for the token (logs, revocation).")],
-    file: Annotated[Path, typer.Option("--file", help="The token file.")] = Path(DEFAULT_TOKENS),
+    scope: Annotated[
+        list[str] | None, typer.Option("--scope", help="A scope it holds (default toolgate:tools).")
+    ] = None,
+    file: TokensFile = Path(DEFAULT_TOKENS),
 ) -> None:
-    """Make a bearer token for ``principal``: its SHA-256 goes into the file, the token is printed once."""
+    """Make a bearer token for a principal: its SHA-256 goes into the file, the token is printed once."""
     from toolgate.surface.adapters.tokens import token_digest
 
     if not TOKEN.match(principal) or not _LABEL.match(label):
         err_console.print(f"[red]refused:[/] principal and label must match {TOKEN.pattern}")
         raise typer.Exit(2)
-    text = file.read_text() if file.exists() else "# toolgate MCP surface tokens (SHA-256 of each token only)\n"
-    if label in tomllib.loads(text).get("tokens", {}):
-        err_console.print(f"[red]refused:[/] {file} already has a token labelled {label}")
+    if not all(_SCOPE.match(each) for each in scope or []):
+        err_console.print("[red]refused:[/] a scope is printable ASCII without spaces, quotes or backslashes")
+        raise typer.Exit(2)
+    entries = _entries(file)
+    if label in entries:
+        err_console.print(f"[red]refused:[/] {file} already has a token labelled {label} (revoke it first)")
         raise typer.Exit(2)
     token = "tgm_" + secrets.token_urlsafe(32)
-    entry = f'\n[tokens.{label}]\nprincipal = "{principal}"\nsha256 = "{token_digest(token)}"\n'
-    write_private(file, text + entry)
+    entries[label] = {"principal": principal, "sha256": token_digest(token), **({"scopes": scope} if scope else {})}
+    _write(file, entries)
     err_console.print(f"token {label} for {principal} written to {file}; it is shown once:")
     typer.echo(token)
+
+
+@token_app.command("list")
+def token_list(file: TokensFile = Path(DEFAULT_TOKENS)) -> None:
+    """The tokens of the file: label, principal, scopes (never the tokens: the file holds digests only)."""
+    for label, entry in _entries(file).items():
+        typer.echo(f"{label}\t{entry.get('principal')}\t{' '.join(entry.get('scopes') or ['toolgate:tools'])}")
+
+
+@token_app.command("revoke")
+def token_revoke(
+    label: Annotated[str, typer.Option("--label", help="The token to revoke.")],
+    file: TokensFile = Path(DEFAULT_TOKENS),
+) -> None:
+    """Remove a token: a running surface refuses it from its next request on (the file is read again)."""
+    entries = _entries(file)
+    if label not in entries:
+        err_console.print(f"[red]refused:[/] {file} has no token labelled {label}")
+        raise typer.Exit(2)
+    del entries[label]
+    _write(file, entries)
+    err_console.print(f"token {label} revoked")

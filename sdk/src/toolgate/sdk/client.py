@@ -193,6 +193,11 @@ class ToolClient:
         elif future is None:
             self._arrived[issued.request_id] = issued
 
+    @property
+    def is_closed(self) -> bool:
+        """Whether the connection is closed for good (closed, or lost beyond its reconnect attempts)."""
+        return bool(self._nc.is_closed)
+
     async def close(self) -> None:
         """Drain the connection; close it at once when it cannot drain (lost, reconnecting).
 

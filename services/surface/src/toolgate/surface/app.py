@@ -35,12 +35,14 @@ from toolgate.contracts.nats_permissions import MCP_SURFACE
 from toolgate.sdk.connecting import connect_quietly
 from toolgate.sdk.errors import BusUnreachable
 from toolgate.shared.connections import redact, tls_options, warn_if_open
-from toolgate.surface.adapters.agents import Agents
+from toolgate.surface.adapters.agents import Agents, NotServed
 from toolgate.surface.adapters.cancel_relay import CancelRelay
 from toolgate.surface.adapters.change_stream import ChangeStream
 from toolgate.surface.adapters.changes import Changes
 from toolgate.surface.adapters.client_ids import ClientIds
+from toolgate.surface.adapters.envelopes import Envelopes
 from toolgate.surface.adapters.ledger import Ledger
+from toolgate.surface.adapters.stdio_refusals import answering_garbage
 from toolgate.surface.adapters.tokens import JwtTokens, StaticTokens, TokensInvalid
 from toolgate.surface.cancels import Cancels
 from toolgate.surface.gateway import Gateway, Waiting
@@ -118,7 +120,8 @@ def http_app(
     """The Streamable HTTP app (both protocol revisions), behind the configured authentication.
 
     Legacy clients get a stateless client id (:mod:`toolgate.surface.adapters.client_ids`) and
-    their GET stream of changes (:mod:`toolgate.surface.adapters.change_stream`).
+    their GET stream of changes (:mod:`toolgate.surface.adapters.change_stream`); a request whose
+    id JSON-RPC does not allow is refused (:mod:`toolgate.surface.adapters.envelopes`).
     """
     verifier, auth = checks
     if settings.open_principal:
@@ -133,10 +136,14 @@ def http_app(
     )
     route = next(r for r in app.routes if isinstance(r, Route) and r.path == settings.path)
     inner = route.app
-    if isinstance(inner, RequireAuthMiddleware):  # the stream is served only behind the SDK's token checks
-        inner.app = ChangeStream(inner.app, notices, settings.fixed_principal)
+
+    def guarded(sdk: Any) -> Any:
+        return ChangeStream(Envelopes(sdk, settings.request_limit_bytes), notices, settings.fixed_principal)
+
+    if isinstance(inner, RequireAuthMiddleware):  # served only behind the SDK's token checks
+        inner.app = guarded(inner.app)
     else:
-        route.app = ChangeStream(inner, notices, settings.fixed_principal)
+        route.app = guarded(inner)
     app.add_middleware(ClientIds)
     return app
 
@@ -181,7 +188,15 @@ def run(settings: SurfaceSettings) -> int:
         asyncio.run(serve(settings))
     except KeyboardInterrupt:
         return 0
-    except (TokensInvalid, CredentialsInvalid, BusUnreachable, PermissionError, nats.errors.Error, OSError) as error:
+    except (
+        TokensInvalid,
+        CredentialsInvalid,
+        NotServed,
+        BusUnreachable,
+        PermissionError,
+        nats.errors.Error,
+        OSError,
+    ) as error:
         log.error("the MCP surface cannot start: %s", redact(str(error) or type(error).__name__))
         return 2
     return 0
@@ -193,13 +208,16 @@ async def serve(settings: SurfaceSettings) -> None:
     Raises:
         TokensInvalid: the token file cannot be used.
         CredentialsInvalid: a credentials file cannot be used.
+        NotServed: the stdio or open principal has no credentials file here.
         nats.errors.Error / OSError: the bus or the ledger bucket cannot be reached.
     """
     checks = token_checks(settings)  # a bad token file is refused before anything connects
     async with running(settings) as surface:
+        if settings.fixed_principal is not None:
+            surface.agents.check(settings.fixed_principal)
         if settings.stdio:
-            async with stdio_server() as (read, write):
-                await surface.server.run(read, write, surface.server.create_initialization_options())
+            async with stdio_server() as (read, write), answering_garbage(read, write) as checked:
+                await surface.server.run(checked, write, surface.server.create_initialization_options())
             return
         app = http_app(surface.server, surface.notices, settings, checks)
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")

@@ -5,8 +5,8 @@ disconnect under a new JSON-RPC id (MCP 2026-07-28 makes a disconnect the cancel
 so the JSON-RPC id never names a call. The rule:
 
 - **With a client key.** ``_meta["io.toolgate/idempotency-key"]`` (any string of 1–200
-  characters) names the call: the same key is the same call, whatever the arguments (the
-  executor refuses the same key with other arguments). Two deliberate, identical calls
+  characters) names the call: the same key is the same call; the same key for another tool
+  or with other arguments is refused (as the executor refuses a reused idempotency key). Two deliberate, identical calls
   stay two calls when the client gives them two keys.
 - **Without one.** The call is named by ``(principal, MCP tool name, canonical arguments)``
   (RFC 8785). While such a call has no outcome, or its outcome was returned less than
@@ -48,8 +48,8 @@ class CallEntry(msgspec.Struct, frozen=True, kw_only=True):
         read_only: the operation is ``READ_ONLY``.
         settled_at: when its outcome was returned to a client (Unix seconds), else ``None``.
         keep: the outcome may have had an effect: re-sends get it until ``grace_s`` after ``settled_at``.
-        arguments_digest: SHA-256 of the canonical arguments: a client key used again with other
-            arguments is refused, as the executor refuses the same idempotency key with other arguments.
+        arguments_digest: SHA-256 of the MCP name and canonical arguments: a client key used again for
+            another tool or with other arguments is refused (the executor refuses a reused idempotency key).
         published: the request is in the stream (a re-send of an entry that is not publishes it again:
             the replica that wrote it may have died first; the stream drops a second copy by its id).
     """
@@ -79,13 +79,13 @@ def call_key(principal: str, name: str, arguments: dict[str, Any], client_key: s
     return f"{principal}.{hashlib.sha256(identity).hexdigest()[:32]}"
 
 
-def arguments_digest(arguments: dict[str, Any]) -> str:
-    """SHA-256 of the canonical arguments (RFC 8785), hex.
+def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
+    """SHA-256 of the MCP tool name and the canonical arguments (RFC 8785), hex: what a client key is bound to.
 
     Raises:
         ValueError: an argument has no canonical JSON form.
     """
-    return hashlib.sha256(rfc8785.dumps(arguments)).hexdigest()
+    return hashlib.sha256(name.encode() + b"\0" + rfc8785.dumps(arguments)).hexdigest()
 
 
 def fresh_entry(key: str, read_only: bool, client_key: str | None, digest: str) -> CallEntry:

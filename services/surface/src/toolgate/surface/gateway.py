@@ -68,7 +68,8 @@ log = logging.getLogger("toolgate.surface.gateway")
 _WITHDRAW_TRIES = 5
 
 _KEY_REUSED = (
-    f"refused (idempotency_key_reused): this _meta[{CLIENT_KEY!r}] was used before with other arguments. "
+    f"refused (idempotency_key_reused): this _meta[{CLIENT_KEY!r}] was used before for another tool or with "
+    "other arguments. "
     "Use a new key for a new call."
 )
 
@@ -94,6 +95,12 @@ class Waiting:
     limit_bytes: int = 262_144
 
 
+def _waiting_for(request_id: str, approval: str | None, elapsed_s: float) -> str:
+    if approval is not None:
+        return f"waiting for approval {approval} of request {request_id} ({elapsed_s:.0f} s)"
+    return f"waiting for the outcome of request {request_id} ({elapsed_s:.0f} s)"
+
+
 class Gateway:
     """The call flow (module docstring)."""
 
@@ -116,7 +123,7 @@ class Gateway:
         if target is None:
             raise UnknownName(name)
         try:
-            key, digest = call_key(principal, name, arguments, client_key), arguments_digest(arguments)
+            key, digest = call_key(principal, name, arguments, client_key), arguments_digest(name, arguments)
         except ValueError as error:
             return problem_result(f"refused: {error}")
         client = await self._agents.client(principal)
@@ -175,17 +182,18 @@ class Gateway:
         Raises:
             _Declined: the person chose to withdraw the call.
         """
-        started, asked = time.monotonic(), asking.confirm is None
+        started, approval = time.monotonic(), None
         while (left := self._waiting.hold_s - (time.monotonic() - started)) > 0:
             try:
                 return await client.receipt(request_id, timeout_s=min(self._waiting.progress_s, left))
             except TimeoutError:
                 pass
-            if not asked and (asked := await self._awaits_approval(client, request_id)):
-                await self._ask(asking, client.approval_id(request_id))
+            if approval is None and await self._awaits_approval(client, request_id):
+                approval = client.approval_id(request_id)
+                await self._ask(asking, approval)
             if asking.progress is not None:
                 elapsed = time.monotonic() - started
-                await asking.progress(elapsed, f"waiting for the outcome of request {request_id} ({elapsed:.0f} s)")
+                await asking.progress(elapsed, _waiting_for(request_id, approval, elapsed))
         return None
 
     @staticmethod
@@ -195,7 +203,8 @@ class Gateway:
 
     @staticmethod
     async def _ask(asking: Client, approval_id: str) -> None:
-        assert asking.confirm is not None
+        if asking.confirm is None:
+            return
         question = (
             f"This call waits for approval {approval_id} by a person entitled to approve it. "
             "Keep waiting for it, or withdraw the call? (Your answer here is not an approval.)"
@@ -255,6 +264,8 @@ class Gateway:
         except Exception:  # no answer, or not this principal's: the same refusal
             return problem_result(f"no receipt of request {request_id} is readable for {principal}")
         text = json.dumps(receipt.result, ensure_ascii=False, separators=(",", ":")).encode()
+        if offset >= len(text):
+            return problem_result(f"refused: offset_bytes {offset} is past the result's {len(text)} bytes")
         start, end = boundary(text, offset), boundary(text, offset + self._waiting.limit_bytes)
         note = f"\n[toolgate: {len(text) - end} more bytes from offset {end}]" if len(text) > end else ""
         return CallToolResult(content=[TextContent(text=text[start:end].decode() + note)])

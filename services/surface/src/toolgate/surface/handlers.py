@@ -7,12 +7,14 @@ Thin: the principal is read from the transport (:func:`principal_of`), the work 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
@@ -92,7 +94,8 @@ def build_server(
             return await gateway.result_part(principal, arguments)
         key = (params.meta or {}).get(CLIENT_KEY)
 
-        with cancels.holding(call_of(principal, CLIENT_ID.get(), ctx.request_id)):
+        client = CLIENT_ID.get()
+        with cancels.holding(call_of(principal, client, ctx.request_id)) if client else contextlib.nullcontext():
             try:
                 return await _served(gateway.call(principal, params.name, arguments, _key(key), _asking(ctx)))
             except UnknownName:
@@ -104,7 +107,7 @@ def build_server(
     ) -> SubscriptionsListenResult:
         return await notices.listen(principal_of(fixed), ctx, params)
 
-    server: Server[Any] = Server(
+    server: Server[Any] = _Surface(
         "toolgate",
         version=version,
         instructions="Tools governed by toolgate: a call may be denied, or wait for a person's approval "
@@ -115,12 +118,35 @@ def build_server(
     )
 
     async def relay_cancellations(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "notifications/cancelled" and ctx.request_id is None and ctx.params:
+        """A legacy HTTP client's cancellation, to the replica that holds the call.
+
+        Only calls with a client id are relayed: stdio and 2026-07-28 calls are cancelled where
+        they run (the connection, the request), and their JSON-RPC ids name no call elsewhere.
+        """
+        if ctx.method == "notifications/cancelled" and ctx.request_id is None and ctx.params and CLIENT_ID.get():
             await relay.cancel(principal_of(fixed), CLIENT_ID.get(), ctx.params.get("requestId"))
         return await call_next(ctx)
 
     server.middleware.append(relay_cancellations)
     return server
+
+
+class _Surface(Server[Any]):
+    """The SDK's low-level server, announcing ``tools.listChanged`` on the handshake era too.
+
+    Legacy clients hear it on their stdio session or their HTTP GET stream
+    (:mod:`toolgate.surface.notices`); 2026-07-28 capabilities come from the listen handler.
+    """
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        """The SDK's options with ``tools_changed`` set unless the caller chose otherwise."""
+        chosen = notification_options or NotificationOptions(tools_changed=True)
+        return super().create_initialization_options(chosen, experimental_capabilities, extensions)
 
 
 _KEEP_WAITING: dict[str, Any] = {

@@ -26,7 +26,7 @@ class NotServed(Exception):
 
 
 class Agents:
-    """Connected :class:`ToolClient` per principal, made on first use and kept.
+    """Connected :class:`ToolClient` per principal, made on first use and kept (replaced once closed for good).
 
     Args:
         nats_url: the bus.
@@ -46,6 +46,16 @@ class Agents:
             return False
         return self._dir is None or credentials_file(self._dir, agent_user(principal)).is_file()
 
+    def check(self, principal: str) -> None:
+        """Refuse, at start, a principal this surface cannot serve.
+
+        Raises:
+            NotServed: naming the credentials file it needs.
+        """
+        if not self.served(principal):
+            where = credentials_file(self._dir, agent_user(principal)) if self._dir else "an open bus"
+            raise NotServed(f"principal {principal!r} cannot be served: no {where} (is it under [principals]?)")
+
     async def client(self, principal: str) -> ToolClient:
         """The connected client of ``principal``.
 
@@ -53,13 +63,13 @@ class Agents:
             NotServed: see :meth:`served`.
             toolgate.sdk.BusUnreachable / PermissionError: the connection failed.
         """
-        if principal in self._clients:
+        if principal in self._clients and not self._clients[principal].is_closed:
             return self._clients[principal]
         if not self.served(principal):
             raise NotServed(f"principal {principal!r} has no credentials on this surface")
         async with self._lock:
-            if principal not in self._clients:
-                self._clients[principal] = await self._connect(principal)
+            if principal not in self._clients or self._clients[principal].is_closed:
+                self._clients[principal] = await self._connect(principal)  # a closed one is replaced
         return self._clients[principal]
 
     async def _connect(self, principal: str) -> ToolClient:

@@ -52,8 +52,10 @@ class ClientIds:
 
 
 def _stamping(send: Send, client: str) -> Send:
+    """Add the client id to a successful response only: a refusal (401, 403, 413, …) starts nothing."""
+
     async def stamped(message: Message) -> None:
-        if message["type"] == "http.response.start":
+        if message["type"] == "http.response.start" and 200 <= message.get("status", 500) < 300:
             message = {**message, "headers": [*message.get("headers", []), (_HEADER, client.encode())]}
         await send(message)
 

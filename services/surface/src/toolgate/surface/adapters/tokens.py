@@ -60,8 +60,8 @@ def token_digest(token: str) -> str:
 class StaticTokens:
     """Tokens from a static file (module docstring), read again when the file changes.
 
-    The file's modification time and size are checked on every request (one ``stat``); a changed file is
-    read again, so ``toolgate mcp token add`` and a deleted entry take effect without a restart.
+    The file's inode, size, modification and change times are checked on every request (one ``stat``);
+    a changed file is read again, so ``toolgate mcp token add`` and a deleted entry take effect without a restart.
     A file that can no longer be read or parsed accepts no token at all until it is fixed
     (fail closed: a half-edited file never keeps a revoked token valid), and says why in the log.
 
@@ -78,8 +78,10 @@ class StaticTokens:
     async def verify_token(self, token: str) -> AccessToken | None:
         """The principal of ``token``, or ``None`` when the file does not hold it."""
         self._reload()
-        found = self._by_digest.get(token_digest(token))
+        digest = token_digest(token)
+        found = self._by_digest.get(digest)
         if found is None:
+            log.warning("bearer token refused: not in %s (sha256 %s…)", self._path, digest[:12])
             return None
         principal, scopes = found
         return AccessToken(token="static", client_id=principal, scopes=scopes, resource=self._resource)
@@ -96,12 +98,16 @@ class StaticTokens:
             self._by_digest = {}
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    """What changes with the file: its inode (a replaced file), size, and modification and change times.
+
+    The change time cannot be set back (``cp -p`` and ``rsync -a`` restore only the modification time).
+    """
     try:
         status = path.stat()
     except OSError:
         return None
-    return status.st_mtime_ns, status.st_size
+    return status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
 
 
 def _load(path: Path) -> dict[str, tuple[str, list[str]]]:
@@ -167,9 +173,13 @@ class JwtTokens:
                 leeway=self._leeway,
                 options={"require": ["exp", "iss", "aud"]},
             )
-        except (jwt.PyJWTError, KeyError, ValueError):
+        except (jwt.PyJWTError, KeyError, ValueError) as error:
+            log.warning("bearer token refused: %s", str(error) or type(error).__name__)
             return None
-        return _access(claims, self._claim, self._resource)
+        access = _access(claims, self._claim, self._resource)
+        if access is None:
+            log.warning("bearer token refused: claim %r names no principal", self._claim)
+        return access
 
     async def _key(self, token: str) -> Any:
         if self._client is not None:

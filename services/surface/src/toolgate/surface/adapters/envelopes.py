@@ -1,0 +1,91 @@
+"""JSON-RPC envelopes the SDK's transport would take for notifications: refused with a reason instead.
+
+A request whose ``id`` is neither a string nor a number (an object, an array, ``true``) is no
+valid JSON-RPC request (JSON-RPC 2.0 §4); the SDK's Streamable HTTP transport answers it
+``202`` with no body, as if it were a notification, so the client waits for nothing. This ASGI
+wrapper, behind the SDK's token checks, reads each POST body (refusing one over the size limit
+with ``413`` itself), answers such a message ``400`` with a JSON-RPC error ``-32600`` naming
+the field, and hands every other body on unchanged. Bodies that are not JSON at all are left
+to the SDK, which refuses them as parse errors.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["Envelopes"]
+
+
+class Envelopes:
+    """ASGI: refuse POSTed JSON-RPC requests whose ``id`` has a type JSON-RPC does not allow.
+
+    Args:
+        app: the SDK's endpoint.
+        limit_bytes: the largest body read (a larger one is refused ``413``).
+    """
+
+    def __init__(self, app: ASGIApp, limit_bytes: int) -> None:
+        self._app, self._limit = app, limit_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check one POST body, then serve the request with the body replayed."""
+        if scope.get("type") != "http" or scope.get("method") != "POST":
+            await self._app(scope, receive, send)
+            return
+        body, complete = await _read(receive, self._limit)
+        if not complete:
+            await _answer(send, 413, {"error": "request body too large", "limit_bytes": self._limit})
+            return
+        if (problem := _bad_id(body)) is not None:
+            await _answer(send, 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": problem}})
+            return
+        await self._app(scope, _replaying(body, receive), send)
+
+
+async def _read(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return b"", False
+        chunks.append(chunk)
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return b"".join(chunks), True
+
+
+def _bad_id(body: bytes) -> str | None:
+    try:
+        message: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        return None  # not JSON: the SDK refuses it as a parse error
+    if not isinstance(message, dict) or "id" not in message or "method" not in message:
+        return None
+    found = message["id"]
+    if found is None or (isinstance(found, str | int | float) and not isinstance(found, bool)):
+        return None
+    return f"invalid request: 'id' must be a string or a number, not {type(found).__name__}"
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _answer(send: Send, status: int, payload: dict[str, Any]) -> None:
+    data = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
