@@ -46,6 +46,8 @@ from toolgate.contracts.nats_permissions import ADMIN, agent_user, approver_user
 from toolgate.contracts.signing import load_private_key, sign_value
 from toolgate.sdk.client import ToolClient
 
+from .surface_support import Surfaces
+
 AGENTS_PER_AUTONOMY = 60
 APPROVERS = {"alice": ["operator"], "bob": ["operator", "sre"], "carol": ["sre"], "selfie": ["operator"]}
 """``selfie`` is also an agent: the approver named like the requesting principal."""
@@ -349,6 +351,14 @@ async def gate(stack: Stack, e2e_paths: Paths) -> AsyncIterator[Gate]:
     yield driver
     await driver.close()
     await nc.close()
+
+
+@pytest.fixture(scope="module")
+def surfaces(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Surfaces]:
+    """MCP surfaces of this module's stack (:mod:`surface_support`), stopped with the module."""
+    started = Surfaces(stack, tmp_path_factory.mktemp("surfaces"))
+    yield started
+    started.stop_all()
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
@@ -63,13 +62,6 @@ OPERATIONS = {"file_system__read", "file_system__list", "file_system__write", "t
 class Urls:
     quick: str
     held: str
-
-
-@pytest.fixture(scope="module")
-def surfaces(stack: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Surfaces]:
-    started = Surfaces(stack, tmp_path_factory.mktemp("surfaces"))
-    yield started
-    started.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, ToolListChangedNotification
 
-from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Subjects
 
 from .conftest import Gate, Paths
@@ -32,13 +30,6 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 ERAS = ("legacy", "2026-07-28")
 LIMIT = 2048
-
-
-@pytest.fixture(scope="module")
-def surfaces(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Surfaces]:
-    started = Surfaces(stack, tmp_path_factory.mktemp("surface"))
-    yield started
-    started.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +40,6 @@ LIMIT = 2048
 SESSION = "victim-session-0123456789"
 DSN_PASSWORD = "Hx7-dsn-pass-9Q"
 GITHUB = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
-
-
-@pytest.fixture(scope="module")
-def surfaces(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Surfaces]:
-    started = Surfaces(stack, tmp_path_factory.mktemp("attacks"))
-    yield started
-    started.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.subscriptions import ToolsListChanged
 from mcp_types import ToolListChangedNotification
 
-from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Subjects
 
 from .conftest import Gate, Paths
@@ -49,13 +48,6 @@ class Alternating(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-@pytest.fixture(scope="module")
-def surfaces(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Surfaces]:
-    started = Surfaces(stack, tmp_path_factory.mktemp("replicas"))
-    yield started
-    started.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from toolgate.cli.stack import Stack
 
 from .conftest import Gate, Paths
 from .surface_support import Surfaces, http_client
@@ -43,13 +40,6 @@ def stack_env(e2e_paths: Paths) -> dict[str, str]:
         tables.append(f'[servers.{server}]\ncommand = "{sys.executable}"\nargs = {arguments}\ntrust_hints = true\n')
     (directory / "servers.toml").write_text("\n".join(tables))
     return {"TOOLGATE_MCP_SERVERS_FILE": str(directory / "servers.toml")}
-
-
-@pytest.fixture(scope="module")
-def surfaces(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Surfaces]:
-    started = Surfaces(stack, tmp_path_factory.mktemp("upstreams"))
-    yield started
-    started.stop_all()
 
 
 def text_of(result: Any) -> str:
