@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -108,3 +109,21 @@ async def http_client(url: str, token: str | None, mode: str = "legacy", **optio
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120.0, read=300.0))
     async with http, Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client:
         yield client
+
+
+def texts(result: Any) -> str:
+    """The text blocks of an MCP result, joined by newlines."""
+    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+async def read_whole(client: Client, request_id: str, most_parts: int = 200) -> str:
+    """The whole JSON text of a cut result, read part by part with ``toolgate_result`` from the offsets it names."""
+    parts, offset = [], 0
+    for _ in range(most_parts):
+        part = texts(await client.call_tool("toolgate_result", {"request_id": request_id, "offset_bytes": offset}))
+        data, _, note = part.partition("\n[toolgate: ")
+        parts.append(data)
+        if not note:
+            return "".join(parts)
+        offset = int(re.search(r"from offset (\d+)", note).group(1))  # type: ignore[union-attr]
+    raise AssertionError(f"more than {most_parts} parts")

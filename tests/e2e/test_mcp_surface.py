@@ -23,7 +23,7 @@ from mcp_types import ElicitResult, ToolListChangedNotification
 from toolgate.contracts.catalog import Subjects
 
 from .conftest import Gate, Paths
-from .surface_support import Surfaces, free_port, http_client
+from .surface_support import Surfaces, free_port, http_client, read_whole
 
 pytestmark = pytest.mark.e2e
 
@@ -142,17 +142,8 @@ async def test_a_result_over_the_limit_is_cut_with_a_marker_and_the_rest_is_read
         assert cut.is_error is True  # the tool declares an output schema: a cut result cannot fit it
         assert "[toolgate: result cut at 2048 of" in marker and len(marker) < LIMIT + 400
         request_id = (cut.meta or {})["io.toolgate/receipt"]["request_id"]
-        parts, offset = [], 0
-        while True:
-            part = text_of(
-                await client.call_tool("toolgate_result", {"request_id": request_id, "offset_bytes": offset})
-            )
-            data, _, more = part.partition("\n[toolgate: ")
-            parts.append(data)
-            if not more:
-                break
-            offset += LIMIT
-    assert json.loads("".join(parts))["content"] == body
+        whole = await read_whole(client, request_id)
+    assert json.loads(whole)["content"] == body
 
 
 async def test_one_principal_reads_no_other_principals_result(gate: Gate, surfaces: Surfaces, url: str) -> None:

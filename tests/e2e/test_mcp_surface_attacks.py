@@ -31,7 +31,7 @@ from toolgate.contracts.nats_permissions import MCP_SURFACE, agent_user
 from toolgate.surface.adapters.tokens import token_digest
 
 from .conftest import Gate, Paths
-from .surface_support import Surfaces, free_port, http_client, wait_listening
+from .surface_support import Surfaces, free_port, http_client, read_whole, wait_listening
 
 pytestmark = pytest.mark.e2e
 
@@ -641,17 +641,8 @@ async def test_a_cut_result_of_multibyte_text_reads_back_whole(
     async with http_client(url, surfaces.token_of(gate.agent()), "legacy") as client:
         cut = await client.call_tool("file_system__read", {"path": name})
         request_id = (cut.meta or {})["io.toolgate/receipt"]["request_id"]
-        parts, offset = [], 0
-        while offset < 20 * LIMIT:
-            part = text_of(
-                await client.call_tool("toolgate_result", {"request_id": request_id, "offset_bytes": offset})
-            )
-            data, _, more = part.partition("\n[toolgate: ")
-            parts.append(data)
-            if not more:
-                break
-            offset += LIMIT
-    assert json.loads("".join(parts))["content"] == body
+        whole = await read_whole(client, request_id)
+    assert json.loads(whole)["content"] == body
 
 
 HOSTILE_RESULT_ARGS = [
