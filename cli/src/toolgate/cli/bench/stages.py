@@ -68,19 +68,19 @@ class CallTimes:
 
 
 STAGES: tuple[tuple[str, str], ...] = (
-    ("call → request made", "SDK: descriptor lookup (tg.tools.get to the policy), sealing check"),
-    ("request made → stored", "SDK: JetStream publish of the request"),
-    ("request stored → policy decides", "policy: pull, dispatch, decode (until the decision's occurred_at)"),
-    ("policy decides → decision stored", "policy: checks, Redis, Cedar, signing, publish"),
-    ("decision stored → receipt made", "executor: pull, verify, KV read, Redis claim, tool run"),
-    ("receipt made → stored", "executor: scrub, sign, publish the receipt"),
-    ("receipt stored → client has it", "core delivery to the SDK, signature check"),
+    ("call → request made", "SDK: descriptor lookup (tg.tools.get)"),
+    ("request made → stored", "SDK: publish the request"),
+    ("request stored → policy decides", "policy: pull, dispatch, decode"),
+    ("policy decides → decision stored", "policy: checks, Redis, Cedar, sign, publish"),
+    ("decision stored → receipt made", "executor: pull, verify, KV, claim, tool"),
+    ("receipt made → stored", "executor: scrub, sign, publish"),
+    ("receipt stored → client has it", "core delivery, signature check"),
     ("request → decision", "request made → decision stored"),
     ("decision → receipt", "decision stored → receipt stored"),
     ("receipt → client", "receipt stored → client has it"),
     ("whole call", "call → client has it"),
-    ("policy handler", "policy's request line: delivered → acknowledged"),
-    ("executor handler", "executor's request line: delivered → acknowledged"),
+    ("policy handler", "its request line: delivered → acked"),
+    ("executor handler", "its request line: delivered → acked"),
     ("tool ran", "the receipt's duration_ms"),
 )
 """Each stage's name and what it holds, in report order."""
