@@ -269,15 +269,24 @@ def demo(insecure: Insecure = False, chat: Chat = None) -> None:
     raise typer.Exit(run_demo(console, insecure))
 
 
-@app.command()
-def bench(calls: int = 300, concurrency: int = 8, insecure: Insecure = False) -> None:
-    """Governed-call latency and throughput as ratios to a bare NATS request/reply (NATS secured)."""
-    from toolgate.cli.announce import insecure_banner
-    from toolgate.cli.bench import run_bench
+Concurrency = Annotated[
+    list[int] | None,
+    typer.Option("--concurrency", min=1, help="Calls in flight; repeat for several runs (default: 8 and 64)."),
+]
 
+
+@app.command()
+def bench(
+    calls: int = 500, concurrency: Concurrency = None, insecure: Insecure = False, as_json: AsJson = False
+) -> None:
+    """Governed call vs a bare NATS request/reply and the transport floor: ratios, CPU, memory, stages."""
+    from toolgate.cli.announce import insecure_banner
+    from toolgate.cli.bench.run import run_bench
+
+    out = err_console if as_json else console
     if insecure:
-        insecure_banner(console)
-    raise typer.Exit(run_bench(console, calls, concurrency, insecure))
+        insecure_banner(out)
+    raise typer.Exit(run_bench(out, calls, concurrency or [8, 64], insecure, as_json))
 
 
 def main() -> None:

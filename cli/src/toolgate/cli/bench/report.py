@@ -1,0 +1,179 @@
+"""What ``toolgate bench`` prints: rich tables for people, one JSON document (``--json``) for machines."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from toolgate.cli.bench.figures import Figures, Ratios, ratios
+from toolgate.cli.bench.processes import CpuPerCall
+from toolgate.cli.bench.stages import STAGES
+from toolgate.cli.output import print_json
+
+__all__ = ["Report", "Row", "print_report", "report_dict", "report_json"]
+
+KINDS = ("bare", "floor", "governed")
+TITLES = {"bare": "bare request/reply", "floor": "transport floor", "governed": "governed READ_ONLY call"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """Everything measured at one concurrency.
+
+    Attributes:
+        governed_cpu: CPU per governed call of each stack process (services, nats-server, redis-server).
+        floor_cpu: CPU per floor call of each floor stage, nats-server and redis-server.
+        client_cpu: CPU per governed call of the bench process (the agent), kept out of the stack's total.
+    """
+
+    concurrency: int
+    bare: Figures
+    floor: Figures
+    governed: Figures
+    governed_cpu: CpuPerCall
+    floor_cpu: CpuPerCall
+    client_cpu: CpuPerCall
+
+    @property
+    def vs_bare(self) -> Ratios:
+        """The governed call against the bare request/reply."""
+        return ratios(self.governed, self.bare)
+
+    @property
+    def vs_floor(self) -> Ratios:
+        """The governed call against the transport floor."""
+        return ratios(self.governed, self.floor)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A whole run.
+
+    Attributes:
+        calls: calls per row and concurrency.
+        rss_mib: ``{process: resident memory after the runs, MiB}``.
+        stages_ms: ``{concurrency: {stage: median ms, or None}}`` (:data:`toolgate.cli.bench.stages.STAGES`).
+        policy_decision_us / argument_validation_us: in-process costs, µs.
+    """
+
+    calls: int
+    rows: list[Row]
+    rss_mib: dict[str, float]
+    stages_ms: dict[int, dict[str, float | None]]
+    policy_decision_us: float
+    argument_validation_us: float
+
+
+def _cpu(cpu: CpuPerCall) -> dict[str, Any]:
+    return {"per_process_us": cpu.per_process_us, "total_us": cpu.total_us, "resolution_us": cpu.resolution_us}
+
+
+def _row(row: Row, stages_ms: dict[str, float | None]) -> dict[str, Any]:
+    figures = {kind: dataclasses.asdict(getattr(row, kind)) for kind in KINDS}
+    return {
+        **figures,
+        "governed_vs_bare": dataclasses.asdict(row.vs_bare),
+        "governed_vs_floor": dataclasses.asdict(row.vs_floor),
+        "cpu_per_governed_call": {**_cpu(row.governed_cpu), "client_us": row.client_cpu.total_us},
+        "cpu_per_floor_call": _cpu(row.floor_cpu),
+        "stages_ms": stages_ms,
+    }
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    """The whole report as JSON-ready values: one entry per concurrency in ``runs``."""
+    return {
+        "calls": report.calls,
+        "runs": [_row(row, report.stages_ms.get(row.concurrency, {})) for row in report.rows],
+        "rss_mib": report.rss_mib,
+        "in_process_us": {
+            "policy_decision": report.policy_decision_us,
+            "argument_validation": report.argument_validation_us,
+        },
+    }
+
+
+def report_json(report: Report) -> None:
+    """Print :func:`report_dict` as one JSON document on stdout."""
+    print_json(report_dict(report))
+
+
+def _figures_table(report: Report) -> Table:
+    table = Table(title="latency and throughput (same servers, same run)")
+    for column in ("in flight", "call", "p50", "p99", "throughput"):
+        table.add_column(column, justify="right")
+    for row in report.rows:
+        for kind in KINDS:
+            figures: Figures = getattr(row, kind)
+            p50, p99, rate = f"{figures.p50_ms:.3f} ms", f"{figures.p99_ms:.3f} ms", f"{figures.calls_per_s:,.0f}/s"
+            table.add_row(str(row.concurrency), TITLES[kind], p50, p99, rate)
+        table.add_section()
+    return table
+
+
+def _ratios_table(report: Report) -> Table:
+    table = Table(title="governed call as a ratio")
+    for column in ("in flight", "against", "p50 / p50", "p99 / p50", "throughput / throughput"):
+        table.add_column(column, justify="right")
+    for row in report.rows:
+        for against, ratio in (("bare", row.vs_bare), ("floor", row.vs_floor)):
+            cells = (f"{ratio.p50:.1f}×", f"{ratio.p99_over_p50:.1f}×", f"{ratio.throughput:.3f}×")
+            table.add_row(str(row.concurrency), TITLES[against], *cells)
+    return table
+
+
+def _cpu_table(report: Report) -> Table:
+    table = Table(title="CPU per call, µs (user + system, from /proc)")
+    table.add_column("process")
+    for row in report.rows:
+        table.add_column(f"governed @{row.concurrency}", justify="right")
+    for row in report.rows:
+        table.add_column(f"floor @{row.concurrency}", justify="right")
+    names = dict.fromkeys(name for row in report.rows for name in row.governed_cpu.per_process_us)
+    names.update(dict.fromkeys(name for row in report.rows for name in row.floor_cpu.per_process_us))
+    cpus = [row.governed_cpu for row in report.rows] + [row.floor_cpu for row in report.rows]
+    for name in names:
+        table.add_row(name, *(_us(cpu.per_process_us.get(name)) for cpu in cpus))
+    table.add_section()
+    table.add_row("total (stack)", *(_us(cpu.total_us) for cpu in cpus))
+    client = [_us(row.client_cpu.total_us) for row in report.rows]
+    table.add_row("bench client (the agent)", *client, *("" for _ in report.rows))
+    table.add_row("one tick per call", *(_us(cpu.resolution_us) for cpu in cpus))
+    return table
+
+
+def _us(value: float | None) -> str:
+    return "" if value is None else f"{value:,.0f}"
+
+
+def _stages_table(report: Report) -> Table:
+    table = Table(title="governed call by stage, median ms (event, stream and request-line timestamps)")
+    table.add_column("stage")
+    for row in report.rows:
+        table.add_column(f"@{row.concurrency}", justify="right")
+    table.add_column("holds")
+    for name, holds in STAGES:
+        cells = [report.stages_ms.get(row.concurrency, {}).get(name) for row in report.rows]
+        table.add_row(name, *("–" if cell is None else f"{cell:.3f}" for cell in cells), holds)
+    return table
+
+
+def _rss_table(report: Report) -> Table:
+    table = Table(title="resident memory after the runs")
+    table.add_column("process")
+    table.add_column("RSS", justify="right")
+    for name, mib in report.rss_mib.items():
+        table.add_row(name, f"{mib:.1f} MiB")
+    return table
+
+
+def print_report(console: Console, report: Report) -> None:
+    """Print every table of ``report`` on ``console``."""
+    for table in (_figures_table, _ratios_table, _cpu_table, _stages_table, _rss_table):
+        console.print(table(report))
+    decide, validate = report.policy_decision_us, report.argument_validation_us
+    console.print(f"in-process: policy decision {decide:.1f} µs, argument validation {validate:.2f} µs")

@@ -1,0 +1,47 @@
+"""``toolgate bench --json`` on a stack it starts: every row, ratio, process and stage is in the document.
+
+Structure only: a benchmark is never a timed test, so no figure is compared with a bound.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from toolgate.cli.app import app
+from toolgate.cli.bench.stages import STAGES
+from toolgate.cli.stack import SERVICES
+
+pytestmark = [pytest.mark.connected, pytest.mark.e2e]
+
+FIGURES = {"concurrency", "calls", "p50_ms", "p99_ms", "calls_per_s"}
+RATIOS = {"p50", "p99_over_p50", "throughput"}
+SERVERS = {"nats-server", "redis-server"}
+FLOOR_STAGES = {"floor-first", "floor-second"}
+
+
+def test_one_run_reports_every_row_at_each_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NATS_URL", raising=False)  # the bench starts its own secured nats-server and Redis
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    done = CliRunner().invoke(app, ["bench", "--calls", "20", "--concurrency", "2", "--json"])
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["calls"] == 20
+    (run,) = report["runs"]
+    for kind in ("bare", "floor", "governed"):
+        assert set(run[kind]) == FIGURES
+        assert (run[kind]["concurrency"], run[kind]["calls"]) == (2, 20)
+        assert run[kind]["calls_per_s"] > 0
+    assert set(run["governed_vs_bare"]) == set(run["governed_vs_floor"]) == RATIOS
+    governed_cpu, floor_cpu = run["cpu_per_governed_call"], run["cpu_per_floor_call"]
+    assert set(governed_cpu["per_process_us"]) == {*SERVICES, *SERVERS}
+    assert governed_cpu["total_us"] == pytest.approx(sum(governed_cpu["per_process_us"].values()))
+    assert governed_cpu["total_us"] > 0 and governed_cpu["client_us"] >= 0
+    assert set(floor_cpu["per_process_us"]) == {*FLOOR_STAGES, *SERVERS}
+    assert list(run["stages_ms"]) == [name for name, _ in STAGES]
+    assert all(value is not None for value in run["stages_ms"].values())
+    assert set(report["rss_mib"]) == {*SERVICES, *SERVERS, *FLOOR_STAGES, "bench client"}
+    assert all(mib > 0 for mib in report["rss_mib"].values())
+    assert set(report["in_process_us"]) == {"policy_decision", "argument_validation"}
