@@ -15,7 +15,7 @@ from toolgate.contracts.nats_credentials import CredentialsInvalid, load_credent
 DIRECTORY = PrincipalDirectory.from_toml(
     "[principals.demo-agent]\nautonomy = 1\n[approvers.alice]\nroles = []\n[approvers.bob]\nroles = []\n"
 )
-CLIENTS = {"agent-demo-agent", "approver-alice", "approver-bob", "operator"}
+CLIENTS = {"agent-demo-agent", "approver-alice", "approver-bob", "mcp-surface", "operator"}
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from toolgate.contracts.tool_states import ToolState, blocks
 from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.mcp_warden import ServerState
 from toolgate.executor.adapters.state_announcer import StateAnnouncer, state_event
-from toolgate.executor.errors import ToolFailed, ToolRefused
+from toolgate.executor.errors import ToolOutcomeUnknown, ToolRefused
 from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.service import Registry
@@ -42,7 +42,7 @@ TOKEN = "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"
 def scripted(workdir: Path, name: str, fail_text: str) -> McpServerConfig:
     tools = [
         {"name": "echo", "inputSchema": SCHEMA, "behaviour": "echo", "annotations": {"readOnlyHint": True}},
-        {"name": "fail", "inputSchema": SCHEMA, "behaviour": "is_error", "message": fail_text},
+        {"name": "fail", "inputSchema": SCHEMA, "behaviour": "malformed_result", "message": fail_text},
     ]
     path = workdir / f"{name}.json"
     path.write_text(json.dumps({"version": "1.0.0", "workdir": str(workdir), "tools": tools}))
@@ -77,8 +77,8 @@ async def test_a_degraded_server_is_recorded_listed_and_blocks_calls(
         await host.start()
         await wait_for(lambda: _is(bucket, tool, "ready"))
         expected = (await bucket.get(tool)).operations  # type: ignore[union-attr]
-        for _ in range(2):
-            with pytest.raises(ToolFailed):
+        for _ in range(2):  # broken replies: faults of the server (a tool's own error answer would not be)
+            with pytest.raises(ToolOutcomeUnknown):
                 await host.call(name, "fail", {"name": "x"}, 10.0, expected["fail"])
         with pytest.raises(ToolRefused) as refused:
             await host.call(name, "echo", {"name": "x"}, 10.0, expected["echo"])
@@ -87,7 +87,7 @@ async def test_a_degraded_server_is_recorded_listed_and_blocks_calls(
         listed = (await registry.list()).states or {}
         state = listed[tool]
         assert refused.value.reason_code == "tool_unavailable"
-        assert state.state == "degraded" and "2 consecutive faults (last: tool_error)" in state.reason
+        assert state.state == "degraded" and "2 consecutive faults (last: malformed_reply)" in state.reason
         assert state.probe_at is not None and blocks(state, datetime.now(UTC))
         assert (await bucket.get(tool)).version == "1.0.0"  # type: ignore[union-attr]  # versions untouched
     finally:

@@ -75,7 +75,14 @@ def settings_class(service: str) -> type[BaseSettings]:
 
 
 RUNS = {name: module for name, service in SERVICES.items() if (module := module_run(service))}
-WORKSPACE_SERVICES = sorted(path.name for path in (ROOT / "services").iterdir() if (path / "pyproject.toml").exists())
+FRONT_ENDS = {"surface"}
+"""Not run by compose: the MCP surface acts for each principal with that agent's own credentials file, which
+compose does not write (its clients connect from outside); run ``toolgate mcp serve`` beside the stack."""
+WORKSPACE_SERVICES = sorted(
+    path.name
+    for path in (ROOT / "services").iterdir()
+    if (path / "pyproject.toml").exists() and path.name not in FRONT_ENDS
+)
 
 
 def test_compose_runs_exactly_the_workspace_services() -> None:

@@ -18,7 +18,15 @@ from toolgate.cli.app import app
 from toolgate.cli.credentials import BusCredentials, env_lines
 from toolgate.contracts import catalog
 from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory, load_directory
-from toolgate.contracts.nats_permissions import ADMIN, OPERATOR, SERVICES, agent_user, approver_user, nats_users
+from toolgate.contracts.nats_permissions import (
+    ADMIN,
+    MCP_SURFACE,
+    OPERATOR,
+    SERVICES,
+    agent_user,
+    approver_user,
+    nats_users,
+)
 from toolgate.devstack.servers import nats_server
 from toolgate.shared.nats_config import SAFE_PASSWORD, generate_passwords, literal, password_variable, placeholders
 
@@ -45,7 +53,8 @@ def test_config_leaves_addresses_and_storage_to_the_command_line() -> None:
 def test_committed_config_has_a_user_per_service_agent_and_approver_the_operator_and_no_admin() -> None:
     directory = load_directory(PRINCIPALS)
     users = set(re.findall(r'\{ user: "([^"]+)"', CONFIG.read_text()))
-    expected = {*SERVICES, OPERATOR, *map(agent_user, directory.principals), *map(approver_user, directory.approvers)}
+    expected = {*SERVICES, OPERATOR, MCP_SURFACE, *map(agent_user, directory.principals)}
+    expected |= set(map(approver_user, directory.approvers))
     assert users == expected
 
 

@@ -35,6 +35,7 @@ pytestmark = pytest.mark.e2e
 
 TOOLGATE = str(Path(sys.executable).parent / "toolgate")
 CLIENT_USERS = {
+    "mcp-surface",
     "agent-bench-agent",
     "agent-demo-agent",
     "agent-ops-agent",
