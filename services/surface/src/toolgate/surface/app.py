@@ -42,7 +42,7 @@ from toolgate.surface.adapters.changes import Changes
 from toolgate.surface.adapters.client_ids import ClientIds
 from toolgate.surface.adapters.envelopes import Envelopes
 from toolgate.surface.adapters.ledger import Ledger
-from toolgate.surface.adapters.stdio_refusals import answering_garbage
+from toolgate.surface.adapters.stdio_refusals import CheckedStdin, answering_garbage
 from toolgate.surface.adapters.tokens import JwtTokens, StaticTokens, TokensInvalid
 from toolgate.surface.cancels import Cancels
 from toolgate.surface.gateway import Gateway, Waiting
@@ -138,7 +138,8 @@ def http_app(
     inner = route.app
 
     def guarded(sdk: Any) -> Any:
-        return ChangeStream(Envelopes(sdk, settings.request_limit_bytes), notices, settings.fixed_principal)
+        envelopes = Envelopes(sdk, settings.request_limit_bytes)
+        return ChangeStream(envelopes, notices, settings.fixed_principal, verifier)
 
     if isinstance(inner, RequireAuthMiddleware):  # served only behind the SDK's token checks
         inner.app = guarded(inner.app)
@@ -216,7 +217,9 @@ async def serve(settings: SurfaceSettings) -> None:
         if settings.fixed_principal is not None:
             surface.agents.check(settings.fixed_principal)
         if settings.stdio:
-            async with stdio_server() as (read, write), answering_garbage(read, write) as checked:
+            stdin = CheckedStdin()
+            async with stdio_server(stdin=stdin) as (read, write), answering_garbage(read, write) as checked:  # type: ignore[arg-type]
+                stdin.attach(write)
                 await surface.server.run(checked, write, surface.server.create_initialization_options())
             return
         app = http_app(surface.server, surface.notices, settings, checks)

@@ -190,7 +190,8 @@ class Gateway:
                 pass
             if approval is None and await self._awaits_approval(client, request_id):
                 approval = client.approval_id(request_id)
-                await self._ask(asking, approval)
+                with anyio.move_on_after(max(0.0, self._waiting.hold_s - (time.monotonic() - started))):
+                    await self._ask(asking, approval)  # an unanswered question ends with the hold
             if asking.progress is not None:
                 elapsed = time.monotonic() - started
                 await asking.progress(elapsed, _waiting_for(request_id, approval, elapsed))

@@ -167,7 +167,10 @@ def _asking(ctx: ServerRequestContext[Any, Any]) -> Client:
         await ctx.session.report_progress(elapsed_s, None, message)
 
     async def confirm(question: str) -> bool | None:
-        answer = await ctx.session.elicit_form(question, _KEEP_WAITING, related_request_id=ctx.request_id)
+        try:
+            answer = await ctx.session.elicit_form(question, _KEEP_WAITING, related_request_id=ctx.request_id)
+        except Exception:  # a client that cannot answer has not answered: the call keeps waiting
+            return None
         if answer.action != "accept":
             return False if answer.action == "decline" else None
         return bool((answer.content or {}).get("keep_waiting", True))

@@ -7,7 +7,9 @@ behind the SDK's authentication, serves it: an SSE stream (``text/event-stream``
 ``notifications/tools/list_changed`` whenever the principal's listing changes, heard by this
 replica from NATS like every other. It keeps nothing but the open response: any replica
 serves any client's stream, and a client that reconnects simply opens another. A comment
-line every 15 s keeps proxies from closing an idle stream. 2026-07-28 requests (their
+line every 15 s keeps proxies from closing an idle stream; before each line the token is
+checked again, so a revoked or expired token ends its stream. One principal holds at most
+:data:`STREAMS_PER_PRINCIPAL` streams per replica (one more is refused ``429``). 2026-07-28 requests (their
 ``subscriptions/listen``) and every other method go on to the SDK.
 """
 
@@ -18,6 +20,7 @@ from typing import Any
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import TokenVerifier
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -28,6 +31,8 @@ __all__ = ["ChangeStream"]
 _EVENT = b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n\n'
 _KEEPALIVE = b": keep-alive\n\n"
 KEEPALIVE_S = 15.0
+STREAMS_PER_PRINCIPAL = 16
+"""Open change streams one principal may hold on one replica; one more is refused ``429``."""
 
 
 class ChangeStream:
@@ -39,8 +44,11 @@ class ChangeStream:
         fixed: the principal of an open surface (no tokens); ``None`` when tokens name it.
     """
 
-    def __init__(self, app: ASGIApp, notices: Notices, fixed: str | None) -> None:
-        self._app, self._notices, self._fixed = app, notices, fixed
+    def __init__(
+        self, app: ASGIApp, notices: Notices, fixed: str | None, verifier: TokenVerifier | None = None
+    ) -> None:
+        self._app, self._notices, self._fixed, self._verifier = app, notices, fixed, verifier
+        self._open: dict[str, int] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve a legacy GET as the change stream; pass everything else on."""
@@ -48,13 +56,20 @@ class ChangeStream:
         if principal is None or not _legacy_get(scope):
             await self._app(scope, receive, send)
             return
-        await self._stream(principal, receive, send)
+        if self._open.get(principal, 0) >= STREAMS_PER_PRINCIPAL:
+            await _refuse(send, f"{STREAMS_PER_PRINCIPAL} change streams of this principal are open already")
+            return
+        self._open[principal] = self._open.get(principal, 0) + 1
+        try:
+            await self._stream(principal, _bearer(scope), receive, send)
+        finally:
+            self._open[principal] -= 1
 
     def _principal(self, scope: Scope) -> str | None:
         user = scope.get("user")
         return user.access_token.client_id if isinstance(user, AuthenticatedUser) else self._fixed
 
-    async def _stream(self, principal: str, receive: Receive, send: Send) -> None:
+    async def _stream(self, principal: str, token: str, receive: Receive, send: Send) -> None:
         changed: asyncio.Queue[None] = asyncio.Queue(maxsize=1)  # a burst is one notice: clients list again
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache, no-transform")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -62,10 +77,27 @@ class ChangeStream:
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_until_gone, receive, tasks.cancel_scope)
-                while True:
-                    await send({"type": "http.response.body", "body": await _next(changed), "more_body": True})
+                while (frame := await _next(changed)) and await self._still_valid(token):
+                    await send({"type": "http.response.body", "body": frame, "more_body": True})
+                tasks.cancel_scope.cancel()
         finally:
             unsubscribe()
+
+    async def _still_valid(self, token: str) -> bool:
+        """Whether the stream's token is still accepted (revoked, expired: the stream ends)."""
+        return self._verifier is None or await self._verifier.verify_token(token) is not None
+
+
+def _bearer(scope: Scope) -> str:
+    value = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+    return value[7:] if value.lower().startswith("bearer ") else ""
+
+
+async def _refuse(send: Send, why: str) -> None:
+    body = why.encode()
+    headers = [(b"content-type", b"text/plain"), (b"retry-after", b"30")]
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _legacy_get(scope: Scope) -> bool:

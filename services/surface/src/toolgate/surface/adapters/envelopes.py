@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["Envelopes"]
+__all__ = ["Envelopes", "bad_id"]
 
 
 class Envelopes:
@@ -39,7 +39,7 @@ class Envelopes:
         if not complete:
             await _answer(send, 413, {"error": "request body too large", "limit_bytes": self._limit})
             return
-        if (problem := _bad_id(body)) is not None:
+        if (problem := bad_id(body)) is not None:
             await _answer(send, 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": problem}})
             return
         await self._app(scope, _replaying(body, receive), send)
@@ -58,7 +58,8 @@ async def _read(receive: Receive, limit: int) -> tuple[bytes, bool]:
             return b"".join(chunks), True
 
 
-def _bad_id(body: bytes) -> str | None:
+def bad_id(body: bytes) -> str | None:
+    """Why ``body`` is a JSON-RPC request with an ``id`` JSON-RPC does not allow, or ``None`` (fine, or not JSON)."""
     try:
         message: Any = json.loads(body)
     except (ValueError, RecursionError):

@@ -1,26 +1,61 @@
-"""Stdio lines that are no JSON-RPC message get a parse error, not silence.
+"""Stdio lines that are no valid JSON-RPC message get an error answer, not silence.
 
 The SDK's stdio reader turns a line it cannot parse into an exception on the read stream,
-which the server loop drops. Between the two, each such line is answered with a JSON-RPC
-error ``-32700`` whose ``id`` is ``null`` (JSON-RPC 2.0 §5.1: the id could not be read) and
-logged to stderr once; the session goes on.
+which the server loop drops, and reads a request whose ``id`` is an object, an array or a
+boolean as a notification, which nobody answers. Here each such line is answered with a
+JSON-RPC error whose ``id`` is ``null`` (JSON-RPC 2.0 §5.1: the id could not be read):
+``-32700`` for a line that is no JSON-RPC message (:func:`answering_garbage`, between the
+SDK's reader and the server), ``-32600`` for a request with such an id (:class:`CheckedStdin`,
+before the SDK's reader); each is logged to stderr, and the session goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 from mcp.shared.message import SessionMessage
-from mcp_types import PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
-__all__ = ["answering_garbage"]
+from toolgate.surface.adapters.envelopes import bad_id
+
+__all__ = ["CheckedStdin", "answering_garbage"]
 
 log = logging.getLogger("toolgate.surface.stdio")
 _REASON_CHARS = 200
+
+
+class CheckedStdin:
+    """The process's stdin as UTF-8 lines for ``stdio_server(stdin=…)``; a bad-id request is answered, not passed.
+
+    Lines are held back until :meth:`attach` gives the stream answers go to.
+    """
+
+    def __init__(self) -> None:
+        self._source = anyio.wrap_file(io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+        self._write: Any = None
+        self._attached = anyio.Event()
+
+    def attach(self, write: Any) -> None:
+        """Answer refusals on ``write`` (the write stream of ``stdio_server``)."""
+        self._write = write
+        self._attached.set()
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        await self._attached.wait()
+        async for line in self._source:
+            if (reason := bad_id(line.encode(errors="replace"))) is not None:
+                await _answer(self._write, INVALID_REQUEST, reason)
+                continue
+            yield line
 
 
 @contextlib.asynccontextmanager
@@ -32,7 +67,8 @@ async def answering_garbage(read: Any, write: Any) -> AsyncIterator[Any]:
         async with send:
             async for item in read:
                 if isinstance(item, Exception):
-                    await _refuse(write, item)
+                    reason = " ".join(str(item).split())[:_REASON_CHARS]
+                    await _answer(write, PARSE_ERROR, f"not a JSON-RPC message: {reason}")
                 else:
                     await send.send(item)
 
@@ -42,8 +78,7 @@ async def answering_garbage(read: Any, write: Any) -> AsyncIterator[Any]:
         tasks.cancel_scope.cancel()
 
 
-async def _refuse(write: Any, error: Exception) -> None:
-    reason = " ".join(str(error).split())[:_REASON_CHARS]
-    log.warning("a stdin line is no JSON-RPC message: %s", reason)
-    refusal = ErrorData(code=PARSE_ERROR, message=f"not a JSON-RPC message: {reason}")
+async def _answer(write: Any, code: int, reason: str) -> None:
+    log.warning("a stdin line refused: %s", reason)
+    refusal = ErrorData(code=code, message=reason)
     await write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=refusal)))

@@ -204,7 +204,10 @@ def _access(claims: dict[str, Any], claim: str, resource: str) -> AccessToken | 
     if not isinstance(principal, str) or not TOKEN.match(principal):
         return None
     scope = claims.get("scope", claims.get("scp", ""))
-    scopes = scope.split() if isinstance(scope, str) else [str(item) for item in scope]
+    if isinstance(scope, str):
+        scopes = scope.split()
+    else:  # RFC 9068 §2.2.3: a space-separated string; some servers send a list; anything else holds no scope
+        scopes = [item for item in scope if isinstance(item, str)] if isinstance(scope, list) else []
     expires = claims.get("exp")
     return AccessToken(
         token="jwt",
