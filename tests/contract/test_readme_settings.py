@@ -18,6 +18,7 @@ SETTINGS = [
     ("toolgate.executor.settings", "ExecutorSettings"),
     ("toolgate.audit.settings", "AuditSettings"),
     ("toolgate.chatops.settings", "ChatopsSettings"),
+    ("toolgate.surface.settings", "SurfaceSettings"),
 ]
 
 
@@ -37,7 +38,7 @@ def _variables() -> list[tuple[str, object]]:
     return sorted(set(found), key=str)
 
 
-SERVICES = ("REGISTRY", "POLICY", "APPROVALS", "EXECUTOR", "AUDIT", "CHATOPS")
+SERVICES = ("REGISTRY", "POLICY", "APPROVALS", "EXECUTOR", "AUDIT", "CHATOPS", "SURFACE")
 
 
 def _generic(variable: str) -> str:

@@ -34,8 +34,9 @@ class ExecutorSettings(ServiceSettings):
     mcp_breaker_faults: int = Field(
         default=5,
         ge=1,
-        description="Consecutive faults (failed, timed out or unknown calls) after which an MCP server's circuit "
-        "opens: its tools are degraded and refused as tool_unavailable. Env: TOOLGATE_EXECUTOR_MCP_BREAKER_FAULTS.",
+        description="Consecutive faults (calls not answered: not sent, timed out, connection lost, broken replies; a "
+        "tool's own error answer is none) after which an MCP server's circuit opens: its tools are degraded and "
+        "refused as tool_unavailable. Env: TOOLGATE_EXECUTOR_MCP_BREAKER_FAULTS.",
     )
     mcp_breaker_cool_down_s: float = Field(
         default=30.0,
