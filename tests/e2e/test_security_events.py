@@ -292,7 +292,19 @@ def _cli(gate: Any, *args: str) -> subprocess.Popen[str]:
         "COLUMNS": "250",
     }
     command = [sys.executable, "-m", "toolgate.cli", "audit", "alarms", *args]
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_interruptible,  # only resets one signal disposition
+    )
+
+
+def _interruptible() -> None:
+    """Ctrl-C stops the command even when the tests run where SIGINT is ignored (a background job inherits SIG_IGN)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 async def test_the_cli_lists_and_follows_alarms_and_the_chain_still_verifies(
