@@ -142,3 +142,32 @@ async def test_a_tool_whose_latest_key_was_deleted_is_left_out(
     assert [d.name for d in await tools.list()] == ["kept"]
     await tools.publish(_descriptor("gone"))
     assert [d.name for d in await tools.list()] == ["gone", "kept"]
+
+
+async def test_a_followed_latest_is_read_once_and_a_raise_is_heard_at_once(
+    nc: nats.aio.client.Client, js: JetStreamContext, bucket_name: str
+) -> None:
+    tools, reader = await ToolsBucket.open(js, bucket_name), await ToolsBucket.open(js, bucket_name)
+    await reader.follow_latest(nc)
+    reads = 0
+    counted = reader._latest
+
+    async def counting(tool: str) -> tuple[str | None, int | None]:
+        nonlocal reads
+        reads += 1
+        return await counted(tool)
+
+    reader._latest = counting  # type: ignore[method-assign]
+    assert await reader.latest_version("alpha") is None  # not published: remembered as absent too
+    await tools.publish(_descriptor("alpha", "1.0.0"))
+    for _ in range(50):
+        if await reader.latest_version("alpha") == "1.0.0":
+            break
+        await asyncio.sleep(0.02)
+    await tools.publish(_descriptor("alpha", "1.2.0"))
+    for _ in range(50):
+        if await reader.latest_version("alpha") == "1.2.0":
+            break
+        await asyncio.sleep(0.02)
+    assert [await reader.latest_version("alpha") for _ in range(100)] == ["1.2.0"] * 100
+    assert reads == 1  # every later answer came from the puts it heard

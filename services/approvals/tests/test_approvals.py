@@ -451,3 +451,14 @@ async def test_an_approval_never_asks_the_policy_to_admit_the_call(store: Approv
     command = DecideCommand(approval_id=approval_id_for("demo-agent", ns), approve=True)
     assert (await approvals.answer("alice", command)).ok
     assert [q.admit_request_id for q in queries] == [None]
+
+
+@pytest.mark.parametrize("verdict", [Verdict.EXECUTE, Verdict.DENY, Verdict.REFUSE])
+async def test_a_decision_that_needs_no_approval_is_passed_over_without_its_signature_checked(
+    store: ApprovalStore, ns: str, verdict: Verdict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[object] = []
+    monkeypatch.setattr("toolgate.approvals.service.verify_event", lambda *args: checked.append(args) or True)
+    approvals = _approvals(store, Clock(), [])
+    assert await approvals.on_decision(_decision(ns, verdict))
+    assert checked == [] and await store.get(approval_id_for("demo-agent", ns)) is None

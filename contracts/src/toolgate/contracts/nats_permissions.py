@@ -273,6 +273,7 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
             Rule(Rpc.POLICY_READY, "readiness: is a valid policy loaded"),
             Rule(Rpc.POLICY_PUBLISH, "a new policy from the operator, validated before it is put in force"),
             Rule(Subjects.POLICY_CURRENT, "every replica follows the policy in force"),
+            Rule(f"$KV.{catalog.TOOLS_BUCKET}.latest.*", "each tool's latest version as it is raised (kept in memory)"),
             Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (operators only)"),
             Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolving an uncertain call's reservation (operators only)"),
             Rule(SERVICE_INBOXES),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -69,6 +70,11 @@ __all__ = [
 
 _receipt = msgspec.json.Decoder(ReceiptIssued)
 
+_SEALING_REFUSED = frozenset({"secret_not_sealed", "sealed_unexpected"})
+
+DESCRIPTOR_MAX_AGE_S = 10.0
+"""How long a descriptor this client looked up is used to seal arguments without asking again (seconds)."""
+
 
 log = logging.getLogger("toolgate.sdk")
 
@@ -117,6 +123,8 @@ class ToolClient:
         self._nc, self.principal, self._receipts = nc, principal, receipts
         self._decisions = decisions or standing.DecisionVerifier.from_directory(None)
         self._described: dict[tuple[str, str | None], ToolDescriptor] = {}
+        self._described_at: dict[tuple[str, str | None], float] = {}
+        self.descriptor_max_age_s = DESCRIPTOR_MAX_AGE_S
         self._sealer = Sealer(sealing_key if sealing_key is not None else find_sealing_key())
         self._js = nc.jetstream()
         self._waiting: dict[str, asyncio.Future[ReceiptIssued]] = {}
@@ -240,6 +248,7 @@ class ToolClient:
         found = (await self._registry(Rpc.tools_get(self.principal), body, timeout_s)).descriptor
         assert found is not None
         self._described[(tool, version)] = found
+        self._described_at[(tool, version)] = time.monotonic()
         return found
 
     async def _registry(self, subject: str, body: bytes, timeout_s: float) -> ToolsReply:
@@ -317,15 +326,29 @@ class ToolClient:
     ) -> dict[str, Any]:
         if not TOOL_NAME.match(tool) or (version is not None and not SEMVER.match(version)):
             return arguments  # the policy refuses the name before it looks at any argument
-        try:
-            descriptor = await self.describe(tool, version)
-        except UnknownTool:
-            return arguments  # nothing is known secret; the policy denies the unknown tool
-        except RegistryNoAnswer:
-            if (tool, version) not in self._described:
-                raise
-            descriptor = self._described[(tool, version)]  # the last one seen: the request still goes in
+        descriptor = self._fresh(tool, version)
+        if descriptor is None:
+            try:
+                descriptor = await self.describe(tool, version)
+            except UnknownTool:
+                return arguments  # nothing is known secret; the policy denies the unknown tool
+            except RegistryNoAnswer:
+                if (tool, version) not in self._described:
+                    raise
+                descriptor = self._described[(tool, version)]  # the last one seen: the request still goes in
         return self._sealer.seal_arguments(descriptor, operation, arguments, key)
+
+    def _fresh(self, tool: str, version: str | None) -> ToolDescriptor | None:
+        """The descriptor this client saw less than ``descriptor_max_age_s`` ago, else ``None`` (ask again).
+
+        Which arguments are secret rarely changes; when it does, a call sealed by the old
+        descriptor within that time is refused by the policy (``secret_not_sealed`` or
+        ``sealed_unexpected``), never run, and its receipt makes this client ask again.
+        """
+        seen = self._described_at.get((tool, version))
+        if seen is None or time.monotonic() - seen >= self.descriptor_max_age_s:
+            return None
+        return self._described[(tool, version)]
 
     async def receipt(self, request_id: str, timeout_s: float = 60.0) -> ReceiptIssued:
         """Wait up to ``timeout_s`` seconds for the receipt of ``request_id``.
@@ -337,7 +360,10 @@ class ToolClient:
         Raises:
             TimeoutError: no receipt in time (the request may still be pending approval).
         """
-        return await self._with_result(await self._receipt(request_id, timeout_s))
+        issued = await self._receipt(request_id, timeout_s)
+        if issued.reason_code in _SEALING_REFUSED:  # sealed by a descriptor that changed: ask again next time
+            self._described_at = {seen: at for seen, at in self._described_at.items() if seen[0] != issued.tool}
+        return await self._with_result(issued)
 
     async def _receipt(self, request_id: str, timeout_s: float) -> ReceiptIssued:
         if request_id in self._arrived:

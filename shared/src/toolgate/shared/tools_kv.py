@@ -22,7 +22,11 @@ a listing can come back empty (nats.py issue 842).
 
 from __future__ import annotations
 
+import time
+
 import msgspec
+from nats.aio.client import Client
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
@@ -36,6 +40,9 @@ __all__ = ["REPLY_MARGIN_BYTES", "DescriptorConflict", "LatestContended", "Tools
 
 CAS_ATTEMPTS = 20
 """Compare-and-swap attempts to raise ``latest.<tool>`` before giving up."""
+
+LATEST_MAX_AGE_S = 5.0
+"""Seconds a followed ``latest.<tool>`` is trusted without a put confirming it (:meth:`ToolsBucket.follow_latest`)."""
 
 REPLY_MARGIN_BYTES = 4096
 """Room kept under the bus's payload limit for what travels with a descriptor, bytes.
@@ -66,6 +73,8 @@ class ToolsBucket:
         self._kv, self._js = kv, js
         self._stream, self._latest_prefix = f"KV_{bucket}", f"$KV.{bucket}.latest."
         self._cache: dict[tuple[str, str], ToolDescriptor] = {}
+        self._latest_seen: dict[str, tuple[str | None, float]] = {}
+        self._following = False
 
     @classmethod
     async def open(cls, js: JetStreamContext, bucket: str = catalog.TOOLS_BUCKET) -> ToolsBucket:
@@ -136,8 +145,36 @@ class ToolsBucket:
         return (entry.value or b"").decode() or None, entry.revision
 
     async def latest_version(self, tool: str) -> str | None:
-        """Return the highest published version of ``tool``, or ``None``."""
-        return (await self._latest(tool))[0]
+        """Return the highest published version of ``tool``, or ``None``.
+
+        After :meth:`follow_latest`, from memory while younger than :data:`LATEST_MAX_AGE_S`.
+        """
+        if self._following and (seen := self._latest_seen.get(tool)) and time.monotonic() - seen[1] < LATEST_MAX_AGE_S:
+            return seen[0]
+        version = (await self._latest(tool))[0]
+        if self._following:
+            self._latest_seen[tool] = (version, time.monotonic())
+        return version
+
+    async def follow_latest(self, nc: Client) -> None:
+        """Keep each ``latest.<tool>`` read in memory, updated by its puts as they happen.
+
+        A KV put is also a core NATS message on ``$KV.<bucket>.latest.<tool>``: this process
+        hears every raise within one hop and reads the bucket no more than once every
+        :data:`LATEST_MAX_AGE_S` per tool (which also bounds how long a raise missed while
+        disconnected stays unseen). A stale ``latest`` only makes a call decide on the version
+        before; the decision names the exact version, and the executor runs exactly that one.
+        """
+        await nc.subscribe(f"{self._latest_prefix}*", cb=self._heard_latest)
+        self._following = True
+
+    async def _heard_latest(self, msg: Msg) -> None:
+        tool = msg.subject.removeprefix(self._latest_prefix)
+        if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
+            self._latest_seen.pop(tool, None)
+            return
+        version = msg.data.decode(errors="replace") or None
+        self._latest_seen[tool] = (version if version and SEMVER.match(version) else None, time.monotonic())
 
     async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
         """Return the descriptor of ``tool`` at ``version`` (``None``: latest), or ``None``."""

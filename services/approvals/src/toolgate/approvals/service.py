@@ -48,6 +48,7 @@ from toolgate.contracts.recheck import RecheckQuery, valid_answer
 from toolgate.contracts.secret_arguments import redact_sealed
 from toolgate.contracts.security import SecurityKind
 from toolgate.contracts.signing import sign_event, verify_event
+from toolgate.contracts.vocabulary import Verdict
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.settle import Settle
 
@@ -92,7 +93,13 @@ class Approvals:
         return Announcer(self.key, self.publish, self.clock)
 
     async def on_decision(self, decision: DecisionMade) -> bool:
-        """Open (or join) the approval of a signed ``needs_approval`` decision; ``False`` if it is forged."""
+        """Open (or join) the approval of a signed ``needs_approval`` decision; ``False`` if it is forged.
+
+        Any other verdict is passed over unverified: nothing here acts on it (the executor
+        verifies every decision it runs on), so checking its signature would be work for nothing.
+        """
+        if decision.verdict is not Verdict.NEEDS_APPROVAL:
+            return True
         if not verify_event(decision, self.policy_key):
             return False
         pending = open_pending(decision, self.clock(), self.ttl, self.directory)

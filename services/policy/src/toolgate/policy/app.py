@@ -120,6 +120,7 @@ def create_app(settings: PolicySettings | None = None) -> FastStream:
 
     async def build(js: JetStreamContext) -> None:
         (holder, book), descriptors, store = _holder(settings), await ToolsBucket.open(js), await PolicyBucket.open(js)
+        await descriptors.follow_latest(broker.connection)  # no bucket read per call for the latest version
         publisher = Publisher(holder, store, descriptors, clock, announce)
         follower, wake = Follower(holder, store, descriptors, reporter), asyncio.Event()
         await broker.connection.subscribe(Subjects.POLICY_CURRENT, cb=_waker(wake))  # before reading: none missed
