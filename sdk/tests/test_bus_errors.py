@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import nats
 import pytest
@@ -16,7 +15,7 @@ import pytest_asyncio
 
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Subjects
-from toolgate.devstack.servers import ServerProcess, nats_server
+from toolgate.devstack.servers import ServerProcess
 from toolgate.sdk import ToolClient
 from toolgate.sdk.connecting import RETRY_DELAYS_S
 from toolgate.sdk.errors import BusUnreachable
@@ -27,12 +26,6 @@ pytestmark = [pytest.mark.connected, pytest.mark.fault]
 AGENT = "sdk-agent"
 BAD_NAME = "Not A Tool!"
 """A tool name the SDK does not look up (it sends the request, and the policy would refuse it)."""
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with nats_server(tmp_path / "nats") as process:
-        yield process
 
 
 @pytest_asyncio.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,19 +19,13 @@ from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.contracts.events import ReceiptIssued, encode
 from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.vocabulary import Outcome
-from toolgate.devstack.servers import ServerProcess, nats_server
+from toolgate.devstack.servers import ServerProcess
 from toolgate.sdk import ToolClient
 from toolgate.shared.provision import ensure_bus
 
 pytestmark = pytest.mark.connected
 
 AGENT = "cache-agent"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    with nats_server(tmp_path / "nats") as process:
-        yield process
 
 
 @pytest_asyncio.fixture
