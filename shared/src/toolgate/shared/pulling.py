@@ -3,29 +3,38 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
-from typing import Any
 
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 __all__ = ["Puller"]
 
 NO_WAIT_S = 0.5
-"""How long an answer to a request is awaited beyond what the request itself waits, seconds."""
+"""How long an open request is still counted on beyond its own expiry, seconds."""
 
 
 class Puller:
-    """Pull requests on one durable consumer, answered on a private inbox (JetStream pull API).
+    """One standing pull request on a durable consumer, answered on a private inbox (JetStream pull API).
 
-    ``$JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>`` with ``{"batch", "expires"}``. A stored
-    message is recognised by its acknowledgement subject (``$JS.ACK.<stream>.<durable>.…``),
-    never by its headers: anything else on the inbox is the server's status for a request
-    (no messages, request timeout). So a publisher's own ``Status`` header — which nats-py's
-    ``fetch`` takes for a server status and drops, leaving the message undelivered and
-    unacknowledged forever — cannot hide a stored message from its consumer.
+    ``$JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>`` with ``{"batch", "expires"}``: the server
+    holds the request and delivers each message as soon as it is stored, until ``batch``
+    messages went out or the request expired (its status on the request's own reply
+    subject). At most one request is open at a time and it asks for no more messages than
+    the caller has room for, so nothing is delivered that no handler takes. Compared with
+    asking ``no_wait`` first and then waiting for one message, a busy consumer makes one
+    request per batch instead of two per message.
+
+    A stored message is recognised by its acknowledgement subject
+    (``$JS.ACK.<stream>.<durable>.…``), never by its headers: anything else on the inbox is
+    the server's status for a request (no messages, request timeout). So a publisher's own
+    ``Status`` header — which nats-py's ``fetch`` takes for a server status and drops,
+    leaving the message undelivered and unacknowledged forever — cannot hide a stored
+    message from its consumer.
 
     Args:
         nc: the connection.
@@ -36,49 +45,58 @@ class Puller:
         self._nc, self._inbox = nc, nc.new_inbox()
         self._next = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._acks = f"$JS.ACK.{stream}.{durable}."
-        self._queue: asyncio.Queue[Msg] = asyncio.Queue()
-        self._subscription: Any = None
-        self._requests = 0
+        self._stored: collections.deque[Msg] = collections.deque()
+        self._arrived = asyncio.Event()
+        self._subscription: Subscription | None = None
+        self._requests, self._open, self._remaining, self._open_until = 0, "", 0, 0.0
 
     async def start(self) -> None:
         """Subscribe to the inbox the requests are answered on."""
-        self._subscription = await self._nc.subscribe(f"{self._inbox}.*", cb=self._queue.put)
+        self._subscription = await self._nc.subscribe(f"{self._inbox}.*", cb=self._arrive)
 
     async def stop(self) -> None:
         """Unsubscribe (messages pulled but not yet taken come back after their ack wait)."""
-        with contextlib.suppress(nats.errors.Error):
-            await self._subscription.unsubscribe()
+        if self._subscription is not None:
+            with contextlib.suppress(nats.errors.Error):
+                await self._subscription.unsubscribe()
 
     async def fetch(self, batch: int, wait_s: float) -> list[Msg]:
         """Up to ``batch`` stored messages, waiting at most ``wait_s`` seconds when there are none.
 
-        First a ``no_wait`` request for what is there now; only when that is nothing, a
-        request for one message that the server holds for ``wait_s``. No request outlives
-        this call with messages still to come, so nothing is delivered that no handler takes.
+        Messages already delivered are returned at once. Otherwise, when no request is
+        open, one is made for ``batch`` messages that the server holds for ``wait_s``; the
+        call returns as soon as a message arrives, the request ends, or ``wait_s`` passed.
 
         Raises:
             nats.errors.Error: a request could not be sent (disconnected, draining).
         """
-        found = await self._request({"batch": batch, "no_wait": True}, NO_WAIT_S)
-        if found:
-            return found
-        return await self._request({"batch": 1, "expires": int(wait_s * 1e9)}, wait_s + NO_WAIT_S)
+        if not self._stored:
+            self._arrived.clear()
+            await self._ask(batch, wait_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), wait_s)
+        return [self._stored.popleft() for _ in range(min(batch, len(self._stored)))]
 
-    async def _request(self, body: dict[str, Any], wait_s: float) -> list[Msg]:
+    async def _ask(self, batch: int, wait_s: float) -> None:
+        """Open a request for ``batch`` messages unless one is still open."""
+        now = asyncio.get_running_loop().time()
+        if self._open and now < self._open_until:
+            return
         self._requests += 1
-        reply, batch = f"{self._inbox}.{self._requests}", int(body["batch"])
+        reply = f"{self._inbox}.{self._requests}"
+        self._open, self._remaining, self._open_until = reply, batch, now + wait_s + NO_WAIT_S
+        body = {"batch": batch, "expires": int(wait_s * 1e9)}
         await self._nc.publish(self._next, json.dumps(body).encode(), reply=reply)
-        found: list[Msg] = []
-        deadline = asyncio.get_running_loop().time() + wait_s
-        while len(found) < batch and (msg := await self._take(deadline)) is not None:
-            if msg.reply.startswith(self._acks):
-                found.append(msg)
-            elif msg.subject == reply:
-                break  # the server's status for this request (no messages, timeout): it is over
-        return found
 
-    async def _take(self, deadline: float) -> Msg | None:
-        try:
-            return await asyncio.wait_for(self._queue.get(), max(deadline - asyncio.get_running_loop().time(), 0))
-        except TimeoutError:
-            return None
+    async def _arrive(self, msg: Msg) -> None:
+        """A stored message is kept for the next fetch; a status on the open request's subject ends it."""
+        if msg.reply.startswith(self._acks):
+            self._stored.append(msg)
+            self._remaining -= 1
+            if self._remaining <= 0:
+                self._open = ""
+        elif msg.subject == self._open:
+            self._open = ""
+        else:
+            return  # the status of a request already over
+        self._arrived.set()
