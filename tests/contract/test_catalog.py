@@ -42,6 +42,7 @@ def test_stream_and_consumers_are_pinned() -> None:
     assert catalog.STREAM_SUBJECTS == (
         "tg.req.*",
         "tg.decision.*.*",
+        "tg.needs_approval.*.*",
         "tg.approval.*.*.*",
         "tg.receipt.*.*",
         "tg.claim.*.*",
@@ -53,7 +54,7 @@ def test_stream_and_consumers_are_pinned() -> None:
     assert catalog.RESULTS_STREAM == "TOOLGATE_RESULTS" and catalog.RESULTS_SUBJECTS == ("tg.result.*.*.*",)
     assert {(c.durable, c.filter_subject, c.max_deliver) for c in catalog.CONSUMERS} == {
         ("policy-requests", "tg.req.*", 20),
-        ("approvals-decisions", "tg.decision.*.*", 20),
+        ("approvals-decisions", "tg.needs_approval.*.*", 20),
         ("executor-decisions", "tg.decision.*.*", 20),
         ("executor-approvals", "tg.approval.*.*.*", 20),
         ("executor-backstop", "tg.req.*", -1),

@@ -71,6 +71,7 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     # family: (subject for a fresh token, the only user that may publish it)
     "request": (lambda _: Subjects.request("demo-agent"), AGENT),
     "decision": (lambda rid: Subjects.decision("demo-agent", rid), "policy"),
+    "needs-approval": (lambda rid: Subjects.needs_approval("demo-agent", rid), "policy"),
     "approval": (lambda rid: Subjects.approval("granted", "demo-agent", rid), "approvals"),
     "receipt": (lambda rid: Subjects.receipt("demo-agent", rid), "executor"),
     "claim": (lambda key: Subjects.claim("demo-agent", key), "executor"),
@@ -427,6 +428,7 @@ FEEDS: dict[str | None, tuple[str, Callable[[str], str]]] = {
     # consumer filter: who puts a message there, and on which subject
     Subjects.REQUESTS: (AGENT, lambda _: Subjects.request("demo-agent")),
     Subjects.DECISIONS: ("policy", lambda rid: Subjects.decision("demo-agent", rid)),
+    Subjects.NEEDS_APPROVAL: ("policy", lambda rid: Subjects.needs_approval("demo-agent", rid)),
     Subjects.APPROVALS: ("approvals", lambda rid: Subjects.approval("requested", "demo-agent", rid)),
     Subjects.RECEIPTS: ("executor", lambda rid: Subjects.receipt("demo-agent", rid)),
     None: ("executor", lambda rid: Subjects.receipt("demo-agent", rid)),

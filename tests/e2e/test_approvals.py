@@ -157,3 +157,24 @@ async def _decision_bytes(gate: Any, principal: str, request_id: str) -> bytes:
     await gate.receipt(principal, request_id)
     stored = await gate.js.get_last_msg(catalog.STREAM, Subjects.decision(principal, request_id))
     return bytes(stored.data)
+
+
+async def test_the_approvals_service_is_delivered_only_the_decisions_that_need_approval(gate: Any, new_id: Any) -> None:
+    agent, name = gate.agent(), new_id("asked-") + ".txt"
+    await gate.settle()
+    before = (await gate.js.consumer_info(catalog.STREAM, catalog.APPROVALS_CONSUMER.durable)).delivered.consumer_seq
+    read = await gate.call(agent, "read", {"path": name})  # decided: execute (no such file: refused by the tool)
+    denied = await gate.call(agent, "delete", {"path": name})  # decided: deny (no such operation)
+    request_id = await gate.submit(agent, "write", {"path": name, "content": "asked"})
+    pending = await gate.pending(request_id)
+    await gate.settle()
+    after = (await gate.js.consumer_info(catalog.STREAM, catalog.APPROVALS_CONSUMER.durable)).delivered.consumer_seq
+    verdicts = [
+        (await fetch_last(gate.js, Subjects.decision(agent, rid))).verdict
+        for rid in (read.request_id, denied.request_id)
+    ]
+    assert verdicts == ["execute", "deny"], (read.reason, denied.reason)
+    assert after - before == 1, "the approvals service was delivered decisions it does not act on"
+    copy = await fetch_last(gate.js, Subjects.needs_approval(agent, request_id))
+    assert isinstance(copy, DecisionMade) and copy == await fetch_last(gate.js, Subjects.decision(agent, request_id))
+    assert pending["request_id"] == request_id

@@ -8,13 +8,14 @@ from typing import Any
 import pytest
 
 from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Rpc
+from toolgate.contracts.catalog import Rpc, Subjects
 
 pytestmark = pytest.mark.e2e
 
 FLOW = [
     "tool.requested",
     "decision.made",
+    "decision.made",  # its copy for the approvals service, on tg.needs_approval.<p>.<rid>
     "approval.requested",
     "approval.granted",
     "effect.claimed",  # the write's durable claim, recorded before it runs
@@ -36,6 +37,9 @@ async def test_approval_flow_is_audited_event_by_event(gate: Any, new_id: Any) -
 
     trail = await gate.trail(request_id)
     assert [record["event_type"] for record in trail] == FLOW
+    assert (
+        trail[2]["subject"] == Subjects.needs_approval(agent, request_id) and trail[2]["payload"] == trail[1]["payload"]
+    )
     assert all(record["principal"] == agent for record in trail)
     assert [r["sequence"] for r in trail] == sorted(r["sequence"] for r in trail)
 

@@ -49,7 +49,14 @@ async def test_a_withdrawn_call_ends_denied_withdrawn_and_nothing_runs(gate: Any
     assert not (gate.paths.sandbox / name).exists()
     assert await gate.count(Subjects.receipt(agent, request_id)) == 1
     kinds = [record["event_type"] for record in await gate.trail(request_id)]
-    ended = ["tool.requested", "decision.made", "approval.requested", "approval.rejected", "receipt.issued"]
+    ended = [
+        "tool.requested",
+        "decision.made",
+        "decision.made",
+        "approval.requested",
+        "approval.rejected",
+        "receipt.issued",
+    ]
     assert kinds == [*ended, "security.event"], "alice's late answer is recorded as refused"
 
 

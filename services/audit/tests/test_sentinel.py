@@ -116,6 +116,7 @@ DECISION, GRANTED, REJECTED, VOTED = (
     Subjects.approval("voted", "a1", "r1"),
 )
 REQUESTED = Subjects.approval("requested", "a1", "r1")
+ASKED = Subjects.needs_approval("a1", "r1")
 FORGERIES: dict[str, tuple[str, bytes, SecurityKind, str]] = {
     # name: subject, body, reported kind, what the detail says
     "decision-foreign": (
@@ -202,9 +203,22 @@ FORGERIES: dict[str, tuple[str, bytes, SecurityKind, str]] = {
         "not signed by the policy key",
     ),
     "policy-published-junk": (Subjects.POLICY_PUBLISHED, b"{}", SecurityKind.POLICY_FORGED, "not a PolicyPublished"),
+    "needs-approval-unsigned": (
+        ASKED,
+        encode(_decision()),
+        SecurityKind.DECISION_FORGED,
+        "not signed by the policy key",
+    ),
+    "needs-approval-copied": (
+        ASKED,
+        encode(sign_event(_decision("r5"), POLICY)),
+        SecurityKind.DECISION_FORGED,
+        "about a1/r5",
+    ),
 }
 GENUINE = {
     "decision": (DECISION, encode(sign_event(_decision(), POLICY))),
+    "needs-approval": (ASKED, encode(sign_event(_decision(), POLICY))),
     "grant": (GRANTED, encode(sign_event(_granted(), APPROVALS))),
     "rejection": (REJECTED, encode(sign_event(_rejected(), APPROVALS))),
     "vote": (VOTED, encode(sign_event(_voted(), APPROVALS))),
@@ -236,6 +250,7 @@ def test_a_subject_whose_key_is_absent_is_not_checked() -> None:
 def test_the_table_names_one_key_and_kind_per_signed_subject() -> None:
     assert [(rule.pattern, rule.key, rule.kind.value) for rule in SIGNED] == [
         ("tg.decision.*.*", "policy", "decision_forged"),
+        ("tg.needs_approval.*.*", "policy", "decision_forged"),
         ("tg.approval.requested.*.*", "approvals", "approval_forged"),
         ("tg.approval.granted.*.*", "approvals", "approval_forged"),
         ("tg.approval.rejected.*.*", "approvals", "approval_forged"),

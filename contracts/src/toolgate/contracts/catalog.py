@@ -9,7 +9,12 @@ Flow::
 
     agent --tg.req.<p>--> policy --tg.decision.<p>.<rid>--> executor --tg.receipt.<p>.<rid>--> agent
                             |                                   ^
-                            +--> approvals --tg.approval.granted|rejected.<p>.<rid>--+
+                            +--tg.needs_approval.<p>.<rid>--> approvals --tg.approval.granted|rejected.<p>.<rid>--+
+
+A decision is published once, on ``tg.decision.<p>.<rid>`` (first on its subject: the
+one the executor reads). When it needs approval the policy also copies it, signed as it
+is, to ``tg.needs_approval.<p>.<rid>``: the approvals service consumes only those, so
+the decisions that run or are denied cost it nothing.
 
 A requester may withdraw its own call while its approval is pending, on the core
 request/reply subject ``tg.approvals.withdraw.<p>`` (:class:`Rpc`); the approvals service
@@ -84,6 +89,7 @@ MCP_CALLS_MAX_AGE_S: Final = 86_400.0
 STREAM_SUBJECTS: Final = (
     "tg.req.*",
     "tg.decision.*.*",
+    "tg.needs_approval.*.*",
     "tg.approval.*.*.*",
     "tg.receipt.*.*",
     "tg.claim.*.*",
@@ -101,6 +107,8 @@ class Subjects:
 
     REQUESTS: Final = "tg.req.*"
     DECISIONS: Final = "tg.decision.*.*"
+    NEEDS_APPROVAL: Final = "tg.needs_approval.*.*"
+    """A copy of each signed ``needs_approval`` decision: all the approvals service consumes."""
     APPROVALS: Final = "tg.approval.*.*.*"
     APPROVALS_REQUESTED: Final = "tg.approval.requested.*.*"
     RECEIPTS: Final = "tg.receipt.*.*"
@@ -134,6 +142,11 @@ class Subjects:
     def decision(principal: str, request_id: str) -> str:
         """``tg.decision.<principal>.<request_id>``: :class:`DecisionMade`."""
         return f"tg.decision.{principal}.{request_id}"
+
+    @staticmethod
+    def needs_approval(principal: str, request_id: str) -> str:
+        """``tg.needs_approval.<principal>.<request_id>``: the request's first decision, when it needs approval."""
+        return f"tg.needs_approval.{principal}.{request_id}"
 
     @staticmethod
     def decisions_of(principal: str) -> str:
@@ -275,7 +288,8 @@ class ConsumerSpec:
 
 
 POLICY_CONSUMER: Final = ConsumerSpec("policy-requests", Subjects.REQUESTS)
-APPROVALS_CONSUMER: Final = ConsumerSpec("approvals-decisions", Subjects.DECISIONS)
+APPROVALS_CONSUMER: Final = ConsumerSpec("approvals-decisions", Subjects.NEEDS_APPROVAL)
+"""Only the decisions that need approval: the approvals service never sees the others."""
 EXECUTOR_DECISIONS: Final = ConsumerSpec("executor-decisions", Subjects.DECISIONS, ack_wait_s=10.0)
 """A short ack wait: a killed executor's runs come back within seconds (a live run sends +WPI)."""
 EXECUTOR_APPROVALS: Final = ConsumerSpec("executor-approvals", Subjects.APPROVALS, ack_wait_s=10.0)

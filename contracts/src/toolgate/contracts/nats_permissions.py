@@ -255,6 +255,7 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
         title="policy: tool requests in, signed decisions out; per-caller tool listings; the policy in force",
         publish=(
             Rule(Subjects.DECISIONS, "only policy decides"),
+            Rule(Subjects.NEEDS_APPROVAL, "copies of the decisions that need approval, for the approvals service"),
             *_consumer(catalog.POLICY_CONSUMER),
             *_consumer(catalog.POLICY_RECEIPTS),
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its spend ledger: decisions, grants, receipts"),

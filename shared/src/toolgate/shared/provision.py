@@ -5,14 +5,15 @@ any other service; the ``js`` test fixture); every other service binds to what e
 single-filter (``FilterSubjects`` needs nats-server 2.10; 2.9 ignores it silently).
 A consumer whose stored configuration differs from its :class:`catalog.ConsumerSpec`
 is updated in place (``$JS.API.CONSUMER.CREATE`` with the same durable name updates
-the editable fields on nats-server 2.9 and later).
+the editable fields on nats-server 2.9 and later); a changed filter subject, which
+nats-server 2.9 cannot edit, makes it again there.
 """
 
 from __future__ import annotations
 
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError
 
 from toolgate.contracts import catalog
 
@@ -83,7 +84,22 @@ async def _ensure_consumer(js: JetStreamContext, spec: catalog.ConsumerSpec) -> 
         await js.add_consumer(catalog.STREAM, wanted)
         return
     stored = (current.ack_wait, current.max_deliver, current.max_ack_pending)
-    if stored != (wanted.ack_wait, wanted.max_deliver, wanted.max_ack_pending):
+    if current.filter_subject != wanted.filter_subject:
+        await _refiltered(js, wanted)
+    elif stored != (wanted.ack_wait, wanted.max_deliver, wanted.max_ack_pending):
+        await js.add_consumer(catalog.STREAM, wanted)
+
+
+async def _refiltered(js: JetStreamContext, wanted: ConsumerConfig) -> None:
+    """Give a consumer its new filter: in place (nats-server 2.10+), else by making it again.
+
+    A consumer made again starts from the stream's first message of its new filter; every
+    consumer's handler is idempotent on what it was delivered before.
+    """
+    try:
+        await js.add_consumer(catalog.STREAM, wanted)
+    except BadRequestError:
+        await js.delete_consumer(catalog.STREAM, wanted.durable_name or "")
         await js.add_consumer(catalog.STREAM, wanted)
 
 

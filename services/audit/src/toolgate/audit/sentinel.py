@@ -63,6 +63,7 @@ class SignedSubject:
 
 SIGNED: tuple[SignedSubject, ...] = (
     SignedSubject(Subjects.DECISIONS, DecisionMade, "policy", SecurityKind.DECISION_FORGED),
+    SignedSubject(Subjects.NEEDS_APPROVAL, DecisionMade, "policy", SecurityKind.DECISION_FORGED),
     SignedSubject(Subjects.APPROVALS_REQUESTED, ApprovalRequested, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_GRANTED, ApprovalGranted, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_REJECTED, ApprovalRejected, "approvals", SecurityKind.APPROVAL_FORGED),
