@@ -26,6 +26,9 @@ JetStream consumer semantics: docs.nats.io "Consumers", "Acknowledgement Models"
   message by its acknowledgement subject, never by a header its publisher chose;
 - each message is handled in a :func:`~toolgate.shared.request_log.request_scope`: what its
   handler notes is one log line, with the consumer and the time spent;
+- a consumer with one worker may instead take the messages one fetch returned as a batch
+  (``handle_batch``, :mod:`toolgate.shared.batching`): one handler call for them all, then
+  each settled with its own answer, in order, by the rules above;
 - :meth:`DurableWorker.stop` stops fetching, lets in-flight handlers finish within a
   grace period, then calls the service's ``abort`` (which ends what still runs) and only
   then cancels; unacknowledged messages come back after ``ack_wait``.
@@ -36,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -45,12 +48,11 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from toolgate.contracts import catalog
+from toolgate.shared.batching import Answer, answers, handle_batch, message_scope
 from toolgate.shared.pulling import Puller
-from toolgate.shared.request_log import request_scope
 from toolgate.shared.settle import Later, Settle, Settlement
-from toolgate.shared.tracing import consuming
 
-__all__ = ["Consumer", "Delivery", "DurableWorker", "Later", "Settle", "Settlement"]
+__all__ = ["Consumer", "Delivery", "DurableWorker", "HandleBatch", "Later", "Settle", "Settlement", "message_scope"]
 
 log = logging.getLogger("toolgate")
 
@@ -89,6 +91,11 @@ class Delivery:
 
 Handle = Callable[[Delivery], Awaitable[Settlement]]
 GiveUp = Callable[[Delivery], Awaitable[None]]
+HandleBatch = Callable[[Sequence[Delivery]], Awaitable[Sequence[Settlement]]]
+"""Decides a batch: one answer per delivery, in the same order."""
+
+BATCH_SIZE = 64
+"""Most messages one fetch hands a batch handler."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,14 @@ class Consumer:
         max_workers: handlers running at once; 1 keeps stream order.
         handler_timeout_s: a handler still running after this long is cancelled and its
             message retried (``None``: no bound; the handler bounds its own work).
+        handle_batch: decides the messages of one fetch at once, instead of ``handle``
+            (:mod:`toolgate.shared.batching`); only with ``max_workers=1``.
+        batch_size: most messages one batch holds.
+        batch_linger_s: after a batch smaller than ``batch_size``, how long to let messages
+            gather before the next fetch, seconds (fewer, larger batches; each waits at most this more).
+
+    Raises:
+        ValueError: ``handle_batch`` with more than one worker, or ``batch_size < 1``.
     """
 
     spec: catalog.ConsumerSpec
@@ -110,6 +125,13 @@ class Consumer:
     give_up: GiveUp | None = None
     max_workers: int = 8
     handler_timeout_s: float | None = None
+    handle_batch: HandleBatch | None = None
+    batch_size: int = BATCH_SIZE
+    batch_linger_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.handle_batch is not None and (self.max_workers != 1 or self.batch_size < 1):
+            raise ValueError(f"{self.spec.durable}: a batch handler needs max_workers=1 and batch_size >= 1")
 
 
 class DurableWorker:
@@ -171,6 +193,9 @@ class DurableWorker:
                 if free <= 0:
                     await asyncio.wait(set(self._inflight), return_when=asyncio.FIRST_COMPLETED)
                     continue
+                if self._consumer.handle_batch is not None:
+                    await self._dispatch_batch(await self._fetch(puller, self._consumer.batch_size))
+                    continue
                 for msg in await self._fetch(puller, free):
                     await (self._dispatch(msg) if self._running else self._hand_back(msg))
         finally:
@@ -189,6 +214,15 @@ class DurableWorker:
         with contextlib.suppress(nats.errors.Error):
             await msg.nak()
 
+    async def _dispatch_batch(self, msgs: list[Msg]) -> None:
+        if not self._running:
+            for msg in msgs:
+                await self._hand_back(msg)
+        elif msgs:
+            await handle_batch(self, msgs)
+            if len(msgs) < self._consumer.batch_size:
+                await asyncio.sleep(self._consumer.batch_linger_s)
+
     async def _dispatch(self, msg: Msg) -> None:
         if self._consumer.max_workers == 1:
             await self._process(msg)  # one worker: stream order
@@ -198,13 +232,12 @@ class DurableWorker:
         task.add_done_callback(self._inflight.discard)
 
     async def _process(self, msg: Msg) -> None:
-        durable = self._consumer.spec.durable
-        with request_scope(consumer=durable), consuming(durable, msg.subject, msg.headers):
+        with message_scope(self._consumer.spec.durable, msg.subject, msg.headers):
             await self._processed(msg)
 
     async def _processed(self, msg: Msg) -> None:
         delivery = self._delivery(msg)
-        keepalive = asyncio.create_task(self._keepalive(msg))
+        keepalive = asyncio.create_task(self._keepalive([msg]))
         try:
             outcome = await self._handled(delivery)
             if self._consumer.max_workers == 1:
@@ -223,24 +256,33 @@ class DurableWorker:
         """
         attempt = 1
         while (outcome is Settle.RETRY or isinstance(outcome, Later)) and self._running:
-            back_off = min(self._retry_delay_s * 2 ** min(attempt - 1, 16), MAX_RETRY_DELAY_S)
-            await asyncio.sleep(outcome.delay_s if isinstance(outcome, Later) else back_off)
+            await asyncio.sleep(self._in_place_delay_s(outcome, attempt))
             outcome, attempt = await self._handled(delivery), attempt + 1
         return outcome
 
+    def _in_place_delay_s(self, outcome: Settlement, attempt: int) -> float:
+        """Before retrying in place: a Later's own delay, else ``retry_delay_s`` doubled per attempt, seconds."""
+        if isinstance(outcome, Later):
+            return outcome.delay_s
+        return float(min(self._retry_delay_s * 2 ** min(attempt - 1, 16), MAX_RETRY_DELAY_S))
+
     async def _handled(self, delivery: Delivery) -> Settlement:
+        return (await self._guarded(lambda: self._consumer.handle(delivery), delivery, 1))[0]
+
+    async def _guarded(self, handle: Callable[[], Awaitable[Answer]], head: Delivery, count: int) -> list[Settlement]:
+        """What ``handle`` answered for ``count`` messages from ``head`` on; all RETRY when it failed (module doc)."""
         durable, limit = self._consumer.spec.durable, asyncio.timeout(self._consumer.handler_timeout_s)
         try:
             async with limit:
-                return await self._consumer.handle(delivery)
+                return answers(await handle(), count)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # the worker is stopping this handler
-            log.error("%s: a handler leaked a cancellation on seq %s; retrying", durable, delivery.stream_seq)
+            log.error("%s: a handler leaked a cancellation on seq %s; retrying", durable, head.stream_seq)
         except Exception as error:
-            self._log_fault(delivery, error, limit.expired())
-        return Settle.RETRY
+            self._log_fault(head, error, limit.expired())
+        return [Settle.RETRY] * count
 
     def _log_fault(self, delivery: Delivery, error: Exception, timed_out: bool) -> None:
         durable, seq = self._consumer.spec.durable, delivery.stream_seq
@@ -287,12 +329,14 @@ class DurableWorker:
         delivered = msg.metadata.num_delivered or 1
         return float(min(self._retry_delay_s * 2 ** min(delivered - 1, 16), MAX_RETRY_DELAY_S))
 
-    async def _keepalive(self, msg: Msg) -> None:
+    async def _keepalive(self, held: Sequence[Msg]) -> None:
+        """``+WPI`` each third of ``ack_wait`` for every message in ``held`` (which may shrink meanwhile)."""
         interval = max(self._ack_wait_s / 3, 1.0)
         with contextlib.suppress(nats.errors.Error):
             while True:
                 await asyncio.sleep(interval)
-                await msg.in_progress()
+                for msg in list(held):
+                    await msg.in_progress()
 
     def _delivery(self, msg: Msg) -> Delivery:
         meta = msg.metadata

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -16,12 +18,17 @@ from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.events import decode_untrusted
 from toolgate.shared.alarms import AlarmsQuery, AlarmsReply
-from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement
+from toolgate.shared.handling import Consumer, Delivery, Settle, Settlement, message_scope
 from toolgate.shared.metrics import record_appended
 from toolgate.shared.request_log import note
 from toolgate.shared.service import RuntimeCell, rpc
 
 __all__ = ["build_router", "consumers", "note_appended"]
+
+log = logging.getLogger("toolgate.audit")
+
+BATCH_LINGER_S = 0.05
+"""After a short batch, how long the audit lets events gather before fetching again, seconds."""
 
 Q = TypeVar("Q")
 _trail = msgspec.json.Decoder(TrailQuery)
@@ -31,26 +38,55 @@ _requests = msgspec.json.Decoder(RequestsQuery)
 
 
 def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
-    """Every stream event into the chain, in stream order; an event is never given up.
+    """Every stream event into the chain, in stream order, in batches; an event is never given up.
 
-    A newly recorded event is inspected (forgeries reported, security events announced);
-    a redelivered one was inspected when it was recorded. Each is one request line
-    (:func:`note_appended`).
+    The messages of one fetch are appended in one transaction (``append_batch``); a batch
+    whose append fails is retried whole, in place, and a redelivered message appends nothing.
+    Then, each in its own request line and span: a newly recorded event is inspected
+    (forgeries reported, security events announced; a redelivered one was inspected when it
+    was recorded) and noted (:func:`note_appended`).
     """
+    durable = catalog.AUDIT_CONSUMER.durable
+
+    async def on_events(deliveries: Sequence[Delivery]) -> list[Settlement]:
+        audit, now = cell(), datetime.now(UTC).isoformat()
+        entries = [_entry(delivery, now) for delivery in deliveries]
+        records = await audit.store.append_batch(entries)
+        record_appended(deliveries[-1].stored_at)
+        for delivery, entry, record in zip(deliveries, entries, records, strict=True):
+            with message_scope(durable, delivery.subject, delivery.headers):
+                await _inspected(audit, delivery, record)
+                note_appended(entry, record)
+        return [Settle.ACK] * len(deliveries)
 
     async def on_event(delivery: Delivery) -> Settlement:
-        now = datetime.now(UTC).isoformat()
-        msg_id = delivery.headers.get("Nats-Msg-Id")
-        audit = cell()
-        entry = entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, now)
-        record = await audit.store.append(entry)
-        record_appended(delivery.stored_at)
-        if record is not None:
-            await audit.inspect(record, delivery.data)
-        note_appended(entry, record)
-        return Settle.ACK
+        return (await on_events([delivery]))[0]
 
-    return [Consumer(catalog.AUDIT_CONSUMER, on_event, give_up=None, max_workers=1)]
+    return [
+        Consumer(
+            catalog.AUDIT_CONSUMER,
+            on_event,
+            give_up=None,
+            max_workers=1,
+            handle_batch=on_events,
+            batch_linger_s=BATCH_LINGER_S,
+        )
+    ]
+
+
+def _entry(delivery: Delivery, received_at: str) -> AuditEntry:
+    msg_id = delivery.headers.get("Nats-Msg-Id")
+    return entry_of(delivery.subject, delivery.data, msg_id, delivery.stream_seq, received_at)
+
+
+async def _inspected(audit: Audit, delivery: Delivery, record: AuditRecord | None) -> None:
+    """Inspect a newly recorded event; a failure is logged and the record stays (the next event is still inspected)."""
+    if record is None:
+        return
+    try:
+        await audit.inspect(record, delivery.data)
+    except Exception:
+        log.error("could not inspect record %d (stream seq %d)", record.sequence, record.stream_seq, exc_info=True)
 
 
 def note_appended(entry: AuditEntry, record: AuditRecord | None) -> None:

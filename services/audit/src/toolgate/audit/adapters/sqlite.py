@@ -2,8 +2,9 @@
 
 One ``sqlite3`` connection in WAL mode, guarded by a lock; every blocking call runs in
 a worker thread through :func:`asyncio.to_thread`. An append reads the last record and
-inserts its successor inside one ``BEGIN IMMEDIATE`` transaction, so concurrent
-appends (from this process or another on the same file) cannot fork the chain.
+inserts its successors (one event, or a batch of them in order) inside one
+``BEGIN IMMEDIATE`` transaction, so concurrent appends (from this process or another on
+the same file) cannot fork the chain, and a batch is stored whole or not at all.
 Records are keyed by chain position (``sequence``); the JetStream stream sequence is
 unique, which makes redelivered events no-ops.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +28,7 @@ _T = TypeVar("_T")
 
 _NAMES = AuditRecord.__struct_fields__
 _COLUMNS = ", ".join(_NAMES)
+_MARKS = ", ".join("?" * len(_NAMES))
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS audit_records (
@@ -90,7 +92,20 @@ class SqliteAuditStore:
             StoreError: the store is closed or the write failed (nothing is written).
             UnicodeEncodeError: the payload holds a lone surrogate (nothing is written).
         """
-        return await self._run(lambda: self._append(entry))
+        return (await self.append_batch([entry]))[0]
+
+    async def append_batch(self, entries: Sequence[AuditEntry]) -> list[AuditRecord | None]:
+        """Append events at the end of the chain, in the order given, in one transaction.
+
+        Returns:
+            For each entry, its stored record, or ``None`` when its ``stream_seq`` is already
+            stored (a redelivery) or appears earlier in ``entries``: nothing is stored for it.
+
+        Raises:
+            StoreError: the store is closed or the write failed (nothing of the batch is written).
+            UnicodeEncodeError: a payload holds a lone surrogate (nothing of the batch is written).
+        """
+        return await self._run(lambda: self._append(entries))
 
     async def trail(self, request_id: str) -> list[AuditRecord]:
         """Return every record of one tool request, in bus order (JetStream stream sequence).
@@ -243,28 +258,35 @@ class SqliteAuditStore:
             except sqlite3.Error as exc:
                 raise StoreError(self._path, "unavailable", str(exc)) from exc
 
-    def _append(self, entry: AuditEntry) -> AuditRecord | None:
-        """Read the last record and insert its successor in one immediate transaction."""
+    def _append(self, entries: Sequence[AuditEntry]) -> list[AuditRecord | None]:
+        """Read the last record and insert the successors in one immediate transaction."""
         self._conn.execute("BEGIN IMMEDIATE")
         try:
-            record = self._append_in_tx(entry)
+            records = self._append_in_tx(entries)
         except BaseException:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
-        return record
+        return records
 
-    def _append_in_tx(self, entry: AuditEntry) -> AuditRecord | None:
-        seen = "SELECT 1 FROM audit_records WHERE stream_seq = ?"
-        if self._conn.execute(seen, (entry.stream_seq,)).fetchone() is not None:
-            return None
-        last = self._conn.execute(f"SELECT {_COLUMNS} FROM audit_records ORDER BY sequence DESC LIMIT 1")
-        row = last.fetchone()
-        record = next_record(None if row is None else _record(row), entry)
-        values = tuple(getattr(record, name) for name in _NAMES)
-        marks = ", ".join("?" * len(_NAMES))
-        self._conn.execute(f"INSERT INTO audit_records ({_COLUMNS}) VALUES ({marks})", values)
-        return record
+    def _append_in_tx(self, entries: Sequence[AuditEntry]) -> list[AuditRecord | None]:
+        seen = self._stored_stream_seqs([entry.stream_seq for entry in entries])
+        row = self._conn.execute(f"SELECT {_COLUMNS} FROM audit_records ORDER BY sequence DESC LIMIT 1").fetchone()
+        last = None if row is None else _record(row)
+        records: list[AuditRecord | None] = []
+        for entry in entries:
+            fresh = entry.stream_seq not in seen
+            seen.add(entry.stream_seq)
+            last = next_record(last, entry) if fresh else last
+            records.append(last if fresh else None)
+        new = [tuple(getattr(record, name) for name in _NAMES) for record in records if record is not None]
+        self._conn.executemany(f"INSERT INTO audit_records ({_COLUMNS}) VALUES ({_MARKS})", new)
+        return records
+
+    def _stored_stream_seqs(self, stream_seqs: list[int]) -> set[int]:
+        """Which of ``stream_seqs`` are already in the chain (one query for the batch)."""
+        sql = f"SELECT stream_seq FROM audit_records WHERE stream_seq IN ({', '.join('?' * len(stream_seqs))})"
+        return {int(row[0]) for row in self._conn.execute(sql, stream_seqs)}
 
     def _records(self) -> Iterator[AuditRecord]:
         """Yield every record in sequence order, fetching ``_FETCH_ROWS`` at a time."""
