@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.bench.figures import Figures, figures_of, percentile, ratios
-from toolgate.cli.bench.processes import cpu_per_call, cpu_ticks, parse_rss_kib, parse_stat_ticks, rss_mib
+from toolgate.cli.bench.figures import Figures, figures_of, percentile, ratios, scaling
+from toolgate.cli.bench.processes import CpuPerCall, cpu_per_call, cpu_ticks, parse_rss_kib, parse_stat_ticks, rss_mib
+from toolgate.cli.bench.report import Report, SizeRow, report_dict
 from toolgate.cli.bench.stages import STAGES, CallTimes, Stamp, call_times, handler_ms, stage_medians
 
 STAT = (
@@ -51,6 +52,31 @@ def test_ratios_put_the_governed_p99_over_the_other_p50() -> None:
     assert against.p50 == pytest.approx(30.0)
     assert against.p99_over_p50 == pytest.approx(100.0)
     assert against.throughput == pytest.approx(0.02)
+
+
+def test_a_larger_registry_is_put_against_the_smallest_figure_for_figure() -> None:
+    small = Figures(concurrency=8, calls=100, p50_ms=6.0, p99_ms=20.0, calls_per_s=300.0)
+    large = Figures(concurrency=8, calls=100, p50_ms=7.5, p99_ms=30.0, calls_per_s=240.0)
+    against = scaling(large, small)
+    assert (against.p50, against.p99, against.throughput) == pytest.approx((1.25, 1.5, 0.8))
+
+
+def test_the_sweep_rows_of_a_report_each_name_their_size_and_ratios_per_concurrency() -> None:
+    def runs(p50_ms: float) -> list[Figures]:
+        return [Figures(concurrency, 100, p50_ms * concurrency, 40.0, 1000.0 / p50_ms) for concurrency in (8, 64)]
+
+    cpu = [CpuPerCall({"policy": 900.0}, 900.0, 10.0)] * 2
+    sizes = [SizeRow(10, 0.1, runs(4.0), cpu), SizeRow(10_000, 30.0, runs(5.0), cpu)]
+    report = Report(100, [], {"policy": 90.0}, {}, 60.0, 2.0, sizes, {"policy": 80.0}, 10_020)
+    document = report_dict(report)
+    assert [size["tools"] for size in document["registry_sweep"]] == [10, 10_000]
+    smallest, largest = document["registry_sweep"]
+    assert smallest["vs_smallest"] == [{"p50": 1.0, "p99": 1.0, "throughput": 1.0}] * 2
+    assert [ratio["p50"] for ratio in largest["vs_smallest"]] == pytest.approx([1.25, 1.25])
+    assert [ratio["throughput"] for ratio in largest["vs_smallest"]] == pytest.approx([0.8, 0.8])
+    assert [run["concurrency"] for run in largest["governed"]] == [8, 64]
+    assert [cpu["total_us"] for cpu in largest["cpu_per_governed_call"]] == [900.0, 900.0]
+    assert (document["rss_idle_mib"], document["rss_after_governed_calls"]) == ({"policy": 80.0}, 10_020)
 
 
 def test_cpu_ticks_are_user_plus_system_after_the_command_name() -> None:

@@ -25,7 +25,8 @@ FLOOR_STAGES = {"floor-first", "floor-second"}
 def test_one_run_reports_every_row_at_each_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NATS_URL", raising=False)  # the bench starts its own secured nats-server and Redis
     monkeypatch.delenv("REDIS_URL", raising=False)
-    done = CliRunner().invoke(app, ["bench", "--calls", "20", "--concurrency", "2", "--json"])
+    sweep = ["--tools", "4", "--tools", "3", "--rss-calls", "150"]
+    done = CliRunner().invoke(app, ["bench", "--calls", "20", "--concurrency", "2", "--json", *sweep])
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
     assert report["calls"] == 20
@@ -45,3 +46,17 @@ def test_one_run_reports_every_row_at_each_concurrency(monkeypatch: pytest.Monke
     assert set(report["rss_mib"]) == {*SERVICES, *SERVERS, *FLOOR_STAGES, "bench client"}
     assert all(mib > 0 for mib in report["rss_mib"].values())
     assert set(report["in_process_us"]) == {"policy_decision", "argument_validation"}
+    assert set(report["rss_idle_mib"]) == set(report["rss_mib"])
+    assert report["rss_after_governed_calls"] >= 150
+    _check_sweep(report["registry_sweep"])
+
+
+def _check_sweep(sweep: list[dict[str, object]]) -> None:
+    """Smallest registry first (the bench and the shipped tool make 2: one filler, then two)."""
+    assert [size["tools"] for size in sweep] == [3, 4]
+    for size in sweep:
+        assert set(size) == {"tools", "publish_s", "governed", "cpu_per_governed_call", "vs_smallest"}
+        (governed,) = size["governed"]  # type: ignore[misc]
+        assert set(governed) == FIGURES and (governed["concurrency"], governed["calls"]) == (2, 20)
+        assert set(size["vs_smallest"][0]) == {"p50", "p99", "throughput"}  # type: ignore[index]
+    assert sweep[0]["vs_smallest"] == [{"p50": 1.0, "p99": 1.0, "throughput": 1.0}]

@@ -171,3 +171,32 @@ async def test_a_followed_latest_is_read_once_and_a_raise_is_heard_at_once(
         await asyncio.sleep(0.02)
     assert [await reader.latest_version("alpha") for _ in range(100)] == ["1.2.0"] * 100
     assert reads == 1  # every later answer came from the puts it heard
+
+
+async def test_an_unchanged_bucket_is_listed_again_without_a_read_and_every_write_is_seen(
+    nc: nats.aio.client.Client, js: JetStreamContext, kv: KeyValue, bucket_name: str
+) -> None:
+    tools, reader = await ToolsBucket.open(js, bucket_name), await ToolsBucket.open(js, bucket_name)
+    await reader.follow_latest(nc)  # a listing never answers from the followed memory
+    for name in ("alpha", "beta"):
+        await tools.publish(_descriptor(name))
+    reads = 0
+    counted = reader._latest
+
+    async def counting(tool: str) -> tuple[str | None, int | None]:
+        nonlocal reads
+        reads += 1
+        return await counted(tool)
+
+    reader._latest = counting  # type: ignore[method-assign]
+    listed = [(d.name, d.version) for d in await reader.list()]
+    assert listed == [("alpha", "1.0.0"), ("beta", "1.0.0")] and reads == 2
+    assert [[(d.name, d.version) for d in await reader.list()] for _ in range(20)] == [listed] * 20
+    assert reads == 2  # the bucket did not change: nothing read again
+
+    await tools.publish(_descriptor("alpha", "1.1.0"))
+    assert [(d.name, d.version) for d in await reader.list()] == [("alpha", "1.1.0"), ("beta", "1.0.0")]
+    await tools.publish(_descriptor("gamma"))
+    assert [d.name for d in await reader.list()] == ["alpha", "beta", "gamma"]
+    await kv.delete("latest.beta")
+    assert [d.name for d in await reader.list()] == ["alpha", "gamma"]

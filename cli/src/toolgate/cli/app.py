@@ -275,9 +275,27 @@ Concurrency = Annotated[
 ]
 
 
+Tools = Annotated[
+    list[int] | None,
+    typer.Option(
+        "--tools",
+        min=1,
+        help="Also measure the governed call with this many tools registered; repeat to sweep (e.g. 10 and 10000).",
+    ),
+]
+RssCalls = Annotated[
+    int, typer.Option("--rss-calls", min=0, help="Governed calls made in all before the memory is read (e.g. 10000).")
+]
+
+
 @app.command()
 def bench(
-    calls: int = 500, concurrency: Concurrency = None, insecure: Insecure = False, as_json: AsJson = False
+    calls: int = 500,
+    concurrency: Concurrency = None,
+    insecure: Insecure = False,
+    as_json: AsJson = False,
+    tools: Tools = None,
+    rss_calls: RssCalls = 0,
 ) -> None:
     """Governed call vs a bare NATS request/reply and the transport floor: ratios, CPU, memory, stages."""
     from toolgate.cli.announce import insecure_banner
@@ -286,7 +304,7 @@ def bench(
     out = err_console if as_json else console
     if insecure:
         insecure_banner(out)
-    raise typer.Exit(run_bench(out, calls, concurrency or [8, 64], insecure, as_json))
+    raise typer.Exit(run_bench(out, calls, concurrency or [8, 64], insecure, as_json, tools, rss_calls))
 
 
 def main() -> None:

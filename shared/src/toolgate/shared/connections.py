@@ -5,18 +5,17 @@ from __future__ import annotations
 import logging
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats
-import redis.asyncio as aioredis
 from nats.aio.client import Client
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from toolgate.contracts.errors import NatsUnreachable
 from toolgate.contracts.nats_credentials import redact
 from toolgate.shared.settings import ServiceSettings
+
+if TYPE_CHECKING:  # redis-py (~20 MiB resident with the OpenTelemetry SDK it loads) only where Redis is used
+    import redis.asyncio as aioredis
 
 __all__ = ["CA_FILE_ENV", "NatsUnreachable", "connect_once", "redact", "redis_client", "tls_options", "warn_if_open"]
 
@@ -81,7 +80,14 @@ def redis_client(settings: ServiceSettings) -> aioredis.Redis:
     restart the first command on a pooled socket fails with "Connection closed by server"
     although the server is up; the retry reconnects. Every toolgate script is exact under
     that retry (claims carry a nonce, completions and resolutions are idempotent).
+
+    redis-py is imported here: the registry and the audit, which never use Redis, do not load it.
     """
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
     timeout_s = settings.redis_timeout_s
     return aioredis.Redis.from_url(
         settings.redis_url,

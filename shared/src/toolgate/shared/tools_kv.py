@@ -75,6 +75,7 @@ class ToolsBucket:
         self._cache: dict[tuple[str, str], ToolDescriptor] = {}
         self._latest_seen: dict[str, tuple[str | None, float]] = {}
         self._following = False
+        self._listed: tuple[tuple[int, int], list[ToolDescriptor]] | None = None
 
     @classmethod
     async def open(cls, js: JetStreamContext, bucket: str = catalog.TOOLS_BUCKET) -> ToolsBucket:
@@ -234,8 +235,25 @@ class ToolsBucket:
     async def list(self) -> list[ToolDescriptor]:
         """Return the latest version of every tool, sorted by name; no server-side state is made.
 
+        The bucket's stream reports its last sequence and message count with the names (one
+        stream-info request): while both are what they were at the previous listing, nothing
+        in the bucket changed and that listing is returned again. Otherwise every ``latest``
+        is read from the bucket (never from :meth:`follow_latest`'s memory, so a listing
+        kept this way is exact) — a cost that grows with the registry, paid once per change.
+
         Raises:
             nats.errors.TimeoutError, nats.js.errors.APIError: the stream could not be asked.
         """
-        found = [await self.get(name) for name in await self.tool_names()]
-        return [d for d in found if d is not None]
+        info = await self._js.stream_info(self._stream, subjects_filter=f"{self._latest_prefix}>")
+        mark = (info.state.last_seq, info.state.messages)
+        if self._listed is not None and self._listed[0] == mark:
+            return list(self._listed[1])
+        names = sorted(subject.removeprefix(self._latest_prefix) for subject in info.state.subjects or {})
+        found = [await self._read_latest(name) for name in names]
+        self._listed = (mark, [d for d in found if d is not None])
+        return list(self._listed[1])
+
+    async def _read_latest(self, tool: str) -> ToolDescriptor | None:
+        """The descriptor ``latest.<tool>`` names, read from the bucket now; ``None`` when there is none."""
+        version = (await self._latest(tool))[0]
+        return None if version is None else await self.get(tool, version)

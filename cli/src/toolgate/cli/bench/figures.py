@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Figures", "Ratios", "figures_of", "measure", "percentile", "ratios", "warm_up"]
+__all__ = ["Figures", "Ratios", "Scaling", "figures_of", "measure", "percentile", "ratios", "scaling", "warm_up"]
 
 WARMUP_CALLS = 20
 """Calls made (one at a time, not measured) before each measured run."""
@@ -47,6 +47,20 @@ class Ratios:
     throughput: float
 
 
+@dataclass(frozen=True)
+class Scaling:
+    """One run against the same call measured on a smaller system (same concurrency).
+
+    Attributes:
+        p50 / p99: this run's percentile / the smaller system's same percentile.
+        throughput: this run's calls/s / the smaller system's (below 1: slower).
+    """
+
+    p50: float
+    p99: float
+    throughput: float
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The ``q``-th percentile of ``values`` (0 ≤ ``q`` ≤ 100), linearly interpolated between order statistics.
 
@@ -82,6 +96,15 @@ def ratios(governed: Figures, other: Figures) -> Ratios:
         p50=governed.p50_ms / other.p50_ms,
         p99_over_p50=governed.p99_ms / other.p50_ms,
         throughput=governed.calls_per_s / other.calls_per_s,
+    )
+
+
+def scaling(run: Figures, smallest: Figures) -> Scaling:
+    """``run`` against ``smallest``, each figure against its own kind: see :class:`Scaling`."""
+    return Scaling(
+        p50=run.p50_ms / smallest.p50_ms,
+        p99=run.p99_ms / smallest.p99_ms,
+        throughput=run.calls_per_s / smallest.calls_per_s,
     )
 
 

@@ -9,12 +9,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from toolgate.cli.bench.figures import Figures, Ratios, ratios
+from toolgate.cli.bench.figures import Figures, Ratios, Scaling, ratios, scaling
 from toolgate.cli.bench.processes import CpuPerCall
 from toolgate.cli.bench.stages import STAGES
 from toolgate.cli.output import print_json
 
-__all__ = ["Report", "Row", "print_report", "report_dict", "report_json"]
+__all__ = ["Report", "Row", "SizeRow", "print_report", "report_dict", "report_json"]
 
 KINDS = ("bare", "floor", "governed")
 TITLES = {"bare": "bare request/reply", "floor": "transport floor", "governed": "governed READ_ONLY call"}
@@ -50,6 +50,23 @@ class Row:
 
 
 @dataclass(frozen=True)
+class SizeRow:
+    """The governed call with the registry grown to one size (``--tools``).
+
+    Attributes:
+        tools: tools registered during the runs (shipped, ``bench_fs`` and fillers).
+        publish_s: seconds the fillers added for this size took to publish (the settling wait left out).
+        runs: the governed call's figures, one per concurrency (in the order asked).
+        cpu: the stack's CPU per governed call of each run (read after every consumer handled it).
+    """
+
+    tools: int
+    publish_s: float
+    runs: list[Figures]
+    cpu: list[CpuPerCall]
+
+
+@dataclass(frozen=True)
 class Report:
     """A whole run.
 
@@ -58,6 +75,9 @@ class Report:
         rss_mib: ``{process: resident memory after the runs, MiB}``.
         stages_ms: ``{concurrency: {stage: median ms, or None}}`` (:data:`toolgate.cli.bench.stages.STAGES`).
         policy_decision_us / argument_validation_us: in-process costs, µs.
+        sizes: the registry sweep, smallest registry first (empty without ``--tools``).
+        rss_idle_mib: ``{process: resident memory before the first call, MiB}``.
+        governed_calls: governed calls made before ``rss_mib`` was read (warm-ups included).
     """
 
     calls: int
@@ -66,6 +86,13 @@ class Report:
     stages_ms: dict[int, dict[str, float | None]]
     policy_decision_us: float
     argument_validation_us: float
+    sizes: list[SizeRow] = dataclasses.field(default_factory=list)
+    rss_idle_mib: dict[str, float] = dataclasses.field(default_factory=dict)
+    governed_calls: int = 0
+
+    def against_smallest(self, size: SizeRow) -> list[Scaling]:
+        """Each run of ``size`` against the smallest registry's run at the same concurrency."""
+        return [scaling(run, smallest) for run, smallest in zip(size.runs, self.sizes[0].runs, strict=True)]
 
 
 def _cpu(cpu: CpuPerCall) -> dict[str, Any]:
@@ -84,12 +111,25 @@ def _row(row: Row, stages_ms: dict[str, float | None]) -> dict[str, Any]:
     }
 
 
+def _size(report: Report, size: SizeRow) -> dict[str, Any]:
+    return {
+        "tools": size.tools,
+        "publish_s": size.publish_s,
+        "governed": [dataclasses.asdict(run) for run in size.runs],
+        "cpu_per_governed_call": [_cpu(cpu) for cpu in size.cpu],
+        "vs_smallest": [dataclasses.asdict(ratio) for ratio in report.against_smallest(size)],
+    }
+
+
 def report_dict(report: Report) -> dict[str, Any]:
     """The whole report as JSON-ready values: one entry per concurrency in ``runs``."""
     return {
         "calls": report.calls,
         "runs": [_row(row, report.stages_ms.get(row.concurrency, {})) for row in report.rows],
         "rss_mib": report.rss_mib,
+        "rss_idle_mib": report.rss_idle_mib,
+        "rss_after_governed_calls": report.governed_calls,
+        "registry_sweep": [_size(report, size) for size in report.sizes],
         "in_process_us": {
             "policy_decision": report.policy_decision_us,
             "argument_validation": report.argument_validation_us,
@@ -162,12 +202,27 @@ def _stages_table(report: Report) -> Table:
     return table
 
 
+def _sizes_table(report: Report) -> Table:
+    table = Table(title="governed call by registry size (against the smallest registry, same in-flight)")
+    columns = ("tools", "in flight", "p50", "p99", "throughput", "CPU/call", "p50 / p50", "p99 / p99", "rate / rate")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for size in report.sizes:
+        for run, cpu, ratio in zip(size.runs, size.cpu, report.against_smallest(size), strict=True):
+            figures = (f"{run.p50_ms:.3f} ms", f"{run.p99_ms:.3f} ms", f"{run.calls_per_s:,.0f}/s")
+            cells = (f"{_us(cpu.total_us)} µs", f"{ratio.p50:.2f}×", f"{ratio.p99:.2f}×", f"{ratio.throughput:.2f}×")
+            table.add_row(f"{size.tools:,}", str(run.concurrency), *figures, *cells)
+        table.add_section()
+    return table
+
+
 def _rss_table(report: Report) -> Table:
-    table = Table(title="resident memory after the runs")
-    table.add_column("process")
-    table.add_column("RSS", justify="right")
+    table = Table(title=f"resident memory, idle and after {report.governed_calls:,} governed calls")
+    for column in ("process", "idle", "after"):
+        table.add_column(column, justify="right" if column != "process" else "left")
     for name, mib in report.rss_mib.items():
-        table.add_row(name, f"{mib:.1f} MiB")
+        idle = report.rss_idle_mib.get(name)
+        table.add_row(name, "" if idle is None else f"{idle:.1f} MiB", f"{mib:.1f} MiB")
     return table
 
 
@@ -175,5 +230,7 @@ def print_report(console: Console, report: Report) -> None:
     """Print every table of ``report`` on ``console``."""
     for table in (_figures_table, _ratios_table, _cpu_table, _stages_table, _rss_table):
         console.print(table(report))
+    if report.sizes:
+        console.print(_sizes_table(report))
     decide, validate = report.policy_decision_us, report.argument_validation_us
     console.print(f"in-process: policy decision {decide:.1f} µs, argument validation {validate:.2f} µs")

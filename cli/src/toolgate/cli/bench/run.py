@@ -7,6 +7,11 @@ call (:mod:`toolgate.cli.bench.governed`) with the CPU each process spent on it 
 audit and approvals included). Then the resident memory of every process, the stage
 breakdown of the governed calls (:mod:`toolgate.cli.bench.stages`) and the in-process cost
 of a policy decision and an argument validation.
+
+With ``tools``, the registry is then grown to each size in turn (:mod:`toolgate.cli.bench.registry_size`)
+and the governed call measured again at each concurrency. With ``rss_calls``, governed calls
+are made until that many were made in all, before the resident memory is read (it is also
+read once before the first call: idle).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from toolgate.cli.bench.figures import Figures, measure, warm_up
 from toolgate.cli.bench.floors import admin_options, bare_call, floor_call, floor_stages, provision_floor
 from toolgate.cli.bench.governed import AGENT, ClientTimes, bench_descriptor, governed_call, in_process_us, settled
 from toolgate.cli.bench.processes import CpuPerCall, cpu_per_call, rss_mib, sample_cpu
-from toolgate.cli.bench.report import Report, Row, print_report, report_json
+from toolgate.cli.bench.registry_size import grow_registry
+from toolgate.cli.bench.report import Report, Row, SizeRow, print_report, report_json
 from toolgate.cli.stack import DEPLOY_DIR, AuthMode, Stack, running_stack
 from toolgate.contracts import catalog
 
@@ -51,6 +57,12 @@ class _Session:
     times: ClientTimes
     rows: list[Row] = field(default_factory=list)
     client_times: dict[int, ClientTimes] = field(default_factory=dict)
+    governed_calls: int = 0
+
+    async def counted(self) -> None:
+        """One governed call, counted in :attr:`governed_calls`."""
+        self.governed_calls += 1
+        await self.governed()
 
 
 def _server_pids(stack: Stack) -> dict[str, int]:
@@ -75,7 +87,7 @@ async def _governed_run(session: _Session, concurrency: int) -> tuple[Figures, C
     session.times.received.clear()
     pids, client = {**_service_pids(session.stack), **_server_pids(session.stack)}, {"bench client": os.getpid()}
     before, client_before = sample_cpu(pids), sample_cpu(client)
-    figures = await measure(session.governed, session.calls, concurrency)
+    figures = await measure(session.counted, session.calls, concurrency)
     client_cpu = cpu_per_call(client_before, sample_cpu(client), session.calls)
     await settled(session.stack)
     session.client_times[concurrency] = ClientTimes(dict(session.times.started), dict(session.times.received))
@@ -115,17 +127,58 @@ async def _stage_medians(session: _Session) -> dict[int, dict[str, float | None]
     return medians
 
 
-async def _measured(stack: Stack, calls: int, concurrencies: list[int], floor_pids: dict[str, int]) -> Report:
+async def _sizes(session: _Session, tools: list[int], concurrencies: list[int]) -> list[SizeRow]:
+    """The governed call at each concurrency with the registry grown to each of ``tools``, smallest first."""
+    sizes = []
+    for size in sorted(set(tools)):
+        registered, publish_s = await grow_registry(session.stack, size)
+        runs = [await _sized_run(session, concurrency) for concurrency in concurrencies]
+        sizes.append(SizeRow(registered, publish_s, [run for run, _ in runs], [cpu for _, cpu in runs]))
+    return sizes
+
+
+async def _sized_run(session: _Session, concurrency: int) -> tuple[Figures, CpuPerCall]:
+    """The governed call at ``concurrency`` and the stack's CPU per call, read once every consumer handled it."""
+    pids = {**_service_pids(session.stack), **_server_pids(session.stack)}
+    before = sample_cpu(pids)
+    figures = await measure(session.counted, session.calls, concurrency)
+    await settled(session.stack)
+    return figures, cpu_per_call(before, sample_cpu(pids), session.calls)
+
+
+async def _rss_after(session: _Session, rss_calls: int, concurrency: int) -> dict[str, float]:
+    """Resident memory once ``rss_calls`` governed calls were made in all, and every consumer handled them."""
+    if (missing := rss_calls - session.governed_calls) > 0:
+        await measure(session.counted, missing, concurrency)
+    await settled(session.stack)
+    return _rss(session)
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a run was asked for beyond its rows: registry sizes and calls before the memory is read."""
+
+    calls: int
+    concurrencies: list[int]
+    tools: list[int] = field(default_factory=list)
+    rss_calls: int = 0
+
+
+async def _measured(stack: Stack, asked: _Asked, floor_pids: dict[str, int]) -> Report:
     times = ClientTimes()
     async with bare_call(stack) as bare, floor_call(stack) as floor, governed_call(stack, times) as governed:
-        session = _Session(stack, calls, floor_pids, bare, floor, governed, times)
-        for call in (bare, floor, governed):
+        session = _Session(stack, asked.calls, floor_pids, bare, floor, governed, times)
+        idle = _rss(session)
+        for call in (bare, floor, session.counted):
             await warm_up(call)
-        for concurrency in concurrencies:
+        for concurrency in asked.concurrencies:
             session.rows.append(await _row(session, concurrency))
-        rss = _rss(session)
+        sizes = await _sizes(session, asked.tools, asked.concurrencies)
+        rss = await _rss_after(session, asked.rss_calls, max(asked.concurrencies))
     decide_us, validate_us = in_process_us()
-    return Report(calls, session.rows, rss, await _stage_medians(session), decide_us, validate_us)
+    stages_ms = await _stage_medians(session)
+    calls, made = asked.calls, session.governed_calls
+    return Report(calls, session.rows, rss, stages_ms, decide_us, validate_us, sizes, idle, made)
 
 
 async def _provision(stack: Stack) -> None:
@@ -149,7 +202,13 @@ def _prepared(root: Path) -> dict[str, str]:
 
 
 def run_bench(
-    console: Console, calls: int, concurrencies: list[int], insecure: bool = False, as_json: bool = False
+    console: Console,
+    calls: int,
+    concurrencies: list[int],
+    insecure: bool = False,
+    as_json: bool = False,
+    tools: list[int] | None = None,
+    rss_calls: int = 0,
 ) -> int:
     """Run the benchmark (NATS secured unless ``insecure``) and print it; return the exit code.
 
@@ -159,9 +218,12 @@ def run_bench(
         concurrencies: calls in flight, one run of every row at each.
         insecure: NATS without users (else secured, the bare call and the floor as ``admin``).
         as_json: print one JSON document on stdout instead of the tables.
+        tools: registry sizes (tools registered in all) to measure the governed call at, besides the rows.
+        rss_calls: governed calls made in all (at the highest concurrency) before the memory is read.
 
     Raises:
-        RuntimeError / TimeoutError: the stack or a floor stage did not start, or a governed call failed.
+        RuntimeError / TimeoutError: the stack or a floor stage did not start, a governed call failed,
+            or the registry refused a filler tool.
     """
     root = Path(tempfile.mkdtemp(prefix="toolgate-bench-"))
     auth: AuthMode = "open" if insecure else "secured"
@@ -174,7 +236,8 @@ def run_bench(
                 asyncio.run(_provision(stack))
                 floor_pids = resources.enter_context(floor_stages(stack))
             console.print(f"{calls} calls per row at concurrency {', '.join(map(str, concurrencies))}")
-            report = asyncio.run(_measured(stack, calls, concurrencies, floor_pids))
+            asked = _Asked(calls, concurrencies, tools or [], rss_calls)
+            report = asyncio.run(_measured(stack, asked, floor_pids))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if as_json:

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from faststream import FastStream
 from nacl.public import PrivateKey
@@ -14,7 +15,6 @@ from nats.js import JetStreamContext
 
 from toolgate.contracts.sealing import load_sealing_private_key
 from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
 from toolgate.executor.adapters.state_announcer import StateAnnouncer
 from toolgate.executor.adapters.stream import StreamBus
@@ -46,6 +46,9 @@ from toolgate.shared.service import Lifecycle, RuntimeCell, new_app, new_broker
 from toolgate.shared.settings import deprecated_mcp_env
 from toolgate.shared.tools_kv import ToolsBucket
 
+if TYPE_CHECKING:
+    from toolgate.executor.adapters.mcp_client import McpToolHost
+
 __all__ = ["create_app"]
 
 log = logging.getLogger("toolgate.executor")
@@ -69,6 +72,9 @@ def _redactor(settings: ExecutorSettings, servers: dict[str, McpServerConfig]) -
 
 
 def _mcp(settings: ExecutorSettings, servers: dict[str, McpServerConfig], announcer: StateAnnouncer) -> McpToolHost:
+    """The MCP host of ``servers``; its client stack is imported here, only when MCP servers are configured."""
+    from toolgate.executor.adapters.mcp_client import McpToolHost
+
     return McpToolHost(
         servers,
         breaker_faults=settings.mcp_breaker_faults,

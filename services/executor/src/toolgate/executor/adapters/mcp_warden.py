@@ -27,13 +27,15 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
-from toolgate.executor.adapters.mcp_session import McpSession
 from toolgate.executor.breaker import Breaker, Circuit
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
+
+if TYPE_CHECKING:  # the MCP client stack is imported where a session is made (mcp_client), not here
+    from toolgate.executor.adapters.mcp_session import McpSession
 
 __all__ = ["FIRST_DELAY_S", "MAX_DELAY_S", "ServerState", "Warden"]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.adapters.mcp_client import McpToolHost
 from toolgate.executor.errors import ToolRefused
+
+if TYPE_CHECKING:  # the MCP client stack (~20 MiB resident) is imported only where MCP servers are configured
+    from toolgate.executor.adapters.mcp_client import McpToolHost
 
 __all__ = ["LocalToolHost"]
 

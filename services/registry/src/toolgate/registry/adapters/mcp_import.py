@@ -17,12 +17,7 @@ import logging
 import sys
 import threading
 from collections.abc import AsyncIterator
-from typing import Any, TextIO
-
-from mcp import Client, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.types import Tool
+from typing import TYPE_CHECKING, Any, TextIO
 
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.contracts.schemas import SchemaError, check_self_contained
@@ -30,6 +25,10 @@ from toolgate.registry.errors import PublishRefused
 from toolgate.shared.mcp_config import McpServerConfig, header_values, stdio_launch
 from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp, tool_from_wire
 from toolgate.shared.mcp_stderr import stderr_logged
+
+if TYPE_CHECKING:  # the SDK (~10 MiB resident) is imported where it is used: only with MCP servers configured
+    from mcp import StdioServerParameters
+    from mcp.types import Tool
 
 __all__ = ["check_listing", "import_mcp_server", "list_mcp_tools", "server_parameters", "tool_info", "transport"]
 
@@ -41,6 +40,8 @@ _MAX_PAGES = 100
 
 def server_parameters(config: McpServerConfig) -> StdioServerParameters:
     """Return the SDK's stdio launch parameters for ``config``."""
+    from mcp import StdioServerParameters
+
     return StdioServerParameters(**stdio_launch(config))
 
 
@@ -51,6 +52,10 @@ async def transport(config: McpServerConfig, errlog: TextIO = sys.stderr) -> Asy
     Raises:
         ValueError: a ``headers_env`` variable is not set (the message names it, never a value).
     """
+    from mcp import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     if not config.url:
         async with stdio_client(server_parameters(config), errlog) as streams:
             yield streams
@@ -97,6 +102,8 @@ async def list_mcp_tools(config: McpServerConfig, timeout_s: float = 30.0) -> tu
 
 
 async def _listing(config: McpServerConfig, timeout_s: float, errlog: TextIO) -> tuple[str, list[McpToolInfo]]:
+    from mcp import Client
+
     async with asyncio.timeout(timeout_s), Client(transport(config, errlog)) as client:
         info = client.server_info
         version = info.version if info is not None else "0.0.0"
