@@ -41,6 +41,8 @@ def test_one_run_reports_every_row_at_each_concurrency(monkeypatch: pytest.Monke
     assert governed_cpu["total_us"] == pytest.approx(sum(governed_cpu["per_process_us"].values()))
     assert governed_cpu["total_us"] > 0 and governed_cpu["client_us"] >= 0
     assert set(floor_cpu["per_process_us"]) == {*FLOOR_STAGES, *SERVERS}
+    # each call goes through nats-server: a request, its events, their deliveries and acks
+    assert governed_cpu["nats_messages"] > floor_cpu["nats_messages"] > 2
     assert list(run["stages_ms"]) == [name for name, _ in STAGES]
     assert all(value is not None for value in run["stages_ms"].values())
     assert set(report["rss_mib"]) == {*SERVICES, *SERVERS, *FLOOR_STAGES, "bench client"}

@@ -3,12 +3,18 @@
 ``/proc/<pid>/stat`` gives a process's user and system CPU time in clock ticks
 (``utime``, ``stime``: fields 14 and 15, counted after the command name in parentheses,
 which may itself hold spaces and parentheses); ``/proc/<pid>/status`` gives ``VmRSS`` in
-kB. See proc(5).
+kB. See proc(5). The messages through nats-server come from its monitoring endpoint
+(``/varz``: ``in_msgs`` and ``out_msgs``, counted since it started; the port is in the
+ports file it writes with ``--ports_file_dir``): unlike CPU time they do not depend on
+how busy the machine is.
 """
 
 from __future__ import annotations
 
+import glob
+import json
 import os
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +23,7 @@ __all__ = [
     "CpuPerCall",
     "cpu_per_call",
     "cpu_ticks",
+    "nats_messages",
     "parse_rss_kib",
     "parse_stat_ticks",
     "rss_mib",
@@ -86,11 +93,14 @@ class CpuPerCall:
         per_process_us: ``{process name: µs per call}``.
         total_us: the sum over ``per_process_us``.
         resolution_us: one clock tick spread over the run's calls, µs: figures below it are noise.
+        nats_messages: messages into and out of nats-server per call (client messages, each
+            way), ``None`` when they were not counted.
     """
 
     per_process_us: dict[str, float]
     total_us: float
     resolution_us: float
+    nats_messages: float | None = None
 
 
 def cpu_per_call(
@@ -107,3 +117,22 @@ def cpu_per_call(
     tick_us = 1e6 / (ticks_per_s or os.sysconf("SC_CLK_TCK"))
     per_process = {name: (after[name] - before[name]) * tick_us / calls for name in before if name in after}
     return CpuPerCall(per_process, sum(per_process.values()), tick_us / calls)
+
+
+def nats_messages(ports_dir: Path, pid: int, timeout_s: float = 2.0) -> int | None:
+    """Messages into plus out of the nats-server ``pid`` since it started (``/varz``), ``None`` if unreadable.
+
+    Args:
+        ports_dir: where it wrote ``<name>_<pid>.ports`` (``--ports_file_dir``).
+        pid: its process id.
+        timeout_s: how long the monitoring endpoint is waited for, seconds.
+    """
+    for name in glob.glob(str(ports_dir / f"*_{pid}.ports")):
+        try:
+            base = json.loads(Path(name).read_text())["monitoring"][0]
+            with urllib.request.urlopen(f"{base}/varz", timeout=timeout_s) as response:
+                varz = json.loads(response.read())
+            return int(varz["in_msgs"]) + int(varz["out_msgs"])
+        except (ValueError, OSError, KeyError, IndexError, TypeError):
+            return None
+    return None

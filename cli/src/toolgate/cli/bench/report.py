@@ -96,7 +96,12 @@ class Report:
 
 
 def _cpu(cpu: CpuPerCall) -> dict[str, Any]:
-    return {"per_process_us": cpu.per_process_us, "total_us": cpu.total_us, "resolution_us": cpu.resolution_us}
+    return {
+        "per_process_us": cpu.per_process_us,
+        "total_us": cpu.total_us,
+        "resolution_us": cpu.resolution_us,
+        "nats_messages": cpu.nats_messages,
+    }
 
 
 def _row(row: Row, stages_ms: dict[str, float | None]) -> dict[str, Any]:
@@ -183,7 +188,13 @@ def _cpu_table(report: Report) -> Table:
     client = [_us(row.client_cpu.total_us) for row in report.rows]
     table.add_row("bench client (the agent)", *client, *("" for _ in report.rows))
     table.add_row("one tick per call", *(_us(cpu.resolution_us) for cpu in cpus))
+    table.add_section()
+    table.add_row("nats-server messages per call (in + out)", *(_count(cpu.nats_messages) for cpu in cpus))
     return table
+
+
+def _count(value: float | None) -> str:
+    return "" if value is None else f"{value:.1f}"
 
 
 def _us(value: float | None) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -33,7 +34,7 @@ from toolgate.cli.bench import stages
 from toolgate.cli.bench.figures import Figures, measure, warm_up
 from toolgate.cli.bench.floors import admin_options, bare_call, floor_call, floor_stages, provision_floor
 from toolgate.cli.bench.governed import AGENT, ClientTimes, bench_descriptor, governed_call, in_process_us, settled
-from toolgate.cli.bench.processes import CpuPerCall, cpu_per_call, rss_mib, sample_cpu
+from toolgate.cli.bench.processes import CpuPerCall, cpu_per_call, nats_messages, rss_mib, sample_cpu
 from toolgate.cli.bench.registry_size import grow_registry
 from toolgate.cli.bench.report import Report, Row, SizeRow, print_report, report_json
 from toolgate.cli.stack import DEPLOY_DIR, AuthMode, Stack, running_stack
@@ -74,11 +75,23 @@ def _service_pids(stack: Stack) -> dict[str, int]:
 
 
 async def _with_cpu(
-    pids: Mapping[str, int], run: Callable[[], Awaitable[Figures]], calls: int
+    session: _Session, pids: Mapping[str, int], run: Callable[[], Awaitable[Figures]]
 ) -> tuple[Figures, CpuPerCall]:
-    before = sample_cpu(pids)
+    before, messages = sample_cpu(pids), _messages(session.stack)
     figures = await run()
-    return figures, cpu_per_call(before, sample_cpu(pids), calls)
+    return figures, _counted(cpu_per_call(before, sample_cpu(pids), session.calls), session, messages)
+
+
+def _messages(stack: Stack) -> int | None:
+    """Messages through the stack's nats-server so far (:func:`nats_messages`)."""
+    return nats_messages(stack.state_dir / "nats", stack.servers["nats"].process.pid)
+
+
+def _counted(cpu: CpuPerCall, session: _Session, before: int | None) -> CpuPerCall:
+    """``cpu`` with the nats-server messages per call since ``before``."""
+    after = _messages(session.stack)
+    per_call = None if before is None or after is None else (after - before) / session.calls
+    return dataclasses.replace(cpu, nats_messages=per_call)
 
 
 async def _governed_run(session: _Session, concurrency: int) -> tuple[Figures, CpuPerCall, CpuPerCall]:
@@ -86,20 +99,18 @@ async def _governed_run(session: _Session, concurrency: int) -> tuple[Figures, C
     session.times.started.clear()
     session.times.received.clear()
     pids, client = {**_service_pids(session.stack), **_server_pids(session.stack)}, {"bench client": os.getpid()}
-    before, client_before = sample_cpu(pids), sample_cpu(client)
+    before, client_before, messages = sample_cpu(pids), sample_cpu(client), _messages(session.stack)
     figures = await measure(session.counted, session.calls, concurrency)
     client_cpu = cpu_per_call(client_before, sample_cpu(client), session.calls)
     await settled(session.stack)
     session.client_times[concurrency] = ClientTimes(dict(session.times.started), dict(session.times.received))
-    return figures, cpu_per_call(before, sample_cpu(pids), session.calls), client_cpu
+    return figures, _counted(cpu_per_call(before, sample_cpu(pids), session.calls), session, messages), client_cpu
 
 
 async def _row(session: _Session, concurrency: int) -> Row:
     bare = await measure(session.bare, session.calls, concurrency)
     floor_pids = {**session.floor_pids, **_server_pids(session.stack)}
-    floor, floor_cpu = await _with_cpu(
-        floor_pids, lambda: measure(session.floor, session.calls, concurrency), session.calls
-    )
+    floor, floor_cpu = await _with_cpu(session, floor_pids, lambda: measure(session.floor, session.calls, concurrency))
     governed, governed_cpu, client_cpu = await _governed_run(session, concurrency)
     return Row(concurrency, bare, floor, governed, governed_cpu, floor_cpu, client_cpu)
 
@@ -140,10 +151,10 @@ async def _sizes(session: _Session, tools: list[int], concurrencies: list[int]) 
 async def _sized_run(session: _Session, concurrency: int) -> tuple[Figures, CpuPerCall]:
     """The governed call at ``concurrency`` and the stack's CPU per call, read once every consumer handled it."""
     pids = {**_service_pids(session.stack), **_server_pids(session.stack)}
-    before = sample_cpu(pids)
+    before, messages = sample_cpu(pids), _messages(session.stack)
     figures = await measure(session.counted, session.calls, concurrency)
     await settled(session.stack)
-    return figures, cpu_per_call(before, sample_cpu(pids), session.calls)
+    return figures, _counted(cpu_per_call(before, sample_cpu(pids), session.calls), session, messages)
 
 
 async def _rss_after(session: _Session, rss_calls: int, concurrency: int) -> dict[str, float]:
