@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.executor.adapters.file_system import FileSystemTool
+from toolgate.executor.adapters.file_system import INLINE_READ_BYTES, FileSystemTool
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
 
 DESCRIPTOR_PATH = Path(__file__).resolve().parents[3] / "deploy" / "tools" / "file_system.json"
@@ -472,3 +473,38 @@ async def test_no_write_takes_effect_once_the_lease_lapsed(root: Path) -> None:
         assert caught.value.reason_code == "lease_lost"
     assert (root / "kept.txt").read_text() == "before" and not (root / "new.txt").exists()
     assert not [p for p in _tree(root) if p.name.startswith(".toolgate-")], "a temporary file was left behind"
+
+
+@pytest.mark.parametrize(
+    ("size_bytes", "threaded"), [(7, False), (INLINE_READ_BYTES, False), (INLINE_READ_BYTES + 1, True)]
+)
+async def test_a_small_file_is_read_on_the_loop_a_larger_one_in_a_thread_with_the_same_answer(
+    tool: FileSystemTool, root: Path, monkeypatch: pytest.MonkeyPatch, size_bytes: int, threaded: bool
+) -> None:
+    handed: list[object] = []
+
+    async def to_thread(work: Any, *args: Any) -> Any:
+        handed.append(work)
+        return work(*args)
+
+    monkeypatch.setattr("toolgate.executor.adapters.file_system.asyncio.to_thread", to_thread)
+    data = b"y" * size_bytes
+    (root / "sized.txt").write_bytes(data)
+    found = await tool.call("read", {"path": "sized.txt"})
+    assert (found["size_bytes"], found["sha256"]) == (size_bytes, hashlib.sha256(data).hexdigest())
+    assert bool(handed) is threaded
+
+
+async def test_a_large_file_read_in_the_thread_is_checked_again_from_the_start(
+    tool: FileSystemTool, root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "big.txt").write_bytes(b"z" * (INLINE_READ_BYTES + 1))
+    real = asyncio.to_thread
+
+    async def swap_then_thread(work: Any, *args: Any) -> Any:  # the entry becomes an escaping symlink meanwhile
+        (root / "big.txt").unlink()
+        os.symlink(outside / "secret.txt", root / "big.txt")
+        return await real(work, *args)
+
+    monkeypatch.setattr("toolgate.executor.adapters.file_system.asyncio.to_thread", swap_then_thread)
+    assert (await refused(tool, "read", {"path": "big.txt"})).reason_code == "path_outside_sandbox"

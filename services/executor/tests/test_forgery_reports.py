@@ -19,7 +19,7 @@ from toolgate.contracts.vocabulary import Verdict
 from toolgate.executor.handlers import consumers
 from toolgate.shared.handling import Delivery
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.settle import Settle
+from toolgate.shared.settle import Later, Settle
 
 WRITE = {"path": "f.txt", "content": "x"}
 
@@ -157,3 +157,32 @@ async def test_an_approval_on_another_subject_is_reported_and_terminated(harness
         "an event approval.granted about demo-agent/r1 on a subject not its own",
     )
     assert harness.receipts == []
+
+
+@pytest.mark.parametrize("kind", ["requested", "voted"])
+async def test_an_approval_event_that_grants_nothing_is_acknowledged_undecoded(harness: Any, kind: str) -> None:
+    events = _reports(harness)
+    delivery = _delivery(Subjects.approval(kind, "demo-agent", "r1"), b"\x00not json")
+    assert await _handler(harness, catalog.EXECUTOR_APPROVALS)(delivery) is Settle.ACK
+    assert await _flushed(harness, events) == [] and harness.receipts == []
+
+
+async def test_a_decision_that_needs_approval_is_passed_over_without_its_signature_checked(
+    harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checked: list[object] = []
+    monkeypatch.setattr("toolgate.executor.service.verify_event", lambda *args: checked.append(args) or True)
+    decision = harness.decision("write", WRITE, verdict=Verdict.NEEDS_APPROVAL)
+    assert await harness.executor.on_decision(decision) is Settle.ACK
+    assert checked == [] and harness.receipts == []
+
+
+async def test_a_young_request_is_scheduled_by_the_backstop_without_its_body_decoded(
+    harness: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[object] = []
+    monkeypatch.setattr("toolgate.executor.handlers.request_identity", lambda *args: decoded.append(args) or "r1")
+    runtime = SimpleNamespace(executor=harness.executor, backstop=harness.backstop, upkeep=None)
+    handle = next(c.handle for c in consumers(lambda: runtime) if c.spec is catalog.BACKSTOP_CONSUMER)  # type: ignore[arg-type]
+    settle = await handle(_delivery(Subjects.request("demo-agent"), b'{"request_id": "r1"}'))
+    assert isinstance(settle, Later) and decoded == [] and harness.receipts == []

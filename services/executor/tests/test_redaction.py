@@ -14,7 +14,7 @@ import pytest
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.contracts.vocabulary import Outcome
 from toolgate.executor.memory import InMemoryBus
-from toolgate.executor.outlet import ScrubbingBus
+from toolgate.executor.outlet import INLINE_SCRUB_BYTES, ScrubbingBus
 from toolgate.shared.log_scrubbing import ScrubbingLogFilter
 from toolgate.shared.redaction import Redactor, placeholder, pointer
 from toolgate.shared.secret_detectors import find_secrets
@@ -228,3 +228,20 @@ def test_the_string_fields_of_a_log_record_are_scrubbed_too() -> None:
 
     assert CONFIGURED not in record.tool and record.tool.startswith("t-[redacted:configured sha256:")
     assert (record.reason_code, record.tool_ms) == ("ok", 2.5)
+
+
+@pytest.mark.parametrize(("filler_bytes", "threaded"), [(0, False), (INLINE_SCRUB_BYTES, True)])
+async def test_a_small_result_is_scrubbed_on_the_loop_a_large_one_in_a_thread_and_both_alike(
+    monkeypatch: pytest.MonkeyPatch, filler_bytes: int, threaded: bool
+) -> None:
+    handed: list[object] = []
+
+    async def to_thread(work: Any, *args: Any) -> Any:
+        handed.append(work)
+        return work(*args)
+
+    monkeypatch.setattr("toolgate.executor.outlet.asyncio.to_thread", to_thread)
+    outlet = ScrubbingBus(InMemoryBus(), REDACTOR)
+    clean, redactions = await outlet.scrub_result({"out": f"key {CONFIGURED}", "filler": "x" * filler_bytes})
+    assert redactions == ("/result/out",) and CONFIGURED not in str(clean)
+    assert bool(handed) is threaded

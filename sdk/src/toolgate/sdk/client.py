@@ -15,6 +15,7 @@ the real one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -75,6 +76,9 @@ _SEALING_REFUSED = frozenset({"secret_not_sealed", "sealed_unexpected"})
 DESCRIPTOR_MAX_AGE_S = 10.0
 """How long a descriptor this client looked up is used to seal arguments without asking again (seconds)."""
 
+RECONNECT_LOOK_S = 1.0
+"""While a receipt is awaited, how often the client checks whether its connection was re-made (seconds)."""
+
 
 log = logging.getLogger("toolgate.sdk")
 
@@ -129,6 +133,8 @@ class ToolClient:
         self._js = nc.jetstream()
         self._waiting: dict[str, asyncio.Future[ReceiptIssued]] = {}
         self._arrived: dict[str, ReceiptIssued] = {}
+        self._covered: dict[str, int] = {}
+        """request id → the connection's reconnect count when its receipt was last known to be covered."""
         self._subscription: Any = None
 
     @classmethod
@@ -195,11 +201,11 @@ class ToolClient:
         issued = self._mine(msg.subject, self._receipts.verified(msg.data))
         if issued is None:
             return
-        future = self._waiting.pop(issued.request_id, None)
-        if future is not None and not future.done():
-            future.set_result(issued)
-        elif future is None:
+        future = self._waiting.get(issued.request_id)
+        if future is None:
             self._arrived[issued.request_id] = issued
+        elif not future.done():
+            future.set_result(issued)
 
     @property
     def is_closed(self) -> bool:
@@ -307,17 +313,19 @@ class ToolClient:
             version=version,
         )
         self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
+        if self._subscription is not None:  # subscribed before the request is sent: its receipt is heard
+            self._covered[request_id] = self._reconnects()
         headers = with_trace_context({"Nats-Msg-Id": request_id})  # the stream drops a second request by its id
         try:
             ack = await self._js.publish(
                 Subjects.request(self.principal), encode(request), stream=STREAM, headers=headers
             )
         except nats.errors.MaxPayloadError:
-            self._waiting.pop(request_id, None)
+            self._forget(request_id)
             self._arrived[request_id] = oversized_receipt(request, self.principal, self._nc.max_payload)
             return request_id
         if ack.duplicate:
-            self._waiting.pop(request_id, None)
+            self._forget(request_id)
             raise DuplicateRequest(f"the stream already holds a request with id {request_id!r}")
         return request_id
 
@@ -366,19 +374,62 @@ class ToolClient:
         return await self._with_result(issued)
 
     async def _receipt(self, request_id: str, timeout_s: float) -> ReceiptIssued:
+        """The receipt from the subscription; read from the stream only where the subscription may have missed it.
+
+        The rule: the stream is read (a direct get of the subject's last message) when the
+        request was not submitted through this client's subscription (another client or an
+        earlier process sent it), when the connection was re-made since the subscription was
+        last known to cover it (core NATS delivers nothing while disconnected: checked every
+        :data:`RECONNECT_LOOK_S`), and once more when the wait times out. A request this
+        client submitted is published after its subscription, on the same connection, so its
+        receipt is delivered: no stream read on the ordinary path.
+        """
         if request_id in self._arrived:
             return self._arrived.pop(request_id)
         future = self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
-        if not future.done() and (stored := await self._stored(request_id)):
-            self._waiting.pop(request_id, None)
-            return stored
+        deadline = asyncio.get_running_loop().time() + timeout_s
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
-        except TimeoutError:
-            raise TimeoutError(
-                f"no receipt for request {request_id} within {timeout_s:g} s: it may still be waiting "
-                "for an approval (ask again with receipt(); the receipt is kept in the stream)"
-            ) from None
+            found = await self._awaited(request_id, future, deadline)
+            return found if found is not None else await self._last_look(request_id, timeout_s)
+        finally:
+            self._forget(request_id)
+
+    async def _awaited(
+        self, request_id: str, future: asyncio.Future[ReceiptIssued], deadline: float
+    ) -> ReceiptIssued | None:
+        """The receipt heard or read before ``deadline`` (loop time), else ``None``."""
+        while not future.done():
+            if self._may_have_missed(request_id) and (stored := await self._stored(request_id)) is not None:
+                return stored
+            remaining_s = deadline - asyncio.get_running_loop().time()
+            if remaining_s <= 0:
+                return None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(future), min(remaining_s, RECONNECT_LOOK_S))
+        return future.result()
+
+    async def _last_look(self, request_id: str, timeout_s: float) -> ReceiptIssued:
+        """A receipt the subscription dropped (a slow consumer) is still found in the stream; else time out."""
+        if self._nc.is_connected and (stored := await self._stored(request_id)) is not None:
+            return stored
+        raise TimeoutError(
+            f"no receipt for request {request_id} within {timeout_s:g} s: it may still be waiting "
+            "for an approval (ask again with receipt(); the receipt is kept in the stream)"
+        )
+
+    def _may_have_missed(self, request_id: str) -> bool:
+        """Whether the subscription may have missed the receipt since it was last looked for (marks it looked for)."""
+        reconnects = self._reconnects()
+        missed = self._covered.get(request_id) != reconnects
+        self._covered[request_id] = reconnects
+        return missed
+
+    def _reconnects(self) -> int:
+        return int(self._nc.stats["reconnects"])
+
+    def _forget(self, request_id: str) -> None:
+        self._waiting.pop(request_id, None)
+        self._covered.pop(request_id, None)
 
     async def _with_result(self, issued: ReceiptIssued) -> ReceiptIssued:
         if issued.result_ref is None:

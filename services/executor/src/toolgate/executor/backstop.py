@@ -84,15 +84,19 @@ class Backstop:
     timing: Timing
     limits: Deadlines
 
+    def not_yet(self, stored_at: datetime) -> Later | None:
+        """When to look at a request stored at ``stored_at`` that is younger than ``undecided_s``; else ``None``."""
+        age_s = (self.clock() - stored_at).total_seconds()
+        return Later(self.limits.undecided_s - age_s) if age_s < self.limits.undecided_s else None
+
     async def check(self, principal: str, request_id: str, stored_at: datetime) -> Settlement:
         """Look at one request; end it if it outlived every deadline, else say when to look again.
 
         Raises:
             IdempotencyStoreUnavailable / IndexLost: the index cannot answer (look again later).
         """
-        age_s = (self.clock() - stored_at).total_seconds()
-        if age_s < self.limits.undecided_s:
-            return Later(self.limits.undecided_s - age_s)
+        if (young := self.not_yet(stored_at)) is not None:
+            return young
         if await self.bus.receipt(principal, request_id) is not None:
             return Settle.ACK
         decision = await self._decision(principal, request_id)

@@ -1,4 +1,12 @@
-"""The executor's broker edge: decisions, approvals and the backstop in; receipts out."""
+"""The executor's broker edge: decisions, approvals and the backstop in; receipts out.
+
+Bystanders cost next to nothing. The rule: a message is decoded and verified only where
+something here acts on it. The approvals consumer acts on grants and rejections only: an
+event on a ``requested`` or ``voted`` subject grants nothing, so it is acknowledged
+undecoded (the audit's sentinel verifies every signed subject and reports a forgery
+there). The backstop consumer holds every request: one younger than its first deadline
+is only scheduled again, from the stream's timestamp, its body not decoded.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,7 @@ from typing import Any
 import msgspec
 
 from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
 from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
@@ -35,6 +44,8 @@ _decision = msgspec.json.Decoder(DecisionMade)
 _approval = msgspec.json.Decoder(ApprovalGranted | ApprovalRejected | ApprovalRequested | ApprovalVoted)
 _INFORMATIVE = (ApprovalRequested, ApprovalVoted)
 """Approval events that grant nothing: acknowledged and otherwise ignored."""
+_ACTED_ON = tuple(subject.removesuffix("*.*") for subject in (Subjects.APPROVALS_GRANTED, Subjects.APPROVALS_REJECTED))
+"""Prefixes (``tg.approval.granted.``, ``tg.approval.rejected.``) of the only approval subjects the executor acts on."""
 
 INDEX_WAIT_S = 2.0
 """Pause before retrying a message while the index is rebuilt, seconds."""
@@ -80,6 +91,8 @@ def consumers(runtime: Callable[[], ExecutorRuntime]) -> list[Consumer]:
         return await _guarded(rt, rt.executor.on_decision(decision))
 
     async def on_approval(delivery: Delivery) -> Settlement:
+        if not delivery.subject.startswith(_ACTED_ON):
+            return Settle.ACK  # requested, voted: grants nothing; left undecoded (module doc)
         rt, event = runtime(), _decode(_approval, delivery)
         if event is None or not isinstance(event, _INFORMATIVE) and not about_subject(delivery.subject, event):
             report_message(rt.executor.reporter, SecurityKind.APPROVAL_FORGED, delivery.subject, delivery.data, event)
@@ -93,6 +106,8 @@ def consumers(runtime: Callable[[], ExecutorRuntime]) -> list[Consumer]:
 
     async def on_request(delivery: Delivery) -> Settlement:
         rt = runtime()
+        if (young := rt.backstop.not_yet(delivery.stored_at)) is not None:
+            return young  # nothing read, the body not even decoded
         principal = delivery.subject.split(".", 2)[2]
         request_id = request_identity(delivery.data, delivery.headers.get("Nats-Msg-Id"), delivery.stream_seq)
         return await _guarded(rt, rt.backstop.check(principal, request_id, delivery.stored_at))

@@ -155,7 +155,7 @@ class Runner:
             return self._unknown(decision, spec.side_effect_class, "output_invalid", f"output invalid at {problem}")
         if secrets:  # a secret argument the tool echoed stays out of the receipt
             result = await asyncio.to_thread(redact, result, secrets)
-        clean, redactions = await self.bus.scrub_result(result)  # off the event loop
+        clean, redactions = await self.bus.scrub_result(result)  # off the event loop when large
         data = msgspec.json.encode(clean)
         fields: dict[str, Any] = {"result": clean, "duration_ms": elapsed_ms, "redactions": redactions}
         if len(data) > self.max_result_bytes:

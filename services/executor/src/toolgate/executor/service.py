@@ -95,13 +95,17 @@ class Executor:
     _running: set[tuple[str, str]] = field(default_factory=set, init=False)
 
     async def on_decision(self, decision: DecisionMade) -> Settlement:
-        """Handle a decision: forged → term; deny/refuse → receipt; execute → run; approval → wait."""
+        """Handle a decision: approval → wait; forged → term; deny/refuse → receipt; execute → run.
+
+        A ``needs_approval`` decision is passed over unverified: nothing acts on it here (a
+        grant is what runs it, and the decision is read back and verified with the grant).
+        """
+        if decision.verdict is Verdict.NEEDS_APPROVAL:
+            return Settle.ACK
         if not verify_event(decision, self.keys.policy):
             subject = Subjects.decision(decision.principal, decision.request_id)
             report_event(self.reporter, SecurityKind.DECISION_FORGED, decision, subject, "not signed by the policy key")
             return Settle.TERM
-        if decision.verdict is Verdict.NEEDS_APPROVAL:
-            return Settle.ACK
         if decision.verdict is Verdict.EXECUTE:
             return await self.execute(decision)
         outcome = Outcome.REFUSED if decision.verdict is Verdict.REFUSE else Outcome.DENIED

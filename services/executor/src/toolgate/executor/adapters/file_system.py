@@ -19,6 +19,12 @@ when its twin lies inside the sandbox too: proving that would mean searching eve
 directory of the file system. A read decides on the ``fstat`` of the descriptor it then
 reads (no window between check and use); a write on the ``lstat`` of the entry it
 replaces (see ``_replace_at``).
+
+Where it runs: a read whose file is at most :data:`INLINE_READ_BYTES` is done on the event
+loop (checks, ``open``, ``fstat`` and one ``read`` of a local file cost tens of
+microseconds, less than the hand-off to a worker thread and back); a larger file, a
+listing and a write (``fsync``) run in a worker thread. A read found too large for the
+loop is started again in the thread from the start, every check included.
 """
 
 from __future__ import annotations
@@ -41,6 +47,9 @@ __all__ = ["MAX_PATH_CHARS", "FileSystemTool"]
 MAX_PATH_CHARS = 1024
 """Longest ``path`` argument accepted, in characters (the descriptor's ``maxLength``)."""
 
+INLINE_READ_BYTES = 65_536
+"""Largest file read on the event loop rather than in a worker thread, bytes (module docstring)."""
+
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
@@ -57,6 +66,10 @@ _REFUSALS = {
 """errno of a failed call → (reason_code, reason) of the refusal it means."""
 
 Operation = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class _NotInline(Exception):
+    """The file is over :data:`INLINE_READ_BYTES`: read it in a worker thread instead."""
 
 
 class FileSystemTool:
@@ -97,7 +110,7 @@ class FileSystemTool:
         return self._root
 
     async def call(self, operation: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Run ``operation`` with ``arguments`` in a worker thread.
+        """Run ``operation`` with ``arguments``: a small read on the event loop, the rest in a worker thread.
 
         Returns:
             The operation's result, shaped as in the class docstring.
@@ -113,15 +126,25 @@ class FileSystemTool:
             raise ToolRefused("unknown_operation", f"file_system has no operation {operation!r}")
         _check_argument_names(operation, arguments)
         try:
+            if operation == "read":
+                return await self._read_where_cheapest(arguments)
             return await asyncio.to_thread(run, arguments)
         except ExecutorError:
             raise
         except OSError as exc:
             raise _from_os_error(exc, arguments.get("path")) from exc
 
-    def _read(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def _read_where_cheapest(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Read a small file on the event loop, a larger one (checked again from the start) in a thread."""
+        try:
+            return self._read(arguments, inline_bytes=INLINE_READ_BYTES)
+        except _NotInline:
+            return await asyncio.to_thread(self._read, arguments)
+
+    def _read(self, arguments: dict[str, Any], inline_bytes: int | None = None) -> dict[str, Any]:
+        """Read the file; with ``inline_bytes``, raise :class:`_NotInline` rather than read more than that."""
         rel = self._resolve(arguments, "path")
-        data = self._read_bytes(rel)
+        data = self._read_bytes(rel, inline_bytes)
         try:
             content = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -152,16 +175,21 @@ class FileSystemTool:
             raise _outside(key, raw, "resolves outside the sandbox")
         return PurePosixPath(target.relative_to(self._root).as_posix())
 
-    def _read_bytes(self, rel: PurePosixPath) -> bytes:
+    def _read_bytes(self, rel: PurePosixPath, inline_bytes: int | None = None) -> bytes:
         parent, name = _split(rel)
+        most = self._max_bytes if inline_bytes is None else min(self._max_bytes, inline_bytes)
         with self._directory(parent) as dir_fd, _opened(name, _READ_FLAGS, dir_fd) as fd:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise ToolRefused("not_a_file", f"{rel.as_posix()!r} is not a regular file", argument="path")
             _refuse_hard_link(info, rel.as_posix())
             self._check_size(info.st_size, rel)
+            if info.st_size > most:
+                raise _NotInline()
             with open(fd, "rb", closefd=False) as stream:
-                data = stream.read(self._max_bytes + 1)
+                data = stream.read(most + 1)
+        if len(data) > most and most < self._max_bytes:
+            raise _NotInline()  # it grew since the fstat: read it whole in the thread
         self._check_size(len(data), rel)
         return data
 

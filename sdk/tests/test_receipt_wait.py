@@ -1,0 +1,117 @@
+"""Where the SDK finds a receipt: from its subscription, and from the stream only when the subscription may have
+missed it (a request it did not submit, a connection re-made since, a wait that ran out)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import nats
+import pytest
+import pytest_asyncio
+from nats.aio.client import Client
+
+from toolgate.contracts import catalog
+from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.events import ReceiptIssued, encode
+from toolgate.contracts.vocabulary import Outcome
+from toolgate.devstack.servers import ServerProcess
+from toolgate.sdk import ToolClient
+from toolgate.shared.provision import ensure_bus
+
+pytestmark = pytest.mark.connected
+
+AGENT = "wait-agent"
+BAD_NAME = "Not A Tool!"
+"""A tool name the SDK does not look up, so ``submit`` sends at once."""
+
+
+@pytest_asyncio.fixture
+async def nc(server: ServerProcess) -> AsyncIterator[Client]:
+    connection = await nats.connect(server.url)
+    await ensure_bus(connection.jetstream())
+    yield connection
+    await connection.close()
+
+
+def _receipt(request_id: str) -> ReceiptIssued:
+    return ReceiptIssued(
+        event_id="e-" + request_id,
+        occurred_at=datetime.now(UTC),
+        request_id=request_id,
+        principal=AGENT,
+        tool=BAD_NAME,
+        outcome=Outcome.REFUSED,
+        reason_code="invalid_tool",
+        reason="no such tool",
+    )
+
+
+async def _store(nc: Client, request_id: str) -> None:
+    await nc.jetstream().publish(
+        Subjects.receipt(AGENT, request_id), encode(_receipt(request_id)), stream=catalog.STREAM
+    )
+
+
+def _count_stream_reads(client: ToolClient, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    reads: list[str] = []
+    stored = client._stored
+
+    async def counted(request_id: str) -> Any:
+        reads.append(request_id)
+        return await stored(request_id)
+
+    monkeypatch.setattr(client, "_stored", counted)
+    return reads
+
+
+async def test_a_receipt_of_a_request_this_client_submitted_comes_from_the_subscription_alone(
+    nc: Client, server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await ToolClient.connect(server.url, AGENT, verify_receipts=False) as client:
+        reads = _count_stream_reads(client, monkeypatch)
+        early = await client.submit(BAD_NAME, "read", {})
+        await _store(nc, early)  # it may arrive before the client asks for it
+        await nc.flush()
+        late = await client.submit(BAD_NAME, "read", {})
+        assert (await client.receipt(early, timeout_s=5)).request_id == early
+        await _store(nc, late)
+        assert (await client.receipt(late, timeout_s=5)).request_id == late
+    assert reads == []
+
+
+async def test_a_receipt_stored_before_the_client_existed_is_read_from_the_stream(
+    nc: Client, server: ServerProcess
+) -> None:
+    request_id = uuid.uuid4().hex
+    await _store(nc, request_id)
+    async with await ToolClient.connect(server.url, AGENT, verify_receipts=False) as client:
+        assert (await client.receipt(request_id, timeout_s=5)).request_id == request_id
+
+
+async def test_after_a_reconnect_a_receipt_the_subscription_missed_is_read_from_the_stream(
+    nc: Client, server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with await ToolClient.connect(server.url, AGENT, verify_receipts=False) as client:
+        request_id = await client.submit(BAD_NAME, "read", {})
+        await client._subscription.unsubscribe()  # what a disconnection does: the receipt is never heard
+        await _store(nc, request_id)
+        client._nc.stats["reconnects"] += 1
+        monkeypatch.setattr(client, "_last_look", _never)  # found while waiting, not by the look at the end
+        assert (await client.receipt(request_id, timeout_s=30)).request_id == request_id
+
+
+async def test_a_receipt_the_subscription_dropped_is_still_found_when_the_wait_runs_out(
+    nc: Client, server: ServerProcess
+) -> None:
+    async with await ToolClient.connect(server.url, AGENT, verify_receipts=False) as client:
+        request_id = await client.submit(BAD_NAME, "read", {})
+        await client._subscription.unsubscribe()  # a slow consumer's dropped message: never heard
+        await _store(nc, request_id)
+        assert (await client.receipt(request_id, timeout_s=0.5)).request_id == request_id
+
+
+async def _never(request_id: str, timeout_s: float) -> ReceiptIssued:
+    raise AssertionError(f"{request_id}: the wait ran out")
