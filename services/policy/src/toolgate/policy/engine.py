@@ -20,8 +20,12 @@ Decision algorithm (guarantee 1, docs/architecture.md: default deny, fail closed
    ``@reason("...")``) or ``no_permit`` (nothing permitted).
 
 Any Cedar evaluation error (``deny`` / ``policy_error``) ends the decision, even when
-other policies would have allowed. Every policy must carry a unique ``@id("...")``;
-decisions name policies by it, and the engine by its :attr:`PolicyEngine.version`.
+other policies would have allowed. Cedar is handed only the policies whose scope can
+match the call's tool and action (:mod:`toolgate.policy.scoping`): the same answer, the
+same determining policies and errors, at the cost of those policies alone.
+
+Every policy must carry a unique ``@id("...")``; decisions name policies by it, and the
+engine by its :attr:`PolicyEngine.version`.
 
 The schema is generated (:mod:`toolgate.policy.cedar_schema`): ``context.args`` from the
 registered input schemas, principal and tool attributes from the attributes file. Whether
@@ -54,6 +58,7 @@ from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.never_match import never_matching
 from toolgate.policy.outcomes import Evaluation, Outcomes, PolicyOutcome, deny, evaluation, ids_of, readable
 from toolgate.policy.preview import Preview
+from toolgate.policy.scoping import ScopedPolicies
 
 __all__ = [
     "ACTION_APPROVAL",
@@ -94,6 +99,7 @@ class PolicyEngine:
         self.schema_text = schema_text(vocabulary.record(), attributes.agent_types, attributes.tool_types)
         self._schema = _schema(self.schema_text)
         self._policy_set = _parse(policy_text)
+        self._scoped = ScopedPolicies(policy_text)  # per (tool, action): only what can apply
         self._infos = policy_infos(policy_text)
         self._outcomes = Outcomes(self._infos)
         _validate(policy_text, self._infos, self._schema)
@@ -194,7 +200,8 @@ class PolicyEngine:
     def _evaluate(self, principal: str, action: str, tool: str, context: dict[str, Any]) -> Evaluation:
         request = _request(principal, action, tool, context)
         try:
-            return evaluation(cedarpy.is_authorized(request, self._policy_set, self._entities, self._schema))
+            policies = self._scoped.for_call(tool, action)
+            return evaluation(cedarpy.is_authorized(request, policies, self._entities, self._schema))
         except Exception as exc:  # any engine failure fails closed
             return Evaluation(allowed=False, determining=(), errors=(f"cedar failed: {exc!r}",))
 
