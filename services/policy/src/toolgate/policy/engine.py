@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import cedarpy
+import msgspec
 
 from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
@@ -282,12 +283,16 @@ def _read(path: Path) -> str:
         raise PolicyInvalid(f"cannot read {path}: {exc}", path=str(path)) from exc
 
 
+_CONTEXT_JSON = msgspec.json.Encoder()
+"""The context as JSON text (cedarpy takes it as is; a dict it would ``json.dumps`` per call)."""
+
+
 def _request(principal: str, action: str, tool: str, context: dict[str, Any]) -> dict[str, Any]:
     return {
         "principal": {"type": "Agent", "id": principal},
         "action": {"type": "Action", "id": action},
         "resource": {"type": "Tool", "id": tool},
-        "context": context,
+        "context": _CONTEXT_JSON.encode(context).decode(),
     }
 
 
