@@ -109,6 +109,7 @@ class PolicyEngine:
         self.text, self.version = policy_text, policy_version(policy_text)
         self.notes = (*vocabulary.notes, *strangers(directory, attributes), *_unfed(policy_text, vocabulary.fed))
         self._views: dict[tuple[str, str], tuple[CedarType, tuple[str, ...]]] = {}
+        self._own: dict[tuple[str, str], dict[str, Any]] = {}
         self._preview = Preview(self._policy_set, self._entities)
 
     @property
@@ -172,7 +173,9 @@ class PolicyEngine:
         shown, retyped = self._typed(descriptor, operation)
         if given := next((name for name in retyped if name in arguments), None):  # fail closed, never unseen
             raise Untypable(f"/{given}", "is typed otherwise by another registered tool, so the policy cannot see it")
-        own = descriptor_context(descriptor.name, descriptor.version, operation, spec)
+        key = (descriptor_digest(descriptor), operation)
+        if (own := self._own.get(key)) is None:  # the same for every call of the operation
+            own = self._own[key] = descriptor_context(descriptor.name, descriptor.version, operation, spec)
         return {**own, **call_context(spec, shown, arguments)}
 
     def may_allow(self, principal: str, descriptor: ToolDescriptor, operation: str) -> bool:
