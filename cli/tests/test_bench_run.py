@@ -47,7 +47,7 @@ def test_one_run_reports_every_row_at_each_concurrency(monkeypatch: pytest.Monke
     assert all(value is not None for value in run["stages_ms"].values())
     assert set(report["rss_mib"]) == {*SERVICES, *SERVERS, *FLOOR_STAGES, "bench client"}
     assert all(mib > 0 for mib in report["rss_mib"].values())
-    assert set(report["in_process_us"]) == {"policy_decision", "argument_validation"}
+    assert set(report["in_process_us"]) == {"policy_decision", "policy_decision_1000_rules", "argument_validation"}
     assert set(report["rss_idle_mib"]) == set(report["rss_mib"])
     assert report["rss_after_governed_calls"] >= 150
     _check_sweep(report["registry_sweep"])

@@ -25,7 +25,16 @@ from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.contracts.nats_permissions import agent_user
 from toolgate.sdk import ToolClient
 
-__all__ = ["AGENT", "TOOL", "ClientTimes", "bench_descriptor", "governed_call", "in_process_us", "settled"]
+__all__ = [
+    "AGENT",
+    "TOOL",
+    "ClientTimes",
+    "bench_descriptor",
+    "governed_call",
+    "in_process_us",
+    "many_rules_decision_us",
+    "settled",
+]
 
 AGENT = "bench-agent"
 TOOL = "bench_fs"
@@ -135,3 +144,33 @@ def in_process_us(rounds: int = 2000) -> tuple[float, float]:
     for _ in range(rounds):
         first_error(schema, arguments)
     return decide_us, (time.perf_counter() - started) / rounds * 1e6
+
+
+def _rule(n: int) -> str:
+    """Rule ``n`` of the many-rules policy: one in a hundred on the bench tool, each other one on a tool of its own."""
+    tool, effect = (TOOL if n % 100 == 0 else f"tool_{n}"), ("forbid" if n % 2 else "permit")
+    return (
+        f'@id("rule-{n}")\n{effect}(principal, action == Action::"execute", resource == Tool::"{tool}")\n'
+        f"when {{ context.risk_rank >= {n % 4} && principal.autonomy >= {n % 3} }};\n"
+    )
+
+
+def many_rules_decision_us(rules: int = 1000, rounds: int = 1000) -> float:
+    """In-process cost of one policy decision of the governed call with ``rules`` rules added to the shipped policy, µs.
+
+    Each added rule is scoped to one tool (``resource == Tool::"..."``), as a large policy
+    with a rule per tool is written; one in a hundred names the bench's tool. Mean over ``rounds``.
+    """
+    from toolgate.contracts.directory import PrincipalDirectory
+    from toolgate.policy.attributes import load_attributes
+    from toolgate.policy.engine import build_engine
+
+    policy, descriptor, arguments = DEPLOY_DIR / "policy", bench_descriptor(), {"path": "data.txt"}
+    text = (policy / "policy.cedar").read_text(encoding="utf-8") + "\n" + "".join(_rule(n) for n in range(rules))
+    directory = PrincipalDirectory.from_toml((policy / "principals.toml").read_text(encoding="utf-8"))
+    engine = build_engine(text, directory, load_attributes(policy / "attributes.toml"), [descriptor])
+    engine.decide(AGENT, descriptor, "read", arguments)  # the first call builds the tool's policy set
+    started = time.perf_counter()
+    for _ in range(rounds):
+        engine.decide(AGENT, descriptor, "read", arguments)
+    return (time.perf_counter() - started) / rounds * 1e6

@@ -78,6 +78,8 @@ class Report:
         sizes: the registry sweep, smallest registry first (empty without ``--tools``).
         rss_idle_mib: ``{process: resident memory before the first call, MiB}``.
         governed_calls: governed calls made before ``rss_mib`` was read (warm-ups included).
+        policy_decision_1000_rules_us: a policy decision with 1,000 rules more, µs
+            (:func:`toolgate.cli.bench.governed.many_rules_decision_us`).
     """
 
     calls: int
@@ -89,6 +91,7 @@ class Report:
     sizes: list[SizeRow] = dataclasses.field(default_factory=list)
     rss_idle_mib: dict[str, float] = dataclasses.field(default_factory=dict)
     governed_calls: int = 0
+    policy_decision_1000_rules_us: float | None = None
 
     def against_smallest(self, size: SizeRow) -> list[Scaling]:
         """Each run of ``size`` against the smallest registry's run at the same concurrency."""
@@ -137,6 +140,7 @@ def report_dict(report: Report) -> dict[str, Any]:
         "registry_sweep": [_size(report, size) for size in report.sizes],
         "in_process_us": {
             "policy_decision": report.policy_decision_us,
+            "policy_decision_1000_rules": report.policy_decision_1000_rules_us,
             "argument_validation": report.argument_validation_us,
         },
     }
@@ -245,3 +249,5 @@ def print_report(console: Console, report: Report) -> None:
         console.print(_sizes_table(report))
     decide, validate = report.policy_decision_us, report.argument_validation_us
     console.print(f"in-process: policy decision {decide:.1f} µs, argument validation {validate:.2f} µs")
+    if (many := report.policy_decision_1000_rules_us) is not None:
+        console.print(f"in-process: policy decision with 1,000 rules {many:.1f} µs")

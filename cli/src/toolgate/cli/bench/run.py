@@ -33,7 +33,15 @@ from rich.console import Console
 from toolgate.cli.bench import stages
 from toolgate.cli.bench.figures import Figures, measure, warm_up
 from toolgate.cli.bench.floors import admin_options, bare_call, floor_call, floor_stages, provision_floor
-from toolgate.cli.bench.governed import AGENT, ClientTimes, bench_descriptor, governed_call, in_process_us, settled
+from toolgate.cli.bench.governed import (
+    AGENT,
+    ClientTimes,
+    bench_descriptor,
+    governed_call,
+    in_process_us,
+    many_rules_decision_us,
+    settled,
+)
 from toolgate.cli.bench.processes import CpuPerCall, cpu_per_call, nats_messages, rss_mib, sample_cpu
 from toolgate.cli.bench.registry_size import grow_registry
 from toolgate.cli.bench.report import Report, Row, SizeRow, print_report, report_json
@@ -189,7 +197,8 @@ async def _measured(stack: Stack, asked: _Asked, floor_pids: dict[str, int]) -> 
     decide_us, validate_us = in_process_us()
     stages_ms = await _stage_medians(session)
     calls, made = asked.calls, session.governed_calls
-    return Report(calls, session.rows, rss, stages_ms, decide_us, validate_us, sizes, idle, made)
+    many = many_rules_decision_us()
+    return Report(calls, session.rows, rss, stages_ms, decide_us, validate_us, sizes, idle, made, many)
 
 
 async def _provision(stack: Stack) -> None:

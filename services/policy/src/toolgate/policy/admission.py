@@ -26,9 +26,9 @@ from toolgate.contracts.descriptors import ToolDescriptor, rate_of
 from toolgate.policy.budget_ports import BudgetLedger, Charge, Exceeded
 from toolgate.policy.budgets import BudgetBook, CostUnknown, as_cost, cost_units, window_start
 from toolgate.policy.errors import PolicyError
-from toolgate.policy.ports import RateLimiter
+from toolgate.policy.ports import LimitDecision, RateLimiter
 
-__all__ = ["Call", "NotAdmitted", "Spending", "admit", "charges_for", "room_for"]
+__all__ = ["Call", "NotAdmitted", "Spending", "admit", "admit_rated", "charges_for", "room_for"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +95,17 @@ async def admit(call: Call, limiter: RateLimiter, spending: Spending | None) -> 
         decision = await limiter.admit(call.principal, bucket, rate, call.request_id)
     except PolicyError as error:
         return NotAdmitted(error.reason_code, error.reason)
+    return await admit_rated(call, decision, spending)
+
+
+async def admit_rated(call: Call, decision: LimitDecision, spending: Spending | None) -> NotAdmitted | None:
+    """:func:`admit` once the rate answered ``decision`` (taken with the replay lookup, :mod:`toolgate.policy.gate`).
+
+    Returns:
+        ``rate_limited`` when the rate refused; else the spend reservation's answer.
+    """
     if not decision.allowed:
+        bucket, rate = rate_of(call.descriptor, call.operation)
         budget = f"{rate.calls} calls per {rate.period_s:g}s"
         reason = f"rate limit of {bucket} reached ({budget}); retry after {decision.retry_after_s:.3f}s"
         return NotAdmitted("rate_limited", reason, decision.retry_after_s)

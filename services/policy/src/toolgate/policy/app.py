@@ -25,6 +25,7 @@ from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.contracts.events import PolicyPublished
 from toolgate.contracts.signing import sign_event
 from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
+from toolgate.policy.adapters.redis_gate import RedisReplayGate
 from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
 from toolgate.policy.adapters.redis_replays import RedisReplayIndex
 from toolgate.policy.adapters.stream import StreamSpendTrail
@@ -193,6 +194,7 @@ def _ports(
         descriptors=tools,
         limiter=RedisRateLimiter(redis, admitted_ttl_s=settings.admitted_ttl_s),
         replays=RedisReplayIndex(redis),
+        gate=RedisReplayGate(redis, admitted_ttl_s=settings.admitted_ttl_s),  # lookup + rate: one round trip
         clock=clock,
         max_request_bytes=settings.max_request_bytes,
         spending=spending,

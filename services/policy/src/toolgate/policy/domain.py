@@ -23,7 +23,9 @@ Order (each step can end the request; later steps never run for an ended request
    ``idempotency_key_reused``); unless it is a replay, the tool's recorded state: a tool
    whose MCP server is unavailable, or degraded before its probe time, is denied
    ``tool_unavailable`` at once, naming why (:func:`toolgate.contracts.tool_states.blocks`;
-   an unreadable state denies ``registry_unavailable``, fail closed); then Cedar's verdict,
+   an unreadable state denies ``registry_unavailable``, fail closed); then Cedar's verdict
+   (Cedar and the tool's state are read first, the record and the rate of step 7 are then
+   asked in one store call, and the answers applied in this order: :mod:`toolgate.policy.screening`),
 7. admission (:mod:`toolgate.policy.admission`): a call that executes now — Cedar's
    ``execute`` or a replay — consumes its rate budget, once per request id (deny
    ``rate_limited`` with ``retry_after_s``), and, unless it is a replay, reserves its
@@ -51,19 +53,19 @@ from datetime import datetime
 from typing import Any
 
 from toolgate.contracts.catalog import TOKEN
-from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
+from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest, rate_of
 from toolgate.contracts.events import BoundRequest, DecisionMade, ToolRequested, request_hash
 from toolgate.contracts.schemas import SchemaUnusable, ensure_usable, first_error
 from toolgate.contracts.secret_arguments import policy_schema, sealing_problem, secret_arguments
-from toolgate.contracts.tool_states import blocks
 from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.admission import Call, Spending, admit, room_for
+from toolgate.policy.admission import Call, Spending, admit_rated, room_for
 from toolgate.policy.engine import PolicyEngine, PolicyOutcome
-from toolgate.policy.errors import IndexLost
+from toolgate.policy.gate import AdmitAsk, ReplayGate, SequentialGate
 from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.intake import MAX_IDEMPOTENCY_KEY_CHARS, Ended, Envelope, parse_request
 from toolgate.policy.outcomes import policy_verdict
-from toolgate.policy.ports import DescriptorSource, RateLimiter, ReplayIndex, ToolStates
+from toolgate.policy.ports import DescriptorSource, LimitDecision, RateLimiter, ReplayIndex, ToolStates
+from toolgate.policy.screening import blocked_now, screen
 from toolgate.policy.visibility import absent_operation, hidden_from, unknown_tool
 
 __all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
@@ -76,6 +78,8 @@ class PolicyPorts:
     ``policy`` holds the engine in force; a decision reads it once (an atomic switch).
     ``spending``: the spend budgets and their ledger (``None``: no budgets).
     ``states``: the tools' recorded states (``None``: not consulted; the executor still refuses).
+    ``gate``: the replay lookup and the rate admission in one call (``None``: ``replays``
+    then ``limiter``, :class:`~toolgate.policy.gate.SequentialGate`).
     """
 
     policy: PolicyHolder
@@ -86,6 +90,7 @@ class PolicyPorts:
     max_request_bytes: int
     spending: Spending | None = None
     states: ToolStates | None = None
+    gate: ReplayGate | None = None
 
 
 def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
@@ -128,49 +133,31 @@ async def _resolve(principal: str, request: ToolRequested, engine: PolicyEngine,
     return descriptor
 
 
-async def _available(tool: str, ports: PolicyPorts, now: datetime) -> None:
-    """Deny ``tool_unavailable`` when the tool's recorded state blocks calls now (nothing would run)."""
-    if ports.states is None:
-        return
-    try:
-        state = await ports.states.state(tool)
-    except Exception:  # an unreadable state denies (fail closed), like an unreadable descriptor
-        raise Ended(Verdict.DENY, "registry_unavailable", "the registry cannot be read: denied (fail closed)") from None
-    if state is not None and blocks(state, now):
-        raise Ended(Verdict.DENY, "tool_unavailable", f"{tool} is {state.state}: {state.reason}")
-
-
-async def _replay(principal: str, request: ToolRequested, digest: str, ports: PolicyPorts) -> bool:
-    try:
-        state = await ports.replays.lookup(principal, request.idempotency_key)
-    except IndexLost:
-        raise  # transient: retried while the index is rebuilt from the stream
-    except Exception:  # an unreadable store denies (fail closed)
-        reason = "the idempotency store cannot be reached: denied (fail closed)"
-        raise Ended(Verdict.DENY, "idempotency_store_unavailable", reason) from None
-    if state is None:
-        return False
-    if state.fingerprint != digest:
-        raise Ended(
-            Verdict.REFUSE,
-            "idempotency_key_reused",
-            "idempotency key was used with another request (other arguments, or another tool version or descriptor)",
-        )
-    return state.done
-
-
-def _govern(principal: str, descriptor: ToolDescriptor, request: ToolRequested, engine: PolicyEngine) -> PolicyOutcome:
+def _governed(
+    principal: str, descriptor: ToolDescriptor, request: ToolRequested, engine: PolicyEngine
+) -> PolicyOutcome | Ended:
+    """The policy's outcome when it lets the call run (directly or with approval), else the refusal or denial."""
     outcome = engine.decide(principal, descriptor, request.operation, request.arguments)
     said = policy_verdict(outcome)
     if said is Verdict.REFUSE:  # the caller's value, not the policy's verdict
-        raise Ended(Verdict.REFUSE, outcome.reason_code, outcome.reason, policy_verdict=said)
+        return Ended(Verdict.REFUSE, outcome.reason_code, outcome.reason, policy_verdict=said)
     if outcome.verdict not in (Verdict.EXECUTE, Verdict.NEEDS_APPROVAL):
-        raise Ended(Verdict.DENY, outcome.reason_code, outcome.reason, policy_verdict=said)
+        return Ended(Verdict.DENY, outcome.reason_code, outcome.reason, policy_verdict=said)
     return outcome
 
 
-async def _admit(call: Call, replay: bool, ports: PolicyPorts, said: Verdict) -> None:
-    refused = await admit(call, ports.limiter, None if replay else ports.spending)
+def _ask(call: Call, governed: PolicyOutcome | Ended, blocked: Ended | None) -> AdmitAsk:
+    """Admission with the replay lookup: a replay when the policy lets it run, a fresh call when it executes now."""
+    bucket, rate = rate_of(call.descriptor, call.operation)
+    runs = isinstance(governed, PolicyOutcome)
+    fresh = runs and governed.verdict is Verdict.EXECUTE and blocked is None
+    return AdmitAsk(bucket, rate, call.request_id, fresh=fresh, replay=runs)
+
+
+async def _admit(call: Call, limit: LimitDecision | None, replay: bool, ports: PolicyPorts, said: Verdict) -> None:
+    if limit is None:  # the store answered no admission where one was asked: fail closed
+        raise Ended(Verdict.DENY, "rate_limiter_unavailable", "the rate limiter did not answer", policy_verdict=said)
+    refused = await admit_rated(call, limit, None if replay else ports.spending)
     if refused is not None:
         retry = refused.retry_after_s
         raise Ended(Verdict.DENY, refused.reason_code, refused.reason, retry_after_s=retry, policy_verdict=said)
@@ -248,14 +235,19 @@ async def _decide_parsed(
         "version_pinned": request.version is not None,
         "policy_version": engine.version,
     }
-    replay = await _replay(env.principal, request, digest, ports)
-    if not replay:
-        await _available(descriptor.name, ports, now)
-    outcome = _govern(env.principal, descriptor, request, engine)
-    common["policy_verdict"] = said = policy_verdict(outcome)
     call = Call(env.principal, descriptor, request.operation, request.arguments, request.request_id, now)
+    governed = _governed(env.principal, descriptor, request, engine)
+    blocked = await blocked_now(descriptor.name, ports.states, now)
+    said = policy_verdict(governed) if isinstance(governed, PolicyOutcome) else None
+    gate = ports.gate or SequentialGate(ports.replays, ports.limiter)
+    replay, limit = await screen(env.principal, request, digest, _ask(call, governed, blocked), gate, said)
+    if not replay and blocked is not None:
+        raise blocked
+    if isinstance(governed, Ended):
+        raise governed
+    common["policy_verdict"] = said = policy_verdict(outcome := governed)
     if replay or outcome.verdict is Verdict.EXECUTE:
-        await _admit(call, replay, ports, said)
+        await _admit(call, limit, replay, ports, said)
     elif (no_room := await room_for(call, ports.spending)) is not None:  # no approval asked in vain
         retry = no_room.retry_after_s
         raise Ended(Verdict.DENY, no_room.reason_code, no_room.reason, retry_after_s=retry, policy_verdict=said)

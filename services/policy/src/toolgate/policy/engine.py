@@ -20,8 +20,12 @@ Decision algorithm (guarantee 1, docs/architecture.md: default deny, fail closed
    ``@reason("...")``) or ``no_permit`` (nothing permitted).
 
 Any Cedar evaluation error (``deny`` / ``policy_error``) ends the decision, even when
-other policies would have allowed. Every policy must carry a unique ``@id("...")``;
-decisions name policies by it, and the engine by its :attr:`PolicyEngine.version`.
+other policies would have allowed. Cedar is handed only the policies whose scope can
+match the call's tool and action (:mod:`toolgate.policy.scoping`): the same answer, the
+same determining policies and errors, at the cost of those policies alone.
+
+Every policy must carry a unique ``@id("...")``; decisions name policies by it, and the
+engine by its :attr:`PolicyEngine.version`.
 
 The schema is generated (:mod:`toolgate.policy.cedar_schema`): ``context.args`` from the
 registered input schemas, principal and tool attributes from the attributes file. Whether
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import cedarpy
+import msgspec
 
 from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
@@ -54,6 +59,7 @@ from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.never_match import never_matching
 from toolgate.policy.outcomes import Evaluation, Outcomes, PolicyOutcome, deny, evaluation, ids_of, readable
 from toolgate.policy.preview import Preview
+from toolgate.policy.scoping import ScopedPolicies
 
 __all__ = [
     "ACTION_APPROVAL",
@@ -94,6 +100,7 @@ class PolicyEngine:
         self.schema_text = schema_text(vocabulary.record(), attributes.agent_types, attributes.tool_types)
         self._schema = _schema(self.schema_text)
         self._policy_set = _parse(policy_text)
+        self._scoped = ScopedPolicies(policy_text)  # per (tool, action): only what can apply
         self._infos = policy_infos(policy_text)
         self._outcomes = Outcomes(self._infos)
         _validate(policy_text, self._infos, self._schema)
@@ -102,6 +109,7 @@ class PolicyEngine:
         self.text, self.version = policy_text, policy_version(policy_text)
         self.notes = (*vocabulary.notes, *strangers(directory, attributes), *_unfed(policy_text, vocabulary.fed))
         self._views: dict[tuple[str, str], tuple[CedarType, tuple[str, ...]]] = {}
+        self._own: dict[tuple[str, str], dict[str, Any]] = {}
         self._preview = Preview(self._policy_set, self._entities)
 
     @property
@@ -165,7 +173,9 @@ class PolicyEngine:
         shown, retyped = self._typed(descriptor, operation)
         if given := next((name for name in retyped if name in arguments), None):  # fail closed, never unseen
             raise Untypable(f"/{given}", "is typed otherwise by another registered tool, so the policy cannot see it")
-        own = descriptor_context(descriptor.name, descriptor.version, operation, spec)
+        key = (descriptor_digest(descriptor), operation)
+        if (own := self._own.get(key)) is None:  # the same for every call of the operation
+            own = self._own[key] = descriptor_context(descriptor.name, descriptor.version, operation, spec)
         return {**own, **call_context(spec, shown, arguments)}
 
     def may_allow(self, principal: str, descriptor: ToolDescriptor, operation: str) -> bool:
@@ -194,7 +204,8 @@ class PolicyEngine:
     def _evaluate(self, principal: str, action: str, tool: str, context: dict[str, Any]) -> Evaluation:
         request = _request(principal, action, tool, context)
         try:
-            return evaluation(cedarpy.is_authorized(request, self._policy_set, self._entities, self._schema))
+            policies = self._scoped.for_call(tool, action)
+            return evaluation(cedarpy.is_authorized(request, policies, self._entities, self._schema))
         except Exception as exc:  # any engine failure fails closed
             return Evaluation(allowed=False, determining=(), errors=(f"cedar failed: {exc!r}",))
 
@@ -275,12 +286,16 @@ def _read(path: Path) -> str:
         raise PolicyInvalid(f"cannot read {path}: {exc}", path=str(path)) from exc
 
 
+_CONTEXT_JSON = msgspec.json.Encoder()
+"""The context as JSON text (cedarpy takes it as is; a dict it would ``json.dumps`` per call)."""
+
+
 def _request(principal: str, action: str, tool: str, context: dict[str, Any]) -> dict[str, Any]:
     return {
         "principal": {"type": "Agent", "id": principal},
         "action": {"type": "Action", "id": action},
         "resource": {"type": "Tool", "id": tool},
-        "context": context,
+        "context": _CONTEXT_JSON.encode(context).decode(),
     }
 
 

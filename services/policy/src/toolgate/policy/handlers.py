@@ -5,8 +5,10 @@ and put in force by :mod:`toolgate.policy.publishing`.
 
 Spend budgets (:mod:`toolgate.policy.settling`, :mod:`toolgate.policy.reconciliation`):
 
-- durable consumer ``policy-receipts`` over ``tg.receipt.*.*``: each receipt signed by the
-  executor's receipts key and naming the request its subject names settles that request's
+- durable consumer ``policy-receipts`` over ``tg.receipt.*.*``: a receipt of a call no
+  budget applies to is acknowledged unverified (it can settle nothing:
+  :func:`~toolgate.policy.settling.may_hold_reservation`); any other, signed by the
+  executor's receipts key and naming the request its subject names, settles that request's
   reservation; anything else is terminated and reported (``receipt_forged``). While the
   ledger is rebuilt the receipt waits (``Later``); Redis unreachable: retried with
   back-off. The consumer never gives up (``max_deliver = -1``): a reservation must not
@@ -43,7 +45,7 @@ from toolgate.policy.publishing import Publisher, PublishReply, policy_text, ref
 from toolgate.policy.recheck import recheck
 from toolgate.policy.reconciliation import MAX_PAGE, CountersQuery, CountersReply, ResolveQuery, ResolveReply
 from toolgate.policy.request_line import note_decision
-from toolgate.policy.settling import resolve, settle_receipt
+from toolgate.policy.settling import may_hold_reservation, resolve, settle_receipt
 from toolgate.policy.tool_listing import get_for, list_for, principal_of
 from toolgate.shared.bus import publish_once
 from toolgate.shared.failpoints import failpoint
@@ -203,8 +205,13 @@ def budget_consumers(runtime: Callable[[], BudgetRuntime]) -> list[Consumer]:
 
     async def on_receipt(delivery: Delivery) -> Settlement:
         rt = runtime()
-        receipt = _verified(rt, delivery)
-        if receipt is None:
+        try:
+            receipt = decode_untrusted(_receipt, delivery.data)
+        except msgspec.DecodeError:
+            return Settle.TERM
+        if not may_hold_reservation(receipt, rt.spending.book):
+            return Settle.ACK  # no budget applies: nothing to settle, nothing verified (settling.py)
+        if not _verified(rt, delivery, receipt):
             return Settle.TERM
         try:
             await settle_receipt(receipt, rt.spending)
@@ -217,15 +224,11 @@ def budget_consumers(runtime: Callable[[], BudgetRuntime]) -> list[Consumer]:
     return [Consumer(catalog.POLICY_RECEIPTS, on_receipt, handler_timeout_s=10.0)]
 
 
-def _verified(rt: BudgetRuntime, delivery: Delivery) -> ReceiptIssued | None:
-    """The delivered receipt when it decodes, names its subject's request and is executor-signed."""
-    try:
-        receipt = decode_untrusted(_receipt, delivery.data)
-    except msgspec.DecodeError:
-        return None
+def _verified(rt: BudgetRuntime, delivery: Delivery, receipt: ReceiptIssued) -> bool:
+    """Whether the delivered ``receipt`` names its subject's request and is executor-signed (else reported)."""
     names_its_request = delivery.subject.split(".")[-2:] == [receipt.principal, receipt.request_id]
     if names_its_request and signed_by(delivery.data, rt.receipts_key):
-        return receipt
+        return True
     rt.reporter.report(
         SecurityKind.RECEIPT_FORGED,
         principal=receipt.principal,
@@ -235,7 +238,7 @@ def _verified(rt: BudgetRuntime, delivery: Delivery) -> ReceiptIssued | None:
         detail="not an executor-signed receipt of the request its subject names: no budget settled",
         payload=delivery.data,
     )
-    return None
+    return False
 
 
 def route_budgets(router: NatsRouter, runtime: Callable[[], BudgetRuntime]) -> None:

@@ -23,9 +23,10 @@ from toolgate.contracts.events import ReceiptIssued
 from toolgate.contracts.vocabulary import Outcome
 from toolgate.policy.admission import Spending
 from toolgate.policy.budget_ports import BudgetLedger, RecordState
+from toolgate.policy.budgets import BudgetBook
 from toolgate.policy.reconciliation import ResolveReply
 
-__all__ = ["resolve", "settle_receipt", "target_of"]
+__all__ = ["may_hold_reservation", "resolve", "settle_receipt", "target_of"]
 
 
 def target_of(outcome: Outcome) -> RecordState:
@@ -35,6 +36,17 @@ def target_of(outcome: Outcome) -> RecordState:
     if outcome is Outcome.UNCERTAIN:
         return RecordState.UNCERTAIN
     return RecordState.RELEASED
+
+
+def may_hold_reservation(receipt: ReceiptIssued, book: BudgetBook) -> bool:
+    """Whether ``receipt``'s request may hold a reservation (the module's rule); its signature is not checked here.
+
+    ``True`` when the receipt does not name its tool and operation, or some budget of
+    ``book`` applies to its call; ``False`` means: nothing to settle, pass it over.
+    """
+    if receipt.tool is None or receipt.operation is None:
+        return True
+    return bool(book.applying(receipt.principal, receipt.tool, receipt.operation))
 
 
 async def settle_receipt(receipt: ReceiptIssued, spending: Spending) -> RecordState | None:

@@ -1,0 +1,132 @@
+"""The replay lookup and the rate admission of a decision in one Lua script (one Redis round trip).
+
+The script reads the idempotency epoch marker and the key's record (the executor's,
+:mod:`toolgate.shared.idempotency`; read only) and, when :func:`toolgate.policy.gate.wants_admission`
+says so for the record it read, runs the GCRA admission of
+:mod:`toolgate.policy.adapters.redis_limiter` (same arithmetic, same admission marker, same
+keys). Lua scripts run atomically, so nothing changes between the read and the admission.
+
+A missing epoch takes nothing and raises :class:`IndexLost`. Any Redis error, garbage
+answer or timeout (``timeout_s`` bounds the whole call) raises ``PolicyError``
+``idempotency_store_unavailable``: the replay lookup comes first, and the caller denies
+(fail closed). Keys: the epoch marker is global, the others carry the principal's hash
+tag: one Redis (with replicas), not Redis Cluster (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from toolgate.policy.errors import IndexLost, PolicyError
+from toolgate.policy.gate import AdmitAsk, Screened, wants_admission
+from toolgate.policy.ports import (
+    LimitDecision,
+    ReplayState,
+    admitted_key,
+    gcra_parameters,
+    limiter_key,
+    no_calls,
+    retry_after_s,
+)
+from toolgate.shared.idempotency import EPOCH_KEY, record_key
+
+__all__ = ["SCREEN_LUA", "RedisReplayGate"]
+
+log = logging.getLogger("toolgate.policy")
+
+SCREEN_LUA = """
+-- KEYS = epoch marker, idempotency record, rate bucket, the request's admission marker
+-- ARGV = request hash, fresh (0|1), replay (0|1), emission_interval_us, burst, marker_ttl_ms
+-- returns {-1} without epoch, else {state, fp, asked (0|1), allowed, remaining, retry_after_us}
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local record = redis.call('HMGET', KEYS[2], 'state', 'fp')
+local state, fp = record[1] or '', record[2] or ''
+local ask = ARGV[2]
+if fp ~= '' then
+  if fp ~= ARGV[1] then ask = '0' elseif state == 'done' then ask = ARGV[3] end
+end
+if ask ~= '1' then return {state, fp, 0, 0, 0, 0} end
+local emission = tonumber(ARGV[4])
+local burst = tonumber(ARGV[5])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = tonumber(redis.call('GET', KEYS[3]) or now)
+if tat < now then tat = now end
+local tolerance = emission * burst
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  return {state, fp, 1, 1, math.max(0, math.floor((tolerance - (tat - now)) / emission)), 0}
+end
+local new_tat = tat + emission
+if new_tat - tolerance > now then
+  return {state, fp, 1, 0, 0, new_tat - tolerance - now}
+end
+redis.call('SET', KEYS[3], new_tat, 'PX', math.ceil(tolerance / 1000) + 1)
+redis.call('SET', KEYS[4], '1', 'PX', ARGV[6])
+return {state, fp, 1, 1, math.floor((tolerance - (new_tat - now)) / emission), 0}
+"""
+"""Replay lookup + GCRA admission in Lua, times in integer microseconds."""
+
+_UNAVAILABLE = "the idempotency store cannot be reached"
+
+
+class RedisReplayGate:
+    """:class:`~toolgate.policy.gate.ReplayGate` on Redis: one script per decision.
+
+    Args:
+        redis: an asyncio Redis client, ideally with short timeouts.
+        timeout_s: upper bound of one :meth:`screen`, seconds.
+        admitted_ttl_s: how long an admitted request id is remembered, seconds (as
+            :class:`~toolgate.policy.adapters.redis_limiter.RedisRateLimiter`).
+    """
+
+    def __init__(self, redis: aioredis.Redis, *, timeout_s: float = 0.5, admitted_ttl_s: float = 3600.0) -> None:
+        self._script = redis.register_script(SCREEN_LUA)
+        self._timeout_s, self._marker_ttl_ms = timeout_s, max(1, round(admitted_ttl_s * 1000))
+
+    async def screen(self, principal: str, idempotency_key: str, request_hash: str, ask: AdmitAsk) -> Screened:
+        """See :meth:`toolgate.policy.gate.ReplayGate.screen`; a rate allowing no calls is answered without taking.
+
+        Raises:
+            IndexLost: no epoch marker. PolicyError: ``idempotency_store_unavailable``.
+        """
+        parameters = gcra_parameters(ask.rate)
+        flags = ("1" if ask.fresh else "0", "1" if ask.replay else "0") if parameters else ("0", "0")
+        keys = [EPOCH_KEY, record_key(principal, idempotency_key)]
+        keys += [limiter_key(principal, ask.bucket), admitted_key(principal, ask.request_id)]
+        args: list[str | int] = [request_hash, *flags, *(parameters or (0, 0)), self._marker_ttl_ms]
+        state, limit = await self._run(keys, args)
+        if parameters is None:  # nothing taken: the rate allows no call at all
+            return Screened(state, no_calls(ask.rate) if wants_admission(state, request_hash, ask) else None)
+        return Screened(state, limit)
+
+    async def _run(self, keys: list[str], args: list[str | int]) -> tuple[ReplayState | None, LimitDecision | None]:
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                reply = await self._script(keys=keys, args=args)
+            if len(reply) == 1 and int(reply[0]) == -1:
+                raise IndexLost()
+            state, fingerprint, *limit = reply
+            return _state(state, fingerprint), _limit(limit)
+        except (RedisError, OSError, TimeoutError, TypeError, ValueError) as error:
+            log.warning("idempotency store failed: %s: %s", type(error).__name__, error)
+            raise PolicyError("idempotency_store_unavailable", _UNAVAILABLE) from None
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _state(state: object, fingerprint: object) -> ReplayState | None:
+    fp = _text(fingerprint)
+    return ReplayState(done=_text(state) == "done", fingerprint=fp) if fp else None
+
+
+def _limit(values: list[object]) -> LimitDecision | None:
+    asked, allowed, remaining, wait_us = (int(_text(v)) for v in values)
+    if not asked:
+        return None
+    return LimitDecision(allowed=allowed == 1, remaining=remaining, retry_after_s=retry_after_s(wait_us))
