@@ -21,6 +21,7 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from toolgate.policy.adapters.redis_limiter import GCRA_LUA
 from toolgate.policy.errors import IndexLost, PolicyError
 from toolgate.policy.gate import AdmitAsk, Screened, wants_admission
 from toolgate.policy.ports import (
@@ -38,7 +39,9 @@ __all__ = ["SCREEN_LUA", "RedisReplayGate"]
 
 log = logging.getLogger("toolgate.policy")
 
-SCREEN_LUA = """
+SCREEN_LUA = (
+    GCRA_LUA
+    + """
 -- KEYS = epoch marker, idempotency record, rate bucket, the request's admission marker
 -- ARGV = request hash, fresh (0|1), replay (0|1), emission_interval_us, burst, marker_ttl_ms
 -- returns {-1} without epoch, else {state, fp, asked (0|1), allowed, remaining, retry_after_us}
@@ -50,24 +53,10 @@ if fp ~= '' then
   if fp ~= ARGV[1] then ask = '0' elseif state == 'done' then ask = ARGV[3] end
 end
 if ask ~= '1' then return {state, fp, 0, 0, 0, 0} end
-local emission = tonumber(ARGV[4])
-local burst = tonumber(ARGV[5])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tat = tonumber(redis.call('GET', KEYS[3]) or now)
-if tat < now then tat = now end
-local tolerance = emission * burst
-if redis.call('EXISTS', KEYS[4]) == 1 then
-  return {state, fp, 1, 1, math.max(0, math.floor((tolerance - (tat - now)) / emission)), 0}
-end
-local new_tat = tat + emission
-if new_tat - tolerance > now then
-  return {state, fp, 1, 0, 0, new_tat - tolerance - now}
-end
-redis.call('SET', KEYS[3], new_tat, 'PX', math.ceil(tolerance / 1000) + 1)
-redis.call('SET', KEYS[4], '1', 'PX', ARGV[6])
-return {state, fp, 1, 1, math.floor((tolerance - (new_tat - now)) / emission), 0}
+local allowed, remaining, retry_after = gcra(KEYS[3], KEYS[4], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6])
+return {state, fp, 1, allowed, remaining, retry_after}
 """
+)
 """Replay lookup + GCRA admission in Lua, times in integer microseconds."""
 
 _UNAVAILABLE = "the idempotency store cannot be reached"

@@ -37,32 +37,45 @@ from toolgate.policy.ports import (
     retry_after_s,
 )
 
-__all__ = ["ADMIT_LUA", "RedisRateLimiter"]
+__all__ = ["ADMIT_LUA", "GCRA_LUA", "RedisRateLimiter"]
 
 log = logging.getLogger("toolgate.policy")
 
-ADMIT_LUA = """
+GCRA_LUA = """
+-- gcra(bucket key, the request's admission marker, emission_interval_us, burst, marker_ttl_ms)
+-- returns allowed (0|1), remaining, retry_after_us
+local function gcra(bucket, marker, emission, burst, marker_ttl_ms)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local tat = tonumber(redis.call('GET', bucket) or now)
+  if tat < now then tat = now end
+  local tolerance = emission * burst
+  if redis.call('EXISTS', marker) == 1 then
+    return 1, math.max(0, math.floor((tolerance - (tat - now)) / emission)), 0
+  end
+  local new_tat = tat + emission
+  if new_tat - tolerance > now then
+    return 0, 0, new_tat - tolerance - now
+  end
+  redis.call('SET', bucket, new_tat, 'PX', math.ceil(tolerance / 1000) + 1)
+  redis.call('SET', marker, '1', 'PX', marker_ttl_ms)
+  return 1, math.floor((tolerance - (new_tat - now)) / emission), 0
+end
+"""
+"""The GCRA admission (a Lua function), shared by this script and the decision's one script.
+
+A request id is admitted once: its marker makes a second admission take nothing more."""
+
+ADMIT_LUA = (
+    GCRA_LUA
+    + """
 -- KEYS[1] = bucket key, KEYS[2] = the request's admission marker
 -- ARGV = emission_interval_us, burst, marker_ttl_ms
 -- returns {allowed (0|1), remaining, retry_after_us}
-local emission = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-if tat < now then tat = now end
-local tolerance = emission * burst
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  return {1, math.max(0, math.floor((tolerance - (tat - now)) / emission)), 0}
-end
-local new_tat = tat + emission
-if new_tat - tolerance > now then
-  return {0, 0, new_tat - tolerance - now}
-end
-redis.call('SET', KEYS[1], new_tat, 'PX', math.ceil(tolerance / 1000) + 1)
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
-return {1, math.floor((tolerance - (new_tat - now)) / emission), 0}
+local allowed, remaining, retry_after = gcra(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3])
+return {allowed, remaining, retry_after}
 """
+)
 """GCRA admission in Lua, times in integer microseconds."""
 
 
