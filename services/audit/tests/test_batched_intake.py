@@ -18,6 +18,7 @@ from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
+from toolgate.audit.adapters.stream_reads import next_reader
 from toolgate.audit.domain import AuditEntry, AuditRecord
 from toolgate.audit.handlers import consumers
 from toolgate.audit.service import Audit
@@ -49,6 +50,17 @@ class CrashingStore(SqliteAuditStore):
         return records
 
 
+class StoppedStore(SqliteAuditStore):
+    """Hangs before its first append, where the process is killed: the batch is neither stored nor acknowledged."""
+
+    reached: asyncio.Event
+
+    async def append_batch(self, entries: Sequence[AuditEntry]) -> list[AuditRecord | None]:
+        self.reached.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
 class Intake:
     """A durable consumer of one principal's decisions on the toolgate stream, and audit workers on one chain."""
 
@@ -78,7 +90,13 @@ class Intake:
         reporter = SecurityReporter("audit")
         reporter.attach_publish(publish)
         audit, cell = (
-            Audit(store, last_seq, keys={"policy": POLICY.public_key()}, reporter=reporter),
+            Audit(
+                store,
+                last_seq,
+                keys={"policy": POLICY.public_key()},
+                reporter=reporter,
+                read_next=next_reader(self.js, self.spec.filter_subject),
+            ),
             RuntimeCell[Audit](),
         )
         cell.set(audit)
@@ -173,3 +191,33 @@ async def test_a_forged_event_in_the_middle_of_a_batch_is_recorded_and_reported_
     [(subject, event)] = intake.reported
     assert event.kind == SecurityKind.DECISION_FORGED and event.request_id == "r2", event
     assert subject.startswith("tg.security.audit.")
+
+
+async def test_a_batch_lost_before_its_append_keeps_its_place_in_the_chain(intake: Intake) -> None:
+    intake.spec = dataclasses.replace(intake.spec, ack_wait_s=4.0)  # the lost batch comes back after 4 s
+    await intake.js.delete_consumer(STREAM, intake.spec.durable)
+    await intake.provision()
+    await intake.send("r00")
+    first, _ = await intake.worker(SqliteAuditStore(intake.path))
+    await intake.settled()  # the chain holds r00: its last stream sequence is known
+    await first.stop(grace_s=1.0)
+    stopped = StoppedStore(intake.path)
+    stopped.reached = asyncio.Event()
+    second, _ = await intake.worker(stopped)
+    await intake.send(*(f"r{index:02}" for index in range(1, 6)))
+    await asyncio.wait_for(stopped.reached.wait(), 10.0)
+    assert second._loop is not None
+    second._loop.cancel()  # killed before the batch was stored: r01..r05 come back only after ack_wait
+    await asyncio.gather(second._loop, return_exceptions=True)
+    await intake.send("r06", "r07")  # delivered at once to the next worker
+
+    _, audit = await intake.worker(SqliteAuditStore(intake.path))
+    await until(lambda: _holds(audit, 8), "every event is in the chain")
+    records = await _chain_holds(audit, 8)
+    assert [record.request_id for record in records] == [f"r{index:02}" for index in range(8)]
+    await intake.settled()  # r01..r05 delivered again append nothing
+    assert await audit.store.count() == 8
+
+
+async def _holds(audit: Audit, count: int) -> bool:
+    return await audit.store.count() >= count

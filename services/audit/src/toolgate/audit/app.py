@@ -11,10 +11,11 @@ from faststream import FastStream
 from nats.js import JetStreamContext
 
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
+from toolgate.audit.adapters.stream_reads import next_reader
 from toolgate.audit.handlers import build_router, consumers
 from toolgate.audit.service import Audit
 from toolgate.audit.settings import AuditSettings
-from toolgate.contracts.catalog import STREAM
+from toolgate.contracts.catalog import AUDIT_CONSUMER, STREAM
 from toolgate.contracts.signing import load_public_key
 from toolgate.shared.health import monitoring
 from toolgate.shared.keyring import HOLDERS, check_holds_only_own
@@ -75,7 +76,8 @@ def create_app(settings: AuditSettings | None = None) -> FastStream:
             return message.subject or "", message.data or b"", (message.headers or {}).get("Nats-Msg-Id")
 
         store = SqliteAuditStore(settings.database)
-        cell.set(Audit(store, stream_last_seq, keys, reporter, announce, stream_message))
+        read_next = next_reader(js, AUDIT_CONSUMER.filter_subject)
+        cell.set(Audit(store, stream_last_seq, keys, reporter, announce, stream_message, read_next))
 
     async def close() -> None:
         await cell().store.close()

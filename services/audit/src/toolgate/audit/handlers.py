@@ -11,6 +11,7 @@ import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
 from toolgate.audit.domain import AuditEntry, AuditRecord
+from toolgate.audit.gaps import in_stream_order
 from toolgate.audit.intake import entry_of
 from toolgate.audit.queries import ExportQuery, ExportReply, RequestsQuery, RequestsReply, TrailQuery, TrailReply
 from toolgate.audit.service import Audit
@@ -50,10 +51,11 @@ def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
 
     async def on_events(deliveries: Sequence[Delivery]) -> list[Settlement]:
         audit, now = cell(), datetime.now(UTC).isoformat()
-        entries = [_entry(delivery, now) for delivery in deliveries]
+        ordered = await _with_gaps_filled(audit, deliveries)
+        entries = [_entry(delivery, now) for delivery in ordered]
         records = await audit.store.append_batch(entries)
         record_appended(deliveries[-1].stored_at)
-        for delivery, entry, record in zip(deliveries, entries, records, strict=True):
+        for delivery, entry, record in zip(ordered, entries, records, strict=True):
             with message_scope(durable, delivery.subject, delivery.headers):
                 await _inspected(audit, delivery, record)
                 note_appended(entry, record)
@@ -72,6 +74,13 @@ def consumers(cell: RuntimeCell[Audit]) -> list[Consumer]:
             batch_linger_s=BATCH_LINGER_S,
         )
     ]
+
+
+async def _with_gaps_filled(audit: Audit, deliveries: Sequence[Delivery]) -> list[Delivery]:
+    """The batch, with the messages missing before it read from the stream (:mod:`toolgate.audit.gaps`)."""
+    if audit.read_next is None:
+        return list(deliveries)
+    return await in_stream_order(deliveries, audit.store.top_stream_seq, audit.read_next)
 
 
 def _entry(delivery: Delivery, received_at: str) -> AuditEntry:

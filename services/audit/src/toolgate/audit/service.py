@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from toolgate.audit.adapters.sqlite import SqliteAuditStore
 from toolgate.audit.anchoring import Anchoring, StreamMessage
 from toolgate.audit.domain import AuditRecord
+from toolgate.audit.gaps import ReadNext
 from toolgate.audit.queries import (
     EXPORT_PAGE,
     MAX_REQUESTS,
@@ -70,6 +71,8 @@ class Audit:
         reporter: reports forgeries seen on intake.
         announce: ``announce(subject, body)`` on core NATS (alarms).
         stream_message: reads one stream message (:mod:`toolgate.audit.anchoring`); ``None``: not compared.
+        read_next: the audit consumer's first stream message at or after a sequence
+            (:mod:`toolgate.audit.gaps`); ``None``: a gap before a batch is not filled.
     """
 
     store: SqliteAuditStore
@@ -78,6 +81,7 @@ class Audit:
     reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("audit"))
     announce: Announce = _nowhere
     stream_message: StreamMessage | None = None
+    read_next: ReadNext | None = None
 
     async def trail(self, request_id: str) -> TrailReply:
         """Every record of one request, in bus order."""

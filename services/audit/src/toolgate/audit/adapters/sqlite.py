@@ -77,9 +77,15 @@ class SqliteAuditStore:
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.executescript(_SCHEMA)
+            self._top: int | None = self._conn.execute("SELECT MAX(stream_seq) FROM audit_records").fetchone()[0]
         except sqlite3.Error as exc:
             self._conn.close()
             raise StoreError(self._path, "unavailable", str(exc)) from exc
+
+    @property
+    def top_stream_seq(self) -> int | None:
+        """The highest stream sequence in the chain (``None``: empty), as of the last append."""
+        return self._top
 
     async def append(self, entry: AuditEntry) -> AuditRecord | None:
         """Append one event at the end of the chain.
@@ -267,6 +273,7 @@ class SqliteAuditStore:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
+        self._top = max([self._top or 0, *(record.stream_seq for record in records if record is not None)]) or None
         return records
 
     def _append_in_tx(self, entries: Sequence[AuditEntry]) -> list[AuditRecord | None]:
