@@ -17,13 +17,22 @@ from toolgate.approvals.ports import ApprovalStore
 from toolgate.approvals.rebuild import rebuild_approvals
 from toolgate.approvals.service import Approvals
 from toolgate.contracts.approval_ids import approval_id_for
+from toolgate.contracts.catalog import Subjects
 from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, BoundRequest, DecisionMade
+from toolgate.contracts.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalRequested,
+    BoundRequest,
+    DecisionMade,
+    encode,
+)
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.contracts.security import digest
 from toolgate.contracts.signing import sign_event, verify_event
 from toolgate.contracts.vocabulary import Verdict
 from toolgate.shared.reporting import SecurityReporter
+from toolgate.shared.settle import Settle
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 APPROVERS = PrincipalDirectory.from_toml(
@@ -123,6 +132,20 @@ async def test_needs_approval_opens_one_pending_approval(store: ApprovalStore, n
     assert all(isinstance(event, ApprovalRequested) for _, event in published)
     announced = {(subject, event.approval_id) for subject, event in published}  # a redelivery announces again
     assert announced == {(f"tg.approval.requested.demo-agent.{ns}", approval_id_for("demo-agent", ns))}
+
+
+@pytest.mark.parametrize("subject", ["another request's", "the decision subject", "junk"])
+async def test_a_copy_on_a_subject_not_its_own_opens_nothing(store: ApprovalStore, ns: str, subject: str) -> None:
+    approvals, decision = _approvals(store, Clock(), []), _decision(ns)
+    on = {
+        "another request's": Subjects.needs_approval("demo-agent", ns + "b"),
+        "the decision subject": Subjects.decision("demo-agent", ns),
+        "junk": "tg.needs_approval.demo-agent",
+    }[subject]
+    assert await approvals.on_decision_bytes(encode(decision), on) is Settle.TERM
+    assert await store.get(approval_id_for("demo-agent", ns)) is None
+    assert await approvals.on_decision_bytes(encode(decision), Subjects.needs_approval("demo-agent", ns)) is Settle.ACK
+    assert await store.get(approval_id_for("demo-agent", ns)) is not None
 
 
 async def test_forged_decision_opens_nothing(store: ApprovalStore, ns: str) -> None:

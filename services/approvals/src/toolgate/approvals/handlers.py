@@ -34,7 +34,7 @@ def consumers(runtime: Callable[[], ApprovalsRuntime]) -> list[Consumer]:
     async def on_decision(delivery: Delivery) -> Settlement:
         rt = runtime()
         try:
-            return await rt.approvals.on_decision_bytes(delivery.data)
+            return await rt.approvals.on_decision_bytes(delivery.data, delivery.subject)
         except IndexLost:
             rt.rebuilder.start()
             return Later(2.0)

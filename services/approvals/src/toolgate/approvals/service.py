@@ -116,11 +116,13 @@ class Approvals:
         note_approval(current, "requested", None)
         return True
 
-    async def on_decision_bytes(self, data: bytes) -> Settle:
-        """Handle one delivered decision.
+    async def on_decision_bytes(self, data: bytes, subject: str) -> Settle:
+        """Handle one delivered decision, copied to ``tg.needs_approval.<p>.<rid>``.
 
         Returns:
-            ``ACK`` when handled, ``TERM`` for an undecodable or forged decision.
+            ``ACK`` when handled, ``TERM`` for an undecodable or forged decision, or one
+            about another request than the one its subject names (a genuine decision of
+            another request placed there opens nothing; the audit reports it).
 
         Raises:
             ApprovalsError: the store cannot answer (the consumer retries, then gives up).
@@ -128,6 +130,8 @@ class Approvals:
         try:
             decision = decode_untrusted(_decision, data)
         except msgspec.DecodeError:
+            return Settle.TERM
+        if subject != Subjects.needs_approval(decision.principal, decision.request_id):
             return Settle.TERM
         return Settle.ACK if await self.on_decision(decision) else Settle.TERM
 

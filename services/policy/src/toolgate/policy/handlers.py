@@ -37,7 +37,8 @@ from toolgate.contracts.listing import Readiness
 from toolgate.contracts.recheck import RecheckQuery
 from toolgate.contracts.security import SecurityKind
 from toolgate.contracts.signing import sign_event
-from toolgate.policy.adapters.stream import ask_for_approval, signed_by
+from toolgate.policy.adapters.asking import ask_for_approval
+from toolgate.policy.adapters.stream import signed_by
 from toolgate.policy.admission import Spending
 from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
 from toolgate.policy.errors import BudgetsLost, BudgetUnavailable
@@ -101,7 +102,7 @@ async def _publish(rt: PolicyRuntime, decision: DecisionMade, data: bytes) -> No
     signed = sign_event(decision, rt.key)
     stored = await publish_once(rt.js, Subjects.decision(signed.principal, signed.request_id), signed)
     note_decision(decision, data, stored)
-    await ask_for_approval(rt.js, signed, stored)
+    await ask_for_approval(rt.js, signed, stored, rt.key.public_key())
 
 
 def consumers(runtime: Callable[[], PolicyRuntime]) -> list[Consumer]:

@@ -19,10 +19,9 @@ from nats.js import JetStreamContext
 from toolgate.contracts.catalog import Subjects
 from toolgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued, decode_event
 from toolgate.contracts.signing import verify_body
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.shared.bus import next_message, publish_once
+from toolgate.shared.bus import next_message
 
-__all__ = ["MAX_EVENTS_PER_SUBJECT", "StreamSpendTrail", "ask_for_approval", "signed_by"]
+__all__ = ["MAX_EVENTS_PER_SUBJECT", "StreamSpendTrail", "signed_by"]
 
 E = TypeVar("E", ApprovalGranted, ReceiptIssued)
 
@@ -37,26 +36,6 @@ def signed_by(data: bytes | None, key: Ed25519PublicKey) -> bool:
     except msgspec.DecodeError:
         return False
     return isinstance(body, dict) and verify_body(body, key)
-
-
-async def ask_for_approval(js: JetStreamContext, decision: DecisionMade, stored: bool) -> None:
-    """Copy the request's first decision to ``tg.needs_approval.<p>.<rid>`` when it needs approval.
-
-    ``decision`` is the signed decision just published on the request's decision subject;
-    when it was not stored there (a redelivered request, decided before) the one stored
-    first is read and copied instead: the approvals service must see the decision the
-    executor goes by, also when the policy stopped between publishing it and its copy.
-    The copy is published first-on-subject, so a redelivery never makes a second one.
-
-    Raises:
-        nats.errors.Error: the stream could not be read or did not store the copy.
-    """
-    first: Any = decision
-    if not stored:
-        message = await next_message(js, Subjects.decision(decision.principal, decision.request_id))
-        first = _decoded(message.data if message is not None else None)
-    if isinstance(first, DecisionMade) and first.verdict is Verdict.NEEDS_APPROVAL:
-        await publish_once(js, Subjects.needs_approval(first.principal, first.request_id), first)
 
 
 def _decoded(data: bytes | None) -> Any:
