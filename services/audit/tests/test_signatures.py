@@ -19,10 +19,13 @@ KEYS = {name: Ed25519PrivateKey.generate() for name in set(SIGNED_BY.values())}
 PUBLIC = {name: key.public_key() for name, key in KEYS.items()}
 
 
-def _record(payload: str, event_type: str = "receipt.issued") -> AuditRecord:
+SUBJECTS = {"receipt.issued": "tg.receipt.p.r", "decision.made": "tg.decision.p.r", "tool.requested": "tg.req.p"}
+
+
+def _record(payload: str, event_type: str = "receipt.issued", subject: str | None = None) -> AuditRecord:
     entry = AuditEntry(
         stream_seq=1,
-        subject="tg.x",
+        subject=subject or SUBJECTS[event_type],
         event_type=event_type,
         request_id="r",
         principal="p",
@@ -88,3 +91,18 @@ def test_unsigned_event_types_are_not_checked_and_every_fault_is_counted() -> No
     records = [_record("{}", "tool.requested"), _record("{}"), _record("{}", "decision.made")]
     assert list(check.watch(records)) == records
     assert check.count == 2 and len(check.faults) == 1
+
+
+@pytest.mark.parametrize(
+    ("event_type", "subject"),
+    [
+        ("decision.made", "tg.req.p"),  # an agent's own request subject: recorded as it sent it
+        ("receipt.issued", "tg.req.p"),
+        ("receipt.issued", "tg.decision.p.r"),  # another type's signed subject: the intake reports it
+    ],
+)
+def test_a_signed_type_off_its_signed_subject_is_not_its_signers_event(event_type: str, subject: str) -> None:
+    check = SignatureCheck(PUBLIC)
+    list(check.watch([_record("{}", event_type, subject)]))
+    assert check.count == 0
+    assert signature_fault(_record("{}", event_type), PUBLIC) is not None  # on its own subject it is checked

@@ -3,8 +3,12 @@
 Decisions and policy publications are signed by the policy key, approval outcomes by the approvals key, receipts by
 the executor's receipts key (Ed25519, RFC 8032, over the RFC 8785 canonical JSON of the event
 as sent without its ``signature``: :func:`toolgate.contracts.signing.verify_body`). A record of
-one of those types whose signature does not verify under its signer's public key is a
-forgery (published under wrong NATS permissions) or an edit; verification names it. With
+one of those types, on its type's signed subject (:data:`sentinel.SIGNED`), whose signature
+does not verify under its signer's public key is a forgery (published under wrong NATS
+permissions) or an edit; verification names it. The same body on another subject is not
+that signer's event (an agent's own ``tg.req.<p>`` is recorded as the agent sent it, a
+decision's body included) and is not checked: otherwise any agent could make ``verify``
+fail for good. With
 the public keys alone an exported chain can be checked anywhere (``toolgate audit verify
 --file … --keys …``).
 
@@ -20,13 +24,19 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from toolgate.audit.domain import AuditRecord
-from toolgate.audit.sentinel import SIGNED
+from toolgate.audit.sentinel import SIGNED, matches
 from toolgate.contracts.signing import verify_body
 
 __all__ = ["SIGNED_BY", "SignatureCheck", "SignatureFault", "signature_fault"]
 
 SIGNED_BY: Final[Mapping[str, str]] = {str(rule.event.__struct_config__.tag): rule.key for rule in SIGNED}
 """Event type → the name of the key that signs it (``<name>.pub`` verifies it), from :data:`sentinel.SIGNED`."""
+
+
+def _signer(record: AuditRecord) -> str | None:
+    """The name of the key that signs ``record``: its type's signer, when it is on that type's signed subject."""
+    rule = next((rule for rule in SIGNED if matches(rule.pattern, record.subject)), None)
+    return rule.key if rule is not None and str(rule.event.__struct_config__.tag) == record.event_type else None
 
 
 class SignatureFault(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,7 +55,7 @@ class SignatureFault(msgspec.Struct, frozen=True, kw_only=True):
 
 def signature_fault(record: AuditRecord, keys: Mapping[str, Ed25519PublicKey]) -> str | None:
     """Why ``record``'s signature does not verify, or ``None`` (also for unsigned event types)."""
-    signer = SIGNED_BY.get(record.event_type)
+    signer = _signer(record)
     if signer is None:
         return None
     key = keys.get(signer)
