@@ -191,6 +191,11 @@ STDIO_BAD_IDS = [
     b'{"jsonrpc": "2.0", "id": {"x": 1}, "method": "ping"}',
     b'{"jsonrpc": "2.0", "id": [1], "method": "ping"}',
     b'{"jsonrpc": "2.0", "id": true, "method": "ping"}',
+    b'{"jsonrpc": "2.0", "id": null, "method": "ping"}',
+    b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}',
+    b'{"jsonrpc": "2.0", "id": 2.0, "method": "ping"}',
+    b'{"jsonrpc": "2.0", "id": NaN, "method": "ping"}',
+    b'{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}',
 ]
 STDIO_OPENING = [json.dumps(INITIALIZE).encode(), b'{"jsonrpc":"2.0","method":"notifications/initialized"}']
 STDIO_LIST = json.dumps({"jsonrpc": "2.0", "id": 100, "method": "tools/list", "params": {}}).encode()
@@ -237,6 +242,10 @@ BAD_IDS = {
     "object": b'{"jsonrpc": "2.0", "id": {"x": 1}, "method": "tools/list"}',
     "array": b'{"jsonrpc": "2.0", "id": [1], "method": "tools/list"}',
     "true": b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}',
+    "null": b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}',
+    "fraction": b'{"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}',
+    "integral-float": b'{"jsonrpc": "2.0", "id": -0.0, "method": "tools/list"}',
+    "nan": b'{"jsonrpc": "2.0", "id": NaN, "method": "tools/list"}',
     "object-with-a-5000-digit-number": (
         '{"jsonrpc": "2.0", "id": {"x": 1}, "method": "tools/list", "params": {' + _PADDING + "}}"
     ).encode(),

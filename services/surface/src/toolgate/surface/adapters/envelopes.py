@@ -1,7 +1,8 @@
 """JSON-RPC envelopes the SDK's transport would take for notifications: refused with a reason instead.
 
-A request whose ``id`` is neither a string nor a number (an object, an array, ``true``) is no
-valid JSON-RPC request (JSON-RPC 2.0 §4); the SDK's Streamable HTTP transport answers it
+A request whose ``id`` is neither a string nor an integer (an object, an array, ``true``,
+``null``, ``1.5``, ``2.0``, ``NaN``) is no valid MCP request (JSON-RPC 2.0 §4; MCP, "Base
+Protocol", Requests: "a string or integer ID", "MUST NOT be null"); the SDK's Streamable HTTP transport answers it
 ``202`` with no body, as if it were a notification, so the client waits for nothing. This ASGI
 wrapper, behind the SDK's token checks, reads each POST body (refusing one over the size limit
 with ``413`` itself), answers such a message ``400`` with a JSON-RPC error ``-32600`` naming
@@ -20,7 +21,7 @@ __all__ = ["Envelopes", "bad_id"]
 
 
 class Envelopes:
-    """ASGI: refuse POSTed JSON-RPC requests whose ``id`` has a type JSON-RPC does not allow.
+    """ASGI: refuse POSTed JSON-RPC requests whose ``id`` has a type MCP does not allow.
 
     Args:
         app: the SDK's endpoint.
@@ -67,9 +68,16 @@ def bad_id(body: bytes) -> str | None:
     if not isinstance(message, dict) or "id" not in message or "method" not in message:
         return None
     found = message["id"]
-    if found is None or (isinstance(found, str | int | float) and not isinstance(found, bool)):
+    if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)):
         return None
-    return f"invalid request: 'id' must be a string or a number, not {type(found).__name__}"
+    return f"invalid request: 'id' must be a string or an integer, not {_kind(found)}"
+
+
+def _kind(value: Any) -> str:
+    """What an ``id`` is, in JSON's terms (never its value: it may be huge)."""
+    if value is None:
+        return "null"
+    return "a number with a fraction or an exponent" if isinstance(value, float) else type(value).__name__
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:
