@@ -35,7 +35,7 @@ from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Rpc, Subjects
 
 from .conftest import Gate, Paths
-from .surface_support import Surfaces, free_port
+from .surface_support import Surfaces, free_port, texts
 from .test_mcp_surface_attacks import (
     INITIALIZE,
     ROOT,
@@ -575,3 +575,33 @@ async def test_the_keep_waiting_question_answered_badly_ends_the_call_and_approv
     assert not (e2e_paths.sandbox / name).exists()
     approvals = [a for a in await gate.rpc(Rpc.APPROVALS_LIST, {}) if a["principal"] == principal]
     assert all([await gate.is_pending(a["request_id"]) for a in approvals]), approvals
+
+
+async def test_an_unanswered_keep_waiting_question_does_not_hide_a_call_approved_meanwhile(
+    gate: Gate, surfaces: Surfaces, e2e_paths: Paths, new_id: Any
+) -> None:
+    """Observed: while the question was out the receipt went unwatched; the call said 'pending' at the hold's end."""
+    principal, name, asked = gate.agent(), f"{new_id('u')}.txt", asyncio.Event()
+
+    async def elicit(context: Any, params: Any) -> ElicitResult:
+        asked.set()
+        return await _answer("forever")
+
+    async def approve_when_asked() -> None:
+        await asked.wait()  # approved while the question is out, never answered
+        for _ in range(150):
+            pending = [a for a in await gate.rpc(Rpc.APPROVALS_LIST, {}) if a["principal"] == principal]
+            if pending:
+                assert (await gate.decide("alice", pending[0]["approval_id"]))["ok"]
+                return
+            await asyncio.sleep(0.2)
+        raise AssertionError("no approval was opened")
+
+    parameters = _stdio(surfaces, principal)
+    parameters.env = {**(parameters.env or {}), "TOOLGATE_SURFACE_HOLD_S": "60", "TOOLGATE_SURFACE_PROGRESS_S": "1"}
+    async with Client(parameters, mode="legacy", elicitation_callback=elicit) as client:
+        approving = asyncio.create_task(approve_when_asked())
+        result = await asyncio.wait_for(client.call_tool("file_system__write", {"path": name, "content": "x"}), 45)
+        await approving
+    assert result.is_error is False, texts(result)
+    assert (e2e_paths.sandbox / name).read_text() == "x"

@@ -19,6 +19,7 @@ a call already running is not interrupted and ends with its real receipt.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -93,6 +94,24 @@ class Waiting:
     progress_s: float = 5.0
     grace_s: float = 600.0
     limit_bytes: int = 262_144
+
+
+async def _keep_waiting(asking: Client, approval_id: str) -> bool | None:
+    """The person's answer to "keep waiting or withdraw?" (``False``: withdraw), ``None`` when not asked."""
+    if asking.confirm is None:
+        return None
+    question = (
+        f"This call waits for approval {approval_id} by a person entitled to approve it. "
+        "Keep waiting for it, or withdraw the call? (Your answer here is not an approval.)"
+    )
+    return await asking.confirm(question)
+
+
+def _withdrawn(question: asyncio.Future[bool | None] | None) -> bool:
+    """Whether the keep-waiting question was answered: withdraw."""
+    if question is None or not question.done() or question.cancelled() or question.exception() is not None:
+        return False
+    return question.result() is False
 
 
 def _waiting_for(request_id: str, approval: str | None, elapsed_s: float) -> str:
@@ -179,39 +198,37 @@ class Gateway:
     async def _held(self, client: ToolClient, request_id: str, asking: Client) -> ReceiptIssued | None:
         """The receipt within ``hold_s``, or ``None``; asks the person once when the call waits for an approval.
 
+        The question is asked beside the wait, never instead of it: a receipt that arrives
+        while it is unanswered is the answer at once, and the question ends with the call.
+        An answer to withdraw is acted on within ``progress_s``.
+
         Raises:
             _Declined: the person chose to withdraw the call.
         """
-        started, approval = time.monotonic(), None
-        while (left := self._waiting.hold_s - (time.monotonic() - started)) > 0:
-            try:
-                return await client.receipt(request_id, timeout_s=min(self._waiting.progress_s, left))
-            except TimeoutError:
-                pass
-            if approval is None and await self._awaits_approval(client, request_id):
-                approval = client.approval_id(request_id)
-                with anyio.move_on_after(max(0.0, self._waiting.hold_s - (time.monotonic() - started))):
-                    await self._ask(asking, approval)  # an unanswered question ends with the hold
-            if asking.progress is not None:
-                elapsed = time.monotonic() - started
-                await asking.progress(elapsed, _waiting_for(request_id, approval, elapsed))
-        return None
+        started, approval, question = time.monotonic(), None, None
+        try:
+            while (left := self._waiting.hold_s - (time.monotonic() - started)) > 0:
+                if _withdrawn(question):
+                    raise _Declined(approval or "")
+                try:
+                    return await client.receipt(request_id, timeout_s=min(self._waiting.progress_s, left))
+                except TimeoutError:
+                    pass
+                if approval is None and await self._awaits_approval(client, request_id):
+                    approval = client.approval_id(request_id)
+                    question = asyncio.ensure_future(_keep_waiting(asking, approval))
+                if asking.progress is not None:
+                    elapsed = time.monotonic() - started
+                    await asking.progress(elapsed, _waiting_for(request_id, approval, elapsed))
+            return None
+        finally:
+            if question is not None:
+                question.cancel()
 
     @staticmethod
     async def _awaits_approval(client: ToolClient, request_id: str) -> bool:
         decision = await client.decision(request_id)
         return decision is not None and decision.verdict == "needs_approval"
-
-    @staticmethod
-    async def _ask(asking: Client, approval_id: str) -> None:
-        if asking.confirm is None:
-            return
-        question = (
-            f"This call waits for approval {approval_id} by a person entitled to approve it. "
-            "Keep waiting for it, or withdraw the call? (Your answer here is not an approval.)"
-        )
-        if await asking.confirm(question) is False:
-            raise _Declined(approval_id)
 
     async def _pending(self, client: ToolClient, request_id: str) -> CallToolResult:
         if await self._awaits_approval(client, request_id):
