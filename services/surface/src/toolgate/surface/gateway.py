@@ -19,7 +19,6 @@ a call already running is not interrupted and ends with its real receipt.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -96,6 +95,38 @@ class Waiting:
     limit_bytes: int = 262_144
 
 
+async def _asked_while_waiting(
+    client: ToolClient, request_id: str, asking: Client, approval_id: str, left_s: float
+) -> ReceiptIssued | None:
+    """Ask "keep waiting or withdraw?" while still watching for the receipt, at most ``left_s`` seconds.
+
+    The receipt arriving first ends the question (cancelled within the same cancel scope,
+    so the client is told and the call answers at once); so does the end of the hold.
+
+    Returns:
+        The receipt when it arrived meanwhile, else ``None`` (kept waiting, no answer, no client form).
+
+    Raises:
+        _Declined: the person chose to withdraw the call.
+    """
+    found: list[ReceiptIssued] = []
+    declined = False
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            with contextlib.suppress(Exception):
+                found.append(await client.receipt(request_id, timeout_s=left_s))
+                group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        with anyio.move_on_after(left_s):
+            declined = await _keep_waiting(asking, approval_id) is False
+        group.cancel_scope.cancel()
+    if declined and not found:
+        raise _Declined(approval_id)
+    return found[0] if found else None
+
+
 async def _keep_waiting(asking: Client, approval_id: str) -> bool | None:
     """The person's answer to "keep waiting or withdraw?" (``False``: withdraw), ``None`` when not asked."""
     if asking.confirm is None:
@@ -105,13 +136,6 @@ async def _keep_waiting(asking: Client, approval_id: str) -> bool | None:
         "Keep waiting for it, or withdraw the call? (Your answer here is not an approval.)"
     )
     return await asking.confirm(question)
-
-
-def _withdrawn(question: asyncio.Future[bool | None] | None) -> bool:
-    """Whether the keep-waiting question was answered: withdraw."""
-    if question is None or not question.done() or question.cancelled() or question.exception() is not None:
-        return False
-    return question.result() is False
 
 
 def _waiting_for(request_id: str, approval: str | None, elapsed_s: float) -> str:
@@ -198,32 +222,24 @@ class Gateway:
     async def _held(self, client: ToolClient, request_id: str, asking: Client) -> ReceiptIssued | None:
         """The receipt within ``hold_s``, or ``None``; asks the person once when the call waits for an approval.
 
-        The question is asked beside the wait, never instead of it: a receipt that arrives
-        while it is unanswered is the answer at once, and the question ends with the call.
-        An answer to withdraw is acted on within ``progress_s``.
-
         Raises:
             _Declined: the person chose to withdraw the call.
         """
-        started, approval, question = time.monotonic(), None, None
-        try:
-            while (left := self._waiting.hold_s - (time.monotonic() - started)) > 0:
-                if _withdrawn(question):
-                    raise _Declined(approval or "")
-                try:
-                    return await client.receipt(request_id, timeout_s=min(self._waiting.progress_s, left))
-                except TimeoutError:
-                    pass
-                if approval is None and await self._awaits_approval(client, request_id):
-                    approval = client.approval_id(request_id)
-                    question = asyncio.ensure_future(_keep_waiting(asking, approval))
-                if asking.progress is not None:
-                    elapsed = time.monotonic() - started
-                    await asking.progress(elapsed, _waiting_for(request_id, approval, elapsed))
-            return None
-        finally:
-            if question is not None:
-                question.cancel()
+        started, approval = time.monotonic(), None
+        while (left := self._waiting.hold_s - (time.monotonic() - started)) > 0:
+            try:
+                return await client.receipt(request_id, timeout_s=min(self._waiting.progress_s, left))
+            except TimeoutError:
+                pass
+            if approval is None and await self._awaits_approval(client, request_id):
+                approval = client.approval_id(request_id)
+                left = self._waiting.hold_s - (time.monotonic() - started)
+                if (found := await _asked_while_waiting(client, request_id, asking, approval, left)) is not None:
+                    return found
+            if asking.progress is not None:
+                elapsed = time.monotonic() - started
+                await asking.progress(elapsed, _waiting_for(request_id, approval, elapsed))
+        return None
 
     @staticmethod
     async def _awaits_approval(client: ToolClient, request_id: str) -> bool:
