@@ -66,7 +66,7 @@ class Intake:
 
     def __init__(self, nc: Client, js: JetStreamContext, ns: str, path: Path) -> None:
         self.nc, self.js, self.ns, self.path = nc, js, ns, path
-        self.spec = ConsumerSpec(f"audit-{ns}", f"tg.decision.{ns}.>", max_deliver=-1, ack_wait_s=1.0)
+        self.spec = ConsumerSpec(f"audit-{ns}", f"tg.decision.{ns}.*", max_deliver=-1, ack_wait_s=1.0)
         self.reported: list[tuple[str, Any]] = []
         self.stores: list[SqliteAuditStore] = []
 
