@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import nats.errors
 from nats.aio.msg import Msg
 
+from toolgate.shared.pulling import HAND_BACK_S
 from toolgate.shared.request_log import request_scope
 from toolgate.shared.settle import Later, Settle, Settlement
 from toolgate.shared.tracing import consuming
@@ -119,4 +120,4 @@ async def _hand_back(worker: DurableWorker, held: list[Msg], head: Delivery, out
             await worker._settle(held.pop(0), outcome)
     for msg in held:
         with contextlib.suppress(nats.errors.Error):
-            await msg.nak()
+            await msg.nak(delay=HAND_BACK_S)

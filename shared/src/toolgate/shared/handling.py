@@ -49,7 +49,7 @@ from nats.aio.msg import Msg
 
 from toolgate.contracts import catalog
 from toolgate.shared.batching import Answer, answers, handle_batch, message_scope
-from toolgate.shared.pulling import Puller
+from toolgate.shared.pulling import HAND_BACK_S, Puller
 from toolgate.shared.settle import Later, Settle, Settlement
 
 __all__ = ["Consumer", "Delivery", "DurableWorker", "HandleBatch", "Later", "Settle", "Settlement", "message_scope"]
@@ -212,7 +212,7 @@ class DurableWorker:
     async def _hand_back(self, msg: Msg) -> None:
         """Fetched while stopping: give it back at once, for another worker or the next start."""
         with contextlib.suppress(nats.errors.Error):
-            await msg.nak()
+            await msg.nak(delay=HAND_BACK_S)
 
     async def _dispatch_batch(self, msgs: list[Msg]) -> None:
         if not self._running:

@@ -12,10 +12,15 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-__all__ = ["Puller"]
+__all__ = ["HAND_BACK_S", "Puller"]
 
 NO_WAIT_S = 0.5
 """How long an open request is still counted on beyond its own expiry, seconds."""
+
+HAND_BACK_S = 2.0
+"""Delay of a message a stopping worker hands back, seconds: longer than its open pull request
+lives (``wait_s``, 1 s, plus :data:`NO_WAIT_S`), so the message goes to another worker instead of
+back into the stopping one's request (which cannot be withdrawn)."""
 
 
 class Puller:
@@ -55,10 +60,13 @@ class Puller:
         self._subscription = await self._nc.subscribe(f"{self._inbox}.*", cb=self._arrive)
 
     async def stop(self) -> None:
-        """Unsubscribe (messages pulled but not yet taken come back after their ack wait)."""
+        """Unsubscribe; messages delivered but not taken are handed back (:data:`HAND_BACK_S`)."""
         if self._subscription is not None:
             with contextlib.suppress(nats.errors.Error):
                 await self._subscription.unsubscribe()
+        while self._stored:
+            with contextlib.suppress(nats.errors.Error):
+                await self._stored.popleft().nak(delay=HAND_BACK_S)
 
     async def fetch(self, batch: int, wait_s: float) -> list[Msg]:
         """Up to ``batch`` stored messages, waiting at most ``wait_s`` seconds when there are none.
@@ -75,6 +83,7 @@ class Puller:
             await self._ask(batch, wait_s)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), wait_s)
+            await asyncio.sleep(0)  # messages already read from the socket join the first one
         return [self._stored.popleft() for _ in range(min(batch, len(self._stored)))]
 
     async def _ask(self, batch: int, wait_s: float) -> None:
