@@ -62,3 +62,19 @@ def _check_sweep(sweep: list[dict[str, object]]) -> None:
         assert set(governed) == FIGURES and (governed["concurrency"], governed["calls"]) == (2, 20)
         assert set(size["vs_smallest"][0]) == {"p50", "p99", "throughput"}  # type: ignore[index]
     assert sweep[0]["vs_smallest"] == [{"p50": 1.0, "p99": 1.0, "throughput": 1.0}]
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--calls", "0"], "--calls"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--tools", "0"], "--tools"),
+        (["--rss-calls", "-1"], "--rss-calls"),
+        (["--calls", "many"], "--calls"),
+    ],
+)
+def test_a_bench_asked_for_nothing_measurable_is_refused_naming_the_option(argv: list[str], named: str) -> None:
+    done = CliRunner().invoke(app, ["bench", *argv])
+    assert done.exit_code == 2, done.output
+    assert named in done.output and "Traceback" not in done.output

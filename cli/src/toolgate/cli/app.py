@@ -286,11 +286,12 @@ Tools = Annotated[
 RssCalls = Annotated[
     int, typer.Option("--rss-calls", min=0, help="Governed calls made in all before the memory is read (e.g. 10000).")
 ]
+Calls = Annotated[int, typer.Option("--calls", min=1, help="Calls per row at each concurrency.")]
 
 
 @app.command()
 def bench(
-    calls: int = 500,
+    calls: Calls = 500,
     concurrency: Concurrency = None,
     insecure: Insecure = False,
     as_json: AsJson = False,
