@@ -3,6 +3,7 @@ missed it (a request it did not submit, a connection re-made since, a wait that 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -115,3 +116,22 @@ async def test_a_receipt_the_subscription_dropped_is_still_found_when_the_wait_r
 
 async def _never(request_id: str, timeout_s: float) -> ReceiptIssued:
     raise AssertionError(f"{request_id}: the wait ran out")
+
+
+async def test_receipts_nobody_asked_for_are_kept_within_a_bound_and_still_found(
+    nc: Client, server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("toolgate.sdk.client.MAX_UNCLAIMED", 3)
+    async with await ToolClient.connect(server.url, AGENT, verify_receipts=False) as client:
+        submitted = [await client.submit(BAD_NAME, "read", {}) for _ in range(5)]
+        foreign = [uuid.uuid4().hex for _ in range(5)]  # another process's requests of the same principal
+        for request_id in [*submitted, *foreign]:
+            await _store(nc, request_id)
+        await nc.flush()
+        for _ in range(50):
+            if len(client._arrived) >= 3:
+                break
+            await asyncio.sleep(0.05)
+        assert len(client._waiting) <= 3 and len(client._arrived) <= 3
+        for request_id in (submitted[0], submitted[-1], foreign[0]):  # forgotten or kept: each is found
+            assert (await client.receipt(request_id, timeout_s=5)).request_id == request_id

@@ -79,6 +79,11 @@ DESCRIPTOR_MAX_AGE_S = 10.0
 RECONNECT_LOOK_S = 1.0
 """While a receipt is awaited, how often the client checks whether its connection was re-made (seconds)."""
 
+MAX_UNCLAIMED = 10_000
+"""Requests whose receipt nobody has asked for yet, kept at most (the oldest are forgotten:
+``receipt()`` then reads it from the stream), so a client that submits without waiting, or
+hears another process's receipts of its principal, does not grow without bound."""
+
 
 log = logging.getLogger("toolgate.sdk")
 
@@ -204,6 +209,8 @@ class ToolClient:
         future = self._waiting.get(issued.request_id)
         if future is None:
             self._arrived[issued.request_id] = issued
+            while len(self._arrived) > MAX_UNCLAIMED:
+                del self._arrived[next(iter(self._arrived))]
         elif not future.done():
             future.set_result(issued)
 
@@ -313,6 +320,8 @@ class ToolClient:
             version=version,
         )
         self._waiting.setdefault(request_id, asyncio.get_running_loop().create_future())
+        while len(self._waiting) > MAX_UNCLAIMED:
+            self._forget(next(iter(self._waiting)))  # its receipt, if asked for, is read from the stream
         if self._subscription is not None:  # subscribed before the request is sent: its receipt is heard
             self._covered[request_id] = self._reconnects()
         headers = with_trace_context({"Nats-Msg-Id": request_id})  # the stream drops a second request by its id
