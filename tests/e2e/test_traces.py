@@ -118,7 +118,11 @@ async def test_an_agents_trace_continues_through_policy_executor_and_audit(gate:
         receipt = await gate.call(gate.agent(), "read", {"path": "hello.txt"})
     trace_id, agent_span = span.get_span_context().trace_id.to_bytes(16, "big"), span.get_span_context().span_id
 
-    spans = until(lambda: services_in(collector, trace_id, WANTED))
+    def whole() -> dict[str, list[Any]]:  # the audit records the request, the decision and the receipt, in batches
+        spans = services_in(collector, trace_id, WANTED)
+        return spans if len(spans.get("toolgate-audit", [])) >= 3 else {}
+
+    spans = until(whole) or services_in(collector, trace_id, WANTED)
     assert receipt.outcome == "succeeded" and spans, f"services in the trace: {set(spans)}"
     policy = spans["toolgate-policy"]
     assert any(int.from_bytes(s.parent_span_id, "big") == agent_span for s in policy), "policy's span is not a child"
