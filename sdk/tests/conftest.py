@@ -1,13 +1,17 @@
-"""Fixtures of the SDK's connected tests: a nats-server of the test's own."""
+"""Fixtures of the SDK's connected tests: a nats-server of the test's own, and a connection with the bus provisioned."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import nats
 import pytest
+import pytest_asyncio
+from nats.aio.client import Client
 
 from toolgate.devstack.servers import ServerProcess, nats_server
+from toolgate.shared.provision import ensure_bus
 
 
 @pytest.fixture
@@ -15,3 +19,12 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     """A nats-server (JetStream) on a free port, stopped after the test."""
     with nats_server(tmp_path / "nats") as process:
         yield process
+
+
+@pytest_asyncio.fixture
+async def nc(server: ServerProcess) -> AsyncIterator[Client]:
+    """A connection to :func:`server`, with the streams and consumers provisioned."""
+    connection = await nats.connect(server.url)
+    await ensure_bus(connection.jetstream())
+    yield connection
+    await connection.close()

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 import nats
 import pytest
-import pytest_asyncio
 from nats.aio.client import Client
 
 from toolgate.contracts import catalog
@@ -21,19 +19,10 @@ from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.vocabulary import Outcome
 from toolgate.devstack.servers import ServerProcess
 from toolgate.sdk import ToolClient
-from toolgate.shared.provision import ensure_bus
 
 pytestmark = pytest.mark.connected
 
 AGENT = "cache-agent"
-
-
-@pytest_asyncio.fixture
-async def nc(server: ServerProcess) -> AsyncIterator[Client]:
-    connection = await nats.connect(server.url)
-    await ensure_bus(connection.jetstream())
-    yield connection
-    await connection.close()
 
 
 @pytest.fixture

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import nats
 import pytest
-import pytest_asyncio
 from nats.aio.client import Client
 
 from toolgate.contracts import catalog
@@ -20,21 +17,12 @@ from toolgate.contracts.events import ReceiptIssued, encode
 from toolgate.contracts.vocabulary import Outcome
 from toolgate.devstack.servers import ServerProcess
 from toolgate.sdk import ToolClient
-from toolgate.shared.provision import ensure_bus
 
 pytestmark = pytest.mark.connected
 
 AGENT = "wait-agent"
 BAD_NAME = "Not A Tool!"
 """A tool name the SDK does not look up, so ``submit`` sends at once."""
-
-
-@pytest_asyncio.fixture
-async def nc(server: ServerProcess) -> AsyncIterator[Client]:
-    connection = await nats.connect(server.url)
-    await ensure_bus(connection.jetstream())
-    yield connection
-    await connection.close()
 
 
 def _receipt(request_id: str) -> ReceiptIssued:
