@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from io import StringIO
 from pathlib import Path
 
@@ -45,6 +46,33 @@ def test_call_refuses_arguments_that_are_not_a_json_object_with_exit_2(
         app, ["call", "file_system", "read", "--args", args, "--nats-url", "nats://127.0.0.1:1"]
     )
     assert printed.exit_code == 2 and said in printed.output, printed.output
+
+
+CALL_FLAWS = {
+    "above-double": ('{"path": "a", "opts": {"list": [1, 1e400]}}', "/opts/list/1: NaN and infinity"),
+    "nan": ('{"path": NaN}', "/path: NaN and infinity"),
+    "lone-surrogate": ('{"path": "a\\ud800"}', "/path: string is not valid Unicode"),
+    "lone-surrogate-key": ('{"o": {"\\udfff": 1}}', "/o: object key is not valid Unicode"),
+    "invalid-utf8": (os.fsdecode(b'{"path": "\xff.txt"}'), "/path: invalid UTF-8 (byte 10)"),
+    "big-integer": ('{"n": [2, 123456789012345678901234567890]}', "/n/1: integer beyond"),
+    "too-deep": ('{"d": ' + "[" * 100 + "]" * 100 + "}", "/d" + "/0" * 63 + ": nested deeper"),
+    "too-deep-for-the-decoder": ('{"d": ' + "[" * 5000 + "]" * 5000 + "}", "/d" + "/0" * 63 + ": nested deeper"),
+    "syntax-error": ('{"a": [1, tru]}', "/a/1: not JSON"),
+}
+
+
+@pytest.mark.parametrize("name", list(CALL_FLAWS))
+def test_call_refuses_a_value_no_request_can_carry_naming_its_pointer_with_exit_2(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args, said = CALL_FLAWS[name]
+    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(tmp_path))
+    printed = CliRunner().invoke(
+        app, ["call", "file_system", "read", "--args", args, "--nats-url", "nats://127.0.0.1:1"]
+    )
+    assert printed.exit_code == 2, printed.output
+    unwrapped = "".join(printed.output.split())  # rich wraps a long pointer anywhere
+    assert "".join(f"--args value at {said}".split()) in unwrapped, printed.output
 
 
 def test_call_refuses_a_principal_that_is_not_a_subject_token() -> None:

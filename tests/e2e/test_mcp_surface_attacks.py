@@ -380,6 +380,24 @@ async def test_bad_input_gets_a_refusal_that_names_it_and_the_surface_keeps_serv
     await still_serves(url, token)
 
 
+NAMED_AT = {
+    "lone-surrogate": "value at /params/arguments/path: string is not valid Unicode",
+    "invalid-utf8": "value at /params/arguments/path: invalid UTF-8",
+    "deep-args": "value at /params/arguments/x" + "/0" * 61 + ": nested deeper",
+    "huge-number": "value at /params/arguments/n: integer beyond",
+    "infinity": "argument value at /n: NaN and infinity",
+}
+
+
+@pytest.mark.parametrize("name", list(NAMED_AT))
+async def test_a_value_no_request_can_carry_is_refused_naming_its_json_pointer(
+    gate: Gate, surfaces: Surfaces, url: str, name: str
+) -> None:
+    answer = await post(url, surfaces.token_of(gate.agent(2)), BAD_BODIES[name])
+    said = [m.get("error", {}).get("message", "") or result_text(m) for m in messages(answer)]
+    assert any(NAMED_AT[name] in text for text in said), (answer.status_code, said)
+
+
 async def test_a_10_mb_header_is_refused_and_the_surface_keeps_serving(
     gate: Gate, surfaces: Surfaces, url: str
 ) -> None:

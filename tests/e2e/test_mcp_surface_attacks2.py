@@ -223,6 +223,16 @@ def test_stdio_a_request_whose_id_json_rpc_does_not_allow_is_answered_with_an_er
     assert any("result" in a and a.get("id") == 100 for a in answers), answers
 
 
+def test_stdio_a_line_the_sdk_cannot_parse_is_answered_naming_the_json_pointer(gate: Gate, surfaces: Surfaces) -> None:
+    head = b'{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "file_system__read", "arguments": '
+    lines = [head + b'{"path": "a\\ud800.txt"}}}', head + b'{"x": ' + b"[" * 3000 + b"]" * 3000 + b"}}}"]
+    answers, _, _ = _stdio_session(surfaces, gate.agent(), [*STDIO_OPENING, *lines, STDIO_LIST])
+    said = [a["error"]["message"] for a in answers if "error" in a]
+    assert any("value at /params/arguments/path: string is not valid Unicode" in m for m in said), said
+    assert any("value at /params/arguments/x/0/0" in m and "nested deeper" in m for m in said), said
+    assert any("result" in a and a.get("id") == 100 for a in answers), answers
+
+
 def test_stdio_a_principal_without_credentials_exits_2_naming_the_credentials_file(surfaces: Surfaces) -> None:
     command = [str(ROOT / ".venv/bin/toolgate"), "mcp", "serve", "--stdio", "--principal", "nobody"]
     process = subprocess.Popen(

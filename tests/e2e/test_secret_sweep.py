@@ -47,6 +47,9 @@ LOOK_ALIKES = (
     "Reset it here: https://example.com/reset?token=9f8e7d6c5b4a",
     "model: sk-learn-model-selection-gridsearch",
     "token: refresh_on_expiry",
+    "Your link: https://example.com/password-reset/token=?asfbuy3y2cdaqhvei",
+    '{"message": "Password updated."}',
+    "Rate limiting uses a token bucket: 5 calls refill per minute.",
     "commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f, id 123e4567-e89b-12d3-a456-426614174000",
 )
 TOOLS = [

@@ -143,6 +143,9 @@ def test_a_configured_value_shorter_than_eight_characters_is_ignored() -> None:
         "AKIA" * 120_000,
         "ghp_" * 120_000,
         "[redacted:keyword sha256:0123456789ab] token=Ab12Cd34Ef56 " * 12_000,
+        "We use a token bucket. " * 25_000,
+        "https://e.com/a?token=Ab12Cd34Ef56&x=1 " * 12_000,
+        "a+b.c-" * 100_000 + "://",
     ],
     ids=[
         "many-begins",
@@ -157,6 +160,9 @@ def test_a_configured_value_shorter_than_eight_characters_is_ignored() -> None:
         "aws",
         "ghp",
         "placeholders",
+        "prose",
+        "links",
+        "scheme-run",
     ],
 )
 def test_scrubbing_a_hostile_text_takes_linear_time(text: str) -> None:

@@ -1,5 +1,7 @@
 """The secret detectors on two corpora: credentials that must vanish, and look-alikes that must not change.
 
+These are the written-down members; ``test_secret_variants.py`` generates the kinds.
+
 Every text goes through the executor's real :class:`Redactor` (``detect-secrets`` plugins
 plus the executor's own rules), as a whole string and inside a JSON-like result.
 """
@@ -59,6 +61,12 @@ TRUE_POSITIVES: list[tuple[str, str, str]] = [
     ("pem-ec", f"-----BEGIN EC PRIVATE KEY-----\n{PEM_BODY}\n-----END EC PRIVATE KEY-----", "3Tz2mr7SZiAM"),
     ("pem-openssh", f"-----BEGIN OPENSSH PRIVATE KEY-----\n{PEM_BODY}\n-----END OPENSSH PRIVATE KEY-----", "Oi\nZ1"),
     ("pem-no-end", f"truncated -----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}", "dMfR8hPgLJ0e7"),
+    ("password-flag", "ran mysql --password hunter22 -u root", "hunter22"),
+    ("api-key-header", "sent X-Api-Key: Zx81kQp2LmN4vB7c upstream", "Zx81kQp2LmN4vB7c"),
+    ("credentials-assignment", "credentials=Zt7Qp2Lm9Xc4 rejected", "Zt7Qp2Lm9Xc4"),
+    ("dsn-query-password", "mongodb://db.internal/shop?authSource=admin&password=S3cr3tPw9", "S3cr3tPw9"),
+    ("token-in-prose", "the token Xy7pq2zK9AbC was revoked", "Xy7pq2zK9AbC"),
+    ("basic-end-of-sentence", "proxy said: authorization: basic dXNlcjpjb3JyZWN0LWhvcnNl.", "dXNlcjpjb3JyZWN0LWhvcnNl"),
 ]
 
 FALSE_POSITIVES: list[tuple[str, str]] = [
@@ -85,6 +93,12 @@ FALSE_POSITIVES: list[tuple[str, str]] = [
     ("email", "contact admin@example.com or root@localhost"),
     ("sql", "SELECT password_hash, token_expiry FROM users WHERE id = 3"),
     ("json-ordinary", json.dumps({"rows": [{"id": 1, "name": "alpha"}], "next": None})),
+    ("reset-link-token-in-path", "https://example.com/password-reset/token=?asfbuy3y2cdaqhvei"),
+    ("reset-link-path-no-scheme", "Reset it at example.com/password-reset/token=?asfbuy3y2cdaqhvei now."),
+    ("password-updated", "Password updated."),
+    ("password-updated-json", json.dumps({"message": "Password updated."})),
+    ("token-bucket", "We use a token bucket."),
+    ("token-bucket-colon", "Rate limiting uses a token bucket: 5 calls refill per minute."),
 ]
 
 

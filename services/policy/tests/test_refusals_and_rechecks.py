@@ -97,26 +97,35 @@ async def test_values_without_a_canonical_form_are_refused_naming_the_path(
     assert verify_event(sign_event(decision, KEY), KEY.public_key()), "the refusal itself must be signable"
 
 
-@pytest.mark.parametrize(
-    ("raw_arguments", "where"),
-    [
-        (b'{"path": "a\\ud800b"}', "byte "),
-        (b'{"path": "a", "k": {"\\udfff": 1}}', "byte "),
-        (b'{"path": 1e400}', "$.arguments"),
-        (b'{"path": "a", "n": [-1e999]}', "$.arguments"),
-        (b'{"path": NaN}', "byte "),
-    ],
-    ids=["lone-surrogate", "lone-surrogate-in-a-name", "infinity", "negative-infinity", "nan"],
-)
-async def test_raw_values_no_hash_can_carry_are_refused_by_the_decoder_saying_where(
-    ports: PolicyPorts, raw_arguments: bytes, where: str
+RAW_FLAWS = {
+    "lone-surrogate": (b'{"path": "a\\ud800b"}', "/arguments/path: string is not valid Unicode"),
+    "lone-low-surrogate-deep": (b'{"path": "a", "o": {"l": [1, "\\udc00"]}}', "/arguments/o/l/1: string is not valid"),
+    "lone-surrogate-in-a-name": (b'{"path": "a", "k": {"\\udfff": 1}}', "/arguments/k: object key is not valid"),
+    "infinity": (b'{"path": 1e400}', "/arguments/path: NaN and infinity"),
+    "infinity-in-a-list": (b'{"path": "a", "opts": {"list": [1, 1e400]}}', "/arguments/opts/list/1: NaN and"),
+    "negative-infinity": (b'{"path": "a", "n": [-1e999]}', "/arguments/n/0: NaN and infinity"),
+    "nan": (b'{"path": NaN}', "/arguments/path: NaN and infinity"),
+    "infinity-literal": (b'{"path": "a", "x~/y": -Infinity}', "/arguments/x~0~1y: NaN and infinity"),
+    "invalid-utf8": (b'{"path": "\xff\xfe.txt"}', "/arguments/path: invalid UTF-8 (byte "),
+    "invalid-utf8-in-a-name": (b'{"path": "a", "o": {"\xc3(": 1}}', "/arguments/o: invalid UTF-8 (byte "),
+    "too-deep-for-the-decoder": (b'{"path": "a", "d": ' + b"[" * 5000 + b"]" * 5000 + b"}", "/arguments/d/0/0/0/0"),
+    "syntax-error": (b'{"path": "a", "n": [1, tru]}', "/arguments/n/1: not JSON"),
+    "integer-of-5000-digits": (b'{"path": "a", "n": [1, ' + b"9" * 5000 + b"]}", "/arguments/n/1: integer beyond"),
+}
+
+
+@pytest.mark.parametrize("name", list(RAW_FLAWS))
+async def test_raw_values_no_hash_can_carry_are_refused_by_the_decoder_naming_the_pointer(
+    ports: PolicyPorts, name: str
 ) -> None:
     """JSON text whose value has no canonical form is refused as malformed before anything hashes it."""
+    raw_arguments, pointer = RAW_FLAWS[name]
     body = _body({"path": "a.txt"}).replace(b'{"path":"a.txt"}', raw_arguments)
     assert raw_arguments in body
     decision = await decide(_env(body), ports)
     assert (decision.verdict, decision.reason_code) == (Verdict.REFUSE, "malformed"), decision.reason
-    assert where in decision.reason
+    assert decision.reason.startswith(f"request value at {pointer}"), decision.reason
+    assert "$." not in decision.reason and "(byte" not in decision.reason.split(": ", 1)[0]
     assert verify_event(sign_event(decision, KEY), KEY.public_key()), "the refusal itself must be signable"
 
 

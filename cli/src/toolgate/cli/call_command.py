@@ -30,9 +30,11 @@ from toolgate.cli.output import AsJson, did_you_mean, print_json
 from toolgate.cli.render import OUTCOME_STYLE, plain_text
 from toolgate.cli.rpc import BusError
 from toolgate.cli.session import NatsUrl, console, err_console, stack_url
+from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.errors import Problem
-from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.events import ReceiptIssued, decode_untrusted
+from toolgate.contracts.json_flaws import flaw_of
 from toolgate.contracts.nats_credentials import CredentialsInvalid, credentials_file
 from toolgate.contracts.nats_permissions import agent_user
 from toolgate.sdk import DuplicateRequest, SealingKeyMissing, ToolClient, UnknownTool
@@ -61,15 +63,30 @@ Version = Annotated[str | None, typer.Option("--version", help="An exact tool ve
 Key = Annotated[str | None, typer.Option("--key", help="Idempotency key (default: a fresh one; reuse it to replay).")]
 Wait = Annotated[float, typer.Option("--wait", help="Seconds to wait for the receipt.", min=0.1)]
 
+_any_json: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
 
 def _arguments(text: str) -> dict[str, Any]:
+    """``--args`` decoded; :class:`CallRefused` naming the JSON Pointer of a value no request can carry."""
+    data = _as_given(text)
     try:
-        value = msgspec.json.decode(text)
+        value = decode_untrusted(_any_json, data)
     except msgspec.DecodeError as error:
-        raise CallRefused(f"--args is not JSON: {error}") from None
+        where = flaw_of(data)  # the decoder names a byte or a path without object keys
+        raise CallRefused(f"--args value at {where}" if where else f"--args is not JSON: {error}") from None
     if not isinstance(value, dict):
         raise CallRefused(f"--args must be a JSON object, not {type(value).__name__}")
+    if problem := unrepresentable(value):
+        raise CallRefused(f"--args value at {problem}")
     return value
+
+
+def _as_given(text: str) -> bytes:
+    """The bytes of an argument: undecodable bytes of the command line come back as they were (PEP 383)."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 def agent_options(principal: str) -> dict[str, Any]:

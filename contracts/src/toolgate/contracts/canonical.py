@@ -14,11 +14,22 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import rfc8785
 
-__all__ = ["MAX_DEPTH", "MAX_SAFE_INTEGER", "canonical_bytes", "sha256_hex", "unrepresentable"]
+from toolgate.contracts.errors import Problem
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "NoCanonicalForm",
+    "canonical_bytes",
+    "json_pointer",
+    "sha256_hex",
+    "unrepresentable",
+]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer magnitude an IEEE 754 double holds exactly (I-JSON, RFC 7493 §2.2)."""
@@ -27,14 +38,25 @@ MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted in a value (the root counts as depth 1)."""
 
 
+class NoCanonicalForm(Problem, rfc8785.CanonicalizationError):
+    """A value has no RFC 8785 canonical form; the message names where, as :func:`unrepresentable` does.
+
+    Also an ``rfc8785.CanonicalizationError`` (a ``ValueError``), as the library raises.
+    """
+
+
 def canonical_bytes(value: Any) -> bytes:
     """Return the RFC 8785 canonical JSON bytes of a JSON-compatible ``value``.
 
     Raises:
-        rfc8785.CanonicalizationError: ``value`` holds something JSON cannot
-            represent canonically (see :func:`unrepresentable`).
+        NoCanonicalForm: ``value`` holds something JSON cannot represent canonically,
+            named by its JSON Pointer (see :func:`unrepresentable`); a
+            ``rfc8785.CanonicalizationError`` and so a ``ValueError``.
     """
-    return rfc8785.dumps(value)
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError, RecursionError) as error:
+        raise NoCanonicalForm(f"no canonical JSON form at {unrepresentable(value) or error}") from None
 
 
 def sha256_hex(value: Any) -> str:
@@ -63,7 +85,7 @@ def unrepresentable(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
         if problem is None and isinstance(item, dict):
             problem = _key_problem(item)
         if problem is not None:
-            return f"{_pointer(path)}: {problem}"
+            return f"{json_pointer(path)}: {problem}"
         pending.extend(_children(item, path))
     return None
 
@@ -82,7 +104,7 @@ def _scalar_problem(item: Any) -> str | None:
     if isinstance(item, int):
         return None if abs(item) <= MAX_SAFE_INTEGER else "integer beyond ±(2**53 - 1) has no exact JSON number"
     if isinstance(item, float):
-        return None if math.isfinite(item) else "NaN and infinity are not JSON numbers"
+        return None if math.isfinite(item) else "NaN and infinity (a number beyond ±1.8e308) are not JSON numbers"
     if isinstance(item, str):
         return None if _is_unicode(item) else "string is not valid Unicode (lone surrogate)"
     return f"{type(item).__name__} is not a JSON value"
@@ -105,6 +127,6 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-def _pointer(path: tuple[str, ...]) -> str:
+def json_pointer(path: Iterable[str]) -> str:
     """RFC 6901 JSON Pointer of ``path`` (``~`` → ``~0``, ``/`` → ``~1``); ``""`` is the root."""
     return "".join("/" + part.replace("~", "~0").replace("/", "~1") for part in path)

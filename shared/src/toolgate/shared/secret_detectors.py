@@ -13,10 +13,9 @@ The plugin set, chosen deliberately:
   (``GitHubTokenDetector``), Slack (``SlackDetector``), Stripe (``StripeDetector``) and
   OpenAI (``OpenAIDetector``) tokens; a match is extended to the end of its token, so a
   pattern that stops early (Stripe's 24 characters, the JWT signature) leaks nothing;
-- ``key=value`` / ``"key": "value"`` pairs: the library's keyword list (``keyword.DENYLIST``)
-  plus ``token``/``passphrase``/``access_key``/``secret_key``, in the assignment syntax of
-  ``RegexBasedDetector.build_assignment_regex`` — but only when the value looks like a
-  credential (:func:`credential_like`) and is not a URL query parameter. The library's own
+- ``key=value`` / ``"key": "value"`` pairs (:mod:`toolgate.shared.secret_assignments`): a
+  secret-sounding keyword in the library's assignment syntax, redacted only when the value
+  is shaped like a credential and the pair is not part of a link. The library's own
   ``KeywordDetector`` takes everything after ``password:`` up to a quote, so it flags prose
   ("Your new password: please choose …"); the high-entropy plugins flag digests, UUIDs
   and ordinary base64. Neither is used.
@@ -34,51 +33,31 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from detect_secrets.filters.heuristic import (
-    is_not_alphanumeric_string,
-    is_potential_uuid,
-    is_prefixed_with_dollar_sign,
-    is_sequential_string,
-    is_templated_secret,
-)
 from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.github_token import GitHubTokenDetector
 from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.keyword import DENYLIST
 from detect_secrets.plugins.openai import OpenAIDetector
 from detect_secrets.plugins.private_key import PrivateKeyDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.stripe import StripeDetector
 
-from toolgate.contracts.sealing import SEALED_LABEL
 from toolgate.shared.redaction import Span
+from toolgate.shared.secret_assignments import assignments, credential_like
 
-__all__ = ["credential_like", "find_secrets"]
+__all__ = ["find_secrets"]
 
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=]*")
 """Characters a token continues with; a match is extended over them."""
 
-_KEYWORDS = "|".join([*DENYLIST, "token", "passphrase", "access_?key", "secret_?key"])
-_ASSIGNMENT = RegexBasedDetector.build_assignment_regex(
-    prefix_regex=r"(?:[A-Za-z0-9]{1,32}[_-]){0,4}?",
-    secret_keyword_regex=f"(?:{_KEYWORDS})",
-    secret_regex=r"([^\s\"'`,;&<>(){}\[\]]+)",
-)
 _USERINFO = re.compile(r"://[^\s/?#@:]{0,256}:([^\s/?#@]{1,256})@")
 """RFC 3986 §3.2.1 ``userinfo`` (``user:password@``) after a scheme's ``://``: the password may
 hold sub-delimiters and ``:``, and the user may be empty (``redis://:pw@host``);
 ``BasicAuthDetector`` misses both. Bounded parts keep a failed attempt short."""
 _AUTHORIZATION = re.compile(r"(?i)\b(basic|bearer)\s+([A-Za-z0-9._~+/-]{8,}=*)")
 _GITHUB_PAT = re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}")
-_PLAIN_WORDS = re.compile(r"[A-Za-z]+(?:[_.-][A-Za-z]+)*")
-_PATH_OR_URL = re.compile(r"(?:\.{0,2}/|~/|[A-Za-z][A-Za-z0-9+.-]*://)")
 _BLOCK_END = {
     "PuTTY-User-Key-File-2": re.compile(r"Private-MAC: *\S*"),
 }
-_OWN_LABELS = frozenset({SEALED_LABEL.split()[0]})
-"""The first word of the label a sealed secret is shown as, which is never a credential itself
-(a ``[redacted:…]`` placeholder cannot be a value: ``[`` ends one)."""
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]*-----")
 _KEY_HEADER = re.compile("|".join(pattern.pattern for pattern in PrivateKeyDetector.denylist))
 """The headers ``PrivateKeyDetector`` recognises, as one pattern (one search finds the first)."""
@@ -115,23 +94,8 @@ def find_secrets(text: str) -> Iterator[Span]:
     yield from _formats(text)
     yield from _userinfo(text)
     yield from _private_keys(text)
-    yield from _assignments(text)
+    yield from assignments(text)
     yield from _authorizations(text)
-
-
-def credential_like(value: str) -> bool:
-    """Whether a value assigned to a secret-sounding key looks like a credential.
-
-    Not one: toolgate's own label (``«sealed secret»``), shorter than 6
-    characters, plain words (``refresh_on_expiry``, ``please``),
-    paths and URLs (``/home/me``, ``https://…``; a URL's own password is found on its own),
-    or what ``detect-secrets``' heuristics call templates, ``$VARIABLES``, sequences,
-    UUIDs or strings without letters and digits (``****``).
-    """
-    if value in _OWN_LABELS or len(value) < 6 or _PLAIN_WORDS.fullmatch(value) or _PATH_OR_URL.match(value):
-        return False
-    checks = (is_templated_secret, is_prefixed_with_dollar_sign, is_sequential_string, is_potential_uuid)
-    return not any(check(value) for check in checks) and not is_not_alphanumeric_string(value)
 
 
 def _formats(text: str) -> Iterator[Span]:
@@ -160,19 +124,12 @@ def _private_keys(text: str) -> Iterator[Span]:
         position = end
 
 
-def _assignments(text: str) -> Iterator[Span]:
-    for match in _ASSIGNMENT.finditer(text):
-        value = match.group(1)
-        in_query = match.start() > 0 and text[match.start() - 1] in "?&"
-        if not in_query and credential_like(value):
-            yield "keyword", match.start(1), match.end(1)
-
-
 def _authorizations(text: str) -> Iterator[Span]:
+    """``Basic``/``Bearer`` credentials; a full stop ending the sentence is not part of one."""
     for match in _AUTHORIZATION.finditer(text):
-        scheme, token = match.group(1).lower(), match.group(2)
+        scheme, token = match.group(1).lower(), match.group(2).rstrip(".")
         if _basic_credentials(token) if scheme == "basic" else credential_like(token):
-            yield "authorization", match.start(2), match.end(2)
+            yield "authorization", match.start(2), match.start(2) + len(token)
 
 
 def _basic_credentials(token: str) -> bool:

@@ -3,6 +3,9 @@
 Order (each step can end the request, :class:`Ended`): the message must be a request its
 principal sent (not a stored message's copy), fit the size limit, decode as a tool
 request, hold only values with a canonical form (RFC 8785), and carry valid identifiers.
+A refusal of a value names its RFC 6901 JSON Pointer, whether the decoder refused it
+(``1e400``, a lone surrogate, invalid UTF-8, nesting too deep: :func:`flaw_of`) or the
+canonical check did (an integer beyond ±(2**53 − 1)).
 Pure: no I/O.
 """
 
@@ -17,6 +20,7 @@ from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.descriptors import SEMVER, TOOL_NAME
 from toolgate.contracts.errors import Problem
 from toolgate.contracts.events import ToolRequested, decode_untrusted
+from toolgate.contracts.json_flaws import flaw_of
 from toolgate.contracts.vocabulary import Verdict
 from toolgate.policy.outcomes import PolicyOutcome
 from toolgate.shared.invisible import is_invisible
@@ -77,7 +81,9 @@ def parse_request(env: Envelope, max_bytes: int) -> ToolRequested:
     try:
         request = decode_untrusted(_request_decoder, env.data)
     except msgspec.DecodeError as error:
-        raise Ended(Verdict.REFUSE, "malformed", f"request is not a tool request: {error}") from None
+        where = flaw_of(env.data)  # the decoder's own message names a byte or a path without keys
+        reason = f"request value at {where}" if where else f"request is not a tool request: {error}"
+        raise Ended(Verdict.REFUSE, "malformed", reason) from None
     if problem := unrepresentable(msgspec.to_builtins(request)):
         raise Ended(Verdict.REFUSE, "unrepresentable_value", f"request value at {problem}")
     if not TOKEN.match(request.request_id):

@@ -27,7 +27,8 @@ import uuid
 from typing import Any
 
 import msgspec
-import rfc8785
+
+from toolgate.contracts.canonical import canonical_bytes
 
 __all__ = ["CLIENT_KEY", "CallEntry", "arguments_digest", "call_key", "fresh_entry", "reusable", "settled"]
 
@@ -75,7 +76,7 @@ def call_key(principal: str, name: str, arguments: dict[str, Any], client_key: s
             raise ValueError(f"_meta[{CLIENT_KEY!r}] must be 1-{CLIENT_KEY_CHARS} characters")
         identity = b"key\0" + client_key.encode()
     else:
-        identity = b"call\0" + name.encode() + b"\0" + rfc8785.dumps(arguments)
+        identity = b"call\0" + name.encode() + b"\0" + canonical_bytes(arguments)
     return f"{principal}.{hashlib.sha256(identity).hexdigest()[:32]}"
 
 
@@ -85,7 +86,7 @@ def arguments_digest(name: str, arguments: dict[str, Any]) -> str:
     Raises:
         ValueError: an argument has no canonical JSON form.
     """
-    return hashlib.sha256(name.encode() + b"\0" + rfc8785.dumps(arguments)).hexdigest()
+    return hashlib.sha256(name.encode() + b"\0" + canonical_bytes(arguments)).hexdigest()
 
 
 def fresh_entry(key: str, read_only: bool, client_key: str | None, digest: str) -> CallEntry:

@@ -31,6 +31,7 @@ import anyio
 import msgspec
 from mcp_types import CallToolResult, TextContent
 
+from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.sdk import DuplicateRequest, ToolClient
@@ -165,6 +166,8 @@ class Gateway:
         target = (await self._listings.of(principal)).targets.get(name)
         if target is None:
             raise UnknownName(name)
+        if problem := unrepresentable(arguments):  # 1e400, NaN, a big integer, too deep: named by its pointer
+            return problem_result(f"refused: argument value at {problem}")
         try:
             key, digest = call_key(principal, name, arguments, client_key), arguments_digest(name, arguments)
         except ValueError as error:

@@ -6,8 +6,11 @@ Protocol", Requests: "a string or integer ID", "MUST NOT be null"); the SDK's St
 ``202`` with no body, as if it were a notification, so the client waits for nothing. This ASGI
 wrapper, behind the SDK's token checks, reads each POST body (refusing one over the size limit
 with ``413`` itself), answers such a message ``400`` with a JSON-RPC error ``-32600`` naming
-the field, and hands every other body on unchanged. Bodies that are not JSON at all are left
-to the SDK, which refuses them as parse errors.
+the field, and hands every other body on unchanged. A body the SDK's parser refuses
+(``pydantic_core.from_json``, as its transport calls it) is answered ``400`` with a parse error
+``-32700`` naming the RFC 6901 JSON Pointer of the flaw (a lone surrogate, invalid UTF-8,
+nesting past the parser's limit: :func:`unreadable`) where one can be found; the SDK
+answers the rest, with a line and column.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pydantic_core
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["Envelopes", "bad_id"]
+from toolgate.contracts.json_flaws import flaw_of
+
+__all__ = ["Envelopes", "bad_id", "unreadable"]
 
 
 class Envelopes:
@@ -42,6 +48,9 @@ class Envelopes:
             return
         if (problem := bad_id(body)) is not None:
             await _answer(send, 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": problem}})
+            return
+        if (problem := unreadable(body)) is not None:
+            await _answer(send, 400, {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": problem}})
             return
         await self._app(scope, _replaying(body, receive), send)
 
@@ -71,6 +80,20 @@ def bad_id(body: bytes) -> str | None:
     if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)):
         return None
     return f"invalid request: 'id' must be a string or an integer, not {_kind(found)}"
+
+
+def unreadable(body: bytes) -> str | None:
+    """``"Parse error: value at <JSON Pointer>: <what>"`` for a body the SDK's parser refuses, or ``None``.
+
+    ``None`` too when the parser reads it, or when no place below the root can be named
+    (the SDK's own parse error then answers it).
+    """
+    try:
+        pydantic_core.from_json(body)
+    except ValueError:
+        where = flaw_of(body)
+        return f"Parse error: value at {where}" if where else None
+    return None
 
 
 def _kind(value: Any) -> str:

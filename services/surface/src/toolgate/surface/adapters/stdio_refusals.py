@@ -5,8 +5,10 @@ which the server loop drops, and reads a request whose ``id`` is an object, an a
 boolean as a notification, which nobody answers. Here each such line is answered with a
 JSON-RPC error whose ``id`` is ``null`` (JSON-RPC 2.0 §5.1: the id could not be read):
 ``-32700`` for a line that is no JSON-RPC message (:func:`answering_garbage`, between the
-SDK's reader and the server), ``-32600`` for a request with such an id (:class:`CheckedStdin`,
-before the SDK's reader); each is logged to stderr, and the session goes on.
+SDK's reader and the server; or :class:`CheckedStdin`, before it, naming the JSON Pointer of
+the flaw where one can be found: :func:`~toolgate.surface.adapters.envelopes.unreadable`),
+``-32600`` for a request with such an id (:class:`CheckedStdin`); each is logged to stderr,
+and the session goes on.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import anyio
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
-from toolgate.surface.adapters.envelopes import bad_id
+from toolgate.surface.adapters.envelopes import bad_id, unreadable
 
 __all__ = ["CheckedStdin", "answering_garbage"]
 
@@ -52,8 +54,12 @@ class CheckedStdin:
     async def _lines(self) -> AsyncIterator[str]:
         await self._attached.wait()
         async for line in self._source:
-            if (reason := bad_id(line.encode(errors="replace"))) is not None:
+            data = line.encode(errors="replace")
+            if (reason := bad_id(data)) is not None:
                 await _answer(self._write, INVALID_REQUEST, reason)
+                continue
+            if (reason := unreadable(data)) is not None:
+                await _answer(self._write, PARSE_ERROR, reason)
                 continue
             yield line
 
