@@ -1,5 +1,6 @@
-"""The agent SDK: :class:`ToolClient`."""
+"""The agent SDK: :class:`ToolClient`, and :func:`ended_as` (how a call ended, a replay's stored outcome included)."""
 
+from toolgate.contracts.replays import ended_as
 from toolgate.sdk.client import (
     ApprovalsNoAnswer,
     BusUnreachable,
@@ -18,4 +19,5 @@ __all__ = [
     "SealingKeyMissing",
     "ToolClient",
     "UnknownTool",
+    "ended_as",
 ]

@@ -490,7 +490,10 @@ class ToolClient:
 
         Returns:
             The receipt. One that ends ``denied`` with reason code ``rate_limited`` carries
-            ``retry_after_s``: seconds until the same call would fit the rate again.
+            ``retry_after_s``: seconds until the same call would fit the rate again. One that
+            ends ``replayed`` (the key completed before; nothing ran again) carries the stored
+            outcome in ``replay_outcome`` and its reason code, reason and result whole:
+            :func:`toolgate.sdk.ended_as` gives how the call ended either way.
 
         Raises:
             TimeoutError: no receipt within ``timeout_s`` seconds.

@@ -33,6 +33,7 @@ from mcp_types import CallToolResult, TextContent
 
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.replays import ended_as
 from toolgate.sdk import DuplicateRequest, ToolClient
 from toolgate.surface.adapters.agents import Agents
 from toolgate.surface.adapters.ledger import Ledger
@@ -215,7 +216,7 @@ class Gateway:
             raise
         if receipt is None:
             return await self._pending(client, entry.request_id)
-        await self._ledger.put(key, settled(entry, receipt.outcome.value, receipt.reason_code, time.time()))
+        await self._ledger.put(key, settled(entry, ended_as(receipt).value, receipt.reason_code, time.time()))
         schema = target.spec.output_schema.get("type") == "object"
         return as_result(receipt, is_mcp(target.adapter), schema, self._waiting.limit_bytes)
 
