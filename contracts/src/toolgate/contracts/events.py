@@ -308,6 +308,11 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
             ``reason_code``, ``reason``, ``result`` / ``result_ref``, ``effect_id`` and
             ``redactions`` are then that receipt's, whole (:mod:`toolgate.contracts.replays`).
             ``None`` on every other receipt.
+        detail_ref: where the whole ``reason`` and ``redactions`` are kept when the receipt
+            would not fit in one bus message with them (a
+            :class:`~toolgate.contracts.receipt_detail.ReceiptDetail`, stored like a large
+            result); the receipt then carries the reason cut and the redactions collapsed to
+            their top-level members. ``None`` when nothing was cut.
     """
 
     request_id: str
@@ -329,6 +334,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     retry_after_s: float | None = None
     redactions: tuple[str, ...] | None = None
     replay_outcome: Outcome | None = None
+    detail_ref: ResultRef | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):

@@ -38,6 +38,7 @@ from toolgate.contracts.events import DecisionMade, ReceiptIssued, ResultRef, To
 from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import agent_user
+from toolgate.contracts.receipt_detail import with_detail
 from toolgate.contracts.rpc.approvals import WithdrawReply
 from toolgate.sdk import standing
 from toolgate.sdk.connecting import connect_quietly
@@ -52,7 +53,7 @@ from toolgate.sdk.errors import (
 )
 from toolgate.sdk.local_receipts import oversized_receipt
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
-from toolgate.sdk.results import read_result
+from toolgate.sdk.results import read_detail, read_result
 from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
 from toolgate.sdk.tracing import with_trace_context
 
@@ -372,7 +373,9 @@ class ToolClient:
 
         A result kept out of band (``result_ref``) is fetched and put into ``result``; if
         it cannot be read back, the receipt is returned as is (``result`` None) and a
-        warning is logged — :meth:`fetch_result` raises the reason.
+        warning is logged — :meth:`fetch_result` raises the reason. So are a whole reason
+        and redactions list kept out of band (``detail_ref``: the receipt carries them cut,
+        :mod:`toolgate.contracts.receipt_detail`); unreadable, the cut ones stay.
 
         Raises:
             TimeoutError: no receipt in time (the request may still be pending approval).
@@ -441,12 +444,22 @@ class ToolClient:
         self._covered.pop(request_id, None)
 
     async def _with_result(self, issued: ReceiptIssued) -> ReceiptIssued:
+        if issued.detail_ref is not None:
+            issued = await self._with_detail(issued, issued.detail_ref)
         if issued.result_ref is None:
             return issued
         try:
             return msgspec.structs.replace(issued, result=await self.fetch_result(issued.result_ref))
         except ResultUnavailable as error:
             log.warning("receipt %s: %s", issued.request_id, error)
+            return issued
+
+    async def _with_detail(self, issued: ReceiptIssued, ref: ResultRef) -> ReceiptIssued:
+        """``issued`` with its whole reason and redactions, when they were kept out of band and can be read."""
+        try:
+            return with_detail(issued, await read_detail(self._js, ref))
+        except ResultUnavailable as error:
+            log.warning("receipt %s: its whole reason cannot be read: %s", issued.request_id, error)
             return issued
 
     async def fetch_result(self, ref: ResultRef) -> Any:

@@ -146,7 +146,7 @@ def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued)
     """A ``replayed`` receipt carrying ``stored``'s outcome whole (:mod:`toolgate.contracts.replays`).
 
     Its ``replay_outcome`` is the stored outcome, and its reason code, reason, result (or
-    ``result_ref``), effect id and redactions are the stored receipt's, unchanged, so a
+    ``result_ref``), effect id, redactions and ``detail_ref`` are the stored receipt's, unchanged, so a
     replayed failure says what went wrong. A stored replay is replayed as the receipt it
     replays (``replay_of`` names the request that ran). The tool does not run again: no
     ``duration_ms``, no ``retry_after_s``.
@@ -164,4 +164,5 @@ def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued)
         replay_of=stored.replay_of if stored.outcome is Outcome.REPLAYED and stored.replay_of else stored.request_id,
         replay_outcome=original,
         redactions=stored.redactions,
+        detail_ref=stored.detail_ref,
     )
