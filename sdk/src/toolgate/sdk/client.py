@@ -28,6 +28,7 @@ import nats
 from nacl.public import PublicKey
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.errors import APIError
 
 from toolgate.contracts import catalog
 from toolgate.contracts.approval_ids import approval_id_for
@@ -40,12 +41,14 @@ from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import agent_user
 from toolgate.contracts.receipt_detail import with_detail
 from toolgate.contracts.rpc.approvals import WithdrawReply
+from toolgate.contracts.stream_limits import store_full
 from toolgate.sdk import standing
 from toolgate.sdk.connecting import connect_quietly
 from toolgate.sdk.errors import (
     ApprovalsNoAnswer,
     BusUnreachable,
     DuplicateRequest,
+    GatewayStoreFull,
     RegistryNoAnswer,
     RegistryUnavailable,
     ResultUnavailable,
@@ -61,6 +64,7 @@ __all__ = [
     "ApprovalsNoAnswer",
     "BusUnreachable",
     "DuplicateRequest",
+    "GatewayStoreFull",
     "ReceiptKeyMissing",
     "RegistryNoAnswer",
     "RegistryUnavailable",
@@ -305,6 +309,8 @@ class ToolClient:
                 which arguments are secret is unknown, so nothing is sent.
             nats.errors.TimeoutError: the stream did not confirm the request.
             DuplicateRequest: ``request_id`` was submitted before (inside the duplicate window).
+            GatewayStoreFull: the gateway's stream is full: the request was not accepted
+                (nothing runs, no receipt comes).
         """
         if problem := unrepresentable(arguments):
             raise ValueError(f"argument value at {problem}")
@@ -334,6 +340,11 @@ class ToolClient:
             self._forget(request_id)
             self._arrived[request_id] = oversized_receipt(request, self.principal, self._nc.max_payload)
             return request_id
+        except APIError as error:
+            self._forget(request_id)
+            if (limit := store_full(error)) is not None:
+                raise GatewayStoreFull(request_id, limit) from None
+            raise
         if ack.duplicate:
             self._forget(request_id)
             raise DuplicateRequest(f"the stream already holds a request with id {request_id!r}")
@@ -510,6 +521,7 @@ class ToolClient:
 
         Raises:
             TimeoutError: no receipt within ``timeout_s`` seconds.
+            GatewayStoreFull: the gateway's stream is full: the request was not accepted.
         """
         request_id = await self.submit(tool, operation, arguments, idempotency_key=idempotency_key, version=version)
         return await self.receipt(request_id, timeout_s)
