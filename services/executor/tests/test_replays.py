@@ -123,7 +123,9 @@ def test_replay_receipt_keeps_every_part_of_the_stored_outcome(harness: Any, sto
     assert (again.replay_of, again.replay_outcome, again.reason) == ("r1", stored.outcome, stored.reason)
 
 
-def test_a_replay_from_an_executor_that_did_not_name_the_outcome_reads_as_a_success() -> None:
+def test_a_replay_from_an_executor_that_did_not_name_the_outcome_reads_as_what_it_says() -> None:
     old = _stored(Outcome.REPLAYED, reason_code="ok", reason="replay of request r0 (succeeded)", replay_of="r0")
     assert (ended_as(old), outcome_label(old)) == (Outcome.SUCCEEDED, "replayed succeeded")
+    unsaid = msgspec.structs.replace(old, reason_code="tool_error")
+    assert (ended_as(unsaid), outcome_label(unsaid)) == (Outcome.REPLAYED, "replayed")
     assert outcome_label(_stored(Outcome.FAILED)) == "failed"

@@ -18,23 +18,29 @@ __all__ = ["REPLAY_NOTE", "ended_as", "outcome_label", "replay_note"]
 REPLAY_NOTE = "replay of request {replay_of} under the same idempotency key: the tool did not run again"
 """What a replay adds to the stored outcome it shows."""
 
+_SUCCESS_CODES = frozenset({"ok", "output_withheld"})
+
 
 def ended_as(receipt: ReceiptIssued) -> Outcome:
     """How the call ended: a replay's stored outcome (``replay_outcome``), else the receipt's ``outcome``.
 
-    A ``replayed`` receipt of an executor that did not say (``replay_outcome`` ``None``)
-    ended as a success: it replayed only stored successes then.
+    A ``replayed`` receipt that does not name it (an executor from before ``replay_outcome``)
+    ended as a success when its reason code is a success's (``ok``, ``output_withheld``);
+    otherwise how it ended is not said, and it stays ``replayed``.
     """
     if receipt.outcome is not Outcome.REPLAYED:
         return receipt.outcome
-    return receipt.replay_outcome or Outcome.SUCCEEDED
+    if receipt.replay_outcome is not None:
+        return receipt.replay_outcome
+    return Outcome.SUCCEEDED if receipt.reason_code in _SUCCESS_CODES else Outcome.REPLAYED
 
 
 def outcome_label(receipt: ReceiptIssued) -> str:
     """``failed`` for a receipt, ``replayed failed`` for a replay of a stored failure (and so on)."""
-    if receipt.outcome is not Outcome.REPLAYED:
+    ended = ended_as(receipt)
+    if receipt.outcome is not Outcome.REPLAYED or ended is Outcome.REPLAYED:
         return receipt.outcome.value
-    return f"{Outcome.REPLAYED.value} {ended_as(receipt).value}"
+    return f"{Outcome.REPLAYED.value} {ended.value}"
 
 
 def replay_note(receipt: ReceiptIssued) -> str | None:

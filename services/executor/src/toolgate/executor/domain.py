@@ -162,7 +162,7 @@ def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued)
         result_ref=stored.result_ref,
         effect_id=stored.effect_id,
         replay_of=stored.replay_of if stored.outcome is Outcome.REPLAYED and stored.replay_of else stored.request_id,
-        replay_outcome=original,
+        replay_outcome=original if original is not Outcome.REPLAYED else None,
         redactions=stored.redactions,
         detail_ref=stored.detail_ref,
     )
