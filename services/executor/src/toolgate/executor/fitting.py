@@ -35,7 +35,7 @@ import msgspec
 from toolgate.contracts.events import ReceiptIssued, ResultRef
 from toolgate.contracts.receipt_detail import REASON_CHARS, ReceiptDetail, collapsed, cut_reason
 
-__all__ = ["LAST_RESORT_REASON_CHARS", "MAX_POINTERS", "MIN_LIMIT_BYTES", "Keep", "fit"]
+__all__ = ["LAST_RESORT_REASON_CHARS", "MAX_POINTERS", "MIN_LIMIT_BYTES", "Keep", "fit", "last_resort", "size_bytes"]
 
 log = logging.getLogger("toolgate.executor")
 
@@ -43,7 +43,7 @@ Keep = Callable[[bytes], Awaitable[ResultRef]]
 """Keeps JSON bytes out of band for the receipt's request and says where (``Bus.store_result``)."""
 
 MAX_POINTERS = 64
-"""Most redaction pointers a receipt carries itself when its whole list is kept out of band."""
+"""A redactions list longer than this (pointers) is kept whole out of band when the receipt does not fit."""
 
 LAST_RESORT_REASON_CHARS = 300
 """Characters of the reason the last resort keeps."""
