@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import pytest
 
-from toolgate.chatops.domain import Action, CardState, card_for, command_of, reaction_action, thread_parts
+from toolgate.chatops.domain import (
+    Action,
+    CardState,
+    card_for,
+    command_of,
+    outcome_text,
+    reaction_action,
+    thread_parts,
+)
+from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.vocabulary import Outcome
 
 
 @pytest.mark.parametrize("length", [41, 500, 10_000])
@@ -123,3 +134,29 @@ def test_an_argument_set_too_big_for_a_card_goes_whole_to_the_thread(make_reques
     assert len(card.arguments) < 200 and "in full in the thread" in card.arguments
     (whole,) = card.folded
     assert whole.pointer == "" and json.loads(whole.text) == arguments
+
+
+@pytest.mark.parametrize(
+    ("stored", "code", "line"),
+    [
+        (Outcome.FAILED, "tool_error", "request r2: replayed failed (tool_error); rc-r2, replay of r1"),
+        (Outcome.DENIED, "approval_expired", "request r2: replayed denied (approval_expired); rc-r2, replay of r1"),
+        (Outcome.SUCCEEDED, "ok", "request r2: replayed succeeded (ok); rc-r2, replay of r1"),
+        (Outcome.UNCERTAIN, "tool_timeout", "request r2: replayed uncertain (tool_timeout); rc-r2, replay of r1"),
+    ],
+)
+def test_a_replay_in_a_thread_reads_as_its_stored_outcome(stored: Outcome, code: str, line: str) -> None:
+    replay = ReceiptIssued(
+        event_id="rc-r2",
+        occurred_at=datetime.now(UTC),
+        request_id="r2",
+        principal="p",
+        outcome=Outcome.REPLAYED,
+        reason_code=code,
+        reason="why",
+        replay_of="r1",
+        replay_outcome=stored,
+    )
+    text = outcome_text(replay)
+    assert text.startswith(line) and "did not run again" in text
+    assert ("do not re-run it blindly" in text) is (stored is Outcome.UNCERTAIN)

@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import hashlib
 import json
+import logging
 from typing import Any
 
 import msgspec
@@ -29,33 +30,23 @@ async def _hang(arguments: dict[str, Any]) -> Any:
     await asyncio.Event().wait()
 
 
-@pytest.mark.parametrize(
-    ("behave", "write", "read"),
-    [
-        (_raise(ToolOutcomeUnknown("connection_lost", "gone")), "uncertain", "failed"),
-        (_raise(ToolOutcomeUnknown("malformed_reply", "garbage")), "uncertain", "failed"),
-        (_raise(ToolTimeout(reason="slow")), "uncertain", "failed"),
-        (_raise(RuntimeError("adapter bug")), "uncertain", "failed"),
-        (_raise(asyncio.CancelledError()), "uncertain", "failed"),
-        (_raise(ToolFailed("tool_error", "quota exceeded, nothing was done")), "failed", "failed"),
-        (_raise(ToolFailed("server_unavailable", "did not start")), "failed", "failed"),
-        (_raise(ToolRefused("path_outside_sandbox", "no")), "refused", "refused"),
-        (lambda arguments: {"path": "a.txt", "size_bytes": 2**60, "sha256": "x", "created": True}, "uncertain", None),
-        (lambda arguments: {"unexpected": True}, "uncertain", "failed"),
-    ],
-    ids=[
-        "lost",
-        "malformed",
-        "timeout",
-        "bug",
-        "leaked-cancel",
-        "tool-error",
-        "unstartable",
-        "refused",
-        "big-int",
-        "schema",
-    ],
-)
+ENDINGS = [
+    (_raise(ToolOutcomeUnknown("connection_lost", "gone")), "uncertain", "failed"),
+    (_raise(ToolOutcomeUnknown("malformed_reply", "garbage")), "uncertain", "failed"),
+    (_raise(ToolTimeout(reason="slow")), "uncertain", "failed"),
+    (_raise(RuntimeError("adapter bug")), "uncertain", "failed"),
+    (_raise(asyncio.CancelledError()), "uncertain", "failed"),
+    (_raise(ToolFailed("tool_error", "quota exceeded, nothing was done")), "failed", "failed"),
+    (_raise(ToolFailed("server_unavailable", "did not start")), "failed", "failed"),
+    (_raise(ToolRefused("path_outside_sandbox", "no")), "refused", "refused"),
+    (lambda arguments: {"path": "a.txt", "size_bytes": 2**60, "sha256": "x", "created": True}, "uncertain", None),
+    (lambda arguments: {"unexpected": True}, "uncertain", "failed"),
+]
+ENDING_IDS = ["lost", "malformed", "timeout", "bug", "leaked-cancel", "tool-error", "unstartable", "refused"]
+ENDING_IDS += ["big-int", "schema"]
+
+
+@pytest.mark.parametrize(("behave", "write", "read"), ENDINGS, ids=ENDING_IDS)
 async def test_an_unknown_outcome_is_uncertain_for_a_write_and_failed_for_a_read(
     scripted: Any, behave: Any, write: str, read: str | None
 ) -> None:
@@ -142,3 +133,70 @@ async def test_a_receipt_carries_its_result_scrubbed_of_credentials(scripted: An
     assert secret not in msgspec.json.encode(issued).decode()
     assert issued.result["content"].startswith("aws_key = [redacted:aws_access_key sha256:")
     assert issued.redactions == ("/result/content",)
+
+
+@pytest.mark.parametrize(("behave", "write", "read"), ENDINGS, ids=ENDING_IDS)
+async def test_every_receipt_of_a_run_says_how_long_the_tool_ran(
+    scripted: Any, behave: Any, write: str, read: str | None
+) -> None:
+    for operation, arguments in (WRITE, READ):
+        harness, tool = scripted(behave)
+        await harness.executor.on_decision(harness.decision(operation, arguments))
+        issued = harness.bus.receipts["r1"]
+        assert tool.calls == 1 and issued.duration_ms is not None and issued.duration_ms >= 0, issued
+
+
+@pytest.mark.parametrize(
+    ("behave", "operation", "code"),
+    [
+        (_listing(5000), "list", "output_too_large"),
+        (
+            lambda arguments: {"path": "p" * 100_000, "size_bytes": 1, "sha256": "0" * 64, "created": True},
+            "write",
+            "output_withheld",
+        ),
+        (lambda arguments: {"path": ".", "entries": []}, "list", "ok"),
+    ],
+    ids=["read-over-the-limit", "write-withheld", "succeeded"],
+)
+async def test_a_receipt_whose_result_is_not_kept_says_how_long_the_tool_ran(
+    scripted: Any, behave: Any, operation: str, code: str
+) -> None:
+    harness, _ = scripted(behave)
+    arguments = {"path": "."} if operation == "list" else dict(WRITE[1])
+    await harness.executor.on_decision(harness.decision(operation, arguments))
+    issued = harness.bus.receipts["r1"]
+    assert issued.duration_ms is not None and issued.duration_ms >= 0, issued
+    assert issued.reason_code == code
+
+
+async def test_a_timed_out_call_says_it_ran_for_its_timeout(scripted: Any) -> None:
+    harness, _ = scripted(_hang)
+    short = msgspec.structs.replace(harness.descriptor, timeout_s=0.2)
+    harness.executor.descriptors.by_name["file_system"] = short
+    harness.descriptor = short
+    await asyncio.wait_for(harness.executor.on_decision(harness.decision(*WRITE)), 5)
+    issued = harness.bus.receipts["r1"]
+    assert issued.reason_code == "tool_timeout" and issued.duration_ms is not None and issued.duration_ms >= 200
+
+
+async def test_a_call_ended_by_shutdown_says_how_long_the_tool_ran(scripted: Any) -> None:
+    harness, _ = scripted(_hang)
+    run = asyncio.create_task(harness.executor.on_decision(harness.decision(*WRITE)))
+    await asyncio.sleep(0.05)
+    harness.executor.abort()
+    await asyncio.wait_for(run, 5)
+    issued = harness.bus.receipts["r1"]
+    assert issued.reason_code == "executor_shutdown" and issued.duration_ms is not None and issued.duration_ms >= 40
+
+
+@pytest.mark.parametrize("member", [5, 2, 9, 7], ids=["tool-error", "timeout", "schema", "refused"])
+async def test_the_request_line_of_a_run_gives_the_tool_time(
+    scripted: Any, member: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    harness, _ = scripted(ENDINGS[member][0])
+    with caplog.at_level(logging.INFO, logger="toolgate.requests"):
+        await harness.executor.on_decision(harness.decision(*WRITE))
+    (line,) = [record for record in caplog.records if record.name == "toolgate.requests"]
+    assert line.getMessage() == "receipt" and line.outcome != "succeeded"
+    assert isinstance(line.tool_ms, float) and line.tool_ms >= 0

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import pytest
 
 from toolgate.contracts.events import ReceiptIssued
@@ -82,3 +83,38 @@ def test_a_cut_never_splits_a_character_and_names_the_offset_it_cut_at() -> None
     head, _, marker = text.partition("\n[toolgate: result cut at ")
     cut = int(marker.split(" ")[0])
     assert cut <= 1001 and len(head.encode()) == cut and '"offset_bytes": ' + str(cut) in marker
+
+
+@pytest.mark.parametrize(
+    ("stored", "code", "reason", "advice"),
+    [
+        (Outcome.FAILED, "tool_error", "Error: order not found", "not run again"),
+        (Outcome.DENIED, "approval_expired", "the approval expired before use", "Do not retry this call unchanged"),
+        (Outcome.REFUSED, "path_outside_sandbox", "'../x' is outside the sandbox", "fix what the reason names"),
+        (Outcome.UNCERTAIN, "tool_timeout", "no answer in 30s; reconcile it", "resolve request r0"),
+    ],
+)
+def test_a_replayed_failure_reads_as_that_failure_with_its_reason_marked_as_a_replay(
+    stored: Outcome, code: str, reason: str, advice: str
+) -> None:
+    replay = msgspec.structs.replace(
+        receipt(Outcome.REPLAYED, code), reason=reason, replay_of="r0", replay_outcome=stored
+    )
+    result = as_result(replay, False, True, 1000)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.is_error is True and text.startswith(f"toolgate: replayed {stored.value} ({code}): {reason}\n")
+    assert "replay of request r0" in text and "did not run again" in text and advice in text
+    assert result.meta and result.meta["io.toolgate/receipt"]["replay_outcome"] == stored.value
+
+
+def test_a_replayed_success_is_a_success_with_its_result() -> None:
+    replay = receipt(Outcome.REPLAYED, result={"a": 1}, replay_of="r0", replay_outcome=Outcome.SUCCEEDED)
+    result = as_result(replay, False, True, 1000)
+    assert result.is_error is False and result.structured_content == {"a": 1}
+    assert result.meta and result.meta["io.toolgate/receipt"]["replay_of"] == "r0"
+
+
+def test_a_reason_longer_than_the_limit_is_cut_whole_characters() -> None:
+    long = msgspec.structs.replace(receipt(Outcome.FAILED, "output_invalid"), reason="é" * 100_000)
+    text = as_result(long, False, True, 1001).content[0].text  # type: ignore[union-attr]
+    assert "reason cut at 1001 bytes" in text and len(text.encode()) < 1400

@@ -4,8 +4,8 @@ The command connects as the agent ``--as`` names (default ``demo-agent``): its c
 ``<state dir>/credentials/agent-<principal>.json`` (when the stack is secured), and the
 gateway's public keys in ``$TOOLGATE_PUBLIC_KEYS_DIR`` or ``<state dir>/keys/public`` (receipts
 are verified, secret arguments sealed). The exit code says how the call ended:
-:data:`EXIT_CODES`, :data:`NO_RECEIPT` when no receipt came within ``--wait`` seconds, 2 for
-bad input or no connection.
+:data:`EXIT_CODES`, :data:`NO_RECEIPT` when no receipt came within ``--wait`` seconds,
+:data:`NOT_ACCEPTED` when the gateway's store is full, 2 for bad input or no connection.
 """
 
 from __future__ import annotations
@@ -37,18 +37,28 @@ from toolgate.contracts.events import ReceiptIssued, decode_untrusted
 from toolgate.contracts.json_flaws import flaw_of
 from toolgate.contracts.nats_credentials import CredentialsInvalid, credentials_file
 from toolgate.contracts.nats_permissions import agent_user
-from toolgate.sdk import DuplicateRequest, SealingKeyMissing, ToolClient, UnknownTool
+from toolgate.contracts.replays import ended_as, outcome_label, replay_note
+from toolgate.sdk import DuplicateRequest, GatewayStoreFull, SealingKeyMissing, ToolClient, UnknownTool
 from toolgate.sdk.errors import RegistryUnavailable
 from toolgate.sdk.receipts import ReceiptKeyMissing
 from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
 
-__all__ = ["EXIT_CODES", "NO_RECEIPT", "agent_options", "call"]
+__all__ = ["EXIT_CODES", "NOT_ACCEPTED", "NO_RECEIPT", "agent_options", "call", "exit_code"]
 
 EXIT_CODES = {"succeeded": 0, "replayed": 0, "denied": 3, "refused": 4, "failed": 5, "uncertain": 6}
-"""Exit code of ``toolgate call`` by the receipt's outcome."""
+"""Exit code of ``toolgate call`` by how the call ended: a replay exits as the outcome it replays
+(:func:`~toolgate.contracts.replays.ended_as`)."""
 
 NO_RECEIPT = 7
 """Exit code when no receipt came in time (the request may be waiting for an approval)."""
+
+NOT_ACCEPTED = 8
+"""Exit code when the gateway's store is full: the request was not accepted (nothing runs)."""
+
+
+def exit_code(receipt: ReceiptIssued) -> int:
+    """The exit code of ``receipt`` (:data:`EXIT_CODES`): a replay exits as the outcome it replays."""
+    return EXIT_CODES.get(ended_as(receipt).value, 1)
 
 
 class CallRefused(Problem):
@@ -152,13 +162,15 @@ def _no_receipt_yet(error: NoReceiptYet, key: str) -> str:
 
 
 def _shown(receipt: ReceiptIssued, tool: str, operation: str) -> Group:
-    style = OUTCOME_STYLE.get(receipt.outcome.value, "white")
+    style = OUTCOME_STYLE.get(ended_as(receipt).value, "white")
     called = f"{receipt.tool or tool}.{receipt.operation or operation}"  # a call ended before its tool was resolved
     lines: list[RenderableType] = [
-        Text.assemble((receipt.outcome.value, f"bold {style}"), "  ", plain_text(called)),
+        Text.assemble((outcome_label(receipt), f"bold {style}"), "  ", plain_text(called)),
         Text.assemble(("reason: ", "bold"), plain_text(f"{receipt.reason_code}: {receipt.reason}")),
         Text.assemble(("request: ", "bold"), plain_text(receipt.request_id)),
     ]
+    if note := replay_note(receipt):
+        lines.append(Text.assemble(("replay: ", "bold"), plain_text(note)))
     if receipt.result is not None:
         result = json.dumps(receipt.result, indent=2, ensure_ascii=False, default=str)
         lines += [Text("result:", style="bold"), Padding(plain_text(result), (0, 0, 0, 2))]
@@ -199,6 +211,9 @@ def call(
     except TimeoutError as timeout:
         err_console.print("[yellow]no receipt[/yellow]:", escape(str(timeout)))
         raise typer.Exit(NO_RECEIPT) from None
+    except GatewayStoreFull as full:
+        err_console.print("[red]not accepted:[/red]", escape(str(full)))
+        raise typer.Exit(NOT_ACCEPTED) from None
     except _FAILURES as error:
         err_console.print("[red]error:[/red]", escape(redact(str(error))))
         raise typer.Exit(2) from None
@@ -206,4 +221,4 @@ def call(
         print_json(receipt)
     else:
         console.print(_shown(receipt, tool, operation))
-    raise typer.Exit(EXIT_CODES.get(receipt.outcome.value, 1))
+    raise typer.Exit(exit_code(receipt))

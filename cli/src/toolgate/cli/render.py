@@ -11,6 +11,7 @@ from rich.text import Text
 
 from toolgate.contracts.descriptors import ToolDescriptor, rate_of
 from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.replays import ended_as, outcome_label
 from toolgate.contracts.secret_arguments import redact_sealed
 from toolgate.contracts.tool_states import ToolState
 
@@ -143,14 +144,14 @@ def receipts_table(title: str) -> Table:
 
 
 def receipt_row(table: Table, step: str, call: str, receipt: ReceiptIssued) -> None:
-    """Add one receipt: its outcome coloured, its reason and a short result."""
-    style = OUTCOME_STYLE.get(receipt.outcome.value, "white")
+    """Add one receipt: its outcome coloured (a replay: ``replayed <stored outcome>``), reason and short result."""
+    style = OUTCOME_STYLE.get(ended_as(receipt).value, "white")
     result = "" if receipt.result is None else _short(receipt.result)
     _row(
         table,
         step,
         call,
-        Text(receipt.outcome.value, style=f"bold {style}"),
+        Text(outcome_label(receipt), style=f"bold {style}"),
         f"{receipt.reason_code}: {_short(receipt.reason, 90)}",
         result,
     )

@@ -291,7 +291,8 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
         result_ref: where a large result is kept, when it did not fit.
         effect_id: identity of the effect (``<principal>:<idempotency_key>``), when it ran.
         replay_of: request id whose stored receipt this one replays.
-        duration_ms: execution time of the tool, milliseconds.
+        duration_ms: how long the tool ran, milliseconds: on every receipt of a call that
+            started, whatever it ended as; ``None`` when no call started (and on a replay).
         signature: base64 Ed25519 signature by the executor's receipts key over the canonical
             event without it (:mod:`toolgate.contracts.signing`); the SDK and the audit verify it.
         retry_after_s: for a ``rate_limited`` receipt, seconds until the same call would
@@ -302,6 +303,16 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
             ``[redacted:<kind> sha256:<12 hex>]``; a result kept out of band is named under
             ``/result`` too. ``()`` when nothing was redacted; ``None`` only before the
             executor sealed the receipt.
+        replay_outcome: on a ``replayed`` receipt, the outcome of the stored receipt it
+            replays (``succeeded``, ``failed``, ``denied``, ``refused``, ``uncertain``); its
+            ``reason_code``, ``reason``, ``result`` / ``result_ref``, ``effect_id`` and
+            ``redactions`` are then that receipt's, whole (:mod:`toolgate.contracts.replays`).
+            ``None`` on every other receipt.
+        detail_ref: where the whole ``reason`` and ``redactions`` are kept when the receipt
+            would not fit in one bus message with them (a
+            :class:`~toolgate.contracts.receipt_detail.ReceiptDetail`, stored like a large
+            result); the receipt then carries the reason cut and the redactions collapsed to
+            their top-level members. ``None`` when nothing was cut.
     """
 
     request_id: str
@@ -322,6 +333,8 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     signature: str = ""
     retry_after_s: float | None = None
     redactions: tuple[str, ...] | None = None
+    replay_outcome: Outcome | None = None
+    detail_ref: ResultRef | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):

@@ -1,9 +1,11 @@
-"""The agent SDK: :class:`ToolClient`."""
+"""The agent SDK: :class:`ToolClient`, and :func:`ended_as` (how a call ended, a replay's stored outcome included)."""
 
+from toolgate.contracts.replays import ended_as
 from toolgate.sdk.client import (
     ApprovalsNoAnswer,
     BusUnreachable,
     DuplicateRequest,
+    GatewayStoreFull,
     RegistryUnavailable,
     SealingKeyMissing,
     ToolClient,
@@ -14,8 +16,10 @@ __all__ = [
     "ApprovalsNoAnswer",
     "BusUnreachable",
     "DuplicateRequest",
+    "GatewayStoreFull",
     "RegistryUnavailable",
     "SealingKeyMissing",
     "ToolClient",
     "UnknownTool",
+    "ended_as",
 ]

@@ -28,6 +28,7 @@ import nats
 from nacl.public import PublicKey
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js.errors import APIError
 
 from toolgate.contracts import catalog
 from toolgate.contracts.approval_ids import approval_id_for
@@ -38,13 +39,16 @@ from toolgate.contracts.events import DecisionMade, ReceiptIssued, ResultRef, To
 from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import agent_user
+from toolgate.contracts.receipt_detail import with_detail
 from toolgate.contracts.rpc.approvals import WithdrawReply
+from toolgate.contracts.stream_limits import store_full
 from toolgate.sdk import standing
 from toolgate.sdk.connecting import connect_quietly
 from toolgate.sdk.errors import (
     ApprovalsNoAnswer,
     BusUnreachable,
     DuplicateRequest,
+    GatewayStoreFull,
     RegistryNoAnswer,
     RegistryUnavailable,
     ResultUnavailable,
@@ -52,7 +56,7 @@ from toolgate.sdk.errors import (
 )
 from toolgate.sdk.local_receipts import oversized_receipt
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
-from toolgate.sdk.results import read_result
+from toolgate.sdk.results import read_detail, read_result
 from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
 from toolgate.sdk.tracing import with_trace_context
 
@@ -60,6 +64,7 @@ __all__ = [
     "ApprovalsNoAnswer",
     "BusUnreachable",
     "DuplicateRequest",
+    "GatewayStoreFull",
     "ReceiptKeyMissing",
     "RegistryNoAnswer",
     "RegistryUnavailable",
@@ -304,6 +309,8 @@ class ToolClient:
                 which arguments are secret is unknown, so nothing is sent.
             nats.errors.TimeoutError: the stream did not confirm the request.
             DuplicateRequest: ``request_id`` was submitted before (inside the duplicate window).
+            GatewayStoreFull: the gateway's stream is full: the request was not accepted
+                (nothing runs, no receipt comes).
         """
         if problem := unrepresentable(arguments):
             raise ValueError(f"argument value at {problem}")
@@ -333,6 +340,11 @@ class ToolClient:
             self._forget(request_id)
             self._arrived[request_id] = oversized_receipt(request, self.principal, self._nc.max_payload)
             return request_id
+        except APIError as error:
+            self._forget(request_id)
+            if (limit := store_full(error)) is not None:
+                raise GatewayStoreFull(request_id, limit) from None
+            raise
         if ack.duplicate:
             self._forget(request_id)
             raise DuplicateRequest(f"the stream already holds a request with id {request_id!r}")
@@ -372,7 +384,9 @@ class ToolClient:
 
         A result kept out of band (``result_ref``) is fetched and put into ``result``; if
         it cannot be read back, the receipt is returned as is (``result`` None) and a
-        warning is logged — :meth:`fetch_result` raises the reason.
+        warning is logged — :meth:`fetch_result` raises the reason. So are a whole reason
+        and redactions list kept out of band (``detail_ref``: the receipt carries them cut,
+        :mod:`toolgate.contracts.receipt_detail`); unreadable, the cut ones stay.
 
         Raises:
             TimeoutError: no receipt in time (the request may still be pending approval).
@@ -441,12 +455,22 @@ class ToolClient:
         self._covered.pop(request_id, None)
 
     async def _with_result(self, issued: ReceiptIssued) -> ReceiptIssued:
+        if issued.detail_ref is not None:
+            issued = await self._with_detail(issued, issued.detail_ref)
         if issued.result_ref is None:
             return issued
         try:
             return msgspec.structs.replace(issued, result=await self.fetch_result(issued.result_ref))
         except ResultUnavailable as error:
             log.warning("receipt %s: %s", issued.request_id, error)
+            return issued
+
+    async def _with_detail(self, issued: ReceiptIssued, ref: ResultRef) -> ReceiptIssued:
+        """``issued`` with its whole reason and redactions, when they were kept out of band and can be read."""
+        try:
+            return with_detail(issued, await read_detail(self._js, ref))
+        except ResultUnavailable as error:
+            log.warning("receipt %s: its whole reason cannot be read: %s", issued.request_id, error)
             return issued
 
     async def fetch_result(self, ref: ResultRef) -> Any:
@@ -490,10 +514,14 @@ class ToolClient:
 
         Returns:
             The receipt. One that ends ``denied`` with reason code ``rate_limited`` carries
-            ``retry_after_s``: seconds until the same call would fit the rate again.
+            ``retry_after_s``: seconds until the same call would fit the rate again. One that
+            ends ``replayed`` (the key completed before; nothing ran again) carries the stored
+            outcome in ``replay_outcome`` and its reason code, reason and result whole:
+            :func:`toolgate.sdk.ended_as` gives how the call ended either way.
 
         Raises:
             TimeoutError: no receipt within ``timeout_s`` seconds.
+            GatewayStoreFull: the gateway's stream is full: the request was not accepted.
         """
         request_id = await self.submit(tool, operation, arguments, idempotency_key=idempotency_key, version=version)
         return await self.receipt(request_id, timeout_s)

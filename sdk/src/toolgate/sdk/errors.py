@@ -3,6 +3,7 @@
 Hierarchy::
 
     DuplicateRequest            the stream already held this request id
+    GatewayStoreFull            the gateway's stream is full: the request was not accepted
     ApprovalsNoAnswer           a withdrawal got no answer in time (also a nats.errors.Error)
     RegistryUnavailable         the tool listing did not answer or refused the lookup
     ├── RegistryNoAnswer        no answer in time (also a nats.errors.Error: retrying may succeed)
@@ -26,6 +27,7 @@ __all__ = [
     "ApprovalsNoAnswer",
     "BusUnreachable",
     "DuplicateRequest",
+    "GatewayStoreFull",
     "RegistryNoAnswer",
     "RegistryUnavailable",
     "ResultUnavailable",
@@ -35,6 +37,25 @@ __all__ = [
 
 class DuplicateRequest(Problem):
     """The stream already held a message with this request id: nothing new was submitted."""
+
+
+class GatewayStoreFull(Problem):
+    """The gateway's store (its JetStream stream) is full: the request was not stored, so it was not accepted.
+
+    Nothing will run and no receipt will come for it; the same request may be sent again once
+    the operator has made room. The message names the limit the server reported.
+
+    Attributes:
+        request_id: the request that was not accepted.
+        limit: the server's description of the limit, e.g. ``maximum bytes exceeded``.
+    """
+
+    def __init__(self, request_id: str, limit: str) -> None:
+        super().__init__(
+            f"the gateway's store is full ({limit}): request {request_id} was not accepted and will not run; "
+            "send it again once the operator has made room"
+        )
+        self.request_id, self.limit = request_id, limit
 
 
 class ApprovalsNoAnswer(Problem, nats.errors.Error):

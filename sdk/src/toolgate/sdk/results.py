@@ -1,5 +1,8 @@
 """Reading a result kept out of band: its gzip chunks in the results stream, checked against the receipt.
 
+The whole reason and redactions of a receipt too large for one message are kept the same way
+(the receipt's ``detail_ref``, :mod:`toolgate.contracts.receipt_detail`): :func:`read_detail`.
+
 A result too large for the receipt is stored as ``tg.result.<principal>.<run>.<index>``
 chunks of one gzip member (RFC 1952); the receipt's :class:`~toolgate.contracts.events.ResultRef`
 gives their count, the decompressed size and its SHA-256. The chunks are read by direct get
@@ -19,9 +22,10 @@ from nats.js import JetStreamContext
 
 from toolgate.contracts import catalog
 from toolgate.contracts.events import ResultRef
+from toolgate.contracts.receipt_detail import ReceiptDetail
 from toolgate.sdk.errors import ResultUnavailable
 
-__all__ = ["read_result"]
+__all__ = ["read_detail", "read_result"]
 
 
 async def read_result(js: JetStreamContext, ref: ResultRef) -> Any:
@@ -35,6 +39,18 @@ async def read_result(js: JetStreamContext, ref: ResultRef) -> Any:
     if len(data) != ref.size_bytes or "sha256:" + hashlib.sha256(data).hexdigest() != ref.sha256:
         raise ResultUnavailable(f"the result at {ref.subject_prefix} does not match its receipt")
     return msgspec.json.decode(data)
+
+
+async def read_detail(js: JetStreamContext, ref: ResultRef) -> ReceiptDetail:
+    """The whole reason and redactions a receipt's ``detail_ref`` points at.
+
+    Raises:
+        ResultUnavailable: as :func:`read_result`, or the stored JSON is not a receipt detail.
+    """
+    try:
+        return msgspec.convert(await read_result(js, ref), ReceiptDetail)
+    except msgspec.ValidationError as error:
+        raise ResultUnavailable(f"the receipt detail at {ref.subject_prefix} is not one: {error}") from None
 
 
 async def _chunk(js: JetStreamContext, subject: str) -> bytes:

@@ -21,7 +21,9 @@ import msgspec
 from toolgate.chatops.folding import Folded, shown_arguments, visible
 from toolgate.contracts.approval_ids import APPROVAL_ID
 from toolgate.contracts.events import ApprovalRequested, BoundRequest, ReceiptIssued, Related
+from toolgate.contracts.replays import ended_as, outcome_label
 from toolgate.contracts.secret_arguments import redact_sealed
+from toolgate.contracts.vocabulary import Outcome
 
 __all__ = [
     "APPROVAL_ID",
@@ -261,11 +263,15 @@ def thread_parts(text: str, part_chars: int) -> list[str]:
 
 
 def outcome_text(receipt: ReceiptIssued) -> str:
-    """The line posted in a card's thread when one of its requests ends."""
-    line = f"request {receipt.request_id}: {receipt.outcome} ({receipt.reason_code}); {receipt.event_id}"
+    """The line posted in a card's thread when one of its requests ends.
+
+    A replay reads as the stored outcome it carries (``replayed failed (tool_error)``) and
+    names the request that ran (:mod:`toolgate.contracts.replays`).
+    """
+    line = f"request {receipt.request_id}: {outcome_label(receipt)} ({receipt.reason_code}); {receipt.event_id}"
     if receipt.replay_of:
-        line += f", replay of {receipt.replay_of}"
-    if receipt.outcome == "uncertain":
+        line += f", replay of {receipt.replay_of}: the tool did not run again"
+    if ended_as(receipt) is Outcome.UNCERTAIN:
         line += ". The effect may have happened: do not re-run it blindly; reconcile first."
     return line
 

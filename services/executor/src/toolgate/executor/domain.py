@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Any
 
 from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued
+from toolgate.contracts.replays import ended_as
 from toolgate.contracts.vocabulary import Outcome, SideEffectClass
 from toolgate.executor.ports import Claim, ClaimState
 from toolgate.shared.idempotency import key_digest
@@ -142,24 +143,26 @@ def undecided_receipt(principal: str, request_id: str, now: datetime, reason: st
 
 
 def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued) -> ReceiptIssued:
-    """A ``replayed`` receipt carrying the stored receipt's result."""
-    reason = f"replay of request {stored.request_id} ({stored.outcome}): the tool did not run again"
+    """A ``replayed`` receipt carrying ``stored``'s outcome whole (:mod:`toolgate.contracts.replays`).
+
+    Its ``replay_outcome`` is the stored outcome, and its reason code, reason, result (or
+    ``result_ref``), effect id, redactions and ``detail_ref`` are the stored receipt's, unchanged, so a
+    replayed failure says what went wrong. A stored replay is replayed as the receipt it
+    replays (``replay_of`` names the request that ran). The tool does not run again: no
+    ``duration_ms``, no ``retry_after_s``.
+    """
+    original = ended_as(stored)
     return receipt(
         decision,
         now,
         Outcome.REPLAYED,
         stored.reason_code,
-        reason,
+        stored.reason,
         result=stored.result,
         result_ref=stored.result_ref,
         effect_id=stored.effect_id,
-        replay_of=stored.request_id,
-        redactions=_result_redactions(stored.redactions),
+        replay_of=stored.replay_of if stored.outcome is Outcome.REPLAYED and stored.replay_of else stored.request_id,
+        replay_outcome=original if original is not Outcome.REPLAYED else None,
+        redactions=stored.redactions,
+        detail_ref=stored.detail_ref,
     )
-
-
-def _result_redactions(stored: tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """The stored receipt's redactions in its result (``None``: it was never sealed, scrub it again)."""
-    if stored is None:
-        return None
-    return tuple(found for found in stored if found == "/result" or found.startswith("/result/"))

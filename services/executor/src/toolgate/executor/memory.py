@@ -7,11 +7,14 @@ import hashlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 
+import msgspec
+
 from toolgate.contracts.catalog import Subjects
 from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.executor.errors import IndexLost
 from toolgate.executor.ports import (
+    RECEIPT_HEADROOM_BYTES,
     ApprovalTrail,
     Claim,
     ClaimRequest,
@@ -169,8 +172,12 @@ class InMemoryBus:
     results: dict[str, bytes] = field(default_factory=dict)
     answer: Callable[[RecheckQuery], RecheckAnswer | None] | None = None
     rechecks: list[RecheckQuery] = field(default_factory=list)
+    max_payload: int = 1_048_576
+    """The bus's message limit, bytes (NATS's default ``max_payload``)."""
 
     async def publish_receipt(self, receipt: ReceiptIssued) -> bool:  # noqa: D102
+        if (size := len(msgspec.json.encode(receipt)) + RECEIPT_HEADROOM_BYTES) > self.max_payload:
+            raise ValueError(f"a message of {size} bytes is over max_payload")  # nats-py's MaxPayloadError
         if receipt.request_id in self.receipts:
             return False
         self.receipts[receipt.request_id] = receipt
@@ -191,7 +198,8 @@ class InMemoryBus:
 
     async def store_result(self, principal: str, request_id: str, data: bytes) -> ResultRef:  # noqa: D102
         packed = gzip.compress(data)
-        prefix = Subjects.result_chunk(principal, request_id, 0).rsplit(".", 1)[0]
+        run_id = f"{request_id}_{len(self.results)}"  # one run id per call, as on the stream
+        prefix = Subjects.result_chunk(principal, run_id, 0).rsplit(".", 1)[0]
         self.results[prefix] = packed
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         return ResultRef(subject_prefix=prefix, chunks=1, size_bytes=len(data), stored_bytes=len(packed), sha256=digest)
@@ -203,3 +211,6 @@ class InMemoryBus:
     async def claims(self) -> AsyncIterator[EffectClaimed]:  # noqa: D102
         for claim in list(self.claims_made.values()):
             yield claim
+
+    def receipt_limit_bytes(self) -> int:  # noqa: D102
+        return self.max_payload - RECEIPT_HEADROOM_BYTES

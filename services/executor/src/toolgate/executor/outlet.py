@@ -9,7 +9,9 @@ or store a receipt that did not pass :meth:`ScrubbingBus.seal`:
   refused, denied, tool_unavailable, backstop endings, republished and replayed receipts);
 - the executor stores a receipt in the idempotency index only after sealing it;
 - the runner scrubs a result with :meth:`ScrubbingBus.scrub_result` before it is measured,
-  kept out of band or put in the receipt.
+  kept out of band or put in the receipt;
+- a sealed receipt is fitted into one bus message (:mod:`toolgate.executor.fitting`), so no
+  receipt is lost to its size.
 
 Sealing scrubs ``reason`` always, and ``result`` unless the receipt already names its
 ``redactions`` (the result was scrubbed before, by the runner or an earlier seal), and adds
@@ -35,6 +37,7 @@ import msgspec
 
 from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.executor.fitting import fit
 from toolgate.executor.ports import ApprovalTrail, Bus
 from toolgate.shared.redaction import Redactor
 from toolgate.shared.request_log import note
@@ -57,10 +60,21 @@ class ScrubbingBus:
         self._bus, self._redactor = bus, redactor
 
     async def seal(self, receipt: ReceiptIssued) -> ReceiptIssued:
-        """``receipt`` scrubbed of secrets, what changed added to ``redactions`` (module doc)."""
+        """``receipt`` scrubbed of secrets, what changed added to ``redactions`` (module doc), then fitted.
+
+        The sealed receipt is fitted into one bus message (:func:`toolgate.executor.fitting.fit`:
+        a reason, redactions or result too large is kept out of band), so whatever grew in it,
+        the one receipt of its request is stored and published.
+        """
         if receipt.redactions is None and not _small(receipt.result):
-            return await asyncio.to_thread(self._sealed, receipt)
-        return self._sealed(receipt)
+            sealed = await asyncio.to_thread(self._sealed, receipt)
+        else:
+            sealed = self._sealed(receipt)
+
+        async def keep(data: bytes) -> ResultRef:
+            return await self._bus.store_result(receipt.principal, receipt.request_id, data)
+
+        return await fit(sealed, self._bus.receipt_limit_bytes(), keep)
 
     async def scrub_result(self, result: Any) -> tuple[Any, tuple[str, ...]]:
         """``result`` scrubbed, and the pointers (under ``/result``) of what changed; off the loop unless small."""
@@ -98,6 +112,9 @@ class ScrubbingBus:
 
     def claims(self) -> AsyncIterator[EffectClaimed]:  # noqa: D102
         return self._bus.claims()
+
+    def receipt_limit_bytes(self) -> int:  # noqa: D102
+        return self._bus.receipt_limit_bytes()
 
     def _sealed(self, receipt: ReceiptIssued) -> ReceiptIssued:
         reason = self._redactor.text(receipt.reason)

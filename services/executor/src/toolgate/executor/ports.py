@@ -55,12 +55,17 @@ __all__ = [
     "Claim",
     "ClaimRequest",
     "ClaimState",
+    "RECEIPT_HEADROOM_BYTES",
     "IdempotencyStore",
     "Outlet",
     "Restored",
     "ttl_ms",
     "wall_clock_ms",
 ]
+
+RECEIPT_HEADROOM_BYTES = 4_096
+"""Room a receipt's message keeps in ``max_payload`` for what is added after it is fitted: its
+signature (88 base64 characters) and the message headers (expected subject sequence, trace context), bytes."""
 
 
 class ClaimState(StrEnum):
@@ -253,6 +258,10 @@ class Bus(Protocol):
 
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
         """Ask the policy service to re-check a call now; ``None`` when it did not answer."""
+        ...
+
+    def receipt_limit_bytes(self) -> int:
+        """Largest receipt JSON (unsigned) one message carries: ``max_payload`` less :data:`RECEIPT_HEADROOM_BYTES`."""
         ...
 
     def claims(self) -> AsyncIterator[EffectClaimed]:

@@ -12,6 +12,9 @@ What a run ends as (guarantee 3: unknown is ``uncertain``, never ``failed``):
   ``inline_result_bytes``, else kept out of band (:meth:`Bus.store_result`, gzip chunks
   in the results stream) and referenced by the receipt; a result over ``max_result_bytes``
   is not kept (a read then ``failed``; a write ``succeeded``, result withheld).
+
+Whatever it ends as, the receipt of a call that started says how long the tool ran
+(``duration_ms``: from the call's start to its answer, timeout, abort or fault).
 """
 
 from __future__ import annotations
@@ -97,21 +100,38 @@ class Runner:
         )
 
     async def _run_opened(self, decision: DecisionMade, descriptor: ToolDescriptor, opened: Opened) -> ReceiptIssued:
+        """Call the tool and turn its answer into the receipt, which says how long the tool ran (``duration_ms``).
+
+        Every receipt of a call that started carries it, whatever the call ended as: the
+        time from the call's start to its answer (or its timeout, abort or fault).
+        """
         assert decision.request is not None
-        bound, started = decision.request, time.perf_counter()
-        side_effect = descriptor.operations[bound.operation].side_effect_class
+        started = time.perf_counter()
         try:
-            result = await self._call(decision.request_id, descriptor, bound.operation, opened.arguments)
-        except ToolRefused as error:
-            return receipt(decision, self.clock(), Outcome.REFUSED, error.reason_code, error.reason)
-        except ToolFailed as error:
-            return self._ended(decision, Outcome.FAILED, error.reason_code, error.reason)
-        except (ToolTimeout, ToolOutcomeUnknown) as error:
-            return self._unknown(decision, side_effect, error.reason_code, error.reason)
-        except _Aborted:
-            return self._unknown(decision, side_effect, "executor_shutdown", "the executor stopped during the call")
+            answer: Any = await self._call(
+                decision.request_id, descriptor, decision.request.operation, opened.arguments
+            )
+        except (ToolRefused, ToolFailed, ToolTimeout, ToolOutcomeUnknown, _Aborted) as error:
+            answer = error
         elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
-        return await self._finished(decision, descriptor, result, elapsed_ms, opened.secrets)
+        issued = await self._answered(decision, descriptor, answer, opened.secrets)
+        return msgspec.structs.replace(issued, duration_ms=elapsed_ms)
+
+    async def _answered(
+        self, decision: DecisionMade, descriptor: ToolDescriptor, answer: Any, secrets: tuple[str, ...]
+    ) -> ReceiptIssued:
+        """The receipt of the tool's ``answer``: its result, or the error it raised (module docstring)."""
+        assert decision.request is not None
+        side_effect = descriptor.operations[decision.request.operation].side_effect_class
+        if isinstance(answer, ToolRefused):
+            return receipt(decision, self.clock(), Outcome.REFUSED, answer.reason_code, answer.reason)
+        if isinstance(answer, ToolFailed):
+            return self._ended(decision, Outcome.FAILED, answer.reason_code, answer.reason)
+        if isinstance(answer, ToolTimeout | ToolOutcomeUnknown):
+            return self._unknown(decision, side_effect, answer.reason_code, answer.reason)
+        if isinstance(answer, _Aborted):
+            return self._unknown(decision, side_effect, "executor_shutdown", "the executor stopped during the call")
+        return await self._finished(decision, descriptor, answer, secrets)
 
     async def _call(
         self, request_id: str, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]
@@ -144,7 +164,6 @@ class Runner:
         decision: DecisionMade,
         descriptor: ToolDescriptor,
         result: Any,
-        elapsed_ms: float,
         secrets: tuple[str, ...],
     ) -> ReceiptIssued:
         assert decision.request is not None
@@ -157,27 +176,25 @@ class Runner:
             result = await asyncio.to_thread(redact, result, secrets)
         clean, redactions = await self.bus.scrub_result(result)  # off the event loop when large
         data = msgspec.json.encode(clean)
-        fields: dict[str, Any] = {"result": clean, "duration_ms": elapsed_ms, "redactions": redactions}
+        fields: dict[str, Any] = {"result": clean, "redactions": redactions}
         if len(data) > self.max_result_bytes:
             why = f"its result is {len(data)} bytes, over the limit of {self.max_result_bytes}"
-            return self._not_kept(decision, spec.side_effect_class, why, elapsed_ms)
+            return self._not_kept(decision, spec.side_effect_class, why)
         if len(data) > self.inline_result_bytes:
             try:
                 ref = await self.bus.store_result(decision.principal, decision.request_id, data)
             except Exception:  # the tool ran: its receipt must still say so
                 log.exception("%s: the result could not be stored", decision.request_id)
-                return self._not_kept(decision, spec.side_effect_class, "it could not be stored", elapsed_ms)
-            fields = {"result_ref": ref, "duration_ms": elapsed_ms, "redactions": redactions}
+                return self._not_kept(decision, spec.side_effect_class, "it could not be stored")
+            fields = {"result_ref": ref, "redactions": redactions}
         return self._ended(decision, Outcome.SUCCEEDED, "ok", "the tool ran", **fields)
 
-    def _not_kept(
-        self, decision: DecisionMade, side_effect: SideEffectClass, why: str, elapsed_ms: float
-    ) -> ReceiptIssued:
+    def _not_kept(self, decision: DecisionMade, side_effect: SideEffectClass, why: str) -> ReceiptIssued:
         """The tool ran but its result is not kept: a read failed, a write succeeded (result withheld)."""
         if side_effect is SideEffectClass.READ_ONLY:
             return self._ended(decision, Outcome.FAILED, "output_too_large", f"the tool ran; {why}")
         reason = f"the tool ran; {why}, so its result was not kept"
-        return self._ended(decision, Outcome.SUCCEEDED, "output_withheld", reason, duration_ms=elapsed_ms)
+        return self._ended(decision, Outcome.SUCCEEDED, "output_withheld", reason)
 
     def _ended(self, decision: DecisionMade, outcome: Outcome, code: str, reason: str, **fields: Any) -> ReceiptIssued:
         effect = effect_id(decision.principal, decision.idempotency_key or "")

@@ -6,7 +6,9 @@ The flow (:meth:`Gateway.call`):
    :class:`UnknownName`, a JSON-RPC error for the client);
 2. the call is named (:mod:`toolgate.surface.calls`) and claimed in the ledger: a re-send
    finds the request it belongs to, a new call gets a new request;
-3. a new call is published through the SDK as the principal (``tg.req.<principal>``);
+3. a new call is published through the SDK as the principal (``tg.req.<principal>``); one
+   the gateway's stream has no room for is answered with a tool error saying its store is
+   full and the call was not accepted (the ledger keeps it unsent: an identical call sends it);
 4. the surface holds the call up to ``hold_s`` seconds for its receipt, reporting progress
    every ``progress_s`` seconds when the client asked for progress;
 5. a receipt becomes the MCP result (:mod:`toolgate.surface.results`) and the ledger notes it
@@ -34,7 +36,8 @@ from mcp_types import CallToolResult, TextContent
 from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.events import ReceiptIssued
-from toolgate.sdk import DuplicateRequest, ToolClient
+from toolgate.contracts.replays import ended_as
+from toolgate.sdk import DuplicateRequest, GatewayStoreFull, ToolClient
 from toolgate.surface.adapters.agents import Agents
 from toolgate.surface.adapters.ledger import Ledger
 from toolgate.surface.calls import CLIENT_KEY, CallEntry, arguments_digest, call_key, fresh_entry, reusable, settled
@@ -177,7 +180,10 @@ class Gateway:
         if entry.arguments_digest != digest:
             return problem_result(_KEY_REUSED)
         if not entry.published:
-            entry = await self._send(client, key, target, arguments, entry)
+            try:
+                entry = await self._send(client, key, target, arguments, entry)
+            except GatewayStoreFull as full:  # not accepted: an identical call sends it again
+                return problem_result(f"not accepted (gateway_store_full): {full}")
         return await self._outcome(client, key, target, entry, asking)
 
     async def _claimed(self, key: str, target: Target, client_key: str | None, digest: str) -> CallEntry:
@@ -218,7 +224,7 @@ class Gateway:
             raise
         if receipt is None:
             return await self._pending(client, entry.request_id)
-        await self._ledger.put(key, settled(entry, receipt.outcome.value, receipt.reason_code, time.time()))
+        await self._ledger.put(key, settled(entry, ended_as(receipt).value, receipt.reason_code, time.time()))
         schema = target.spec.output_schema.get("type") == "object"
         return as_result(receipt, is_mcp(target.adapter), schema, self._waiting.limit_bytes)
 

@@ -16,6 +16,10 @@ failed         ``isError``: the tool's failure; a retry is a new call
 uncertain      ``isError``: the effect may have happened; never retry blindly
 =============  ==================================================================
 
+A ``replayed`` receipt is answered as the stored outcome it carries
+(:func:`~toolgate.contracts.replays.ended_as`): a replayed success as a success, a replayed
+failure as the failure, with its reason whole, and a line saying the tool did not run again.
+
 A result larger than ``limit_bytes`` (its JSON) is cut: its text ends with a marker naming
 the request id, by which the whole result stays readable (``toolgate_result``). A cut
 result of a tool that declares an output schema is an ``isError`` result, because its
@@ -31,13 +35,14 @@ from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import TypeAdapter, ValidationError
 
 from toolgate.contracts.events import ReceiptIssued
+from toolgate.contracts.replays import ended_as, outcome_label, replay_note
+from toolgate.contracts.vocabulary import Outcome
 
 __all__ = ["RECEIPT_META", "as_result", "boundary", "cut_text", "pending_result", "problem_result"]
 
 RECEIPT_META = "io.toolgate/receipt"
 PENDING_META = "io.toolgate/pending"
 _BLOCK: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)
-_SUCCESS = ("succeeded", "replayed")
 
 _ADVICE = {
     "denied": "Do not retry this call unchanged: the policy does not allow it as it stands.",
@@ -48,16 +53,21 @@ _ADVICE = {
         "check the effect first, or ask a person to resolve request {request_id}."
     ),
 }
+_REPLAYED_FAILURE = "The tool ran once and failed; under this idempotency key it is not run again."
 
 
 def as_result(receipt: ReceiptIssued, mcp_envelope: bool, has_schema: bool, limit_bytes: int) -> CallToolResult:
     """The MCP result of ``receipt`` (module docstring)."""
-    if receipt.outcome.value in _SUCCESS and receipt.result is not None:
+    ended = ended_as(receipt)
+    if ended is Outcome.SUCCEEDED and receipt.result is not None:
         return _success(receipt, mcp_envelope, has_schema, limit_bytes)
-    if receipt.outcome.value in _SUCCESS:
+    if ended is Outcome.SUCCEEDED:
         note = f"The result is kept out of band and could not be read here: read request {receipt.request_id}."
-        return _error(receipt, note)
-    return _error(receipt, _ADVICE.get(receipt.outcome.value, "").format(request_id=receipt.request_id))
+        return _error(receipt, note, limit_bytes)
+    advice = _ADVICE.get(ended.value, "").format(request_id=receipt.replay_of or receipt.request_id)
+    if ended is Outcome.FAILED and receipt.replay_of:
+        advice = _REPLAYED_FAILURE
+    return _error(receipt, advice, limit_bytes)
 
 
 def _meta(receipt: ReceiptIssued) -> dict[str, Any]:
@@ -67,14 +77,20 @@ def _meta(receipt: ReceiptIssued) -> dict[str, Any]:
         "reason_code": receipt.reason_code,
         "effect_id": receipt.effect_id,
         "replay_of": receipt.replay_of,
+        "replay_outcome": receipt.replay_outcome.value if receipt.replay_outcome else None,
     }
     return {RECEIPT_META: {key: value for key, value in fields.items() if value is not None}}
 
 
-def _error(receipt: ReceiptIssued, advice: str) -> CallToolResult:
-    head = f"toolgate: {receipt.outcome.value} ({receipt.reason_code}): {receipt.reason}"
+def _error(receipt: ReceiptIssued, advice: str, limit_bytes: int) -> CallToolResult:
+    head = f"toolgate: {outcome_label(receipt)} ({receipt.reason_code}): {receipt.reason}"
+    if len(head.encode()) > limit_bytes:
+        data = head.encode()
+        head = f"{data[: boundary(data, limit_bytes)].decode()} [toolgate: reason cut at {limit_bytes} bytes]"
     if receipt.retry_after_s is not None:
         advice = f"Rate limited: the same call fits again in {receipt.retry_after_s:.0f} s."
+    if note := replay_note(receipt):
+        advice = f"This is a {note}. {advice}"
     text = f"{head}\n{advice}".strip()
     return CallToolResult(content=[TextContent(text=text)], is_error=True, _meta=_meta(receipt))
 

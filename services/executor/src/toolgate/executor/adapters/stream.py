@@ -44,7 +44,7 @@ from toolgate.contracts.events import (
 )
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.contracts.signing import sign_event, verify_body
-from toolgate.executor.ports import ApprovalTrail
+from toolgate.executor.ports import RECEIPT_HEADROOM_BYTES, ApprovalTrail
 from toolgate.shared.bus import next_message, publish_once, request_recheck
 
 __all__ = ["CHUNK_BYTES", "StreamBus"]
@@ -53,7 +53,7 @@ log = logging.getLogger("toolgate.executor")
 E = TypeVar("E")
 
 CHUNK_BYTES = 262_144
-"""Largest result chunk, bytes (well under the 1 MiB NATS payload limit)."""
+"""Largest result chunk, bytes (well under the 1 MiB NATS payload limit; smaller under a smaller one)."""
 
 FirstReal = Callable[[], Awaitable[tuple[E | None, int]]]
 """Reads a subject: its first real event (or ``None``) and its last stream sequence."""
@@ -164,7 +164,8 @@ class StreamBus:
         """See :meth:`~toolgate.executor.ports.Bus.store_result` (one run id per call, so chunks never mix)."""
         run_id = f"{request_id}_{secrets.token_hex(4)}"
         packed = gzip.compress(data, mtime=0)
-        chunks = [packed[i : i + CHUNK_BYTES] for i in range(0, len(packed), CHUNK_BYTES)]
+        size = min(CHUNK_BYTES, self.receipt_limit_bytes())  # a server with a smaller max_payload: smaller chunks
+        chunks = [packed[i : i + size] for i in range(0, len(packed), size)]
         for index, chunk in enumerate(chunks):
             headers = {"Nats-Expected-Last-Subject-Sequence": "0"}
             subject = Subjects.result_chunk(principal, run_id, index)
@@ -178,6 +179,10 @@ class StreamBus:
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
         """See :meth:`~toolgate.executor.ports.Bus.recheck`."""
         return await request_recheck(self._nc, query, self._recheck_timeout_s)
+
+    def receipt_limit_bytes(self) -> int:
+        """See :meth:`~toolgate.executor.ports.Bus.receipt_limit_bytes` (the connected server's ``max_payload``)."""
+        return int(self._nc.max_payload) - RECEIPT_HEADROOM_BYTES
 
     async def claims(self) -> AsyncIterator[EffectClaimed]:
         """See :meth:`~toolgate.executor.ports.Bus.claims`."""
