@@ -24,6 +24,8 @@ from toolgate.policy.settings import PolicySettings
 from toolgate.policy.tool_listing import get_for, list_for
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+DIRECTORY = '[principals.a1]\nautonomy = 1\n[approvers.ops]\nroles = ["operator", "sre", "finance", "security"]\n'
+DIRECTORY += '[approvers.two]\nroles = ["finance", "security"]\n'
 SCHEMA = {"type": "object", "properties": {"memo": {"type": "string"}, "sum": {"type": "number"}}}
 
 
@@ -51,7 +53,7 @@ DANGLING = [
 def ports(repo_root: Path) -> PolicyPorts:
     text = (repo_root / "deploy/policy/policy.cedar").read_text(encoding="utf-8")
     stored = [GOOD, *DANGLING]
-    engine = build_engine(text, PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n"), Attributes(), stored)
+    engine = build_engine(text, PrincipalDirectory.from_toml(DIRECTORY), Attributes(), stored)
     return PolicyPorts(
         policy=PolicyHolder(engine),
         descriptors=AvailableDescriptors(InMemoryDescriptorSource(stored)),
