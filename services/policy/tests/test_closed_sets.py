@@ -170,3 +170,15 @@ def test_the_shipped_policy_over_the_shipped_directory_is_valid(repo_root: Path)
     engine = load_policy(policy / "policy.cedar", policy / "principals.toml", policy / "attributes.toml", [PAY])
 
     assert len(engine.policy_ids) == 11
+
+
+def test_a_misspelled_annotation_is_named_before_what_it_leaves_missing() -> None:
+    text = '@id("ask")\n@aprover_role("operator")\n'
+    text += 'permit (principal, action == Action::"execute_with_approval", resource);\n'
+
+    refused = _refused(text)
+
+    assert refused.problems == (
+        "2:1: policy 'ask': @aprover_role is no annotation toolgate reads (it reads @id, @approver_role, "
+        "@approvals_required, @reason); did you mean @approver_role?",
+    )

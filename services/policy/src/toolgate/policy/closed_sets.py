@@ -34,7 +34,14 @@ from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.policy.locations import Finding
 from toolgate.policy.never_match import nodes, path_of
 
-__all__ = ["ANNOTATIONS", "CONTEXT_VALUES", "annotation_findings", "argument_values", "literal_findings"]
+__all__ = [
+    "ANNOTATIONS",
+    "CONTEXT_VALUES",
+    "annotation_findings",
+    "argument_values",
+    "literal_findings",
+    "unread_annotations",
+]
 
 Value = tuple[str, Any]
 """A Cedar literal as ``("String" | "Long" | "Bool", value)``: ``True`` is not ``1``."""
@@ -194,8 +201,18 @@ def _outside(field: str, op: str, value: Value, values: frozenset[Value]) -> tup
     return message, _shown(value)
 
 
+def unread_annotations(policies: Mapping[str, pst.Template]) -> list[Finding]:
+    """Each annotation toolgate does not read (:data:`ANNOTATIONS`), with the closest one it reads."""
+    found: list[Finding] = []
+    for cedar_id, policy in policies.items():
+        where = f"policy {policy.annotations.get('id', cedar_id)!r}"
+        unread = [name for name in policy.annotations if name not in ANNOTATIONS]
+        found += [Finding(cedar_id, f"{where}: {_unknown_annotation(name)}", f"@{name}") for name in unread]
+    return found
+
+
 def annotation_findings(policies: Mapping[str, pst.Template], directory: PrincipalDirectory) -> list[Finding]:
-    """Each annotation toolgate does not read, and each ``@approver_role`` / quorum no approver can answer."""
+    """Each ``@approver_role`` no approver of ``directory`` holds, and each quorum above the approvers holding it."""
     held: dict[str, int] = {}
     for roles in directory.approvers.values():
         for role in roles:
@@ -203,14 +220,11 @@ def annotation_findings(policies: Mapping[str, pst.Template], directory: Princip
     found: list[Finding] = []
     for cedar_id, policy in policies.items():
         where = f"policy {policy.annotations.get('id', cedar_id)!r}"
-        found += [Finding(cedar_id, f"{where}: {m}", n) for m, n in _annotations(policy.annotations, held)]
+        found += [Finding(cedar_id, f"{where}: {m}", n) for m, n in _approvers(policy.annotations, held)]
     return found
 
 
-def _annotations(annotations: Mapping[str, str], held: Mapping[str, int]) -> Iterator[tuple[str, str]]:
-    for name in annotations:
-        if name not in ANNOTATIONS:
-            yield _unknown_annotation(name), f"@{name}"
+def _approvers(annotations: Mapping[str, str], held: Mapping[str, int]) -> Iterator[tuple[str, str]]:
     role = annotations.get("approver_role")
     if role is None:
         return

@@ -4,7 +4,9 @@ In order, stopping at the first step that finds anything (a later step assumes t
 ones passed):
 
 1. Cedar parses the text (``cedarpy.PolicySet.from_str``); its first error is placed
-   (:func:`toolgate.policy.locations.parse_error_offset`);
+   (:func:`toolgate.policy.locations.parse_error_offset`); and every annotation is one
+   toolgate reads (a misspelled ``@approvals_requird`` would silently ask one approver;
+   :mod:`toolgate.policy.closed_sets`);
 2. Cedar validates it against the generated schema (``cedarpy.validate_policies``). A
    mistake is reported once, at its first cause: an error repeated per action (``for
    Action::"execute"`` and ``… "execute_with_approval"``) is one, and "unable to find an
@@ -12,8 +14,8 @@ ones passed):
    its echo and dropped;
 3. no policy can never match (:mod:`toolgate.policy.never_match`) or compares with a
    value an enum never has (:mod:`toolgate.policy.closed_sets`);
-4. no annotation is one toolgate does not read or names an approver role (or quorum)
-   nobody in the principal directory can answer (:mod:`toolgate.policy.closed_sets`).
+4. no ``@approver_role`` (or quorum) is one nobody in the principal directory can
+   answer (:mod:`toolgate.policy.closed_sets`).
 
 Each problem reads ``<line>:<column>: <message>``, in file order; the
 :class:`~toolgate.policy.errors.PolicyInvalid` raised carries them one by one in
@@ -29,7 +31,7 @@ import cedarpy
 
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.policy.annotations import PolicyInfo
-from toolgate.policy.closed_sets import CONTEXT_VALUES, Value, annotation_findings, literal_findings
+from toolgate.policy.closed_sets import CONTEXT_VALUES, Value, annotation_findings, literal_findings, unread_annotations
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.locations import Finding, at, needles_of, parse_error_offset, policy_spans, position
 from toolgate.policy.never_match import never_matching_findings, pst_of
@@ -41,21 +43,26 @@ _PER_ACTION = re.compile(r' for Action::"[^"]*"')
 _ECHO = "unable to find an applicable action given the policy scope constraints"
 _CAUSES = ("unrecognized entity type", "unrecognized action")
 _FOR_POLICY = re.compile(r"^for policy `[^`]*`, ")
+_CEDAR_ID = re.compile(r"policy(\d+)")
 
 
 def parse(policy_text: str) -> cedarpy.PolicySet:
-    """The parsed policy set.
+    """The parsed policy set, whose annotations are all ones toolgate reads.
 
     Raises:
-        PolicyInvalid: ``policy does not parse: <line>:<column>: <Cedar's message>``.
+        PolicyInvalid: ``policy does not parse: <line>:<column>: <Cedar's message>``, or
+            ``policy annotation refused: …`` naming each annotation toolgate does not read.
     """
     try:
-        return cedarpy.PolicySet.from_str(policy_text)
+        parsed = cedarpy.PolicySet.from_str(policy_text)
     except ValueError as exc:
         message = str(exc)
         offset = parse_error_offset(policy_text, message)
         placed = f"{position(policy_text, offset)}: {message}" if offset is not None else message
         raise PolicyInvalid(f"policy does not parse: {placed}", problems=(placed,)) from exc
+    if unread := unread_annotations(pst_of(policy_text).static_policies):  # before what a misspelling would miss
+        _refuse("policy annotation refused", policy_text, unread)
+    return parsed
 
 
 def validate(
@@ -80,15 +87,15 @@ def validate(
     result = cedarpy.validate_policies(policy_text, schema)
     if not result.validation_passed:
         found = _cedar_findings(((e.policy_id, str(e.error)) for e in result.errors), infos)
-        _refuse("policy fails validation against the toolgate Cedar schema", policy_text, infos, found)
+        _refuse("policy fails validation against the toolgate Cedar schema", policy_text, found)
     tree = pst_of(policy_text)
     ids = {cedar_id: info.id for cedar_id, info in infos.items()}
     impossible = never_matching_findings(tree, schema)
     impossible += literal_findings(tree.static_policies, ids, {**CONTEXT_VALUES, **closed})
     if impossible:
-        _refuse("policy can never match", policy_text, infos, impossible)
+        _refuse("policy can never match", policy_text, impossible)
     if unanswerable := annotation_findings(tree.static_policies, directory):
-        _refuse("policy annotation refused", policy_text, infos, unanswerable)
+        _refuse("policy annotation refused", policy_text, unanswerable)
 
 
 def _cedar_findings(errors: Iterable[tuple[str, str]], infos: Mapping[str, PolicyInfo]) -> list[Finding]:
@@ -102,12 +109,12 @@ def _cedar_findings(errors: Iterable[tuple[str, str]], infos: Mapping[str, Polic
     return [f for (cedar_id, message), f in seen.items() if not (cedar_id in caused and _ECHO in message)]
 
 
-def _refuse(what: str, text: str, infos: Mapping[str, PolicyInfo], found: list[Finding]) -> None:
+def _refuse(what: str, text: str, found: list[Finding]) -> None:
     spans = policy_spans(text)
     placed: list[tuple[tuple[int, int], str]] = []
     for finding in found:
-        info = infos.get(finding.cedar_id)
-        span = spans[info.position] if info is not None and info.position < len(spans) else None
+        numbered = _CEDAR_ID.fullmatch(finding.cedar_id)  # Cedar numbers the policies in file order
+        span = spans[int(numbered[1])] if numbered and int(numbered[1]) < len(spans) else None
         where = at(text, span, finding.needle)
         key = tuple(int(n) for n in where.split(":")) if where else (10**9, 0)
         placed.append(((key[0], key[1]), f"{where}: {finding.message}" if where else finding.message))
