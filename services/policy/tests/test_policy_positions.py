@@ -152,3 +152,18 @@ def test_a_never_matching_has_and_an_enum_typo_are_placed_together_in_order() ->
 
     assert refused.reason.startswith("policy can never match: ")
     assert [_at(text, p)[:10] for p in refused.problems] == ['"PRODUCTON', "amont &&"], refused.problems
+
+
+def test_past_the_search_bound_the_refusal_still_names_cedars_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("toolgate.policy.locations.MAX_PROBES", 3)
+    text = _typo(
+        'action == Action::"execute_with_approval", resource is Tool)\nwhen {\n  principal.autonomy >= 2',
+        'action == Action::"execute_with_approval", resource is Tool)\nwhen {\n  principal.autonomy >= 2 && &&',
+    )
+
+    refused = _refused(text)
+
+    assert (
+        refused.problems == ("unexpected token `&&`",)
+        and refused.reason == "policy does not parse: unexpected token `&&`"
+    )

@@ -29,10 +29,23 @@ from dataclasses import dataclass
 
 import cedarpy
 
-__all__ = ["MAX_PROBES", "Finding", "at", "needles_of", "parse_error_offset", "policy_spans", "position"]
+__all__ = [
+    "MAX_PARSED_CHARS",
+    "MAX_PROBES",
+    "Finding",
+    "at",
+    "needles_of",
+    "parse_error_offset",
+    "policy_spans",
+    "position",
+]
 
 MAX_PROBES = 20_000
 """Most prefixes parsed to locate one problem; beyond it no position is given."""
+
+MAX_PARSED_CHARS = 8_000_000
+"""Most characters parsed, over all prefixes, to locate one problem (a long policy ahead of
+its error costs its length per line); beyond it no position is given."""
 
 _END = ("unexpected end of input",)
 _QUOTED = re.compile(r"`([^`]+)`|'([^']+)'")
@@ -88,9 +101,10 @@ def parse_error_offset(text: str, message: str) -> int | None:
     """Where the parse error ``message`` (Cedar's for the whole ``text``) starts; ``None``: not found."""
     if message in _END:
         return len(text.rstrip())
-    start = 0
+    start, parsed = 0, 0
     for probes, end in enumerate(_line_ends(text, 0)):
-        if probes >= MAX_PROBES:
+        parsed += end - start
+        if probes >= MAX_PROBES or parsed > MAX_PARSED_CHARS:
             return None
         said = _error(text[start:end])
         if said is None:
@@ -127,12 +141,18 @@ def _first(text: str, needle: str, start: int, end: int) -> int:
     return found.start() if found else -1
 
 
-def policy_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` offsets of each policy of ``text`` in file order (a line holding two spans them both)."""
+def policy_spans(text: str, needed: int | None = None) -> list[tuple[int, int]]:
+    """``(start, end)`` offsets of the policies of ``text`` in file order (a line holding two spans them both).
+
+    Args:
+        text: policies that parse.
+        needed: stop once this many are found (``None``: all).
+    """
     spans: list[tuple[int, int]] = []
-    start = 0
+    start, parsed = 0, 0
     for probes, end in enumerate(_line_ends(text, 0)):
-        if probes > MAX_PROBES:
+        parsed += end - start
+        if probes >= MAX_PROBES or parsed > MAX_PARSED_CHARS or (needed is not None and len(spans) >= needed):
             break
         try:
             count = len(cedarpy.PolicySet.from_str(text[start:end]))

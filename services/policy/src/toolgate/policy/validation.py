@@ -109,12 +109,18 @@ def _cedar_findings(errors: Iterable[tuple[str, str]], infos: Mapping[str, Polic
     return [f for (cedar_id, message), f in seen.items() if not (cedar_id in caused and _ECHO in message)]
 
 
+def _index(cedar_id: str) -> int:
+    """The file position Cedar's ``policy<N>`` stands for (Cedar numbers policies in file order); -1: none."""
+    numbered = _CEDAR_ID.fullmatch(cedar_id)
+    return int(numbered[1]) if numbered else -1
+
+
 def _refuse(what: str, text: str, found: list[Finding]) -> None:
-    spans = policy_spans(text)
+    spans = policy_spans(text, needed=max((_index(f.cedar_id) for f in found), default=-1) + 1)
     placed: list[tuple[tuple[int, int], str]] = []
     for finding in found:
-        numbered = _CEDAR_ID.fullmatch(finding.cedar_id)  # Cedar numbers the policies in file order
-        span = spans[int(numbered[1])] if numbered and int(numbered[1]) < len(spans) else None
+        index = _index(finding.cedar_id)
+        span = spans[index] if 0 <= index < len(spans) else None
         where = at(text, span, finding.needle)
         key = tuple(int(n) for n in where.split(":")) if where else (10**9, 0)
         placed.append(((key[0], key[1]), f"{where}: {finding.message}" if where else finding.message))
