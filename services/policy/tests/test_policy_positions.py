@@ -8,7 +8,7 @@ import pytest
 
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.policy.attributes import Attributes
-from toolgate.policy.engine import build_engine
+from toolgate.policy.engine import build_engine, load_policy
 from toolgate.policy.errors import PolicyInvalid
 
 SHIPPED = (Path(__file__).resolve().parents[3] / "deploy/policy/policy.cedar").read_text(encoding="utf-8")
@@ -167,3 +167,15 @@ def test_past_the_search_bound_the_refusal_still_names_cedars_message(monkeypatc
         refused.problems == ("unexpected token `&&`",)
         and refused.reason == "policy does not parse: unexpected token `&&`"
     )
+
+
+def test_a_policy_file_keeps_its_problems_with_its_path(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.cedar"
+    policy.write_text(_typo('context.side_effect == "PRODUCTION"', 'context.side_effect == "PRODUCTON"'))
+    principals = Path(__file__).resolve().parents[3] / "deploy/policy/principals.toml"
+
+    with pytest.raises(PolicyInvalid) as refused:
+        load_policy(policy, principals)
+
+    assert refused.value.reason.startswith(f"{policy}: policy can never match: ") and refused.value.path == str(policy)
+    assert len(refused.value.problems) == 1 and '"PRODUCTON"' in refused.value.problems[0]

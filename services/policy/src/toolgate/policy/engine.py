@@ -278,7 +278,7 @@ def load_policy(
     try:
         return build_engine(policy_text, directory, attributes, descriptors)
     except PolicyInvalid as exc:
-        raise PolicyInvalid(f"{policy_path}: {exc.reason}", path=str(policy_path)) from exc
+        raise PolicyInvalid(f"{policy_path}: {exc.reason}", path=str(policy_path), problems=exc.problems) from exc
 
 
 def _read(path: Path) -> str:
