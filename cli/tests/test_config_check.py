@@ -301,3 +301,63 @@ def test_the_config_file_named_as_the_servers_file_too_is_checked_once(
     assert code == 1 and output.splitlines() == [
         'error: toolgate.toml: chat.room: unknown field; did you mean "rooms"?'
     ]
+
+
+def _descriptor_file(name: str, adapter: str = "file_system", **operation: str) -> str:
+    schema = {"type": "object", "properties": {"memo": {"type": "string"}, "sum": {"type": "number"}}}
+    spec = {"input_schema": schema, "output_schema": {}, "side_effect_class": "FINANCIAL", "risk_tier": "high"}
+    return json.dumps(
+        {"name": name, "version": "1.0.0", "adapter": adapter, "operations": {"pay": {**spec, **operation}}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("descriptor", "said"),
+    [
+        (
+            _descriptor_file("pay", amount="/memo"),
+            "pay.json: operations.pay.amount: '/memo' names an argument of type string",
+        ),
+        (
+            _descriptor_file("pay", amount="/fee"),
+            "pay.json: operations.pay.amount: '/fee': the input schema declares no",
+        ),
+        (
+            _descriptor_file("pay", cost="/memo"),
+            "pay.json: operations.pay.cost: '/memo' names an argument of type string",
+        ),
+        (_descriptor_file("pay", destination="/sum"), "pay.json: operations.pay.destination: '/sum' names an argument"),
+        (_descriptor_file("pay", "python:mod.fn"), "pay.json: adapter: 'python:mod.fn' is no adapter the executor has"),
+        (
+            _descriptor_file("pay", "mcp:bank"),
+            "pay.json: adapter: 'mcp:bank' names no configured MCP server (configured:",
+        ),
+    ],
+)
+def test_a_descriptor_whose_references_dangle_is_a_problem_naming_the_field(
+    good: Path, descriptor: str, said: str
+) -> None:
+    (good.parent / "tools" / "pay.json").write_text(descriptor)
+
+    code, output = check("--config", str(good), "--json")
+
+    problems = [p for p in json.loads(output)["problems"] if "pay.json" in p]
+    assert code == 1 and len(problems) == 1 and problems[0].startswith(f"{good.parent / 'tools'}/{said}"), problems
+
+
+def test_a_descriptor_of_a_configured_mcp_server_with_typed_pointers_is_no_problem(good: Path) -> None:
+    (good.parent / "tools" / "pay.json").write_text(_descriptor_file("pay", "mcp:time", amount="/sum", cost="/sum"))
+
+    assert check("--config", str(good))[0] == 0
+
+
+@pytest.mark.parametrize(("field", "pointer"), [("amount", "amount"), ("destination", ""), ("cost", "~2")])
+def test_an_override_pointer_that_is_no_pointer_to_one_argument_is_a_problem(
+    good: Path, field: str, pointer: str
+) -> None:
+    good.write_text(good.read_text() + f'\n[mcp.servers.time.overrides.get_time]\n{field} = "{pointer}"\n')
+
+    code, output = check("--config", str(good), "--json")
+
+    problems = json.loads(output)["problems"]
+    assert code == 1 and problems[0].startswith(f"mcp.servers.time.overrides.get_time.{field}: "), problems

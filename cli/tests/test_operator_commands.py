@@ -136,3 +136,34 @@ def test_requests_show_outcome_call_principal_age_and_reason_within_80_columns()
     assert "2026-11-30 21:00:00 UTC (4m ago) · request " + "0f" * 16 in lines[1]
     assert any(line.startswith("pending   fs@latest.write  by a1-03") for line in lines)
     assert all(line.startswith("  ") for line in lines[lines.index("  ok: ran") + 2 :]), "wrapped reasons stay indented"
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"adapter": "python:mod.fn"}, "invalid_adapter: {file}: adapter: 'python:mod.fn' is no adapter the executor"),
+        ({"adapter": "file_system:x"}, "invalid_adapter: {file}: adapter: 'file_system:x'"),
+        ({"amount": "/path"}, "invalid_pointer: {file}: operations.read.amount: '/path' names an argument of type"),
+        ({"amount": "/cents"}, "invalid_pointer: {file}: operations.read.amount: '/cents': the input schema declares"),
+        ({"destination": "/"}, "invalid_pointer: {file}: operations.read.destination:"),
+    ],
+)
+def test_tools_publish_refuses_a_dangling_reference_before_signing_or_sending(
+    change: dict[str, str], said: str, tmp_path: Path
+) -> None:
+    descriptor = json.loads((ROOT / "deploy/tools/file_system.json").read_text())
+    if "adapter" in change:
+        descriptor.update(change)
+    else:
+        descriptor["operations"]["read"].update(change)
+    file = tmp_path / "tool.json"
+    file.write_text(json.dumps(descriptor))
+
+    printed = CliRunner().invoke(  # no key and no bus: a refusal must come before either is needed
+        app,
+        ["tools", "publish", str(file), "--key", str(tmp_path / "none.key"), "--nats-url", "nats://127.0.0.1:1"],
+        env={"COLUMNS": "300"},
+    )
+
+    assert printed.exit_code == 1, printed.output
+    assert said.format(file=file) in printed.output and "nothing was sent" in printed.output, printed.output

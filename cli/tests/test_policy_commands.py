@@ -68,3 +68,38 @@ def test_check_refuses_an_invalid_policy_pointing_at_the_problem(offline: Path, 
 def test_check_names_a_file_it_cannot_read(offline: Path) -> None:
     done = CliRunner().invoke(app, ["policy", "check", str(offline / "missing.cedar")])
     assert done.exit_code == 2 and "cannot read" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        (
+            '"REVERSIBLE_WRITE" &&',
+            '"REVERSIBLE_WRTE" &&',
+            "policy 'reversible-write-autonomous': compares context.side_effect",
+        ),
+        (
+            '@approver_role("sre")',
+            '@approver_role("operatr")',
+            "policy 'production-approval': @approver_role('operatr')",
+        ),
+        (
+            "context.risk_rank <= 1 &&  // trivial",
+            "context.risk_rank = 1 &&  // trivial",
+            "'=' is not a valid operator in Cedar",
+        ),
+        ("  principal.autonomy < 3\n", "  principal.autonomi < 3\n", "attribute `autonomi` on entity type `Agent`"),
+    ],
+)
+def test_check_prints_each_problem_as_file_line_column(
+    offline: Path, repo_root: Path, old: str, new: str, said: str
+) -> None:
+    shipped = (repo_root / "deploy/policy/policy.cedar").read_text()
+    policy = offline / "typo.cedar"
+    policy.write_text(shipped.replace(old, new, 1))
+    line = next(n for n, text in enumerate(shipped.replace(old, new, 1).splitlines(), 1) if new.strip() in text)
+
+    done = CliRunner().invoke(app, ["policy", "check", str(policy)])
+
+    placed = [text for text in done.stderr.splitlines() if text.startswith(f"{policy}:{line}:")]
+    assert done.exit_code == 1 and len(placed) == 1 and said in placed[0], done.stderr

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from toolgate.contracts.descriptors import OperationSpec
@@ -65,3 +66,61 @@ def test_valid_pointers_and_costs_pass() -> None:
     assert spec_problem(spec(amount="/amount", cost="/amount", destination="/to/iban")) is None
     assert spec_problem(spec(cost=2.5)) is None
     assert spec_problem(spec()) is None
+
+
+TYPED = {
+    "type": "object",
+    "properties": {
+        "note": {"type": "string"},
+        "url": {"type": "string", "format": "uri"},
+        "cents": {"type": "integer"},
+        "sum": {"type": "number"},
+        "maybe": {"type": ["number", "null"]},
+        "flag": {"type": "boolean"},
+        "items": {"type": "array"},
+        "free": {},
+        "fixed": {"const": 5},
+        "choice": {"enum": ["a", 1]},
+        "nested": {"type": "object", "properties": {"iban": {"type": "string"}, "sum": {"type": "number"}}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("field", "pointer", "fragment"),
+    [
+        ("amount", "/note", "of type string; it must be integer or number"),
+        ("amount", "/flag", "of type boolean"),
+        ("amount", "/items", "of type array"),
+        ("amount", "/maybe", "of type null or number"),
+        ("amount", "/free", "declares no type"),
+        ("amount", "/choice", "of type integer or string"),
+        ("amount", "/nested/iban", "of type string"),
+        ("amount", "/absent", "no property 'absent'"),
+        ("destination", "/sum", "of type number; it must be string"),
+        ("destination", "/nested", "of type object"),
+        ("destination", "/fixed", "of type integer"),
+        ("cost", "/note", "of type string; it must be integer or number"),
+        ("cost", "/free", "declares no type"),
+    ],
+)
+def test_a_pointer_must_name_an_argument_of_the_type_its_field_reads(field: str, pointer: str, fragment: str) -> None:
+    problem = spec_problem(msgspec.structs.replace(spec(), input_schema=TYPED, **{field: pointer}))
+
+    assert problem is not None and problem.startswith(f"{field}: {pointer!r}") and fragment in problem, problem
+
+
+@pytest.mark.parametrize(
+    ("field", "pointer"),
+    [
+        ("amount", "/cents"),
+        ("amount", "/sum"),
+        ("amount", "/fixed"),
+        ("amount", "/nested/sum"),
+        ("cost", "/cents"),
+        ("destination", "/url"),
+        ("destination", "/nested/iban"),
+    ],
+)
+def test_a_pointer_at_an_argument_of_a_type_its_field_reads_passes(field: str, pointer: str) -> None:
+    assert spec_problem(msgspec.structs.replace(spec(), input_schema=TYPED, **{field: pointer})) is None

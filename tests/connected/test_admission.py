@@ -38,6 +38,9 @@ CALLS = 5
 
 def _ports(repo_root: Path, ns: str, client: aioredis.Redis, rate: RateLimit) -> PolicyPorts:
     text = f'[principals.{ns}]\nautonomy = 1\nroles = ["agent"]\n[approvers.alice]\nroles = ["operator"]\n'
+    text += (
+        '[approvers.bob]\nroles = ["sre", "finance", "security"]\n[approvers.carol]\nroles = ["finance", "security"]\n'
+    )
     engine = PolicyEngine((repo_root / "deploy/policy/policy.cedar").read_text(), PrincipalDirectory.from_toml(text))
     data = (repo_root / "deploy/tools/file_system.json").read_bytes()
     descriptor = msgspec.structs.replace(msgspec.json.decode(data, type=ToolDescriptor), rate_limit=rate)

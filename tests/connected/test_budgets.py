@@ -85,6 +85,9 @@ async def epoch(redis_client: aioredis.Redis, ns: str) -> AsyncIterator[str]:
 def replica(repo_root: Path, ns: str, client: aioredis.Redis, epoch: str, **changes: Any) -> PolicyPorts:
     """One policy replica: its own Redis client, limiter, ledger and engine."""
     text = f'[principals.{ns}]\nautonomy = 1\nroles = ["agent"]\n[approvers.alice]\nroles = ["operator"]\n'
+    text += (
+        '[approvers.bob]\nroles = ["sre", "finance", "security"]\n[approvers.carol]\nroles = ["finance", "security"]\n'
+    )
     engine = PolicyEngine((repo_root / "deploy/policy/policy.cedar").read_text(), PrincipalDirectory.from_toml(text))
     ledger = RedisBudgetLedger(client, timeout_s=2.0, epoch_key=epoch)
     ports = PolicyPorts(

@@ -37,7 +37,9 @@ def test_the_readme_examples_load_against_that_schema(repo_root: Path) -> None:
         input_schema=schema, output_schema={}, side_effect_class=SideEffectClass.FINANCIAL, risk_tier=RiskTier.LOW
     )
     bank = ToolDescriptor(name="bank", version="1.0.0", adapter="none", operations={"pay": pay})
-    directory = PrincipalDirectory.from_toml("[principals.a]\nautonomy = 1\n")
+    directory = PrincipalDirectory.from_toml(
+        '[principals.a]\nautonomy = 1\n[approvers.f1]\nroles = ["finance"]\n[approvers.f2]\nroles = ["finance"]\n'
+    )
     attributes = parse_attributes('[types.agent]\nallowed_recipients = "Set<String>"\n')
     for example in examples:
         assert build_engine(example, directory, attributes, [bank]).policy_ids

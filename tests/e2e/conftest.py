@@ -49,8 +49,16 @@ from toolgate.sdk.client import ToolClient
 from .surface_support import Surfaces
 
 AGENTS_PER_AUTONOMY = 60
-APPROVERS = {"alice": ["operator"], "bob": ["operator", "sre"], "carol": ["sre"], "selfie": ["operator"]}
-"""``selfie`` is also an agent: the approver named like the requesting principal."""
+APPROVERS = {
+    "alice": ["operator"],
+    "bob": ["operator", "sre"],
+    "carol": ["sre"],
+    "selfie": ["operator"],
+    "dora": ["finance", "security"],
+    "erin": ["finance", "security"],
+}
+"""``selfie`` is also an agent: the approver named like the requesting principal. Every role the
+shipped policy names has as many approvers as its quorum (else the policy does not load)."""
 
 OPERATOR = "bob"
 """The approver whose connection lists approvals and reads the audit trail."""

@@ -305,7 +305,10 @@ async def test_a_password_change_needs_two_security_approvers(gate: Any, bank: B
 def test_omitting_the_recipient_cannot_bypass_the_site_rule(repo_root: Path) -> None:
     """Decided by the engine alone, on a tool whose schema lets a call omit the recipient."""
     text = (repo_root / "deploy/policy/policy.cedar").read_text() + (BANKING / "site_policy.cedar").read_text()
-    directory = PrincipalDirectory.from_toml((BANKING / "principals.toml").read_text())
+    others = (
+        '[approvers.olivia]\nroles = ["operator", "sre"]\n'  # the shipped policy's other roles (held, or it is refused)
+    )
+    directory = PrincipalDirectory.from_toml((BANKING / "principals.toml").read_text() + others)
     schema = {"type": "object", "properties": {"recipient": {"type": "string"}, "amount": {"type": "number"}}}
     spec = OperationSpec(
         input_schema=schema,

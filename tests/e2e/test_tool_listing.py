@@ -38,7 +38,7 @@ def _tool(name: str, **operations: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": name,
         "version": "1.0.0",
-        "adapter": "none",
+        "adapter": "file_system",  # listed and decided only, never run
         "timeout_s": 5,
         "rate_limit": limit,
         "operations": operations,

@@ -27,6 +27,7 @@ E, A, D = Verdict.EXECUTE, Verdict.NEEDS_APPROVAL, Verdict.DENY
 DIRECTORY = PrincipalDirectory.from_toml(
     "[principals.a1]\nautonomy = 1\n[principals.a2]\nautonomy = 2\n[principals.poor]\nautonomy = 1\n"
     '[approvers.fin1]\nroles = ["finance", "operator"]\n[approvers.fin2]\nroles = ["finance", "security"]\n'
+    '[approvers.sec]\nroles = ["security", "sre"]\n'
 )
 ATTRIBUTES = parse_attributes(
     '[types.agent]\nallowed_recipients = "Set<String>"\n'

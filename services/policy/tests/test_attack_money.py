@@ -27,6 +27,7 @@ from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DIRECTORY = PrincipalDirectory.from_toml(
     '[principals.a1]\nautonomy = 1\n[approvers.fin1]\nroles = ["finance"]\n[approvers.fin2]\nroles = ["finance"]\n'
+    '[approvers.ops]\nroles = ["operator", "sre", "security"]\n[approvers.sec]\nroles = ["security"]\n'
 )
 ATTRIBUTES = parse_attributes('[agents.a1]\nmax_amount = "1000.00"\n')
 PAY = {

@@ -22,7 +22,10 @@ from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
+DIRECTORY = PrincipalDirectory.from_toml(
+    '[principals.a1]\nautonomy = 1\n[approvers.ops]\nroles = ["operator", "sre", "finance", "security"]\n'
+    '[approvers.two]\nroles = ["finance", "security"]\n'
+)
 ATTRIBUTES = parse_attributes(
     '[types.agent]\nallowed_recipients = "Set<String>"\n[agents.a1]\nallowed_recipients = ["DE01"]\n'
 )

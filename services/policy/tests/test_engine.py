@@ -38,6 +38,10 @@ autonomy = 3
 roles = ["operator"]
 [approvers.bob]
 roles = ["operator", "sre"]
+[approvers.carol]
+roles = ["finance", "security"]
+[approvers.dave]
+roles = ["finance", "security"]
 """
 
 E, A, D = Verdict.EXECUTE, Verdict.NEEDS_APPROVAL, Verdict.DENY
@@ -158,7 +162,8 @@ def test_forbid_without_reason_annotation_is_named_by_its_id() -> None:
 
 def test_approver_role_comes_from_the_determining_policy() -> None:
     approval = '@id("ask") @approver_role("treasurer") ' + ASK
-    outcome = decide_op(engine(approval), "a1", "pay", "2.0.0", "refund", spec(SE.FINANCIAL))
+    treasurer = DIRECTORY_TOML + '[approvers.erin]\nroles = ["treasurer"]\n'
+    outcome = decide_op(engine(approval, treasurer), "a1", "pay", "2.0.0", "refund", spec(SE.FINANCIAL))
     assert (outcome.verdict, outcome.approver_role, outcome.policy_ids) == (A, "treasurer", ("ask",))
 
 

@@ -294,3 +294,40 @@ async def test_each_decision_names_the_version_that_made_it_and_what_the_policy_
         None,
         policy_digest(NO_READS),
     )
+
+
+TYPOS = [
+    (
+        '@id("t") permit (principal, action, resource) when { context.side_effect == "REVERSIBLE_WRTE" };',
+        '"REVERSIBLE_WRTE"',
+    ),
+    (
+        '@id("t") @approver_role("operatr") permit (principal, action == Action::"execute_with_approval", resource);',
+        "'operatr'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "value"), TYPOS)
+async def test_a_typo_policy_is_refused_at_publish_naming_the_policy_and_the_value(
+    replica: Replica, store: InMemoryPolicyStore, text: str, value: str
+) -> None:
+    reply = await replica.publisher.publish(text, "cli")
+
+    assert not reply.ok and "policy 't'" in reply.reason and value in reply.reason and "1:" in reply.reason, reply
+    assert store.entry.policy is None and replica.holder.engine is None
+
+
+@pytest.mark.parametrize(("text", "value"), TYPOS)
+async def test_a_typo_policy_already_in_the_bucket_is_not_loaded_and_every_call_is_denied_with_why(
+    store: InMemoryPolicyStore, registry: Registry, directory: PrincipalDirectory, text: str, value: str
+) -> None:
+    await store.replace_current(_published(text), None)  # published before the check existed
+    started = Replica(store, registry, directory)
+
+    await started.follower.check()
+
+    assert started.holder.engine is None
+    problem = started.holder.problem or ""
+    assert "policy 't'" in problem and value in problem, problem
+    assert not started.holder.readiness().ready and value in started.holder.readiness().reason

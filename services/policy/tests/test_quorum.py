@@ -43,8 +43,12 @@ ASK = 'permit (principal, action == Action::"execute_with_approval", resource)'
 WRITES = ' when { context.side_effect == "REVERSIBLE_WRITE" };'
 
 
-def _engine(policy_text: str) -> PolicyEngine:
-    return PolicyEngine(policy_text, PrincipalDirectory.from_toml(DIRECTORY))
+OPERATORS = "".join(f'[approvers.op{n}]\nroles = ["operator"]\n' for n in range(7))
+"""Seven more operators: a quorum above the approvers who hold its role does not load."""
+
+
+def _engine(policy_text: str, directory: str = DIRECTORY) -> PolicyEngine:
+    return PolicyEngine(policy_text, PrincipalDirectory.from_toml(directory))
 
 
 def _write() -> OperationSpec:
@@ -61,7 +65,7 @@ def test_the_quorum_is_the_largest_any_applying_approval_permit_asks_for() -> No
         + ASK
         + ' when { context.side_effect == "PRODUCTION" };'
     )
-    outcome = decide_op(_engine(text), "a1", "fs", "1.0.0", "write", _write())
+    outcome = decide_op(_engine(text, DIRECTORY + OPERATORS), "a1", "fs", "1.0.0", "write", _write())
     assert (outcome.verdict, outcome.approvals_required, outcome.policy_ids) == (
         Verdict.NEEDS_APPROVAL,
         2,
@@ -71,7 +75,7 @@ def test_the_quorum_is_the_largest_any_applying_approval_permit_asks_for() -> No
     reads = OperationSpec(
         input_schema={}, output_schema={}, side_effect_class=SideEffectClass.READ_ONLY, risk_tier=RiskTier.LOW
     )
-    assert decide_op(_engine(text), "a1", "fs", "1.0.0", "read", reads).approvals_required == 1
+    assert decide_op(_engine(text, DIRECTORY + OPERATORS), "a1", "fs", "1.0.0", "read", reads).approvals_required == 1
 
 
 def test_the_shipped_policy_asks_one_approver() -> None:
@@ -108,7 +112,8 @@ def test_an_invalid_quorum_is_refused_at_load_naming_the_policy(annotation: str,
 
 def test_a_quorum_on_a_permit_of_both_actions_is_accepted() -> None:
     both = 'permit (principal, action in [Action::"execute", Action::"execute_with_approval"], resource)'
-    assert _engine(f'@id("q") @approver_role("operator") @approvals_required("9") {both};').policy_ids == ("q",)
+    text = f'@id("q") @approver_role("operator") @approvals_required("9") {both};'
+    assert _engine(text, DIRECTORY + OPERATORS).policy_ids == ("q",)
 
 
 @pytest.fixture

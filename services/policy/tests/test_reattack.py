@@ -24,7 +24,10 @@ from toolgate.policy.holder import PolicyHolder
 from toolgate.policy.ports import InMemoryDescriptorSource
 from toolgate.policy.refresh import refresh_once
 
-DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
+DIRECTORY = PrincipalDirectory.from_toml(
+    '[principals.a1]\nautonomy = 1\n[approvers.ops]\nroles = ["operator", "sre", "finance", "security"]\n'
+    '[approvers.two]\nroles = ["finance", "security"]\n'
+)
 ATTRIBUTES = Attributes(agent_types={"allowed_hosts": "Set<String>", "max_amount": "decimal"})
 READS = '@id("reads") permit (principal, action == Action::"execute", resource) when { context.risk_rank <= 1 };\n'
 

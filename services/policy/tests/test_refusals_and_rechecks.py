@@ -27,6 +27,10 @@ NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KEY = Ed25519PrivateKey.generate()
 WRITE = {"path": "a.txt", "content": "x"}
 
+APPROVERS = '[approvers.alice]\nroles = ["operator", "sre", "finance", "security"]\n'
+APPROVERS += '[approvers.bob]\nroles = ["finance", "security"]\n'
+"""Approvers of every role the shipped policy names (a policy naming a role nobody holds does not load)."""
+
 
 @pytest.fixture
 def file_system(repo_root: Path) -> ToolDescriptor:
@@ -172,7 +176,7 @@ async def test_a_replay_reaches_only_a_caller_the_current_policy_still_allows(
     again = await decide(_env(_body(WRITE, operation="write", request_id="r2"), "ops-agent"), replaying)
     assert (again.verdict, again.reason_code) == (Verdict.EXECUTE, "idempotent_replay")
 
-    directory = PrincipalDirectory.from_toml('[principals.other]\nautonomy = 1\nroles = ["agent"]\n')
+    directory = PrincipalDirectory.from_toml('[principals.other]\nautonomy = 1\nroles = ["agent"]\n' + APPROVERS)
     removed = PolicyPorts(
         **{**replaying.__dict__, "policy": PolicyHolder(PolicyEngine(_policy_text(engine), directory))}
     )
@@ -288,7 +292,7 @@ async def test_recheck_names_what_changed(
     answer = await recheck(_query(write, approver="alice"), frozen, lambda: NOW)
     assert (answer.allowed, answer.reason_code) == (False, "forbidden") and "frozen" in answer.reason
 
-    empty = PrincipalDirectory.from_toml('[approvers.alice]\nroles = ["operator"]\n')
+    empty = PrincipalDirectory.from_toml(APPROVERS)
     removed = PolicyPorts(**{**ports.__dict__, "policy": PolicyHolder(PolicyEngine(_policy_text(engine), empty))})
     answer = await recheck(_query(write, approver="alice"), removed, lambda: NOW)
     assert (answer.allowed, answer.reason_code) == (False, "unknown_principal")

@@ -31,7 +31,9 @@ autonomy = 2
 [principals.a3]
 autonomy = 3
 [approvers.alice]
-roles = ["operator", "sre"]
+roles = ["operator", "sre", "finance", "security"]
+[approvers.bob]
+roles = ["finance", "security"]
 """
 
 

@@ -48,3 +48,34 @@ def test_anything_else_is_refused_naming_why(body: Any, code: str) -> None:
 def test_without_an_operator_key_nothing_is_published_over_the_bus() -> None:
     with pytest.raises(PublishRefused, match="no operator key"):
         parse_publish_request(_body(DESCRIPTOR, sign_value(DESCRIPTOR, OPERATOR)), None)
+
+
+def _changed(**read: Any) -> dict[str, Any]:
+    """The shipped descriptor with fields of its ``read`` operation replaced."""
+    operations = {**DESCRIPTOR["operations"], "read": {**DESCRIPTOR["operations"]["read"], **read}}
+    return {**DESCRIPTOR, "operations": operations}
+
+
+@pytest.mark.parametrize(
+    ("descriptor", "code", "field"),
+    [
+        ({**DESCRIPTOR, "adapter": "python:mod.fn"}, "invalid_adapter", "adapter: 'python:mod.fn'"),
+        ({**DESCRIPTOR, "adapter": "http"}, "invalid_adapter", "adapter: 'http'"),
+        ({**DESCRIPTOR, "adapter": "mcp:"}, "invalid_adapter", "adapter: 'mcp:'"),
+        (
+            _changed(amount="/path"),
+            "invalid_pointer",
+            "operations.read.amount: '/path' names an argument of type string",
+        ),
+        (_changed(amount="/sum"), "invalid_pointer", "operations.read.amount: '/sum': the input schema declares no"),
+        (_changed(cost="/path"), "invalid_pointer", "operations.read.cost: '/path' names an argument of type string"),
+        (_changed(destination="/nope"), "invalid_pointer", "operations.read.destination: '/nope': the input schema"),
+    ],
+)
+def test_a_signed_descriptor_with_a_dangling_reference_is_refused_naming_the_field(
+    descriptor: dict[str, Any], code: str, field: str
+) -> None:
+    with pytest.raises(PublishRefused) as refused:
+        parse_publish_request(_body(descriptor, sign_value(descriptor, OPERATOR)), OPERATOR.public_key())
+
+    assert (refused.value.reason_code, refused.value.reason[: len(field)]) == (code, field), refused.value.reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -11,9 +12,12 @@ from nats.js import JetStreamContext
 
 from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor, descriptor_digest
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
+from toolgate.registry.app import _seed
 from toolgate.registry.domain import parse_descriptor
 from toolgate.registry.errors import PublishRefused
+from toolgate.registry.importing import McpImports
 from toolgate.registry.service import Registry
+from toolgate.registry.settings import RegistrySettings
 from toolgate.shared.tools_kv import ToolsBucket
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": False}
@@ -119,3 +123,41 @@ async def test_published_versions_are_immutable_and_latest_follows_semver(js: Je
     assert (await registry.get(ns, "9.9.9")).reason_code == "unknown_tool"
     assert [e.version for e in announced] == ["1.2.0", "1.10.0", "1.10.0-rc.1"]
     assert ns in [d.name for d in (await registry.list()).descriptors or []]
+
+
+async def test_an_mcp_adapter_naming_no_configured_server_is_refused_and_nothing_is_stored(
+    js: JetStreamContext, ns: str
+) -> None:
+    async def announce(subject: str, event: Any) -> object:
+        raise AssertionError("nothing is announced")
+
+    bucket = await ToolsBucket.open(js)
+    registry = Registry(
+        bucket=bucket, publish_event=announce, clock=lambda: datetime.now(UTC), mcp_servers=frozenset({"bank"})
+    )
+    stray = msgspec.structs.replace(_descriptor(ns), adapter="mcp:bnak")
+
+    with pytest.raises(PublishRefused) as refused:
+        await registry.publish(stray)
+
+    assert refused.value.reason_code == "invalid_adapter"
+    assert refused.value.reason == "adapter: 'mcp:bnak' names no configured MCP server (configured: bank)"
+    assert await bucket.get(ns) is None
+
+
+async def test_a_descriptor_file_the_registry_refuses_is_logged_and_the_others_are_published(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    good, bad = _descriptor("good"), msgspec.structs.replace(_descriptor("bad"), adapter="python:mod.fn")
+    for descriptor in (good, bad):
+        (tmp_path / f"{descriptor.name}.json").write_bytes(msgspec.json.encode(descriptor))
+    settings = RegistrySettings(descriptors_dir=[tmp_path], mcp_servers_file=None)
+
+    seeded = await _seed(settings, McpImports([], 1.0))
+
+    assert [d.name for d in seeded] == ["good"]
+    logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert logged == [
+        f"not published: {tmp_path / 'bad.json'}: invalid_adapter: adapter: 'python:mod.fn' is no adapter "
+        "the executor has (it has 'file_system' or 'mcp:<server>')"
+    ]

@@ -24,7 +24,7 @@ from toolgate.cli.policy_commands import policy_app
 from toolgate.cli.render import decide_line
 from toolgate.cli.requests_command import requests_command
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
-from toolgate.cli.tools_commands import tools_describe, tools_list
+from toolgate.cli.tools_commands import publish_refusal, tools_describe, tools_list
 from toolgate.cli.withdraw_command import withdraw
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.directory import DirectoryInvalid
@@ -89,6 +89,9 @@ def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -
     key = key or state_dir() / "keys" / "operator" / "operator.key"
     try:
         descriptor = msgspec.json.decode(file.read_bytes())
+        if refusal := publish_refusal(descriptor):
+            err_console.print(f"[red]{refusal[0]}[/red]:", escape(f"{file}: {refusal[1]}; nothing was sent"))
+            raise typer.Exit(1)
         body = {"descriptor": descriptor, "signature": sign_value(descriptor, load_private_key(key))}
     except (OSError, ValueError, msgspec.DecodeError) as error:
         err_console.print("[red]error:[/red]", escape(str(error)))

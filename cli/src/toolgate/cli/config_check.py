@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from toolgate.cli.config_references import reference_problems
 from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, rate_limit_problem
 from toolgate.shared.config import ConfigInvalid, ToolgateConfig, load_config, load_servers
 from toolgate.shared.mcp_config import McpServerConfig
@@ -80,6 +81,7 @@ def check_config(path: Path, servers_file: Path | None = None) -> Report:
     if config is None:
         return Report(path=str(path), servers_file=_shown(servers_file), problems=problems, warnings=warnings)
     counts = {str(directory): _check_dir(path.name, directory, problems) for directory in _dirs(config)}
+    problems += reference_problems(_dirs(config), servers)
     return Report(
         path=str(path),
         servers_file=_shown(servers_file),

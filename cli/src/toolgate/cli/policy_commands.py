@@ -89,7 +89,10 @@ def _built(file: Path, text: str, local: Local, descriptors: list[ToolDescriptor
     try:
         return local.build(text, descriptors)
     except PolicyInvalid as error:
-        err_console.print(f"[red]{escape(str(file))}[/red]:", escape(error.reason))
+        headline = error.reason.removesuffix(": " + "; ".join(error.problems)) if error.problems else error.reason
+        err_console.print(f"[red]{escape(str(file))}[/red]:", escape(headline))
+        for problem in error.problems:  # "<line>:<column>: <message>", as compilers print them
+            err_console.print(f"[red]{escape(str(file))}:{escape(problem)}[/red]", soft_wrap=True)
         raise typer.Exit(1) from None
 
 

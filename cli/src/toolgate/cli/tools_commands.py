@@ -1,4 +1,7 @@
-"""``toolgate tools list`` and ``tools describe``: the registry as the operator sees it."""
+"""``toolgate tools list`` and ``tools describe``: the registry as the operator sees it.
+
+Also what ``tools publish`` refuses before it signs anything (:func:`publish_refusal`).
+"""
 
 from __future__ import annotations
 
@@ -15,9 +18,25 @@ from toolgate.cli.render import state_reasons, tools_table, unregistered_line
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.references import reference_problem
 from toolgate.contracts.tool_states import ToolState
 
-__all__ = ["tools_describe", "tools_list"]
+__all__ = ["publish_refusal", "tools_describe", "tools_list"]
+
+
+def publish_refusal(value: Any) -> tuple[str, str] | None:
+    """``(reason_code, reason)`` the registry would refuse a descriptor with for a dangling reference, or ``None``.
+
+    An adapter no executor has or a pointer at a missing or mistyped argument
+    (:func:`~toolgate.contracts.references.reference_problem`) is refused before anything is
+    signed or sent; a value that is not a descriptor at all is left to the registry's answer.
+    """
+    try:
+        descriptor = msgspec.convert(value, ToolDescriptor)
+    except msgspec.ValidationError:
+        return None
+    return reference_problem(descriptor)
+
 
 Version = Annotated[str | None, typer.Option("--version", help="An exact version (default: the latest).")]
 

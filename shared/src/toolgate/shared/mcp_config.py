@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -51,6 +50,7 @@ from typing import Any
 
 import msgspec
 
+from toolgate.contracts.adapters import SERVER_NAME
 from toolgate.contracts.descriptors import RateLimit, rate_limit_problem
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.tables import convert
@@ -71,8 +71,6 @@ __all__ = [
     "stdio_launch",
 ]
 
-SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}\Z")
-"""What an MCP server name may be; ``mcp_<name>`` is then a valid tool name."""
 
 DEFAULT_MCP_RATE_LIMIT = RateLimit(calls=30, period_s=60.0)
 """The per-principal budget a server's tools share when its table sets no ``rate_limit``."""

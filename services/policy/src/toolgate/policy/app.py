@@ -31,6 +31,7 @@ from toolgate.policy.adapters.redis_replays import RedisReplayIndex
 from toolgate.policy.adapters.stream import StreamSpendTrail
 from toolgate.policy.admission import Spending
 from toolgate.policy.attributes import load_attributes
+from toolgate.policy.available import AvailableDescriptors
 from toolgate.policy.budget_rebuild import BudgetRebuilder
 from toolgate.policy.budgets import BudgetBook, load_budgets
 from toolgate.policy.domain import PolicyPorts
@@ -191,7 +192,7 @@ def _ports(
 ) -> PolicyPorts:
     return PolicyPorts(
         policy=holder,
-        descriptors=tools,
+        descriptors=AvailableDescriptors(tools),  # a stored descriptor whose references dangle cannot be called
         limiter=RedisRateLimiter(redis, admitted_ttl_s=settings.admitted_ttl_s),
         replays=RedisReplayIndex(redis),
         gate=RedisReplayGate(redis, admitted_ttl_s=settings.admitted_ttl_s),  # lookup + rate: one round trip

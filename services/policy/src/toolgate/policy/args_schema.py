@@ -144,12 +144,16 @@ class Vocabulary:
         notes: what was left out and why, one line each (logged at load).
         fed: the descriptor pointers some registered operation declares (``amount``,
             ``destination``), which feed ``context.amount`` / ``context.destination_host``.
+        others: each name typed otherwise by some operation, with that type.
+        closed: ``context.args`` paths every registered schema gives an ``enum`` / ``const``,
+            with their values (:func:`toolgate.policy.closed_sets.argument_values`).
     """
 
     attributes: tuple[tuple[str, CedarType], ...]
     notes: tuple[str, ...]
     fed: frozenset[str] = frozenset()
     others: tuple[tuple[str, CedarType], ...] = ()
+    closed: tuple[tuple[str, frozenset[tuple[str, Any]]], ...] = ()
 
     @classmethod
     def of(cls, operations: Iterable[tuple[str, Mapping[str, Any]]]) -> Vocabulary:

@@ -4,7 +4,9 @@ Cedar schema syntax: https://docs.cedarpolicy.com/schema/human-readable-schema.h
 Three parts are generated: the ``Args`` record from the registered operations' input
 schemas (:mod:`toolgate.policy.args_schema`), and the declared agent and tool attributes
 (:mod:`toolgate.policy.attributes`). The context shape must match what
-:mod:`toolgate.policy.context` builds per request.
+:mod:`toolgate.policy.context` builds per request. Cedar schemas have no enumerated
+strings, so ``side_effect`` and ``risk`` are ``String`` here; a comparison with a value
+they never take is refused by :mod:`toolgate.policy.closed_sets`.
 """
 
 from __future__ import annotations

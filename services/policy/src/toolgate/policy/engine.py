@@ -53,13 +53,14 @@ from toolgate.policy.annotations import PolicyInfo, policy_infos
 from toolgate.policy.args_schema import CedarType, Vocabulary, operation_types, view
 from toolgate.policy.attributes import Attributes, load_attributes
 from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE, schema_text
+from toolgate.policy.closed_sets import argument_values
 from toolgate.policy.context import Untypable, call_context, descriptor_context
 from toolgate.policy.entities import entities, strangers
 from toolgate.policy.errors import PolicyInvalid
-from toolgate.policy.never_match import never_matching
-from toolgate.policy.outcomes import Evaluation, Outcomes, PolicyOutcome, deny, evaluation, ids_of, readable
+from toolgate.policy.outcomes import Evaluation, Outcomes, PolicyOutcome, deny, evaluation, ids_of
 from toolgate.policy.preview import Preview
 from toolgate.policy.scoping import ScopedPolicies
+from toolgate.policy.validation import parse, validate
 
 __all__ = [
     "ACTION_APPROVAL",
@@ -99,11 +100,11 @@ class PolicyEngine:
         attributes, vocabulary = attributes or Attributes(), vocabulary or Vocabulary((), ())
         self.schema_text = schema_text(vocabulary.record(), attributes.agent_types, attributes.tool_types)
         self._schema = _schema(self.schema_text)
-        self._policy_set = _parse(policy_text)
+        self._policy_set = parse(policy_text)
         self._scoped = ScopedPolicies(policy_text)  # per (tool, action): only what can apply
         self._infos = policy_infos(policy_text)
         self._outcomes = Outcomes(self._infos)
-        _validate(policy_text, self._infos, self._schema)
+        validate(policy_text, self._infos, self._schema, directory, dict(vocabulary.closed))
         self._directory, self._args = directory, vocabulary.record()
         self._entities = entities(directory, attributes, self._schema)
         self.text, self.version = policy_text, policy_version(policy_text)
@@ -222,7 +223,8 @@ def vocabulary_of(descriptors: Iterable[ToolDescriptor]) -> Vocabulary:
     operations = (
         (f"{d.name}@{d.version}.{op}", spec.input_schema) for d in listed for op, spec in d.operations.items()
     )
-    return dataclasses.replace(Vocabulary.of(operations), fed=fed)
+    closed = argument_values(spec.input_schema for d in listed for spec in d.operations.values())
+    return dataclasses.replace(Vocabulary.of(operations), fed=fed, closed=tuple(sorted(closed.items())))
 
 
 def build_engine(
@@ -276,7 +278,7 @@ def load_policy(
     try:
         return build_engine(policy_text, directory, attributes, descriptors)
     except PolicyInvalid as exc:
-        raise PolicyInvalid(f"{policy_path}: {exc.reason}", path=str(policy_path)) from exc
+        raise PolicyInvalid(f"{policy_path}: {exc.reason}", path=str(policy_path), problems=exc.problems) from exc
 
 
 def _read(path: Path) -> str:
@@ -297,13 +299,6 @@ def _request(principal: str, action: str, tool: str, context: dict[str, Any]) ->
         "resource": {"type": "Tool", "id": tool},
         "context": _CONTEXT_JSON.encode(context).decode(),
     }
-
-
-def _parse(policy_text: str) -> cedarpy.PolicySet:
-    try:
-        return cedarpy.PolicySet.from_str(policy_text)
-    except ValueError as exc:
-        raise PolicyInvalid(f"policy does not parse: {exc}") from exc
 
 
 _READS = {
@@ -327,12 +322,3 @@ def _schema(text: str) -> cedarpy.Schema:
         return cedarpy.Schema.from_str(text)
     except ValueError as exc:  # a name the generator let through that Cedar cannot hold
         raise PolicyInvalid(f"the generated Cedar schema does not parse: {exc}") from exc
-
-
-def _validate(policy_text: str, infos: Mapping[str, PolicyInfo], schema: cedarpy.Schema) -> None:
-    result = cedarpy.validate_policies(policy_text, schema)
-    if not result.validation_passed:
-        problems = "; ".join(readable(str(error.error), infos) for error in result.errors)
-        raise PolicyInvalid(f"policy fails validation against the toolgate Cedar schema: {problems}")
-    if impossible := never_matching(policy_text, schema):
-        raise PolicyInvalid(f"policy can never match: {'; '.join(impossible)}")

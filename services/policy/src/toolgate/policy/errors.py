@@ -37,11 +37,20 @@ class PolicyInvalid(PolicyError):
 
     Attributes:
         path: the offending file, when the error came from reading one.
+        problems: each problem of a policy text, ``<line>:<column>: <message>`` in file
+            order (:mod:`toolgate.policy.validation`); empty when the reason is one sentence.
     """
 
-    def __init__(self, reason: str, *, reason_code: str = "policy_invalid", path: str | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        reason_code: str = "policy_invalid",
+        path: str | None = None,
+        problems: tuple[str, ...] = (),
+    ) -> None:
         super().__init__(reason_code, reason)
-        self.path = path
+        self.path, self.problems = path, problems
 
 
 class LimiterUnavailable(PolicyError):

@@ -31,7 +31,9 @@ from typing import Any
 import cedarpy
 from cedarpy import pst
 
-__all__ = ["never_matching"]
+from toolgate.policy.locations import Finding
+
+__all__ = ["never_matching", "never_matching_findings", "nodes", "path_of", "pst_of"]
 
 _OPTIONAL = "unable to guarantee safety of access to optional attribute"
 """Cedar 4's validator message for an unguarded read of a declared optional attribute."""
@@ -48,18 +50,25 @@ def never_matching(policy_text: str, schema: cedarpy.Schema) -> list[str]:
         One line per problem, naming the policy's ``@id`` and the field or condition;
         empty when every policy can match.
     """
-    problems: list[str] = []
-    for cedar_id, policy in pst_of(policy_text).static_policies.items():
+    return [finding.message for finding in never_matching_findings(pst_of(policy_text), schema)]
+
+
+def never_matching_findings(tree: pst.PolicySet, schema: cedarpy.Schema) -> list[Finding]:
+    """:func:`never_matching` over a policy structure tree, each problem with its policy and the text to place it at."""
+    problems: list[Finding] = []
+    for cedar_id, policy in tree.static_policies.items():
         name = policy.annotations.get("id", cedar_id)
         for field in sorted({f for f in _has_fields(policy) if not _declared(f, schema)}):
             why = " (no registered tool has that argument)" if field.startswith("context.args.") else ""
             tested = f"policy {name!r} tests `has` on {field}"
-            problems.append(f"{tested}, which toolgate never provides{why}: it never holds")
+            message = f"{tested}, which toolgate never provides{why}: it never holds"
+            problems.append(Finding(cedar_id, message, field.rsplit(".", 1)[-1]))
         for clause in policy.clauses:
             if _constant(clause.expr) is isinstance(clause, pst.Unless):
                 kind = "unless" if isinstance(clause, pst.Unless) else "when"
                 always = "true" if kind == "unless" else "false"
-                problems.append(f"policy {name!r} has a `{kind}` condition that is always {always}: it never matches")
+                message = f"policy {name!r} has a `{kind}` condition that is always {always}: it never matches"
+                problems.append(Finding(cedar_id, message, kind))
     return problems
 
 
@@ -68,7 +77,8 @@ def pst_of(policy_text: str) -> pst.PolicySet:
     return cedarpy.policies_to_pst(policy_text)
 
 
-def _nodes(node: object) -> Iterator[object]:
+def nodes(node: object) -> Iterator[object]:
+    """``node`` and every node under it, depth first."""
     yield node
     children: Any = ()
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
@@ -78,22 +88,22 @@ def _nodes(node: object) -> Iterator[object]:
     elif isinstance(node, tuple):
         children = node
     for child in children:
-        yield from _nodes(child)
+        yield from nodes(child)
 
 
-def _path(expr: object) -> list[str] | None:
+def path_of(expr: object) -> list[str] | None:
     """``["principal", "a", "b"]`` for ``principal.a.b``; ``None`` for anything else."""
     if isinstance(expr, pst.Var):
         return [expr.name]
-    if isinstance(expr, pst.GetAttr) and (base := _path(expr.base)) is not None:
+    if isinstance(expr, pst.GetAttr) and (base := path_of(expr.base)) is not None:
         return [*base, expr.attr]
     return None
 
 
 def _has_fields(policy: pst.Template) -> Iterator[str]:
     """Each attribute path a ``has`` tests, spelled ``principal.department``."""
-    for node in _nodes(policy.clauses):
-        if isinstance(node, pst.HasAttr) and (base := _path(node.base)) is not None:
+    for node in nodes(policy.clauses):
+        if isinstance(node, pst.HasAttr) and (base := path_of(node.base)) is not None:
             yield ".".join([*base, *node.attrs])
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from faststream import FastStream
@@ -16,7 +17,7 @@ from nats.js import JetStreamContext
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.registry.adapters.state_recorder import StateRecorder
 from toolgate.registry.domain import parse_descriptor
-from toolgate.registry.errors import RegistryError
+from toolgate.registry.errors import PublishRefused, RegistryError
 from toolgate.registry.handlers import build_router
 from toolgate.registry.importing import McpImports
 from toolgate.registry.service import Registry
@@ -45,8 +46,17 @@ async def _seed(settings: RegistrySettings, imports: McpImports) -> list[ToolDes
     """The descriptors to publish at start-up: the descriptor directories', then each MCP server's that is listed."""
     found: list[ToolDescriptor] = []
     for directory in settings.descriptors_dir:
-        found += [parse_descriptor(path.read_bytes()) for path in sorted(directory.glob("*.json"))]
+        found += [d for path in sorted(directory.glob("*.json")) if (d := _descriptor_file(path)) is not None]
     return found + await imports.first()
+
+
+def _descriptor_file(path: Path) -> ToolDescriptor | None:
+    """The descriptor in ``path``; ``None`` when it is refused (logged naming the file: the tool is not published)."""
+    try:
+        return parse_descriptor(path.read_bytes())
+    except PublishRefused as refused:
+        log.error("not published: %s: %s: %s", path, refused.reason_code, refused.reason)
+        return None
 
 
 def _servers(settings: RegistrySettings) -> list[McpServerConfig]:
@@ -77,9 +87,10 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
     """Build the registry service.
 
     Raises:
-        RegistryError / OSError / ValueError (at start-up): a configured descriptor or the
-            MCP servers file is invalid, or ``<keys_dir>/operator.pub`` is invalid (an MCP
-            server that cannot be listed is logged, not raised).
+        OSError / ValueError (at start-up): a descriptor directory or the MCP servers file
+            cannot be read or is invalid, or ``<keys_dir>/operator.pub`` is invalid (a
+            descriptor file the registry refuses and an MCP server that cannot be listed are
+            logged, not raised: those tools are not published).
         toolgate.shared.keyring.KeyLayoutError: ``keys_dir`` holds a private key.
     """
     settings = settings or RegistrySettings()
@@ -106,7 +117,8 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
         recorder = StateRecorder(bucket, on_ready=imports.ready)
         states.set(recorder)
         await recorder.catch_up(js)
-        registry = Registry(bucket, announce, clock, operator_key=operator_key, reporter=reporter)
+        names = frozenset(config.name for config in servers)
+        registry = Registry(bucket, announce, clock, operator_key=operator_key, reporter=reporter, mcp_servers=names)
 
         async def publish(descriptor: ToolDescriptor) -> None:
             await _publish(registry, *_limited(descriptor, limits))

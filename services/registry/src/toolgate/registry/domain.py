@@ -8,6 +8,7 @@ is ever fetched (:func:`toolgate.contracts.schemas.check_schema`).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 import msgspec
@@ -23,7 +24,7 @@ from toolgate.contracts.descriptors import (
     rate_limit_problem,
 )
 from toolgate.contracts.events import decode_untrusted
-from toolgate.contracts.pointers import spec_problem
+from toolgate.contracts.references import reference_problem
 from toolgate.contracts.schemas import SchemaError, check_schema
 from toolgate.contracts.secret_arguments import secret_arguments
 from toolgate.contracts.signing import verify_value
@@ -149,15 +150,22 @@ def _check_rates(descriptor: ToolDescriptor) -> None:
             raise PublishRefused("invalid_limits", f"{where}.{problem}")
 
 
-def validate_descriptor(descriptor: ToolDescriptor) -> None:
-    """Check name, version, limits and every schema.
+def validate_descriptor(descriptor: ToolDescriptor, mcp_servers: Collection[str] | None = None) -> None:
+    """Check name, version, limits, adapter, pointers and every schema.
+
+    Args:
+        descriptor: the descriptor.
+        mcp_servers: the configured MCP server names an ``mcp:<server>`` adapter must be
+            one of (``None``: any well-formed name).
 
     Raises:
-        PublishRefused: ``invalid_name``, ``invalid_version``, ``invalid_limits`` or
-            ``invalid_pointer`` (a ``destination`` / ``amount`` / ``cost`` that names no
-            declared argument, or a cost below 0), or ``schema_invalid`` (naming the
-            operation, the schema and, for a reference to anything outside the schema,
-            the keyword's JSON Pointer).
+        PublishRefused: ``invalid_name``, ``invalid_version``, ``invalid_limits``,
+            ``invalid_adapter`` (no adapter the executor has:
+            :mod:`toolgate.contracts.adapters`) or ``invalid_pointer`` (a ``destination`` /
+            ``amount`` / ``cost`` that names no declared argument or one of a type it cannot
+            read, or a cost below 0), or ``schema_invalid`` (naming the operation, the
+            schema and, for a reference to anything outside the schema, the keyword's JSON
+            Pointer).
     """
     if not TOOL_NAME.match(descriptor.name):
         raise PublishRefused("invalid_name", f"tool name {descriptor.name!r} must match {TOOL_NAME.pattern}")
@@ -169,6 +177,8 @@ def validate_descriptor(descriptor: ToolDescriptor) -> None:
     if not descriptor.operations:
         raise PublishRefused("schema_invalid", "a tool needs at least one operation")
     _check_operation_names(descriptor)
+    if dangling := reference_problem(descriptor, mcp_servers):
+        raise PublishRefused(*dangling)
     for name, spec in descriptor.operations.items():
         _check_operation(name, spec)
 
@@ -185,9 +195,7 @@ def _check_operation_names(descriptor: ToolDescriptor) -> None:
 
 
 def _check_operation(name: str, spec: OperationSpec) -> None:
-    """Check one operation's pointers and schemas (:func:`validate_descriptor`'s errors)."""
-    if problem := spec_problem(spec):
-        raise PublishRefused("invalid_pointer", f"operations.{name}.{problem}")
+    """Check one operation's schemas (:func:`validate_descriptor`'s errors)."""
     for kind, schema in (("input_schema", spec.input_schema), ("output_schema", spec.output_schema)):
         try:
             check_schema(schema)

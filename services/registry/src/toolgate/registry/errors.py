@@ -4,8 +4,9 @@
 
     RegistryError(reason_code, reason)
     └── PublishRefused   a descriptor that may not be published
-                         (malformed, invalid_name, invalid_version, schema_invalid,
-                         version_immutable, no_free_version, descriptor_too_large)
+                         (malformed, invalid_name, invalid_version, invalid_adapter,
+                         invalid_pointer, schema_invalid, version_immutable,
+                         no_free_version, descriptor_too_large)
     └── LookupRefused    a lookup naming what cannot exist (invalid_tool, invalid_version)
 """
 

@@ -40,7 +40,9 @@ VERSION_PROBES = 100
 class Registry:
     """Publishes descriptors to the bucket and announces them on the stream.
 
-    ``operator_key`` verifies descriptors published over the bus (``None``: none may be).
+    ``operator_key`` verifies descriptors published over the bus (``None``: none may be);
+    ``mcp_servers`` are the configured MCP servers an ``mcp:<server>`` adapter must name
+    (``None``: any well-formed name).
     """
 
     bucket: ToolsBucket
@@ -48,6 +50,7 @@ class Registry:
     clock: Callable[[], datetime]
     operator_key: Ed25519PublicKey | None = None
     reporter: SecurityReporter | None = None
+    mcp_servers: frozenset[str] | None = None
 
     async def publish_request(self, data: bytes) -> RegistryReply:
         """Answer one ``tg.registry.publish``: an operator-signed descriptor is published.
@@ -82,7 +85,7 @@ class Registry:
                 ``latest`` could not be raised yet).
         """
         check_size(descriptor, self.bucket.max_descriptor_bytes)
-        validate_descriptor(descriptor)
+        validate_descriptor(descriptor, self.mcp_servers)
         digest = descriptor_digest(descriptor)
         try:
             created = await self.bucket.publish(descriptor)

@@ -1,9 +1,13 @@
-"""Dispatches a call to the adapter its descriptor names: ``file_system`` or ``mcp:<server>``."""
+"""Dispatches a call to the adapter its descriptor names: ``file_system`` or ``mcp:<server>``.
+
+The adapters are declared once, in :mod:`toolgate.contracts.adapters`.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from toolgate.contracts.adapters import FILE_SYSTEM, MCP, adapter_kind
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.errors import ToolRefused
@@ -32,10 +36,10 @@ class LocalToolHost:
                 ``unknown_operation`` when the descriptor has no such operation.
             ExecutorError: whatever the adapter raises.
         """
-        kind, _, server = descriptor.adapter.partition(":")
-        if kind == "file_system":
+        kind, server = adapter_kind(descriptor.adapter) or ("", "")
+        if kind == FILE_SYSTEM:
             return await self._file_system.call(operation, arguments)
-        if kind == "mcp" and self._mcp is not None:
+        if kind == MCP and self._mcp is not None:
             expected = descriptor.operations.get(operation)
             if expected is None:
                 raise ToolRefused("unknown_operation", f"{descriptor.name} has no operation {operation!r}")
