@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
@@ -55,12 +56,21 @@ __all__ = [
     "Claim",
     "ClaimRequest",
     "ClaimState",
+    "DescriptorSource",
     "IdempotencyStore",
     "Outlet",
     "Restored",
     "ttl_ms",
     "wall_clock_ms",
 ]
+
+
+class DescriptorSource(Protocol):
+    """Reads tool descriptors (the registry's KV bucket)."""
+
+    async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
+        """Return the descriptor or ``None``."""
+        ...
 
 
 class ClaimState(StrEnum):
