@@ -158,10 +158,11 @@ async def test_replays_use_up_the_rate_limit(gate: Any, new_id: Any) -> None:
 async def test_an_approval_for_a_superseded_tool_version_runs_nothing_unless_pinned(
     gate: Any, new_id: Any, repo_root: Path
 ) -> None:
-    agent, request_id, approval_id, name = await _pending_write(gate, new_id)
-    pinned_agent, pinned_id, pinned_approval, pinned_name = await _pending_write(gate, new_id, version="1.0.0")
     descriptor = json.loads((repo_root / "deploy/tools/file_system.json").read_text())
-    descriptor["version"] = "1.1.0"
+    shipped, newer = descriptor["version"], "9.0.0"  # the version every stack starts with, and one above it
+    agent, request_id, approval_id, name = await _pending_write(gate, new_id)
+    pinned_agent, pinned_id, pinned_approval, pinned_name = await _pending_write(gate, new_id, version=shipped)
+    descriptor["version"] = newer
     descriptor["operations"]["write"]["side_effect_class"] = "IRREVERSIBLE_WRITE"
     reply = await gate.publish_tool(descriptor)
     assert reply["ok"], reply
@@ -169,7 +170,7 @@ async def test_an_approval_for_a_superseded_tool_version_runs_nothing_unless_pin
     refused = await _approve(gate, approval_id)
     assert (refused["ok"], refused["reason_code"]) == (False, "descriptor_superseded"), refused
     issued = await gate.receipt(agent, request_id)
-    assert (issued.outcome, issued.reason_code) == ("denied", "descriptor_superseded") and "1.1.0" in issued.reason
+    assert (issued.outcome, issued.reason_code) == ("denied", "descriptor_superseded") and newer in issued.reason
     assert not (gate.paths.sandbox / name).exists()
 
     assert (await _approve(gate, pinned_approval))["ok"]

@@ -80,7 +80,7 @@ class Kit:
     queries: list[RecheckQuery] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.bus = InMemoryApprovalsBus(answer=self._allowed)
+        self.bus = InMemoryApprovalsBus(answer=self._allowed, clock=self.clock)
         self.approvals = Approvals(
             store=self.store,
             bus=self.bus,
@@ -90,6 +90,7 @@ class Kit:
             publish=self._publish,
             clock=self.clock,
             ttl=timedelta(seconds=60),
+            executor_key=self.bus.executor.public_key(),
             reporter=SecurityReporter("approvals"),
         )
         self.approvals.reporter.attach_publish(self._report)

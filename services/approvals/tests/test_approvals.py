@@ -109,15 +109,17 @@ def _approvals(
         published.append((subject, event))
         return None
 
+    bus = bus or InMemoryApprovalsBus(answer=_answer(True))
     return Approvals(
         store=store,
-        bus=bus or InMemoryApprovalsBus(answer=_answer(True)),
+        bus=bus,
         directory=APPROVERS,
         key=APPROVALS,
         policy_key=POLICY.public_key(),
         publish=publish,
         clock=clock,
         ttl=timedelta(seconds=60),
+        executor_key=bus.executor.public_key(),
     )
 
 

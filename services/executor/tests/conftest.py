@@ -11,14 +11,17 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from toolgate.contracts.contents import ContentState
 from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
 from toolgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, request_hash
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.contracts.signing import sign_event
 from toolgate.contracts.vocabulary import Outcome, Verdict
+from toolgate.executor.adapters.contents import ContentReader
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.backstop import Backstop, Deadlines
+from toolgate.executor.binding import Guard
 from toolgate.executor.claims import DurableClaims
 from toolgate.executor.memory import InMemoryBus, InMemoryIdempotencyStore
 from toolgate.executor.outlet import ScrubbingBus
@@ -69,7 +72,10 @@ def answer_with(
 
 
 class Harness:
-    """One executor instance, its ports and what it published."""
+    """One executor instance, its ports and what it published.
+
+    ``sandbox``: the file root its content reader sees (``None``: it sees no files).
+    """
 
     def __init__(
         self,
@@ -77,13 +83,17 @@ class Harness:
         tools: ToolHost,
         instance: str = "exec-1",
         known_secrets: tuple[str, ...] = (),
+        sandbox: Path | None = None,
         **timing: Any,
     ) -> None:
         self.descriptor, self.clock = descriptor, Clock()
         self.store, self.bus = InMemoryIdempotencyStore(), InMemoryBus(answer=answer_with(True))
         self.outlet = ScrubbingBus(self.bus, Redactor(find_secrets, known_secrets))
         self.timing = Timing(**timing)
-        self.runner = Runner(tools, self.outlet, self.clock, inline_result_bytes=2048, max_result_bytes=65536)
+        self.reader = ContentReader({"file_system": sandbox} if sandbox else {})
+        self.runner = Runner(
+            tools, self.outlet, self.clock, inline_result_bytes=2048, max_result_bytes=65536, contents=self.reader
+        )
         self.executor = self.new_instance(instance)
         self.backstop = Backstop(
             self.executor, self.outlet, self.store, self.keys, self.clock, self.timing, Deadlines(60, 10, 300)
@@ -154,9 +164,20 @@ class Harness:
     answer_with = staticmethod(answer_with)
     policy_key, approvals_key = POLICY, APPROVALS
 
+    def read_contents(self, decision: DecisionMade) -> tuple[ContentState, ...]:
+        """What the decided call's file references name now (what the approvals service binds)."""
+        assert decision.request is not None
+        return self.reader.read(self.descriptor, decision.request.operation, decision.request.arguments)
+
     def grant(
-        self, decision: DecisionMade, digest: str | None = None, ttl_s: float = 60, key: Ed25519PrivateKey = APPROVALS
+        self,
+        decision: DecisionMade,
+        digest: str | None = None,
+        ttl_s: float = 60,
+        key: Ed25519PrivateKey = APPROVALS,
+        contents: tuple[ContentState, ...] | None = None,
     ) -> ApprovalGranted:
+        """A grant of ``decision`` binding ``contents`` (default: what its references name now)."""
         grant = ApprovalGranted(
             event_id=f"g-{decision.request_id}",
             occurred_at=self.clock(),
@@ -166,6 +187,7 @@ class Harness:
             request_hash=digest or decision.request_hash or "",
             approver="alice",
             expires_at=self.clock() + timedelta(seconds=ttl_s),
+            contents=self.read_contents(decision) if contents is None else contents,
         )
         return sign_event(grant, key)
 
@@ -176,7 +198,11 @@ class ScriptedTool:
     def __init__(self, behave: Callable[[dict[str, Any]], Any]) -> None:
         self.behave, self.calls = behave, 0
 
-    async def call(self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]) -> Any:
+    async def call(
+        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Guard | None = None
+    ) -> Any:
+        if guard is not None:
+            guard()  # as an adapter does, right before the effect
         self.calls += 1
         result = self.behave(arguments)
         if hasattr(result, "__await__"):
@@ -199,7 +225,7 @@ def sandbox(tmp_path: Path) -> Path:
 @pytest.fixture
 def harness(repo_root: Path, sandbox: Path) -> Harness:
     """An executor on the real ``file_system`` tool, rooted at ``sandbox``."""
-    return Harness(_file_system(repo_root), LocalToolHost(FileSystemTool(sandbox), None))
+    return Harness(_file_system(repo_root), LocalToolHost(FileSystemTool(sandbox), None), sandbox=sandbox)
 
 
 @pytest.fixture

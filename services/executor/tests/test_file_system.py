@@ -379,7 +379,7 @@ def test_descriptor_decodes_with_the_declared_classes() -> None:
     descriptor = load_descriptor()
     assert (descriptor.name, descriptor.version, descriptor.adapter) == (
         "file_system",
-        "1.0.0",
+        "1.1.0",
         "file_system",
     )
     assert descriptor.timeout_s == 10

@@ -220,7 +220,7 @@ async def test_a_decision_records_whether_the_version_was_pinned(
     pinned = await decide(_env(_body({"path": "a.txt"}, version=file_system.version)), ports)
     latest = await decide(_env(_body({"path": "a.txt"}, request_id="r2")), ports)
     assert (pinned.version_pinned, latest.version_pinned) == (True, False)
-    newer = msgspec.structs.replace(file_system, version="1.1.0")
+    newer = msgspec.structs.replace(file_system, version="9.0.0")
     superseded = PolicyPorts(**{**ports.__dict__, "descriptors": InMemoryDescriptorSource([file_system, newer])})
     for decision, allowed in ((pinned, True), (latest, False)):
         answer = await recheck(_query(decision, pinned=decision.version_pinned), superseded, lambda: NOW)
@@ -297,10 +297,10 @@ async def test_recheck_names_what_changed(
     answer = await recheck(_query(write, approver="alice"), removed, lambda: NOW)
     assert (answer.allowed, answer.reason_code) == (False, "unknown_principal")
 
-    newer = msgspec.structs.replace(file_system, version="1.1.0")
+    newer = msgspec.structs.replace(file_system, version="9.0.0")
     superseded = PolicyPorts(**{**ports.__dict__, "descriptors": InMemoryDescriptorSource([file_system, newer])})
     answer = await recheck(_query(write, approver="alice"), superseded, lambda: NOW)
-    assert (answer.allowed, answer.reason_code) == (False, "descriptor_superseded") and "1.1.0" in answer.reason
+    assert (answer.allowed, answer.reason_code) == (False, "descriptor_superseded") and "9.0.0" in answer.reason
     pinned = await recheck(_query(write, approver="alice", pinned=True), superseded, lambda: NOW)
     assert pinned.allowed, "a request that pinned its version is not superseded"
 

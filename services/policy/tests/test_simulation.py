@@ -81,7 +81,7 @@ async def test_the_unchanged_policy_changes_nothing_and_a_changed_one_names_each
 ) -> None:
     live = build(READS)
     records = await _record(live, file_system, CALLS)
-    descriptors = {wanted_: file_system for wanted_ in [("file_system", "1.0.0"), ("file_system", None)]}
+    descriptors = {wanted_: file_system for wanted_ in [("file_system", file_system.version), ("file_system", None)]}
 
     same = Report()
     replay(live, cases_from(records, NOW - timedelta(hours=1), same), descriptors, same)
@@ -90,7 +90,8 @@ async def test_the_unchanged_policy_changes_nothing_and_a_changed_one_names_each
 
     changed = Report()
     cases = cases_from(records, NOW - timedelta(hours=1), changed)
-    assert wanted(cases) == {("file_system", "1.0.0"), ("file_system", None)}  # the hidden write named no version
+    # the hidden write named no version
+    assert wanted(cases) == {("file_system", file_system.version), ("file_system", None)}
     replay(build(EVERYTHING_APPROVED), cases, descriptors, changed)
     moved = {(c.case.request_id, c.case.before, c.after, c.after_code) for c in changed.changes}
     assert moved == {

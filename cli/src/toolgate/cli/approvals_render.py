@@ -2,7 +2,9 @@
 
 Each block is a label column (a dozen characters, never wrapped) and a value column that
 folds long values (arguments, request hash, ids) at the terminal's width: no value is cut,
-and no column is ever squeezed to one character per line.
+and no column is ever squeezed to one character per line. A call that names files has a
+``file`` row per reference: what it named when the approval opened, and whether the
+approval binds that content or the reference only.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 from rich.console import Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from toolgate.cli.render import OUTCOME_STYLE, plain_text
+from toolgate.contracts.contents import ContentState, content_lines
 from toolgate.contracts.secret_arguments import redact_sealed
 
 __all__ = ["approvals_blocks", "when"]
@@ -57,6 +61,15 @@ def _related_line(related: dict[str, Any]) -> Text:
     return line
 
 
+def _file_lines(item: dict[str, Any]) -> tuple[str, ...]:
+    """The ``file`` rows: one line per file reference (:func:`~toolgate.contracts.contents.content_lines`)."""
+    try:
+        states = msgspec.convert(item.get("contents") or [], tuple[ContentState, ...])
+    except msgspec.ValidationError:
+        return ("(the listing's file states are unreadable: the approval binds what the approvals service holds)",)
+    return content_lines(states)
+
+
 def _fields(item: dict[str, Any], now: datetime) -> list[tuple[str, Any]]:
     request, votes = item["request"], list(item.get("votes") or [])
     required = item.get("approvals_required") or 1
@@ -74,6 +87,7 @@ def _fields(item: dict[str, Any], now: datetime) -> list[tuple[str, Any]]:
         ("request", item["request_id"]),
         *[("joined", joined) for joined in item.get("joined") or []],
         ("arguments", redact_sealed(request["arguments"])),  # in full (a sealed secret as a label): what would run
+        *[("file", line) for line in _file_lines(item)],
         ("key", item.get("idempotency_key") or "-"),
         ("policy", item.get("policy_id") or "-"),
         ("hash", item["request_hash"]),

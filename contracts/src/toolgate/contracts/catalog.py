@@ -227,6 +227,8 @@ class Rpc:
     REGISTRY_GET: Final = "tg.registry.get"
     REGISTRY_LIST: Final = "tg.registry.list"
     POLICY_RECHECK: Final = "tg.policy.recheck"
+    EXECUTOR_CONTENTS: Final = "tg.executor.contents"
+    """The approvals service → the executor: what a call's file references name now (signed answer)."""
     POLICY_READY: Final = "tg.policy.ready"
     POLICY_PUBLISH: Final = "tg.policy.publish"
     """Operators only: put a new policy text in force (``{"text": …}``), validated by the policy service."""

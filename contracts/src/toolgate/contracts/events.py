@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from toolgate.contracts.canonical import sha256_hex
+from toolgate.contracts.contents import ContentState
 from toolgate.contracts.security import SecurityKind
 from toolgate.contracts.tool_states import ToolState
 from toolgate.contracts.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
@@ -186,6 +187,9 @@ class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requeste
         approvers: the approvers entitled to answer (role holders, minus the requester
             and its operator), for chat mentions.
         related: other approvals with the same request hash when this one opened.
+        contents: what each declared file reference of the call named when the approval
+            opened, as the executor read it (:mod:`toolgate.contracts.contents`); ``()``
+            when the call names no file.
         signature: base64 Ed25519 signature by the approvals key (the chat-ops bot shows
             only a signed card).
     """
@@ -205,6 +209,7 @@ class ApprovalRequested(Event, frozen=True, kw_only=True, tag="approval.requeste
     approvals_required: int = 1
     approvers: tuple[str, ...] = ()
     related: tuple[Related, ...] = ()
+    contents: tuple[ContentState, ...] = ()
     signature: str = ""
 
 
@@ -233,7 +238,13 @@ class ApprovalVoted(Event, frozen=True, kw_only=True, tag="approval.voted"):
 
 
 class ApprovalGranted(Event, frozen=True, kw_only=True, tag="approval.granted"):
-    """An entitled approver granted one pending approval. Signed by the approvals key."""
+    """An entitled approver granted one pending approval. Signed by the approvals key.
+
+    Attributes:
+        contents: the approval's ``contents`` (:class:`ApprovalRequested`): what the file
+            references named when it opened; the executor reads them again right before the
+            effect and refuses ``content_changed`` on any difference.
+    """
 
     request_id: str
     principal: str
@@ -242,6 +253,7 @@ class ApprovalGranted(Event, frozen=True, kw_only=True, tag="approval.granted"):
     approver: str
     expires_at: datetime
     approvers: tuple[str, ...] = ()
+    contents: tuple[ContentState, ...] = ()
     signature: str = ""
 
 

@@ -292,6 +292,7 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its index from the stream, reads receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy"),
+            Rule(Rpc.EXECUTOR_CONTENTS, "asks the executor what a call's file references name"),
             _reports("approvals"),
             *_replies_to(clients),
         ),
@@ -321,8 +322,12 @@ def _executor() -> NatsUser:
             *_kv_reads(),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy before the effect"),
             _reports("executor"),
+            Rule(SERVICE_INBOXES, "answers what a call's file references name (to the approvals service)"),
         ),
-        subscribe=(Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, recheck answers"),),
+        subscribe=(
+            Rule(Rpc.EXECUTOR_CONTENTS, "what a call's file references name (only the executor sees the files)"),
+            Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, recheck answers"),
+        ),
     )
 
 

@@ -3,7 +3,7 @@
 Layout under a keys root (``toolgate up``: ``.toolgate/keys``; compose: ``./keys``)::
 
     <root>/policy/     policy.key  approvals.pub receipts.pub   (signs decisions; verifies grants and receipts: budgets)
-    <root>/approvals/  approvals.key  policy.pub       (signs approvals; verifies decisions)
+    <root>/approvals/  approvals.key  policy.pub receipts.pub   (signs approvals; verifies decisions, file readings)
     <root>/executor/   receipts.key sealing.key  policy.pub approvals.pub   (signs receipts, opens sealed arguments)
     <root>/audit/      policy.pub approvals.pub receipts.pub     (verifies every signature)
     <root>/registry/   operator.pub                    (verifies operator publishes)
@@ -59,7 +59,7 @@ class Holder:
 
 HOLDERS: Final[dict[str, Holder]] = {
     "policy": Holder("policy", ("approvals", "receipts")),
-    "approvals": Holder("approvals", ("policy",)),
+    "approvals": Holder("approvals", ("policy", "receipts")),
     "executor": Holder("receipts", ("policy", "approvals"), also_holds=("sealing",)),
     "audit": Holder(None, ("policy", "approvals", "receipts")),
     "registry": Holder(None, ("operator",)),

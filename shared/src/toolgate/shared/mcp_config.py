@@ -9,6 +9,7 @@ same tables sit under ``[mcp.servers.<name>]`` in ``toolgate.toml``
     args = ["--repository", "/srv/repo"]
     env = { GIT_TERMINAL_PROMPT = "0" }
     pinned_arguments = { repo_path = "/srv/repo" }   # forced into every call
+    file_root = "/srv/repo"                          # where the files its tools name lie (the executor reads them)
     trust_hints = true                               # believe the server's tool annotations
     rate_limit = { calls = 60, period_s = 60 }       # shared by the server's tools (default 30 per 60 s)
     [servers.git.overrides.git_log]                  # per tool: the operator's word
@@ -16,6 +17,8 @@ same tables sit under ``[mcp.servers.<name>]`` in ``toolgate.toml``
     risk_tier = "low"
     open_world = false                               # reaches nothing outside the system
     rate_limit = { calls = 10, period_s = 60 }       # this tool's own budget
+    [servers.git.overrides.git_add]
+    file_arguments = ["files"]                       # paths under file_root: an approval binds their content
 
     [servers.tickets]                                # a Streamable HTTP upstream
     url = "https://tickets.example/mcp"              # http or https; exclusive with command
@@ -35,6 +38,10 @@ Credentials belong in such headers: a ``url``'s query values are never printed
 (:func:`toolgate.shared.upstream.masked_url`), but the upstream's own logs may hold them.
 A server's ``rate_limit`` becomes the descriptor's (the budget its tools share); a tool's
 ``rate_limit`` becomes its operation's own budget (:func:`toolgate.contracts.descriptors.rate_of`).
+A tool's ``file_arguments`` are marked ``x-toolgate-file`` in its input schema
+(:mod:`toolgate.contracts.file_references`): their paths are relative to the server's
+``file_root``, and an approval of a call binds the content they name (the executor reads it
+there); without a ``file_root`` the executor cannot see it and the approval binds the paths only.
 How hints, trust, defaults and overrides combine is :mod:`toolgate.shared.mcp_mapping`'s rule.
 """
 
@@ -86,7 +93,9 @@ class Override(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     own instead of the server's shared one. ``open_world`` is the operator's word on
     whether the tool reaches outside the system (an untrusted server's tool is open-world
     unless this says ``false``); ``destination``, ``amount`` and ``cost`` become the
-    operation's own (:class:`~toolgate.contracts.descriptors.OperationSpec`).
+    operation's own (:class:`~toolgate.contracts.descriptors.OperationSpec`). ``file_arguments``
+    names the tool's arguments that hold a path or a list of paths under the server's
+    ``file_root`` (marked ``x-toolgate-file`` in the input schema).
     """
 
     side_effect_class: SideEffectClass | None = None
@@ -96,6 +105,7 @@ class Override(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     destination: str | None = None
     amount: str | None = None
     cost: float | str | None = None
+    file_arguments: tuple[str, ...] = ()
 
 
 class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -124,6 +134,9 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         default_risk_tier: the operator's tier for the same tools.
         rate_limit: the per-principal budget shared by the server's tools that have no
             ``rate_limit`` override (default :data:`DEFAULT_MCP_RATE_LIMIT`).
+        file_root: the directory the tools' ``file_arguments`` are relative to (the pinned
+            repository, for a git server); after loading, an absolute path (relative to the
+            declaring file's directory). Empty: the executor cannot see the server's files.
     """
 
     name: str
@@ -139,6 +152,7 @@ class McpServerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     default_side_effect_class: SideEffectClass = SideEffectClass.IRREVERSIBLE_WRITE
     default_risk_tier: RiskTier = RiskTier.HIGH
     rate_limit: RateLimit = DEFAULT_MCP_RATE_LIMIT
+    file_root: str = ""
 
     def __post_init__(self) -> None:
         """Refuse a server that is neither or both stdio and HTTP, or a bad URL or header.
@@ -274,6 +288,7 @@ def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfi
     _check_rate(config.rate_limit, f"{where}.rate_limit")
     for tool, override in parsed.items():
         _check_rate(override.rate_limit, f"{where}.overrides.{tool}.rate_limit")
+    config = _with_file_root(config, base_dir, where)
     if config.url:
         return msgspec.structs.replace(config, overrides=parsed)
     try:
@@ -284,6 +299,20 @@ def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfi
     if not cwd.is_dir():
         raise ValueError(f"{where}.cwd: {str(cwd)[:200]!r} is not a directory")
     return msgspec.structs.replace(config, command=command, cwd=str(cwd), overrides=parsed)
+
+
+def _with_file_root(config: McpServerConfig, base_dir: Path, where: str) -> McpServerConfig:
+    """``config`` with its ``file_root`` absolute (relative to ``base_dir``); unset stays unset.
+
+    Raises:
+        ValueError: ``file_root`` is not a directory.
+    """
+    if not config.file_root:
+        return config
+    root = (base_dir / config.file_root).resolve()
+    if not root.is_dir():
+        raise ValueError(f"{where}.file_root: {str(root)[:200]!r} is not a directory")
+    return msgspec.structs.replace(config, file_root=str(root))
 
 
 def stdio_launch(config: McpServerConfig) -> dict[str, Any]:

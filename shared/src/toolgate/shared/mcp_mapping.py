@@ -43,7 +43,8 @@ Open world (``OperationSpec.open_world``, ``context.open_world`` in policies): t
 override's ``open_world`` when set; else, on a trusted server, ``openWorldHint`` with the
 specification's default ``true``; else ``true`` (an untrusted server's ``openWorldHint:
 false`` cannot make a tool look closed). The override's ``destination``, ``amount`` and
-``cost`` become the operation's own.
+``cost`` become the operation's own; its ``file_arguments`` are marked ``x-toolgate-file`` in
+the input schema (:mod:`toolgate.contracts.file_references`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from typing import Any
 import msgspec
 
 from toolgate.contracts.descriptors import SEMVER, OperationSpec, ToolDescriptor
+from toolgate.contracts.file_references import FILE_MARKER
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.mcp_config import McpServerConfig, Override
 
@@ -178,12 +180,16 @@ def operation_from_mcp(config: McpServerConfig, tool: McpToolInfo) -> OperationS
 
     Raises:
         ValueError: the server's hints are trusted and the tool's override is looser
-            than its annotations.
+            than its annotations; a ``file_arguments`` name is no argument of the tool, or pinned.
     """
     effect, tier = _effect(config, tool)
     override = config.overrides.get(tool.name) or Override()
+    try:
+        schema = input_schema(tool.input_schema, config.pinned_arguments, override.file_arguments)
+    except ValueError as exc:
+        raise ValueError(f"servers.{config.name}.overrides.{tool.name}.file_arguments: {exc}") from None
     return OperationSpec(
-        input_schema=input_schema(tool.input_schema, config.pinned_arguments),
+        input_schema=schema,
         output_schema=output_schema(tool.output_schema),
         side_effect_class=effect,
         risk_tier=tier,
@@ -290,13 +296,24 @@ def _apply(override: Override, effect: SideEffectClass, tier: RiskTier, where: s
     return effect, tier
 
 
-def input_schema(schema: dict[str, Any], pinned: dict[str, Any]) -> dict[str, Any]:
-    """Return the operation's input schema: ``$schema`` 2020-12 if absent, pins as ``const``.
+def input_schema(schema: dict[str, Any], pinned: dict[str, Any], files: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Return the operation's input schema: ``$schema`` 2020-12 if absent, pins as ``const``, file references marked.
 
     Every pinned argument becomes ``{"const": value}`` in ``properties`` and is listed in
-    ``required``; the input ``schema`` is not modified.
+    ``required``; every argument named in ``files`` gets ``x-toolgate-file: true``. The
+    input ``schema`` is not modified.
+
+    Raises:
+        ValueError: a name in ``files`` is no property of the schema, or is pinned.
     """
     result = {"$schema": DRAFT_2020_12, **schema}
+    if files:
+        properties = dict(result.get("properties") or {})
+        for name in files:
+            if name in pinned or not isinstance(properties.get(name), dict):
+                raise ValueError(f"{name!r} is not an argument of the tool that a call sets")
+            properties[name] = {**properties[name], FILE_MARKER: True}
+        result["properties"] = properties
     if pinned:
         properties = dict(result.get("properties") or {})
         properties.update({name: {"const": value} for name, value in pinned.items()})

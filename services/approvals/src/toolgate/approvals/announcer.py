@@ -141,6 +141,7 @@ class Announcer:
                 approver=approver,
                 expires_at=pending.expires_at,
                 approvers=pending.votes,
+                contents=pending.contents,
             )
             return sign_event(granted, self.key)
         code = code or ("approval_expired" if state is ApprovalState.EXPIRED else "approval_rejected")

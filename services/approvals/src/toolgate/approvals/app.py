@@ -76,6 +76,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
     settings = settings or ApprovalsSettings()
     key = load_own_private_key(settings.keys_dir, "approvals")
     policy_key = public_key_of(settings.keys_dir, "policy")
+    executor_key = public_key_of(settings.keys_dir, "receipts")
     directory = load_directory(settings.principals_file)
     reporter = SecurityReporter("approvals")
     broker = new_broker("approvals", settings, reporter)
@@ -99,6 +100,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
             publish=publish,
             clock=lambda: datetime.now(UTC),
             ttl=timedelta(seconds=settings.ttl_s),
+            executor_key=executor_key,
             reporter=reporter,
         )
         runtime = ApprovalsRuntime(approvals, Rebuilder(store, bus, key.public_key()))

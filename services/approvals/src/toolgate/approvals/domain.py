@@ -23,6 +23,7 @@ import msgspec
 from toolgate.approvals.errors import DecideRefused
 from toolgate.contracts.approval_ids import approval_id_for
 from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.contents import ContentState
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.contracts.events import ApprovalRequested, BoundRequest, DecisionMade, Related, decode_untrusted
 from toolgate.contracts.rpc.approvals import (
@@ -57,9 +58,9 @@ __all__ = [
 class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     """An approval, as stored, as read and as listed.
 
-    Stored once when opened: every field up to ``approvers``. Read from the store's
-    own records of the approval's life: ``state``, ``votes``, ``joined`` and
-    ``answered_by``. Computed when listed: ``related``.
+    Stored once when opened: every field up to ``approvers``, and ``opened_at`` and
+    ``contents``. Read from the store's own records of the approval's life: ``state``,
+    ``votes``, ``joined`` and ``answered_by``. Computed when listed: ``related``.
 
     Attributes:
         approval_id: ``ap-<12 hex>`` (:func:`~toolgate.contracts.approval_ids.approval_id_for` of the first request).
@@ -71,6 +72,8 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
         answered_by: who rejected it, or whose vote completed the quorum.
         related: other approvals of the same request hash (:class:`~toolgate.contracts.events.Related`).
         opened_at: when it was opened (UTC); ``None`` for one stored before this field existed.
+        contents: what the call's file references named when it opened, as the executor
+            read them (:mod:`toolgate.contracts.contents`); bound into the grant.
     """
 
     approval_id: str
@@ -93,6 +96,7 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     answered_by: str | None = None
     related: tuple[Related, ...] = ()
     opened_at: datetime | None = None
+    contents: tuple[ContentState, ...] = ()
 
     @property
     def request_ids(self) -> tuple[str, ...]:
@@ -216,7 +220,8 @@ def rejection_reason(code: str, approver: str | None, note: str, requester: str 
     text = {
         "approval_expired": "the approval expired unanswered",
         "approval_rejected": f"rejected by {approver}",
-        "approval_store_unavailable": "the approval could not be opened (approval store unreachable)",
+        "approval_store_unavailable": "the approval could not be opened (the approval store, or the executor "
+        "reading the files the call names, could not be reached)",
         WithdrawCode.WITHDRAWN: f"withdrawn by the requester {requester}",
     }.get(code, "the call can no longer be approved")
     return f"{text}: {note}" if note else text
@@ -281,4 +286,5 @@ def requested_event(
         approvals_required=pending.approvals_required,
         approvers=pending.approvers,
         related=related,
+        contents=pending.contents,
     )

@@ -8,6 +8,8 @@
     │                     or its operator), not_pending, expired, unknown_approval,
     │                     malformed, oversized, policy_unreachable, or the policy's code)
     ├── ApprovalStoreUnavailable  the approval store (Redis) failed or timed out
+    ├── ContentsUnavailable  the executor did not report what the call's file references
+    │                     name (contents_unavailable): the approval is not opened yet
     └── IndexLost         the approval store lost its state (Redis restarted empty) and
                           is being rebuilt from the stream (approval_store_rebuilding)
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from toolgate.contracts.errors import StoreUnavailable, ToolgateError
 
-__all__ = ["ApprovalsError", "DecideRefused", "IndexLost", "ApprovalStoreUnavailable"]
+__all__ = ["ApprovalStoreUnavailable", "ApprovalsError", "ContentsUnavailable", "DecideRefused", "IndexLost"]
 
 
 class ApprovalsError(ToolgateError):
@@ -29,6 +31,10 @@ class DecideRefused(ApprovalsError):
 
 class ApprovalStoreUnavailable(ApprovalsError, StoreUnavailable):
     """The approval store could not answer."""
+
+
+class ContentsUnavailable(ApprovalsError):
+    """No signed, fresh answer from the executor about the call's file references (transient: retried)."""
 
 
 class IndexLost(ApprovalStoreUnavailable):

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.approvals.domain import ApprovalState, PendingApproval
 from toolgate.approvals.errors import IndexLost
 from toolgate.approvals.ports import ReceiptSeen, VoteResult, VoteStatus
+from toolgate.contracts.contents import ContentState
 from toolgate.contracts.events import ApprovalRequested, ApprovalVoted
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.rpc.contents import ContentAnswer, ContentQuery
+from toolgate.contracts.signing import sign_event
 from toolgate.shared.rebuilding import MemoryEpoch
 
 __all__ = ["InMemoryApprovalStore", "InMemoryApprovalsBus"]
@@ -173,6 +177,10 @@ class InMemoryApprovalsBus:
         requests: the approval-requested events of the stream.
         votes: the vote events of the stream.
         answer: answers a re-check; ``None``: the policy does not answer.
+        read: what the executor reads of a call's file references (default: it names none);
+            ``None`` from it: the executor does not answer.
+        executor: the key the executor's answers are signed with.
+        clock: when the executor says it read the files (UTC).
     """
 
     receipts: set[str] = field(default_factory=set)
@@ -181,6 +189,9 @@ class InMemoryApprovalsBus:
     requests: list[ApprovalRequested] = field(default_factory=list)
     votes: list[ApprovalVoted] = field(default_factory=list)
     answer: Callable[[RecheckQuery], RecheckAnswer | None] | None = None
+    read: Callable[[ContentQuery], tuple[ContentState, ...] | None] = field(default=lambda query: ())
+    executor: Ed25519PrivateKey = field(default_factory=Ed25519PrivateKey.generate)
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     async def has_receipt(self, principal: str, request_id: str) -> bool:  # noqa: D102
         return request_id in self.receipts
@@ -204,3 +215,17 @@ class InMemoryApprovalsBus:
 
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:  # noqa: D102
         return self.answer(query) if self.answer else None
+
+    async def contents(self, query: ContentQuery) -> ContentAnswer | None:  # noqa: D102
+        found = self.read(query)
+        if found is None:
+            return None
+        answer = ContentAnswer(
+            ok=True,
+            reason_code="read",
+            reason="read",
+            request_hash=query.request_hash,
+            contents=found,
+            checked_at=self.clock(),
+        )
+        return sign_event(answer, self.executor)

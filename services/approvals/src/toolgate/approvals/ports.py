@@ -4,7 +4,8 @@
   index over the stream: the stream keeps every ``ApprovalRequested``, every vote and every
   grant or rejection, so a store that lost its state (its epoch marker is missing) answers
   :class:`IndexLost` until it has been rebuilt from the stream (:mod:`toolgate.approvals.rebuild`).
-- :class:`ApprovalsBus`: what the service reads from the stream, and the policy re-check.
+- :class:`ApprovalsBus`: what the service reads from the stream, the policy re-check, and
+  the executor's reading of a call's file references.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Protocol
 from toolgate.approvals.domain import ApprovalState, PendingApproval
 from toolgate.contracts.events import ApprovalRequested, ApprovalVoted
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.rpc.contents import ContentAnswer, ContentQuery
 
 __all__ = ["ApprovalStore", "ApprovalsBus", "ReceiptSeen", "VoteResult", "VoteStatus"]
 
@@ -177,4 +179,8 @@ class ApprovalsBus(Protocol):
 
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
         """Ask the policy service whether the call may still run; ``None`` without an answer."""
+        ...
+
+    async def contents(self, query: ContentQuery) -> ContentAnswer | None:
+        """Ask the executor what the call's file references name now; ``None`` without an answer."""
         ...

@@ -84,6 +84,7 @@ def _pending_of(event: ApprovalRequested, votes: tuple[str, ...]) -> PendingAppr
         approvers=event.approvers,
         votes=votes,
         opened_at=event.occurred_at,
+        contents=event.contents,
     )
 
 

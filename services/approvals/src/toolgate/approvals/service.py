@@ -12,6 +12,12 @@ policy service (``tg.policy.recheck``): if the current policy, principal directo
 tool registry no longer allows it with this approver's approval, the approval ends
 rejected with the reason naming what changed, and the approver is told so in the reply.
 Without an answer nothing is recorded.
+
+Before an approval opens, the executor reports what the call's declared file references
+name now (``tg.executor.contents``, signed with its receipts key): those states go into the
+approval, its ``ApprovalRequested`` (the card shows them) and its grant, and the executor
+refuses the grant at dispatch when they changed. Without a signed, fresh answer the
+approval is not opened (:class:`ContentsUnavailable`, retried; fail closed).
 """
 
 from __future__ import annotations
@@ -38,13 +44,15 @@ from toolgate.approvals.domain import (
     reply_of,
     requested_event,
 )
-from toolgate.approvals.errors import ApprovalsError, DecideRefused
+from toolgate.approvals.errors import ApprovalsError, ContentsUnavailable, DecideRefused
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore, VoteStatus
 from toolgate.approvals.related import related_to
 from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.contents import ContentState
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.contracts.events import DecisionMade, decode_untrusted
 from toolgate.contracts.recheck import RecheckQuery, valid_answer
+from toolgate.contracts.rpc.contents import ContentQuery, valid_contents
 from toolgate.contracts.secret_arguments import redact_sealed
 from toolgate.contracts.security import SecurityKind
 from toolgate.contracts.signing import sign_event, verify_event
@@ -74,6 +82,7 @@ class Approvals:
         publish: ``publish(subject, event)`` onto the stream.
         clock: current UTC time.
         ttl: how long an approval stays open.
+        executor_key: the executor's receipts public key (its readings of file references are signed).
         reporter: reports every refused answer (``approval_refused``) as a security event.
     """
 
@@ -85,6 +94,7 @@ class Approvals:
     publish: Publish
     clock: Callable[[], datetime]
     ttl: timedelta
+    executor_key: Ed25519PublicKey
     reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("approvals"))
 
     @property
@@ -105,6 +115,7 @@ class Approvals:
         pending = open_pending(decision, self.clock(), self.ttl, self.directory)
         if pending is None or await self.bus.has_receipt(decision.principal, decision.request_id):
             return True  # not an approval, or the request already ended: nothing to approve
+        pending = msgspec.structs.replace(pending, contents=await self._contents(pending))
         approval_id = await self.store.open(pending, self.clock())
         current = await self.store.get(approval_id) or pending
         related = await related_to(current, self.store, self.bus)
@@ -115,6 +126,19 @@ class Approvals:
         await self.publish(subject, sign_event(event, self.key))  # the chat-ops bot shows only signed cards
         note_approval(current, "requested", None)
         return True
+
+    async def _contents(self, pending: PendingApproval) -> tuple[ContentState, ...]:
+        """What the call's file references name now, as the executor signed it.
+
+        Raises:
+            ContentsUnavailable: no signed, fresh answer about this request (nothing is opened).
+        """
+        query = ContentQuery(principal=pending.principal, request=pending.request, request_hash=pending.request_hash)
+        answer = await self.bus.contents(query)
+        if answer is None or not valid_contents(answer, query, self.executor_key, self.clock()):
+            why = answer.reason if answer is not None and not answer.ok else "no signed answer"
+            raise ContentsUnavailable("contents_unavailable", f"the executor did not read the call's files: {why}")
+        return answer.contents
 
     async def on_decision_bytes(self, data: bytes, subject: str) -> Settle:
         """Handle one delivered decision, copied to ``tg.needs_approval.<p>.<rid>``.

@@ -20,6 +20,7 @@ import msgspec
 
 from toolgate.chatops.folding import Folded, shown_arguments, visible
 from toolgate.contracts.approval_ids import APPROVAL_ID
+from toolgate.contracts.contents import ContentState, content_lines
 from toolgate.contracts.events import ApprovalRequested, BoundRequest, ReceiptIssued, Related
 from toolgate.contracts.replays import ended_as, outcome_label
 from toolgate.contracts.secret_arguments import redact_sealed
@@ -79,6 +80,9 @@ class Card(msgspec.Struct, frozen=True, kw_only=True):
         arguments: canonical JSON of the arguments, pretty-printed, long strings folded.
         folded: the folded values, in marker order.
         related: other approvals of the same call (same request hash).
+        contents: one line per file reference the call names: what it named when the
+            approval opened and whether that content is bound or the reference only
+            (:func:`~toolgate.contracts.contents.content_lines`); ``()``: it names no file.
         state: what became of the approval.
         votes: approvers whose approval counts so far.
         answered_by: who granted or rejected (empty while pending or when expired).
@@ -101,6 +105,7 @@ class Card(msgspec.Struct, frozen=True, kw_only=True):
     arguments: str
     folded: tuple[Folded, ...] = ()
     related: tuple[Related, ...] = ()
+    contents: tuple[str, ...] = ()
     state: CardState = CardState.PENDING
     votes: tuple[str, ...] = ()
     answered_by: tuple[str, ...] = ()
@@ -199,6 +204,7 @@ class ListedApproval(msgspec.Struct, frozen=True, kw_only=True):
     votes: tuple[str, ...] = ()
     joined: tuple[str, ...] = ()
     related: tuple[Related, ...] = ()
+    contents: tuple[ContentState, ...] = ()
 
 
 def listed_card(listed: ListedApproval, fold_chars: int) -> Card:
@@ -240,6 +246,7 @@ def card_for(event: ApprovalRequested, fold_chars: int) -> Card:
         arguments=arguments,
         folded=folded,
         related=event.related,
+        contents=tuple(visible(line) for line in content_lines(event.contents)),
     )
 
 

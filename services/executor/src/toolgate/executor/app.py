@@ -14,14 +14,16 @@ from nacl.public import PrivateKey
 from nats.js import JetStreamContext
 
 from toolgate.contracts.sealing import load_sealing_private_key
+from toolgate.executor.adapters.contents import ContentReader, content_roots
 from toolgate.executor.adapters.file_system import FileSystemTool
 from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
 from toolgate.executor.adapters.state_announcer import StateAnnouncer
 from toolgate.executor.adapters.stream import StreamBus
 from toolgate.executor.adapters.tool_host import LocalToolHost
 from toolgate.executor.backstop import Backstop, Deadlines
+from toolgate.executor.binding import ContentReporter
 from toolgate.executor.claims import DurableClaims
-from toolgate.executor.handlers import ExecutorRuntime, consumers
+from toolgate.executor.handlers import ExecutorRuntime, build_router, consumers
 from toolgate.executor.outlet import ScrubbingBus
 from toolgate.executor.permission import Permission
 from toolgate.executor.running import Runner
@@ -147,9 +149,12 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     timing, instance = _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
     tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve(), may_write=lease.held), mcp)
+    file_roots = {name: config.file_root for name, config in servers.items()}
+    contents = ContentReader(content_roots(settings.sandbox_root.resolve(), file_roots))
     reporter = SecurityReporter("executor")
     broker = new_broker("executor", settings, reporter)
     cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
+    broker.include_router(build_router(cell))
 
     def clock() -> datetime:
         return datetime.now(UTC)
@@ -159,11 +164,12 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
             mcp.launch()
         bus = ScrubbingBus(StreamBus(broker.connection, js, receipts_key), redactor)
         store = RedisIdempotencyStore(redis_client(settings))
-        runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes, unsealer)
+        runner = Runner(tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes, unsealer, contents)
+        descriptors = await ToolsBucket.open(js)
         executor = Executor(
             store=store,
             bus=bus,
-            descriptors=await ToolsBucket.open(js),
+            descriptors=descriptors,
             runner=runner,
             permission=Permission(bus, keys.policy, clock, timing),
             claims=DurableClaims(bus, store, clock, instance, timing.idempotency_ttl_s),
@@ -181,7 +187,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         announcer.start(js)
         if mcp is not None:  # every server ready or unavailable before the first call is taken
             await mcp.start()
-        cell.set(ExecutorRuntime(executor, backstop, upkeep))
+        reporter_of_contents = ContentReporter(descriptors, contents, receipts_key, clock)
+        cell.set(ExecutorRuntime(executor, backstop, upkeep, reporter_of_contents))
 
     def abort() -> None:
         cell().executor.abort()

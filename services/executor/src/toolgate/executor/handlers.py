@@ -5,7 +5,9 @@ something here acts on it. The approvals consumer acts on grants and rejections 
 event on a ``requested`` or ``voted`` subject grants nothing, so it is acknowledged
 undecoded (the audit's sentinel verifies every signed subject and reports a forgery
 there). The backstop consumer holds every request: one younger than its first deadline
-is only scheduled again, from the stream's timestamp, its body not decoded.
+is only scheduled again, from the stream's timestamp, its body not decoded. One
+request/reply subject, ``tg.executor.contents``, answers what a call's file references name
+(:class:`~toolgate.executor.binding.ContentReporter`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from faststream.nats import NatsMessage, NatsRouter
 
 from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.catalog import Rpc, Subjects
 from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
@@ -31,14 +34,16 @@ from toolgate.contracts.events import (
 from toolgate.contracts.security import SecurityKind
 from toolgate.contracts.vocabulary import Verdict
 from toolgate.executor.backstop import Backstop
+from toolgate.executor.binding import ContentReporter
 from toolgate.executor.errors import IdempotencyStoreUnavailable, IndexLost
 from toolgate.executor.forgery import about_subject, report_message
 from toolgate.executor.service import Executor
 from toolgate.executor.upkeep import Upkeep
 from toolgate.shared.failpoints import failpoint
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
+from toolgate.shared.service import rpc
 
-__all__ = ["ExecutorRuntime", "consumers"]
+__all__ = ["ExecutorRuntime", "build_router", "consumers"]
 
 _decision = msgspec.json.Decoder(DecisionMade)
 _approval = msgspec.json.Decoder(ApprovalGranted | ApprovalRejected | ApprovalRequested | ApprovalVoted)
@@ -58,6 +63,18 @@ class ExecutorRuntime:
     executor: Executor
     backstop: Backstop
     upkeep: Upkeep
+    contents: ContentReporter
+
+
+def build_router(runtime: Callable[[], ExecutorRuntime]) -> NatsRouter:
+    """Route ``tg.executor.contents`` to the :class:`ContentReporter` (only the approvals service may ask)."""
+    router = NatsRouter()
+
+    @rpc(router, Rpc.EXECUTOR_CONTENTS, "executor")
+    async def on_contents(msg: NatsMessage) -> bytes:
+        return msgspec.json.encode(await runtime().contents.answer_bytes(msg.raw_message.data or b""))
+
+    return router
 
 
 async def _guarded(rt: ExecutorRuntime, work: Awaitable[Settlement]) -> Settlement:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
@@ -55,6 +56,7 @@ __all__ = [
     "Claim",
     "ClaimRequest",
     "ClaimState",
+    "DescriptorSource",
     "RECEIPT_HEADROOM_BYTES",
     "IdempotencyStore",
     "Outlet",
@@ -66,6 +68,14 @@ __all__ = [
 RECEIPT_HEADROOM_BYTES = 4_096
 """Room a receipt's message keeps in ``max_payload`` for what is added after it is fitted: its
 signature (88 base64 characters) and the message headers (expected subject sequence, trace context), bytes."""
+
+
+class DescriptorSource(Protocol):
+    """Reads tool descriptors (the registry's KV bucket)."""
+
+    async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
+        """Return the descriptor or ``None``."""
+        ...
 
 
 class ClaimState(StrEnum):

@@ -8,6 +8,9 @@ What a run ends as (guarantee 3: unknown is ``uncertain``, never ``failed``):
   the executor shutting down mid-call, an unexpected adapter fault, an output that fails
   its schema or has no canonical JSON form — → ``uncertain`` for a write, ``failed`` for
   a READ_ONLY operation (a read has no effect to reconcile);
+- a granted call whose file references no longer name what the approval bound
+  (:class:`~toolgate.executor.binding.ContentGuard`, checked by the adapter right before the
+  effect) → ``refused`` ``content_changed``;
 - otherwise ``succeeded`` with the scrubbed result: inline when its JSON is at most
   ``inline_result_bytes``, else kept out of band (:meth:`Bus.store_result`, gzip chunks
   in the results stream) and referenced by the receipt; a result over ``max_result_bytes``
@@ -31,9 +34,11 @@ import msgspec
 
 from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.events import DecisionMade, ReceiptIssued
+from toolgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued
 from toolgate.contracts.schemas import first_error
 from toolgate.contracts.vocabulary import Outcome, SideEffectClass
+from toolgate.executor.adapters.contents import ContentReader
+from toolgate.executor.binding import ContentGuard, Guard
 from toolgate.executor.domain import effect_id, receipt
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from toolgate.executor.ports import Outlet
@@ -48,8 +53,13 @@ log = logging.getLogger("toolgate.executor")
 class ToolHost(Protocol):
     """Runs one operation of a tool (file system, MCP server, …)."""
 
-    async def call(self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]) -> Any:
-        """Return the operation's result; raise :class:`ExecutorError` subclasses on failure."""
+    async def call(
+        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Guard | None = None
+    ) -> Any:
+        """Return the operation's result; raise :class:`ExecutorError` subclasses on failure.
+
+        ``guard``, when given, is called right before the effect; what it raises ends the call.
+        """
         ...
 
 
@@ -68,6 +78,9 @@ class Runner:
         inline_result_bytes: largest result JSON carried in the receipt itself, bytes.
         max_result_bytes: largest result JSON kept at all, bytes.
         unsealer: opens sealed secret arguments (default: no key, so a call with one is refused).
+        contents: reads what a granted call's file references name, for its
+            :class:`~toolgate.executor.binding.ContentGuard` (default: no file root, every
+            reference ``unseen``).
     """
 
     tools: ToolHost
@@ -76,30 +89,40 @@ class Runner:
     inline_result_bytes: int = 262_144
     max_result_bytes: int = 16_777_216
     unsealer: Unsealer = field(default_factory=lambda: Unsealer(None))
+    contents: ContentReader = field(default_factory=lambda: ContentReader({}))
     _abort: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def abort(self) -> None:
         """End every call still running now: each ends ``uncertain`` (writes) or ``failed`` (reads)."""
         self._abort.set()
 
-    async def run(self, decision: DecisionMade, descriptor: ToolDescriptor) -> ReceiptIssued:
+    async def run(
+        self, decision: DecisionMade, descriptor: ToolDescriptor, grant: ApprovalGranted | None = None
+    ) -> ReceiptIssued:
         """Run the decided call once and return its receipt (never raises for the tool's behaviour).
 
         Sealed secret arguments are opened here, at the moment of effect (after the decision,
         the grant and the request hash were verified); a secret string the tool echoes is
-        kept out of the receipt (:mod:`toolgate.executor.unsealing`).
+        kept out of the receipt (:mod:`toolgate.executor.unsealing`). A call run on ``grant``
+        takes its content guard to the adapter.
         """
         assert decision.request is not None
+        bound = decision.request
         try:
-            opened = self.unsealer.open(descriptor, decision.request.operation, decision.request.arguments)
+            opened = self.unsealer.open(descriptor, bound.operation, bound.arguments)
         except ToolRefused as error:
             return receipt(decision, self.clock(), Outcome.REFUSED, error.reason_code, error.reason)
-        issued = await self._run_opened(decision, descriptor, opened)
+        guard = None
+        if grant is not None:
+            guard = ContentGuard(self.contents, descriptor, bound.operation, bound.arguments, grant.contents)
+        issued = await self._run_opened(decision, descriptor, opened, guard)
         return (
             msgspec.structs.replace(issued, reason=redact(issued.reason, opened.secrets)) if opened.secrets else issued
         )
 
-    async def _run_opened(self, decision: DecisionMade, descriptor: ToolDescriptor, opened: Opened) -> ReceiptIssued:
+    async def _run_opened(
+        self, decision: DecisionMade, descriptor: ToolDescriptor, opened: Opened, guard: Guard | None
+    ) -> ReceiptIssued:
         """Call the tool and turn its answer into the receipt, which says how long the tool ran (``duration_ms``).
 
         Every receipt of a call that started carries it, whatever the call ended as: the
@@ -109,7 +132,7 @@ class Runner:
         started = time.perf_counter()
         try:
             answer: Any = await self._call(
-                decision.request_id, descriptor, decision.request.operation, opened.arguments
+                decision.request_id, descriptor, decision.request.operation, opened.arguments, guard
             )
         except (ToolRefused, ToolFailed, ToolTimeout, ToolOutcomeUnknown, _Aborted) as error:
             answer = error
@@ -134,9 +157,14 @@ class Runner:
         return await self._finished(decision, descriptor, answer, secrets)
 
     async def _call(
-        self, request_id: str, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]
+        self,
+        request_id: str,
+        descriptor: ToolDescriptor,
+        operation: str,
+        arguments: dict[str, Any],
+        guard: Guard | None,
     ) -> Any:
-        call = asyncio.ensure_future(self._tool(request_id, descriptor, operation, arguments))
+        call = asyncio.ensure_future(self._tool(request_id, descriptor, operation, arguments, guard))
         stop = asyncio.ensure_future(self._abort.wait())
         try:
             await asyncio.wait({call, stop}, timeout=descriptor.timeout_s, return_when=asyncio.FIRST_COMPLETED)
@@ -154,10 +182,15 @@ class Runner:
         raise ToolTimeout(reason=f"no answer in {descriptor.timeout_s:g}s")
 
     async def _tool(
-        self, request_id: str, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]
+        self,
+        request_id: str,
+        descriptor: ToolDescriptor,
+        operation: str,
+        arguments: dict[str, Any],
+        guard: Guard | None,
     ) -> Any:
         await failpoint("executor.run", request_id)  # inert unless TOOLGATE_FAILPOINTS names it
-        return await self.tools.call(descriptor, operation, arguments)
+        return await self.tools.call(descriptor, operation, arguments, guard)
 
     async def _finished(
         self,

@@ -25,7 +25,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -41,7 +40,7 @@ from toolgate.executor.domain import Step, effect_id, next_step, receipt, replay
 from toolgate.executor.errors import ExecutorError
 from toolgate.executor.forgery import report_event
 from toolgate.executor.permission import Permission, RecheckUnavailable
-from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, IdempotencyStore, Outlet
+from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, DescriptorSource, IdempotencyStore, Outlet
 from toolgate.executor.running import Runner
 from toolgate.executor.timing import Timing
 from toolgate.shared.metrics import record_call, record_stage
@@ -54,14 +53,6 @@ log = logging.getLogger("toolgate.executor")
 _receipt_decoder = msgspec.json.Decoder(ReceiptIssued)
 MAX_WAIT_S = 15.0
 """Longest pause before looking again at a key a live executor is running, seconds."""
-
-
-class DescriptorSource(Protocol):
-    """Reads tool descriptors (the registry's KV bucket)."""
-
-    async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
-        """Return the descriptor or ``None``."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -304,7 +295,7 @@ class Executor:
                 return Settle.ACK
             if (earlier := await self._claim_durably(decision)) is not None:
                 return await self._follow(*earlier, decision)
-        return await self._run(decision, descriptor)
+        return await self._run(decision, descriptor, grant)
 
     async def _claim_durably(self, decision: DecisionMade) -> tuple[Step, Claim] | None:
         """Record the write's claim in the stream; if that fails, nothing ran: free the key and retry."""
@@ -314,8 +305,10 @@ class Executor:
             await self._release(decision)
             raise
 
-    async def _run(self, decision: DecisionMade, descriptor: ToolDescriptor) -> Settlement:
-        issued = await self.runner.run(decision, descriptor)
+    async def _run(
+        self, decision: DecisionMade, descriptor: ToolDescriptor, grant: ApprovalGranted | None
+    ) -> Settlement:
+        issued = await self.runner.run(decision, descriptor, grant)
         return await self._complete(decision, issued)
 
     async def _follow(self, step: Step, claim: Claim, decision: DecisionMade) -> Settlement:

@@ -24,6 +24,7 @@ from toolgate.contracts.descriptors import (
     rate_limit_problem,
 )
 from toolgate.contracts.events import decode_untrusted
+from toolgate.contracts.file_references import file_places
 from toolgate.contracts.references import reference_problem
 from toolgate.contracts.schemas import SchemaError, check_schema
 from toolgate.contracts.secret_arguments import secret_arguments
@@ -201,6 +202,7 @@ def _check_operation(name: str, spec: OperationSpec) -> None:
             check_schema(schema)
             if kind == "input_schema":
                 secret_arguments(schema)  # a secret marker where it could not be sealed
+                file_places(schema)  # a file marker where its content could not be bound
         except SchemaError as error:
             raise PublishRefused("schema_invalid", f"operation {name!r} {kind}: {error}") from None
 

@@ -1,7 +1,8 @@
 """The approvals service's :class:`~toolgate.approvals.ports.ApprovalsBus` on NATS JetStream.
 
 Reads by subject with ``$JS.API.STREAM.MSG.GET`` (``next_by_subj``); the re-check is a
-core NATS request to the policy service (``tg.policy.recheck``).
+core NATS request to the policy service (``tg.policy.recheck``), the reading of a call's
+file references one to the executor (``tg.executor.contents``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from toolgate.approvals.ports import ReceiptSeen
-from toolgate.contracts.catalog import Subjects
+from toolgate.contracts.catalog import Rpc, Subjects
 from toolgate.contracts.events import ApprovalRequested, ApprovalVoted, ReceiptIssued, decode_event
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
+from toolgate.contracts.rpc.contents import ContentAnswer, ContentQuery
 from toolgate.shared.bus import next_message, request_recheck
 
 E = TypeVar("E")
@@ -26,6 +28,7 @@ E = TypeVar("E")
 __all__ = ["StreamApprovalsBus"]
 
 log = logging.getLogger("toolgate.approvals")
+_contents = msgspec.json.Decoder(ContentAnswer)
 
 
 class StreamApprovalsBus:
@@ -35,10 +38,14 @@ class StreamApprovalsBus:
         nc: the connection.
         js: its JetStream context.
         recheck_timeout_s: how long to wait for the policy's answer, seconds.
+        contents_timeout_s: how long to wait for the executor's reading of the files, seconds.
     """
 
-    def __init__(self, nc: Client, js: JetStreamContext, recheck_timeout_s: float = 2.0) -> None:
+    def __init__(
+        self, nc: Client, js: JetStreamContext, recheck_timeout_s: float = 2.0, contents_timeout_s: float = 10.0
+    ) -> None:
         self._nc, self._js, self._timeout_s = nc, js, recheck_timeout_s
+        self._contents_timeout_s = contents_timeout_s
 
     async def has_receipt(self, principal: str, request_id: str) -> bool:
         """See :meth:`~toolgate.approvals.ports.ApprovalsBus.has_receipt`."""
@@ -90,6 +97,15 @@ class StreamApprovalsBus:
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
         """See :meth:`~toolgate.approvals.ports.ApprovalsBus.recheck`."""
         return await request_recheck(self._nc, query, self._timeout_s)
+
+    async def contents(self, query: ContentQuery) -> ContentAnswer | None:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.contents`."""
+        try:
+            reply = await self._nc.request(Rpc.EXECUTOR_CONTENTS, msgspec.json.encode(query), self._contents_timeout_s)
+            return _contents.decode(reply.data)
+        except (nats.errors.Error, msgspec.DecodeError) as error:
+            log.warning("the executor did not read the call's files: %s", type(error).__name__)
+            return None
 
     async def _next(self, subject: str, seq: int) -> Any:
         return await next_message(self._js, subject, seq)

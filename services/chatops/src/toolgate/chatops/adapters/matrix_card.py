@@ -114,6 +114,7 @@ def _plain(card: Card, mentions: Mapping[str, str]) -> str:
     lines += [f"WARNING: {line}" for line in card.warnings()]
     lines += [f"{name}: {value}" for name, value in _fields(card)]
     lines += ["arguments:", card.arguments]
+    lines += ["files (as the approval binds them):", *card.contents] if card.contents else []
     lines += [f"approvers: {', '.join(card.approvers) or 'none'}", _hint(card)]
     return "\n".join(lines)
 
@@ -123,6 +124,9 @@ def _html(card: Card, mentions: Mapping[str, str]) -> str:
     parts += [f"<p><strong>⚠ WARNING</strong>: {_code(line)}</p>" for line in card.warnings()]
     items = "".join(f"<li>{name}: {_code(value)}</li>" for name, value in _fields(card))
     parts += [f"<ul>{items}</ul>", f'<pre><code class="language-json">{escape(card.arguments)}</code></pre>']
+    if card.contents:
+        files = "".join(f"<li>{_code(line)}</li>" for line in card.contents)
+        parts += [f"<p><strong>Files</strong> (as the approval binds them):</p><ul>{files}</ul>"]
     pills = ", ".join(_pill(name, mentions) for name in card.approvers) or "none"
     parts += [f"<p>approvers: {pills}</p>", f"<p>{escape(_hint(card))}</p>"]
     return "".join(parts)

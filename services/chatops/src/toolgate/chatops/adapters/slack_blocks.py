@@ -96,7 +96,7 @@ def card_blocks(card: Card, mentions: Mapping[str, str], part_chars: int) -> lis
         part_chars: longest preformatted element of the arguments, characters.
 
     Returns:
-        Header, warnings (if any), facts, arguments, status, approvers, then the Approve /
+        Header, warnings (if any), facts, arguments, files (if any), status, approvers, then the Approve /
         Reject buttons while the card is answerable (else a line saying answers are closed).
     """
     blocks: list[Block] = [HeaderBlock(text=PlainTextObject(text=f"{_HEADERS[card.state]}: {card.approval_id}"))]
@@ -105,6 +105,9 @@ def card_blocks(card: Card, mentions: Mapping[str, str], part_chars: int) -> lis
     blocks.append(_rich(_line(*_facts(card))))
     arguments = (_pre(part) for part in thread_parts(card.arguments, part_chars))
     blocks.append(_rich(_line(_bold("Arguments")), *arguments))
+    if card.contents:
+        lines = (_text(f"\n• {line}") for line in card.contents)
+        blocks.append(_rich(_line(_bold("Files (as the approval binds them)"), *lines)))
     blocks.append(_rich(_line(_bold("Status: "), _text(card.status_line()))))
     blocks.append(_rich(_line(_bold("Approvers: "), *_approvers(card.approvers, mentions))))
     blocks.append(_answers(card))

@@ -10,7 +10,9 @@ The check and the use are then bound together: the resolved, symlink-free relati
 is walked again from a descriptor of the root with ``O_NOFOLLOW | O_DIRECTORY`` on every
 component (``openat``-style ``dir_fd`` calls), so a symlink swapped in after the check
 makes the call fail instead of escaping. Writes are atomic: a temporary file in the
-target's directory, ``fsync``, then ``os.replace`` (POSIX ``rename(2)``).
+target's directory, ``fsync``, then ``os.replace`` (POSIX ``rename(2)``). A granted call's
+content guard (:class:`~toolgate.executor.binding.ContentGuard`) is called right before that
+rename (a write), or right before the file is opened (a read), in the same worker thread.
 
 Hard links are invisible to both checks: a second name is an ordinary directory entry
 and nothing records where the other names are. So a regular file with more than one
@@ -40,6 +42,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from toolgate.executor.binding import Guard
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
 
 __all__ = ["MAX_PATH_CHARS", "FileSystemTool"]
@@ -65,7 +68,11 @@ _REFUSALS = {
 }
 """errno of a failed call → (reason_code, reason) of the refusal it means."""
 
-Operation = Callable[[dict[str, Any]], dict[str, Any]]
+Operation = Callable[[dict[str, Any], Guard], dict[str, Any]]
+
+
+def _unguarded() -> None:
+    """The guard of a call that runs on a decision alone: nothing to check."""
 
 
 class _NotInline(Exception):
@@ -109,8 +116,11 @@ class FileSystemTool:
         """The resolved sandbox root."""
         return self._root
 
-    async def call(self, operation: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, operation: str, arguments: dict[str, Any], guard: Guard | None = None) -> dict[str, Any]:
         """Run ``operation`` with ``arguments``: a small read on the event loop, the rest in a worker thread.
+
+        ``guard`` (a granted call's content check) is called right before the effect, in the
+        worker thread; a guarded read always runs there.
 
         Returns:
             The operation's result, shaped as in the class docstring.
@@ -118,7 +128,8 @@ class FileSystemTool:
         Raises:
             ToolRefused: unknown operation, bad argument, path outside the sandbox or a
                 hard link (``path_outside_sandbox``), ``not_found``, ``not_a_file``,
-                ``not_a_directory``, ``too_large``, ``not_utf8``; raised before any effect.
+                ``not_a_directory``, ``too_large``, ``not_utf8``, or what ``guard`` raises
+                (``content_changed``); raised before any effect.
             ToolFailed: the file system failed during the call (``tool_error``).
         """
         run = self._operations.get(operation)
@@ -126,9 +137,9 @@ class FileSystemTool:
             raise ToolRefused("unknown_operation", f"file_system has no operation {operation!r}")
         _check_argument_names(operation, arguments)
         try:
-            if operation == "read":
+            if operation == "read" and guard is None:
                 return await self._read_where_cheapest(arguments)
-            return await asyncio.to_thread(run, arguments)
+            return await asyncio.to_thread(run, arguments, guard or _unguarded)
         except ExecutorError:
             raise
         except OSError as exc:
@@ -141,9 +152,12 @@ class FileSystemTool:
         except _NotInline:
             return await asyncio.to_thread(self._read, arguments)
 
-    def _read(self, arguments: dict[str, Any], inline_bytes: int | None = None) -> dict[str, Any]:
+    def _read(
+        self, arguments: dict[str, Any], guard: Guard = _unguarded, inline_bytes: int | None = None
+    ) -> dict[str, Any]:
         """Read the file; with ``inline_bytes``, raise :class:`_NotInline` rather than read more than that."""
         rel = self._resolve(arguments, "path")
+        guard()
         data = self._read_bytes(rel, inline_bytes)
         try:
             content = data.decode("utf-8")
@@ -151,20 +165,21 @@ class FileSystemTool:
             raise ToolRefused("not_utf8", f"{rel.as_posix()!r} is not UTF-8 text", argument="path") from None
         return {"path": rel.as_posix(), "content": content, **_digest(data)}
 
-    def _list(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _list(self, arguments: dict[str, Any], guard: Guard) -> dict[str, Any]:
         rel = self._resolve(arguments, "path", default=".")
+        guard()
         with self._directory(rel) as dir_fd, os.scandir(dir_fd) as found:
             entries = [_entry(item) for item in found]
         entries.sort(key=lambda entry: str(entry["name"]))
         return {"path": rel.as_posix(), "entries": entries}
 
-    def _write(self, arguments: dict[str, Any]) -> dict[str, Any]:
+    def _write(self, arguments: dict[str, Any], guard: Guard) -> dict[str, Any]:
         rel = self._resolve(arguments, "path")
         data = self._content_bytes(arguments)
         parent, name = _split(rel)
         _check_name_lengths(rel)  # before any directory is created: a refusal leaves nothing behind
         with self._directory(parent, create=True) as dir_fd:
-            created = _replace_at(dir_fd, name, data, rel.as_posix(), self._may_write)
+            created = _replace_at(dir_fd, name, data, rel.as_posix(), self._may_write, guard)
         return {"path": rel.as_posix(), **_digest(data), "created": created}
 
     def _resolve(self, arguments: dict[str, Any], key: str, default: str | None = None) -> PurePosixPath:
@@ -294,8 +309,12 @@ def _opened(name: str, flags: int, dir_fd: int, mode: int = 0o644) -> Iterator[i
         os.close(fd)
 
 
-def _replace_at(dir_fd: int, name: str, data: bytes, shown: str, may_write: Callable[[], bool]) -> bool:
+def _replace_at(
+    dir_fd: int, name: str, data: bytes, shown: str, may_write: Callable[[], bool], guard: Guard = _unguarded
+) -> bool:
     """Atomically make ``name`` (in ``dir_fd``) hold ``data``; True if it did not exist.
+
+    ``guard`` and then ``may_write`` are asked last, right before the ``rename(2)``.
 
     An existing ``name`` must be a regular file with one link (``shown`` is the path a
     refusal names). ``rename(2)`` replaces the entry, so a hard link's other names would
@@ -315,6 +334,7 @@ def _replace_at(dir_fd: int, name: str, data: bytes, shown: str, may_write: Call
             with open(fd, "wb", closefd=False) as stream:
                 stream.write(data)
             os.fsync(fd)
+        guard()  # what the approval bound must still be there: the content check closest to the effect
         if not may_write():
             raise ToolFailed("lease_lost", "this executor's lease lapsed before the write: nothing was written")
         os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

@@ -13,6 +13,8 @@ not READ_ONLY; a READ_ONLY call may use a listing fetched less than
 ``listing_max_age_s`` (default 5 s) ago, unless the server sent
 ``notifications/tools/list_changed`` since; a cached listing that would refuse the call is
 fetched anew first, so a tool added since is found and a refusal always rests on a fresh listing.
+A granted call's content guard (:class:`~toolgate.executor.binding.ContentGuard`) runs after
+that check, in a worker thread, immediately before ``tools/call`` is sent.
 
 How a call ends (the executor turns the error class into the receipt):
 
@@ -23,6 +25,7 @@ nothing sent: server not ready or circuit open         ``ToolRefused("tool_unava
 nothing sent: start, handshake or listing failed,      ``ToolFailed("server_unavailable")``
 hung, or the connection ended first
 live definition differs from the registered one         ``ToolRefused("tool_definition_changed")``
+a granted call's files changed since its approval       ``ToolRefused("content_changed")``
 the server's JSON-RPC error, or an ``isError`` result   ``ToolFailed("tool_error", <server text>)``
 sent, then connection lost / process died               ``ToolOutcomeUnknown("connection_lost")``
 sent, then a line that is not JSON-RPC                  ``ToolOutcomeUnknown("malformed_reply")``
@@ -62,6 +65,7 @@ from toolgate.contracts.descriptors import OperationSpec
 from toolgate.contracts.vocabulary import SideEffectClass
 from toolgate.executor.adapters.mcp_session import Connection, McpSession
 from toolgate.executor.adapters.mcp_warden import ServerState, Warden
+from toolgate.executor.binding import Guard
 from toolgate.executor.breaker import Breaker
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from toolgate.shared.mcp_config import McpServerConfig
@@ -140,7 +144,13 @@ class McpToolHost:
             await session.stop()
 
     async def call(
-        self, server: str, tool: str, arguments: dict[str, Any], timeout_s: float, expected: OperationSpec
+        self,
+        server: str,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        expected: OperationSpec,
+        guard: Guard | None = None,
     ) -> dict[str, Any]:
         """Call ``tool`` of ``server`` if it is still the tool that was registered.
 
@@ -150,13 +160,14 @@ class McpToolHost:
             arguments: the call's arguments; pinned arguments overwrite same-named keys.
             timeout_s: wall-clock limit of the call, a server (re)start included, seconds.
             expected: the registered operation the call runs under.
+            guard: a granted call's content check, run right before the call is sent.
 
         Returns:
             ``{"structured": dict | None, "content": [dict, ...]}``.
 
         Raises:
             ToolRefused: ``unknown_server``; ``tool_unavailable`` (server not ready or its circuit
-                open: nothing sent); ``tool_definition_changed`` (nothing sent).
+                open: nothing sent); ``tool_definition_changed``, ``content_changed`` (nothing sent).
             ToolFailed: ``server_unavailable`` (nothing sent), ``tool_error``.
             ToolOutcomeUnknown: ``connection_lost``, ``malformed_reply``, ``output_invalid``.
             ToolTimeout: ``tool_timeout``, sent and no answer in time.
@@ -165,19 +176,25 @@ class McpToolHost:
         if session is None:
             raise ToolRefused("unknown_server", f"no MCP server named {server!r} is configured")
         if not self._warm:
-            return await self._call(session, tool, arguments, timeout_s, expected)
+            return await self._call(session, tool, arguments, timeout_s, expected, guard)
         with self._wardens[server].watched():
-            return await self._call(session, tool, arguments, timeout_s, expected)
+            return await self._call(session, tool, arguments, timeout_s, expected, guard)
 
     async def _call(
-        self, session: McpSession, tool: str, arguments: dict[str, Any], timeout_s: float, expected: OperationSpec
+        self,
+        session: McpSession,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        expected: OperationSpec,
+        guard: Guard | None,
     ) -> dict[str, Any]:
         attempt = _Attempt(session.config.name, tool, session.connection())
         budget_s = timeout_s - min(_MARGIN_S, timeout_s / 10)
         forced = {**arguments, **session.config.pinned_arguments}
         try:
             async with asyncio.timeout(budget_s):
-                return await self._run(attempt, session.config, forced, expected)
+                return await self._run(attempt, session.config, forced, expected, guard)
         except asyncio.CancelledError:
             if _being_cancelled():
                 raise
@@ -186,11 +203,18 @@ class McpToolHost:
             raise attempt.timed_out(budget_s) from None
 
     async def _run(
-        self, attempt: _Attempt, config: McpServerConfig, arguments: dict[str, Any], expected: OperationSpec
+        self,
+        attempt: _Attempt,
+        config: McpServerConfig,
+        arguments: dict[str, Any],
+        expected: OperationSpec,
+        guard: Guard | None,
     ) -> dict[str, Any]:
         try:
             client = await attempt.connection.client()
             await self._checked(attempt.connection, client, config, attempt.tool, expected)
+            if guard is not None:
+                await asyncio.to_thread(guard)  # the files as the approval bound them, checked last
             attempt.send()
             result = await client.session.call_tool(attempt.tool, arguments)
         except ExecutorError:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from toolgate.contracts.adapters import FILE_SYSTEM, MCP, adapter_kind
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.executor.adapters.file_system import FileSystemTool
+from toolgate.executor.binding import Guard
 from toolgate.executor.errors import ToolRefused
 
 if TYPE_CHECKING:  # the MCP client stack (~20 MiB resident) is imported only where MCP servers are configured
@@ -25,11 +26,14 @@ class LocalToolHost:
         self._file_system = file_system
         self._mcp = mcp
 
-    async def call(self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]) -> Any:
+    async def call(
+        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Guard | None = None
+    ) -> Any:
         """Run ``operation`` of ``descriptor`` with ``arguments``.
 
         An MCP call also gets the registered operation, which the live tool must still
-        match (:meth:`McpToolHost.call`).
+        match (:meth:`McpToolHost.call`). ``guard`` goes to the adapter, which calls it
+        right before the effect.
 
         Raises:
             ToolRefused: ``unknown_adapter`` when no adapter serves the descriptor,
@@ -38,10 +42,10 @@ class LocalToolHost:
         """
         kind, server = adapter_kind(descriptor.adapter) or ("", "")
         if kind == FILE_SYSTEM:
-            return await self._file_system.call(operation, arguments)
+            return await self._file_system.call(operation, arguments, guard)
         if kind == MCP and self._mcp is not None:
             expected = descriptor.operations.get(operation)
             if expected is None:
                 raise ToolRefused("unknown_operation", f"{descriptor.name} has no operation {operation!r}")
-            return await self._mcp.call(server, operation, arguments, descriptor.timeout_s, expected)
+            return await self._mcp.call(server, operation, arguments, descriptor.timeout_s, expected, guard)
         raise ToolRefused("unknown_adapter", f"no adapter {descriptor.adapter!r} is configured in this executor")
