@@ -73,7 +73,9 @@ class _Tool:
         self.behave: Any = None
         self.calls = 0
 
-    async def call(self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any]) -> Any:
+    async def call(
+        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Any = None
+    ) -> Any:
         self.calls += 1
         return self.behave(arguments)
 
