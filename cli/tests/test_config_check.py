@@ -123,6 +123,35 @@ def test_up_passes_absolute_paths_and_the_files_descriptor_dirs(good: Path, tmp_
     assert up_env(None, None) == {}
 
 
+def test_up_passes_relative_paths_made_absolute_with_their_symlinks_kept(
+    good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "linked").symlink_to(good.parent, target_is_directory=True)
+    (good.parent / "servers.toml").write_text(f'[servers.a]\ncommand = "{sys.executable}"\n')
+    monkeypatch.chdir(tmp_path)
+
+    env = up_env(Path("linked/toolgate.toml"), Path("linked/servers.toml"))
+
+    assert env["TOOLGATE_MCP_SERVERS_FILE"] == str(tmp_path / "linked" / "servers.toml")
+    assert env["TOOLGATE_CONFIG"] == str(tmp_path / "linked" / "toolgate.toml")
+    assert env["TOOLGATE_REGISTRY_DESCRIPTORS_DIR"] == str(tmp_path / "linked" / "tools")
+
+
+def test_up_keeps_a_symlinked_state_dir_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolgate.cli.up
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "state").symlink_to(tmp_path / "real")
+    seen: list[Path] = []
+    monkeypatch.setattr(toolgate.cli.up, "run_up", lambda *args: seen.append(args[2]) or 0)
+    monkeypatch.chdir(tmp_path)
+
+    done = CliRunner().invoke(app, ["up", "--state-dir", "state"])
+
+    assert done.exit_code == 0, done.output
+    assert seen == [tmp_path / "state"]
+
+
 def test_up_refuses_an_invalid_config_before_starting_anything(tmp_path: Path) -> None:
     path = tmp_path / "toolgate.toml"
     path.write_text('[mcp.servers.git]\ncomand = "x"\n')

@@ -29,6 +29,7 @@ from toolgate.cli.withdraw_command import withdraw
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.directory import DirectoryInvalid
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
+from toolgate.shared.toml_file import absolute
 
 __all__ = ["main"]
 
@@ -237,7 +238,7 @@ def up(
     except (OSError, ValueError) as error:
         err_console.print("[red]error:[/red]", escape(str(error)), soft_wrap=True)
         raise typer.Exit(1) from None
-    raise typer.Exit(run_up(console, err_console, (state or state_dir()).resolve(), insecure, env))
+    raise typer.Exit(run_up(console, err_console, absolute(state or state_dir()), insecure, env))
 
 
 Chat = Annotated[

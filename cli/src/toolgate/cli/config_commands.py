@@ -22,6 +22,7 @@ from toolgate.cli.config_check import Report, as_json, check_config
 from toolgate.cli.session import console, err_console
 from toolgate.shared.config import CONFIG_ENV, load_config, load_servers
 from toolgate.shared.settings import MCP_SERVERS_ENV
+from toolgate.shared.toml_file import absolute
 
 __all__ = ["ConfigPath", "McpServersPath", "config_app", "up_env"]
 
@@ -94,7 +95,7 @@ def up_env(config: Path | None, mcp_servers: Path | None) -> dict[str, str]:
     Raises:
         toolgate.shared.config.ConfigInvalid: the config file or the MCP servers file is unreadable or invalid.
     """
-    env = {MCP_SERVERS_ENV[0]: str(mcp_servers.resolve())} if mcp_servers is not None else {}
+    env = {MCP_SERVERS_ENV[0]: str(absolute(mcp_servers))} if mcp_servers is not None else {}
     if mcp_servers is not None:
         load_servers(mcp_servers)
     loaded = load_config(config)

@@ -35,7 +35,7 @@ import msgspec
 from toolgate.contracts.descriptors import TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers, parse_each
 from toolgate.shared.tables import convert, unknown_keys
-from toolgate.shared.toml_file import ConfigInvalid, read_toml
+from toolgate.shared.toml_file import ConfigInvalid, absolute, read_toml
 
 __all__ = [
     "CONFIG_ENV",
@@ -118,7 +118,7 @@ class McpConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolgateConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """A loaded ``toolgate.toml``; paths in it are absolute (resolved against its directory).
+    """A loaded ``toolgate.toml``; paths in it are absolute (against its directory, symlinks kept).
 
     Attributes:
         path: the file it was read from (``None``: no file, every default).
@@ -138,15 +138,15 @@ class ToolgateConfig(msgspec.Struct, frozen=True, kw_only=True):
         return self.path.parent if self.path is not None else Path.cwd()
 
     def descriptor_dirs(self) -> list[Path] | None:
-        """The descriptor directories, absolute, or ``None`` when the file names none."""
+        """The descriptor directories, absolute (symlinks kept), or ``None`` when the file names none."""
         dirs = self.tools.descriptor_dirs
-        return None if dirs is None else [self.base_dir / entry for entry in dirs]
+        return None if dirs is None else [absolute(self.base_dir / entry) for entry in dirs]
 
     def chat_settings(self) -> dict[str, Any]:
         """The ``[chat]`` keys that are set, file paths made absolute."""
         chosen = {key: value for key, value in msgspec.structs.asdict(self.chat).items() if value is not None}
         for key in [key for key in chosen if key.endswith(("_file", "_dir"))]:
-            chosen[key] = str(self.base_dir / chosen[key])
+            chosen[key] = str(absolute(self.base_dir / chosen[key]))
         return chosen
 
 
@@ -174,7 +174,7 @@ def load_config(path: Path | None) -> ToolgateConfig:
     chat = _section(problems, lambda: convert(document.get("chat", {}), ChatConfig, "chat"))
     if problems or servers is None or tools is None or chat is None:
         raise ConfigInvalid([f"{path.name}: {problem}" for problem in problems])
-    return ToolgateConfig(path=path.resolve(), mcp=McpConfig(servers=servers), tools=tools, chat=chat)
+    return ToolgateConfig(path=absolute(path), mcp=McpConfig(servers=servers), tools=tools, chat=chat)
 
 
 def load_servers(path: Path) -> dict[str, McpServerConfig]:

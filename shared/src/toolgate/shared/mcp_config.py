@@ -54,7 +54,7 @@ import msgspec
 from toolgate.contracts.descriptors import RateLimit, rate_limit_problem
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
 from toolgate.shared.tables import convert
-from toolgate.shared.toml_file import ConfigInvalid, read_toml
+from toolgate.shared.toml_file import ConfigInvalid, absolute, read_toml
 from toolgate.shared.upstream import check_upstream, header_values
 
 __all__ = [
@@ -183,9 +183,10 @@ def resolve_command(command: str, base_dir: Path | None = None) -> str:
     """Return the absolute path of ``command``.
 
     Order: an absolute path as is; a path with a separator relative to ``base_dir``
-    (default: the working directory); a bare name next to ``sys.executable`` (the
-    virtualenv's scripts dir, which is not on ``PATH`` when the venv is not activated),
-    then on ``PATH``.
+    (default: the working directory), made absolute with :func:`absolute` (symlinks kept:
+    ``../venv/bin/python`` must run as that virtualenv's interpreter, not as the base
+    interpreter it links to); a bare name next to ``sys.executable`` (the virtualenv's
+    scripts dir, which is not on ``PATH`` when the venv is not activated), then on ``PATH``.
 
     Raises:
         ValueError: no executable file was found.
@@ -194,7 +195,7 @@ def resolve_command(command: str, base_dir: Path | None = None) -> str:
         found: str | None = command if os.access(command, os.X_OK) else None
     elif os.sep in command:
         candidate = (base_dir or Path.cwd()) / command
-        found = str(candidate.resolve()) if os.access(candidate, os.X_OK) else None
+        found = str(absolute(candidate)) if os.access(candidate, os.X_OK) else None
     else:
         beside = Path(sys.executable).parent / command
         found = str(beside) if beside.is_file() and os.access(beside, os.X_OK) else shutil.which(command)
@@ -282,7 +283,7 @@ def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfi
         command = resolve_command(config.command, base_dir)
     except ValueError as exc:
         raise ValueError(f"{where}.command: {exc}") from exc
-    cwd = (base_dir / config.cwd).resolve()
+    cwd = absolute(base_dir / config.cwd)
     if not cwd.is_dir():
         raise ValueError(f"{where}.cwd: {str(cwd)[:200]!r} is not a directory")
     return msgspec.structs.replace(config, command=command, cwd=str(cwd), overrides=parsed)

@@ -146,7 +146,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     mcp = _mcp(settings, servers, announcer) if settings.mcp_servers_file else None
     timing, instance = _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
-    tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve(), may_write=lease.held), mcp)
+    tools = LocalToolHost(FileSystemTool(settings.sandbox_root, may_write=lease.held), mcp)
     reporter = SecurityReporter("executor")
     broker = new_broker("executor", settings, reporter)
     cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
