@@ -84,7 +84,11 @@ OperatorKey = Annotated[
 
 @tools_app.command("publish")
 def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -> None:
-    """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable)."""
+    """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable).
+
+    A refusal names every mistake of the descriptor, a mistyped key with the key meant; success
+    prints the registry's own line (``file_system@1.0.0 published`` or ``… unchanged``).
+    """
     from toolgate.contracts.signing import load_private_key, sign_value
 
     key = key or state_dir() / "keys" / "operator" / "operator.key"
@@ -99,7 +103,7 @@ def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -
     if not reply.get("ok"):
         err_console.print(f"[red]{code}[/red]:", reason)
         raise typer.Exit(1)
-    console.print(f"[green]{code}[/green]:", reason)
+    console.print(f"[green]{reason}[/green]")
 
 
 @approvals_app.command("list")

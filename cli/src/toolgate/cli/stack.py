@@ -29,13 +29,21 @@ from typing import Any, Literal
 from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_directory, write_private
 from toolgate.cli.ports import Ports, http_port_env
 from toolgate.cli.readiness import wait_ready
+from toolgate.cli.stack_files import DEPLOY_DIR, chosen_config, config_env
 from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.keyring import PUBLIC, lay_out_keys
 
-__all__ = ["CHATOPS", "DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "credentials_dir", "running_stack"]
-
-DEPLOY_DIR = Path(os.environ.get("TOOLGATE_DEPLOY_DIR") or Path(__file__).resolve().parents[4] / "deploy")
-"""The default policy, principal directory and tool descriptors (``TOOLGATE_DEPLOY_DIR`` overrides)."""
+__all__ = [
+    "CHATOPS",
+    "DEPLOY_DIR",
+    "SERVICES",
+    "AuthMode",
+    "Stack",
+    "chosen_config",
+    "config_env",
+    "credentials_dir",
+    "running_stack",
+]
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 """Start order: the registry provisions the bus the others bind to."""
@@ -171,31 +179,6 @@ def base_env(state_dir: Path, nats_url: str, redis_url: str, extra: dict[str, st
     env.setdefault("TOOLGATE_CHATOPS_MATRIX_STATE_DIR", str(state_dir / "chatops"))  # answers given while it was down
     env.update(extra)
     return env
-
-
-def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
-    """Settings pointing every service at the files of ``deploy_dir`` (absolute paths)."""
-    policy = deploy_dir / "policy"
-    return {
-        "TOOLGATE_POLICY_POLICY_FILE": str(policy / "policy.cedar"),
-        "TOOLGATE_POLICY_PRINCIPALS_FILE": str(policy / "principals.toml"),
-        "TOOLGATE_POLICY_ATTRIBUTES_FILE": str(policy / "attributes.toml"),
-        "TOOLGATE_POLICY_BUDGETS_FILE": str(policy / "budgets.toml"),
-        "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(policy / "principals.toml"),
-        "TOOLGATE_CHATOPS_PRINCIPALS_FILE": str(policy / "principals.toml"),
-        "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(deploy_dir / "tools"),
-    }
-
-
-def chosen_config(extra: dict[str, str]) -> dict[str, str]:
-    """The files every service is pointed at: ``extra``, else the environment's own setting, else ``deploy/``.
-
-    A setting the person running ``up`` exported (``TOOLGATE_CHATOPS_PRINCIPALS_FILE=…``)
-    is kept, never replaced by the deploy directory's default.
-    """
-    defaults = config_env()
-    exported = {name: value for name in defaults if (value := os.environ.get(name))}
-    return {**defaults, **exported, **{name: extra[name] for name in defaults if name in extra}}
 
 
 def credentials_dir(state_dir: Path) -> Path:
