@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -330,3 +331,91 @@ def test_the_config_file_named_as_the_servers_file_too_is_checked_once(
     assert code == 1 and output.splitlines() == [
         'error: toolgate.toml: chat.room: unknown field; did you mean "rooms"?'
     ]
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory that is not the repository's, holding no toolgate.toml."""
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("TOOLGATE_DEPLOY_DIR", raising=False)
+    return work
+
+
+def test_every_mistake_of_the_file_is_one_line_at_its_location(elsewhere: Path) -> None:
+    path = elsewhere / "conf.toml"
+    path.write_text(
+        '[mcp.servers.git]\ncomand = "x"\nargz = []\n'
+        "[tools.limits.mcp_git]\ntimeout = 3\nrate_limit = { calls = 1, period = 60 }\n"
+        '[chat]\nplatfrom = "x"\nroom = "x"\n'
+    )
+
+    code, output = check("--config", str(path))
+
+    assert code == 1
+    assert output.splitlines() == [
+        'error: conf.toml: mcp.servers.git.comand: unknown field; did you mean "command"?',
+        'error: conf.toml: mcp.servers.git.argz: unknown field; did you mean "args"?',
+        'error: conf.toml: tools.limits.mcp_git.timeout: unknown field; did you mean "timeout_s"?',
+        'error: conf.toml: tools.limits.mcp_git.rate_limit.period: unknown field; did you mean "period_s"?',
+        'error: conf.toml: chat.platfrom: unknown field; did you mean "platform"?',
+        'error: conf.toml: chat.room: unknown field; did you mean "rooms"?',
+    ]
+
+
+def test_a_servers_file_is_checked_without_a_toolgate_toml_as_up_runs_without_one(
+    elsewhere: Path, servers_file: Path, repo_root: Path
+) -> None:
+    code, output = check("--mcp-servers", str(servers_file))
+
+    assert code == 0, output
+    assert output.splitlines()[0] == "no toolgate.toml (as `up` without --config): ok"
+    assert f"MCP servers file: {servers_file}" in output and "MCP servers: a (stdio: " in output
+    assert f"descriptor dirs: {repo_root / 'deploy' / 'tools'} (1 descriptor), from the default" in " ".join(
+        output.split()
+    )
+
+
+def test_a_toolgate_toml_in_the_working_directory_is_checked_and_said_to_be_unread_by_up(elsewhere: Path) -> None:
+    (elsewhere / "toolgate.toml").write_text('[chat]\nplatform = "slack"\n')
+
+    code, output = check()
+
+    assert code == 0, output
+    said = " ".join(output.split())
+    assert f"note: checked {elsewhere / 'toolgate.toml'}, found here; `up` reads it only when --config" in said
+    assert f"{elsewhere / 'toolgate.toml'}: ok" in said and "chat: slack" in said
+
+
+@pytest.mark.parametrize("source", ["default", "file", "exported"])
+def test_the_descriptor_dirs_checked_are_the_ones_up_gives_the_registry(
+    elsewhere: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    from toolgate.cli.stack import chosen_config
+
+    for name in ("mine", "exported"):
+        (elsewhere / name).mkdir()
+        (elsewhere / name / "notes.json").write_text(DESCRIPTOR)
+    path = elsewhere / "conf.toml"
+    path.write_text('[tools]\ndescriptor_dirs = ["mine"]\n' if source != "default" else "")
+    if source == "exported":
+        monkeypatch.setenv("TOOLGATE_REGISTRY_DESCRIPTORS_DIR", "exported")
+
+    code, output = check("--config", str(path), "--json")
+
+    registry_reads = chosen_config(up_env(path, None))["TOOLGATE_REGISTRY_DESCRIPTORS_DIR"]
+    report = json.loads(output)
+    assert code == 0, output
+    assert list(report["descriptor_dirs"]) == registry_reads.split(os.pathsep)
+    assert (
+        registry_reads
+        == {
+            "default": str(repo_root / "deploy" / "tools"),
+            "file": str(elsewhere / "mine"),
+            "exported": str(elsewhere / "exported"),
+        }[source]
+    )
+    assert report["descriptor_dirs_from"].startswith(
+        {"default": "the default", "file": "conf.toml: tools.descriptor_dirs", "exported": "TOOLGATE_REGISTRY"}[source]
+    )
