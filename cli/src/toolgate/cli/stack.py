@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_direc
 from toolgate.cli.ports import Ports, http_port_env
 from toolgate.cli.readiness import wait_ready
 from toolgate.cli.stack_files import DEPLOY_DIR, chosen_config, config_env
+from toolgate.cli.waiting import Note
 from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.keyring import PUBLIC, lay_out_keys
 
@@ -78,6 +80,8 @@ class Stack:
     """The version of the policy in force when the policy service reported ready."""
     ports: Ports | None = None
     """The ports chosen by ``up`` (:mod:`toolgate.cli.ports`); ``None``: free ones."""
+    mcp_starting: list[str] = field(default_factory=list)
+    """The MCP servers still starting when the start's wait ended (listed ``starting``; the stack runs on)."""
 
     def has_user(self, user: str) -> bool:
         """Whether the NATS server knows ``user`` (``False`` for every user when ``open``)."""
@@ -277,6 +281,8 @@ def running_stack(
     policy_required: bool = True,
     admin: bool = False,
     ports: Callable[[], Ports] | None = None,
+    ready_timeout_s: float = 60.0,
+    note: Note | None = None,
 ) -> Iterator[Stack]:
     """Servers, keys and all five services; everything is stopped on exit.
 
@@ -293,6 +299,9 @@ def running_stack(
         ports: chooses, under the stack's lock, where the started servers and the services'
             HTTP listen (``TOOLGATE_<SERVICE>_HTTP_PORT``; :func:`toolgate.cli.ports.stable_ports`);
             default: free ports, no HTTP.
+        ready_timeout_s: how long the registry, then the other services, may take to be ready,
+            seconds; an MCP server still starting then does not stop the start (``Stack.mcp_starting``).
+        note: told what the start is waiting for (:func:`toolgate.cli.readiness.wait_ready`).
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
@@ -310,19 +319,24 @@ def running_stack(
         stack.credentials, stack.ports = credentials, chosen
         stack.servers = {name: server for name, server in servers.items() if not isinstance(server, str)}
         held.callback(stack.stop_all)
-        _start_services(stack, policy_required)
+        _start_services(stack, policy_required, ready_timeout_s, note)
         yield stack
 
 
-def _start_services(stack: Stack, policy_required: bool = True) -> None:
+def _start_services(stack: Stack, policy_required: bool, timeout_s: float, note: Note | None) -> None:
     """Start the registry (it provisions the bus), then the other services; wait until each serves.
+
+    Then each configured MCP server is awaited until it has left ``starting``, at most until
+    the same deadline; those still starting are kept in ``stack.mcp_starting``.
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up.
     """
     stack.start("registry")
-    asyncio.run(wait_ready(stack, ("registry",)))
+    asyncio.run(wait_ready(stack, ("registry",), timeout_s, note=note))
     services = (*SERVICES[1:], CHATOPS) if stack.env.get("TOOLGATE_CHATOPS_PLATFORM") else SERVICES[1:]
+    since = datetime.now(UTC)
     for service in services:
         stack.start(service)
-    asyncio.run(wait_ready(stack, services, policy_required=policy_required))
+    ready = wait_ready(stack, services, timeout_s, policy_required=policy_required, note=note, mcp_since=since)
+    stack.mcp_starting = asyncio.run(ready)

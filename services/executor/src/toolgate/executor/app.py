@@ -77,6 +77,7 @@ def _mcp(settings: ExecutorSettings, servers: dict[str, McpServerConfig], announ
 
     return McpToolHost(
         servers,
+        start_timeout_s=settings.mcp_start_timeout_s,
         breaker_faults=settings.mcp_breaker_faults,
         breaker_cool_down_s=settings.mcp_breaker_cool_down_s,
         on_change=announcer.note,
@@ -112,8 +113,9 @@ def _state_names(mcp: McpToolHost) -> Callable[[], Mapping[str, str]]:
 def _mcp_checks(states: Callable[[], Mapping[str, str]] | None) -> dict[str, ReadyCheck]:
     """Report the MCP servers' states (server → ``starting``/``ready``/``unavailable``/``degraded``).
 
-    Ready once none is ``starting`` (an unavailable server is marked, not awaited). Without
-    a ``states`` accessor there is nothing to report and no check.
+    Ready once none is ``starting`` (an unavailable server is marked, not awaited); the
+    executor takes calls meanwhile, refusing a starting server's as ``tool_unavailable``.
+    Without a ``states`` accessor there is nothing to report and no check.
     """
     if states is None:
         return {}
@@ -150,12 +152,13 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     reporter = SecurityReporter("executor")
     broker = new_broker("executor", settings, reporter)
     cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
+    upkept: RuntimeCell[Upkeep] = RuntimeCell()  # set once started: stopped even if the rest was never built
 
     def clock() -> datetime:
         return datetime.now(UTC)
 
     async def build(js: JetStreamContext) -> None:
-        if mcp is not None:  # the servers start while the rest is built
+        if mcp is not None:  # the servers start now and are kept warm; calls are taken before they are all ready
             mcp.launch()
         bus = ScrubbingBus(StreamBus(broker.connection, js, receipts_key), redactor)
         store = RedisIdempotencyStore(redis_client(settings))
@@ -178,16 +181,15 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         backstop = Backstop(executor, bus, store, keys, clock, timing, limits)
         upkeep = Upkeep(store, bus, clock, instance, timing.idempotency_ttl_s, lease=lease)
         await upkeep.start()
+        upkept.set(upkeep)
         announcer.start(js)
-        if mcp is not None:  # every server ready or unavailable before the first call is taken
-            await mcp.start()
         cell.set(ExecutorRuntime(executor, backstop, upkeep))
 
     def abort() -> None:
         cell().executor.abort()
 
     async def stop_upkeep() -> None:
-        await cell().upkeep.stop()
+        await upkept().stop()
 
     redis_ready = RedisReachable(redis_client(settings))
     closers = [stop_upkeep, *([mcp.aclose] if mcp else []), announcer.stop, redis_ready.aclose]
