@@ -26,7 +26,7 @@ from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.security import NatsSecurity
 from nats.js import JetStreamContext
 
-from toolgate.contracts.errors import ToolgateError
+from toolgate.contracts.errors import Problem, ToolgateError
 from toolgate.shared import tracing
 from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.shared.handling import Consumer, DurableWorker
@@ -58,7 +58,7 @@ Answer = Callable[[NatsMessage], Awaitable[bytes]]
 R = TypeVar("R")
 
 
-class NotStarted(RuntimeError):
+class NotStarted(Problem, RuntimeError):
     """A service's runtime was read before it was built (a message retried; a closer with nothing to close)."""
 
 
