@@ -45,7 +45,7 @@ async def _readyz(reasons: dict[str, str]) -> tuple[web.AppRunner, int]:
     ("reasons", "why"),
     [
         (
-            {"consumers": "starting: 0 of 0 durable consumers bound", "mcp_imports": "listing MCP servers: git"},
+            {"consumers": "starting: connecting and building", "mcp_imports": "listing MCP servers: git"},
             "listing MCP servers: git",
         ),
         ({"consumers": "starting: 0 of 2 durable consumers bound"}, "starting: 0 of 2 durable consumers bound"),
