@@ -111,6 +111,8 @@ async def mcp_settled(stack: Stack, since: datetime, deadline: float, say: Note)
         The servers still starting (or not announced yet) at the deadline, ``[]`` when none is.
     """
     servers = configured_servers(stack.env)
+    if not servers:
+        return []
     nc = await connect_once(stack.nats_url, **stack.connect_options(OPERATOR))
     try:
         while waiting := await _starting(nc, servers, since):
@@ -125,8 +127,6 @@ async def mcp_settled(stack: Stack, since: datetime, deadline: float, say: Note)
 
 async def _starting(nc: Client, servers: list[str], since: datetime) -> list[str]:
     """The servers whose state recorded since ``since`` is ``starting``, or that have none recorded since."""
-    if not servers:
-        return []
     try:
         reply = await nc.request(Rpc.REGISTRY_LIST, b"{}", timeout=5)
         states = msgspec.json.decode(reply.data, type=_States).states
