@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -121,6 +122,35 @@ def test_up_passes_absolute_paths_and_the_files_descriptor_dirs(good: Path, tmp_
         "TOOLGATE_CHATOPS_PLATFORM": "slack",
     }
     assert up_env(None, None) == {}
+
+
+def test_up_passes_relative_paths_made_absolute_with_their_symlinks_kept(
+    good: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "linked").symlink_to(good.parent, target_is_directory=True)
+    (good.parent / "servers.toml").write_text(f'[servers.a]\ncommand = "{sys.executable}"\n')
+    monkeypatch.chdir(tmp_path)
+
+    env = up_env(Path("linked/toolgate.toml"), Path("linked/servers.toml"))
+
+    assert env["TOOLGATE_MCP_SERVERS_FILE"] == str(tmp_path / "linked" / "servers.toml")
+    assert env["TOOLGATE_CONFIG"] == str(tmp_path / "linked" / "toolgate.toml")
+    assert env["TOOLGATE_REGISTRY_DESCRIPTORS_DIR"] == str(tmp_path / "linked" / "tools")
+
+
+def test_up_keeps_a_symlinked_state_dir_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolgate.cli.up
+
+    (tmp_path / "real").mkdir()
+    (tmp_path / "state").symlink_to(tmp_path / "real")
+    seen: list[Path] = []
+    monkeypatch.setattr(toolgate.cli.up, "run_up", lambda *args: seen.append(args[2]) or 0)
+    monkeypatch.chdir(tmp_path)
+
+    done = CliRunner().invoke(app, ["up", "--state-dir", "state"])
+
+    assert done.exit_code == 0, done.output
+    assert seen == [tmp_path / "state"]
 
 
 def test_up_refuses_an_invalid_config_before_starting_anything(tmp_path: Path) -> None:
@@ -361,3 +391,91 @@ def test_an_override_pointer_that_is_no_pointer_to_one_argument_is_a_problem(
 
     problems = json.loads(output)["problems"]
     assert code == 1 and problems[0].startswith(f"mcp.servers.time.overrides.get_time.{field}: "), problems
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory that is not the repository's, holding no toolgate.toml."""
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.delenv("TOOLGATE_DEPLOY_DIR", raising=False)
+    return work
+
+
+def test_every_mistake_of_the_file_is_one_line_at_its_location(elsewhere: Path) -> None:
+    path = elsewhere / "conf.toml"
+    path.write_text(
+        '[mcp.servers.git]\ncomand = "x"\nargz = []\n'
+        "[tools.limits.mcp_git]\ntimeout = 3\nrate_limit = { calls = 1, period = 60 }\n"
+        '[chat]\nplatfrom = "x"\nroom = "x"\n'
+    )
+
+    code, output = check("--config", str(path))
+
+    assert code == 1
+    assert output.splitlines() == [
+        'error: conf.toml: mcp.servers.git.comand: unknown field; did you mean "command"?',
+        'error: conf.toml: mcp.servers.git.argz: unknown field; did you mean "args"?',
+        'error: conf.toml: tools.limits.mcp_git.timeout: unknown field; did you mean "timeout_s"?',
+        'error: conf.toml: tools.limits.mcp_git.rate_limit.period: unknown field; did you mean "period_s"?',
+        'error: conf.toml: chat.platfrom: unknown field; did you mean "platform"?',
+        'error: conf.toml: chat.room: unknown field; did you mean "rooms"?',
+    ]
+
+
+def test_a_servers_file_is_checked_without_a_toolgate_toml_as_up_runs_without_one(
+    elsewhere: Path, servers_file: Path, repo_root: Path
+) -> None:
+    code, output = check("--mcp-servers", str(servers_file))
+
+    assert code == 0, output
+    assert output.splitlines()[0] == "no toolgate.toml (as `up` without --config): ok"
+    assert f"MCP servers file: {servers_file}" in output and "MCP servers: a (stdio: " in output
+    assert f"descriptor dirs: {repo_root / 'deploy' / 'tools'} (1 descriptor), from the default" in " ".join(
+        output.split()
+    )
+
+
+def test_a_toolgate_toml_in_the_working_directory_is_checked_and_said_to_be_unread_by_up(elsewhere: Path) -> None:
+    (elsewhere / "toolgate.toml").write_text('[chat]\nplatform = "slack"\n')
+
+    code, output = check()
+
+    assert code == 0, output
+    said = " ".join(output.split())
+    assert f"note: checked {elsewhere / 'toolgate.toml'}, found here; `up` reads it only when --config" in said
+    assert f"{elsewhere / 'toolgate.toml'}: ok" in said and "chat: slack" in said
+
+
+@pytest.mark.parametrize("source", ["default", "file", "exported"])
+def test_the_descriptor_dirs_checked_are_the_ones_up_gives_the_registry(
+    elsewhere: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    from toolgate.cli.stack import chosen_config
+
+    for name in ("mine", "exported"):
+        (elsewhere / name).mkdir()
+        (elsewhere / name / "notes.json").write_text(DESCRIPTOR)
+    path = elsewhere / "conf.toml"
+    path.write_text('[tools]\ndescriptor_dirs = ["mine"]\n' if source != "default" else "")
+    if source == "exported":
+        monkeypatch.setenv("TOOLGATE_REGISTRY_DESCRIPTORS_DIR", "exported")
+
+    code, output = check("--config", str(path), "--json")
+
+    registry_reads = chosen_config(up_env(path, None))["TOOLGATE_REGISTRY_DESCRIPTORS_DIR"]
+    report = json.loads(output)
+    assert code == 0, output
+    assert list(report["descriptor_dirs"]) == registry_reads.split(os.pathsep)
+    assert (
+        registry_reads
+        == {
+            "default": str(repo_root / "deploy" / "tools"),
+            "file": str(elsewhere / "mine"),
+            "exported": str(elsewhere / "exported"),
+        }[source]
+    )
+    assert report["descriptor_dirs_from"].startswith(
+        {"default": "the default", "file": "conf.toml: tools.descriptor_dirs", "exported": "TOOLGATE_REGISTRY"}[source]
+    )

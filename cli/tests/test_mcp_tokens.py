@@ -1,4 +1,9 @@
-"""``toolgate mcp token``: tokens made, listed and revoked; the file keeps digests only."""
+"""``toolgate mcp token``: tokens made, listed and revoked; the file keeps digests only.
+
+Run from a working directory that is not the repository's: the principal directory is the
+one ``up`` gives the policy service (``TOOLGATE_POLICY_PRINCIPALS_FILE``, else the deploy
+directory's), never one relative to where the command runs.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,38 @@ import asyncio
 import stat
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from toolgate.cli.app import app
 from toolgate.surface.adapters.tokens import StaticTokens
 
 runner = CliRunner()
+
+DIRECTORY = """
+[principals.a]
+autonomy = 1
+roles = ["agent"]
+
+[principals.b]
+autonomy = 1
+roles = ["agent"]
+
+[principals.demo-agent]
+autonomy = 1
+roles = ["agent"]
+"""
+
+
+@pytest.fixture(autouse=True)
+def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory of its own, and a principal directory named as ``up`` is given one."""
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    (tmp_path / "principals.toml").write_text(DIRECTORY)
+    monkeypatch.setenv("TOOLGATE_POLICY_PRINCIPALS_FILE", str(tmp_path / "principals.toml"))
+    monkeypatch.delenv("TOOLGATE_DEPLOY_DIR", raising=False)
+    return tmp_path
 
 
 def add(file: Path, *more: str) -> str:
@@ -52,6 +83,58 @@ def test_bad_names_a_taken_label_and_bad_scopes_are_refused(tmp_path: Path) -> N
         done = runner.invoke(app, ["mcp", "token", "add", "--file", str(file), *args])
         assert done.exit_code == 2 and "refused" in done.output
     assert runner.invoke(app, ["mcp", "token", "revoke", "--label", "nope", "--file", str(file)]).exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("principal", "hint"),
+    [
+        ("nobody-here", ""),
+        ("demo-agnet", "did you mean 'demo-agent'?"),
+        ("c", ""),
+        ("demo_agent", "did you mean 'demo-agent'?"),
+    ],
+)
+def test_a_principal_the_directory_does_not_list_is_refused_naming_it(
+    tmp_path: Path, elsewhere: Path, principal: str, hint: str
+) -> None:
+    file = tmp_path / "tokens.toml"
+
+    done = runner.invoke(app, ["mcp", "token", "add", "--file", str(file), "--principal", principal, "--label", "x"])
+
+    said = " ".join(done.output.split())
+    assert done.exit_code == 2 and f"principal '{principal}' is not in the principal directory" in said, said
+    assert str(elsewhere / "principals.toml") in said and hint in said
+    assert not file.exists()
+
+
+def test_the_principals_option_names_another_directory_and_an_unreadable_one_is_refused(tmp_path: Path) -> None:
+    other = tmp_path / "other.toml"
+    other.write_text('[principals.zed]\nautonomy = 0\nroles = ["agent"]\n')
+    file = tmp_path / "tokens.toml"
+    base = ["mcp", "token", "add", "--file", str(file), "--label"]
+
+    assert runner.invoke(app, [*base, "one", "--principal", "zed", "--principals", str(other)]).exit_code == 0
+    assert runner.invoke(app, [*base, "two", "--principal", "a", "--principals", str(other)]).exit_code == 2
+    missing = runner.invoke(app, [*base, "three", "--principal", "a", "--principals", str(tmp_path / "none.toml")])
+    assert missing.exit_code == 2 and "cannot check principal 'a'" in " ".join(missing.output.split())
+
+
+def test_without_a_setting_the_deploy_directorys_principals_are_the_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("TOOLGATE_POLICY_PRINCIPALS_FILE")
+    file = tmp_path / "tokens.toml"
+
+    assert (
+        runner.invoke(
+            app, ["mcp", "token", "add", "--file", str(file), "--principal", "demo-agent", "--label", "x"]
+        ).exit_code
+        == 0
+    )
+    assert (
+        runner.invoke(app, ["mcp", "token", "add", "--file", str(file), "--principal", "a", "--label", "y"]).exit_code
+        == 2
+    )
 
 
 def test_serve_refuses_stdio_without_a_principal_and_says_how() -> None:

@@ -103,3 +103,69 @@ def test_check_prints_each_problem_as_file_line_column(
 
     placed = [text for text in done.stderr.splitlines() if text.startswith(f"{policy}:{line}:")]
     assert done.exit_code == 1 and len(placed) == 1 and said in placed[0], done.stderr
+
+
+@pytest.fixture
+def decoy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory that is not the repository's, with a decoy deploy/policy; no policy file setting."""
+    work = tmp_path / "elsewhere"
+    (work / "deploy" / "policy").mkdir(parents=True)
+    (work / "deploy" / "policy" / "principals.toml").write_text("not = [toml")
+    (work / "deploy" / "policy" / "attributes.toml").write_text("not = [toml")
+    monkeypatch.chdir(work)
+    for name in ("TOOLGATE_POLICY_PRINCIPALS_FILE", "TOOLGATE_POLICY_ATTRIBUTES_FILE", "TOOLGATE_DEPLOY_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    return work
+
+
+@pytest.mark.parametrize("source", ["default", "deploy dir", "exported", "option"])
+def test_check_reads_the_files_up_gives_the_policy_service_from_any_directory(
+    offline: Path, decoy: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    copy = offline / "copy"
+    (copy / "policy").mkdir(parents=True)
+    for name in ("principals.toml", "attributes.toml"):
+        (copy / "policy" / name).write_text((repo_root / "deploy/policy" / name).read_text())
+    options: list[str] = []
+    if source == "deploy dir":
+        monkeypatch.setenv("TOOLGATE_DEPLOY_DIR", str(copy))
+    elif source == "exported":
+        monkeypatch.setenv("TOOLGATE_POLICY_PRINCIPALS_FILE", str(copy / "policy/principals.toml"))
+        monkeypatch.setenv("TOOLGATE_POLICY_ATTRIBUTES_FILE", str(copy / "policy/attributes.toml"))
+    elif source == "option":
+        options = [
+            "--principals",
+            str(copy / "policy/principals.toml"),
+            "--attributes",
+            str(copy / "policy/attributes.toml"),
+        ]
+    base = repo_root / "deploy" if source == "default" else copy
+
+    done = CliRunner().invoke(app, ["policy", "check", str(repo_root / "deploy/policy/policy.cedar"), *options])
+
+    assert done.exit_code == 0, done.output
+    read = f"read: principal directory {base / 'policy/principals.toml'}, attributes {base / 'policy/attributes.toml'}"
+    assert read in " ".join(done.stdout.split())
+
+
+def test_files_of_the_deciding_replica_are_compared_with_those_read() -> None:
+    from toolgate.cli.policy_explain import Read, _files
+    from toolgate.contracts.events import DecisionMade
+    from toolgate.contracts.vocabulary import Verdict
+
+    def decided(digest: str | None) -> DecisionMade:
+        return DecisionMade(
+            event_id="d", occurred_at=NOW, request_id="r", principal="p", verdict=Verdict.DENY,
+            reason_code="x", reason="x", entities_digest=digest,
+        )  # fmt: skip
+
+    read = Read("read: principal directory a, attributes b", "sha256:here")
+    shown = {digest: str(_files(read, decided(digest))) for digest in ("sha256:here", "sha256:there", None)}
+
+    assert all(text.startswith("read: principal directory a, attributes b\n") for text in shown.values())
+    assert "decided over the same principal directory and attributes" in shown["sha256:here"]
+    assert (
+        "warning: these differ" in shown["sha256:there"]
+        and "(sha256:there there, sha256:here here)" in shown["sha256:there"]
+    )
+    assert "does not name the principal directory and attributes" in shown[None]

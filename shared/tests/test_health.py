@@ -181,5 +181,14 @@ async def test_a_service_is_not_ready_before_it_connects_and_binds_its_consumers
     assert set(not_ready(checks)) == {"nats", "policy"}
 
 
+async def test_a_service_without_consumers_says_it_is_still_building_before_it_starts() -> None:
+    started = asyncio.Event()
+    checks = base_checks(NatsBroker("nats://127.0.0.1:1"), Lifecycle(), [], started)
+
+    assert not_ready(checks)["consumers"] == "starting: connecting and building"
+    started.set()
+    assert "consumers" not in not_ready(checks)
+
+
 async def _never(_delivery: Any) -> Any:
     raise AssertionError("not called")

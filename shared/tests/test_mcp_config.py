@@ -148,7 +148,10 @@ def test_empty_file_has_no_servers(tmp_path: Path) -> None:
         ('[servers.x]\ncommand = "sh"\nheaders_env = { A = "B" }\n', r"servers\.x: headers_env: applies only"),
         ('[servers.x]\nurl = "https://h/mcp"\nheaders_env = { "A B" = "B" }\n', r"'A B' is not an HTTP header"),
         ('[servers.x]\nurl = "https://h/mcp"\nheaders_env = { A = "1B" }\n', r"headers_env\.A: '1B' is not an env"),
-        ('[servers.x]\nurl = "https://h/mcp"\nheaders_env = { A = 1 }\n', r"headers_env\[\.\.\.\]: expected `str`"),
+        (
+            '[servers.x]\nurl = "https://h/mcp"\nheaders_env = { A = 1 }\n',
+            r"servers\.x\.headers_env\.A: expected `str`",
+        ),
         ('[servers.x]\ncommand = "sh"\nname = "y"\n', r"servers\.x\.name"),
         (
             '[servers.x]\ncommand = "sh"\n[servers.x.overrides.t1]\nside_effect_class = "SAFE"\n',

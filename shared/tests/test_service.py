@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import nats.errors
 import pytest
+from faststream import FastStream
 from faststream.nats import NatsBroker, NatsMessage, NatsRouter
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 
-from toolgate.shared.service import is_inbox, rpc
+from toolgate.shared.service import Lifecycle, NotStarted, RuntimeCell, is_inbox, new_app, new_broker, rpc, run_service
+from toolgate.shared.settings import ServiceSettings
 
 pytestmark = pytest.mark.connected
 
@@ -80,3 +84,43 @@ async def test_an_answer_nats_cannot_carry_is_a_refusal_not_silence(
     else:
         assert (reply["ok"], reply["reason_code"]) == (False, "reply_too_large")
         assert f"NATS carries at most {nc.max_payload}" in reply["reason"]
+
+
+def _starting_forever(nats_url: str, ran: list[str]) -> FastStream:
+    """A service whose build never ends, stopped (as by SIGTERM) while it builds; its closers note what ran."""
+    broker = new_broker("executor", ServiceSettings(nats_url=nats_url))
+    cell: RuntimeCell[str] = RuntimeCell()
+    app: list[FastStream] = []
+
+    async def build(js: JetStreamContext) -> None:
+        asyncio.get_running_loop().call_later(0.3, app[0].exit)  # what FastStream's SIGTERM handler calls
+        await asyncio.Event().wait()
+
+    async def needs_the_runtime() -> None:
+        ran.append(f"closed {cell()}")
+
+    async def closes_its_own() -> None:
+        ran.append("own closed")
+
+    app.append(new_app(broker, build, Lifecycle(closers=[needs_the_runtime, closes_its_own])))
+    return app[0]
+
+
+def test_a_service_stopped_while_starting_stops_in_order_without_a_crash(
+    nats_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[str] = []
+
+    with caplog.at_level(logging.INFO):
+        code = run_service("executor", lambda: _starting_forever(nats_url, ran))
+
+    said = [(record.levelname, record.getMessage()) for record in caplog.records if record.name == "toolgate"]
+    assert code == 0 and ran == ["own closed"], said
+    assert ("INFO", "stopped before it finished starting") in said
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR], said
+
+
+def test_a_runtime_read_before_it_is_built_says_so() -> None:
+    with pytest.raises(NotStarted, match="service not started"):
+        RuntimeCell[str]()()
+    assert issubclass(NotStarted, RuntimeError)  # a handler reading it early is retried, as before

@@ -29,6 +29,7 @@ from toolgate.cli.withdraw_command import withdraw
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.directory import DirectoryInvalid
 from toolgate.shared.keyring import HOLDERS, PUBLIC, lay_out_keys
+from toolgate.shared.toml_file import absolute
 
 __all__ = ["main"]
 
@@ -83,7 +84,11 @@ OperatorKey = Annotated[
 
 @tools_app.command("publish")
 def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -> None:
-    """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable)."""
+    """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable).
+
+    A refusal names every mistake of the descriptor, a mistyped key with the key meant; success
+    prints the registry's own line (``file_system@1.0.0 published`` or ``… unchanged``).
+    """
     from toolgate.contracts.signing import load_private_key, sign_value
 
     key = key or state_dir() / "keys" / "operator" / "operator.key"
@@ -101,7 +106,7 @@ def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -
     if not reply.get("ok"):
         err_console.print(f"[red]{code}[/red]:", reason)
         raise typer.Exit(1)
-    console.print(f"[green]{code}[/green]:", reason)
+    console.print(f"[green]{reason}[/green]")
 
 
 @approvals_app.command("list")
@@ -240,7 +245,7 @@ def up(
     except (OSError, ValueError) as error:
         err_console.print("[red]error:[/red]", escape(str(error)), soft_wrap=True)
         raise typer.Exit(1) from None
-    raise typer.Exit(run_up(console, err_console, (state or state_dir()).resolve(), insecure, env))
+    raise typer.Exit(run_up(console, err_console, absolute(state or state_dir()), insecure, env))
 
 
 Chat = Annotated[

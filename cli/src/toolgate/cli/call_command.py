@@ -32,7 +32,7 @@ from toolgate.cli.rpc import BusError
 from toolgate.cli.session import NatsUrl, console, err_console, stack_url
 from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.catalog import TOKEN
-from toolgate.contracts.errors import Problem
+from toolgate.contracts.errors import Problem, described
 from toolgate.contracts.events import ReceiptIssued, decode_untrusted
 from toolgate.contracts.json_flaws import flaw_of
 from toolgate.contracts.nats_credentials import CredentialsInvalid, credentials_file
@@ -209,13 +209,13 @@ def call(
         )
         raise typer.Exit(NO_RECEIPT) from None
     except TimeoutError as timeout:
-        err_console.print("[yellow]no receipt[/yellow]:", escape(str(timeout)))
+        err_console.print("[yellow]no receipt[/yellow]:", escape(described(timeout)))
         raise typer.Exit(NO_RECEIPT) from None
     except GatewayStoreFull as full:
         err_console.print("[red]not accepted:[/red]", escape(str(full)))
         raise typer.Exit(NOT_ACCEPTED) from None
     except _FAILURES as error:
-        err_console.print("[red]error:[/red]", escape(redact(str(error))))
+        err_console.print("[red]error:[/red]", escape(redact(described(error))))
         raise typer.Exit(2) from None
     if as_json:
         print_json(receipt)

@@ -8,7 +8,10 @@ where the services run), and each descriptor directory exists and its descriptor
 
 The MCP servers checked are those the registry and the executor load: the MCP servers file
 named by ``TOOLGATE_MCP_SERVERS_FILE`` (or a deprecated alias) when one is set, in place of
-the file's ``[mcp.servers]``. An upstream URL is shown with its query values masked.
+the file's ``[mcp.servers]``. An upstream URL is shown with its query values masked. The
+descriptor directories checked are those ``up``'s registry publishes from
+(:func:`toolgate.cli.stack_files.descriptor_dirs`). Without a config file, what ``up`` runs
+with when given none is checked.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from toolgate.cli.config_references import reference_problems
+from toolgate.cli.stack_files import descriptor_dirs
 from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor, rate_limit_problem
 from toolgate.shared.config import ConfigInvalid, ToolgateConfig, load_config, load_servers
 from toolgate.shared.mcp_config import McpServerConfig
@@ -35,7 +39,7 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of a check.
 
     Attributes:
-        path: the file checked.
+        path: the config file checked; ``None``: none (the defaults ``up`` runs with without one).
         problems: one line per problem (the file cannot be used as it is).
         warnings: one line per doubt (it may still work where the services run).
         servers_file: the MCP servers file checked, whose servers the services load in place
@@ -43,16 +47,18 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
         servers: MCP server name to ``"stdio: <command>"`` or ``"http: <url>"`` (query values
             shown as ``***``), from ``servers_file`` when one is named.
         descriptor_dirs: the descriptor directories with their descriptor counts.
+        descriptor_dirs_from: where ``up`` takes them from (a variable, the file, the default).
         limited_tools: the tools with operator limits.
         chat: the chat platform, or ``None`` when the file configures no chat.
     """
 
-    path: str
+    path: str | None
     servers_file: str | None = None
     problems: list[str] = msgspec.field(default_factory=list)
     warnings: list[str] = msgspec.field(default_factory=list)
     servers: dict[str, str] = msgspec.field(default_factory=dict)
     descriptor_dirs: dict[str, int] = msgspec.field(default_factory=dict)
+    descriptor_dirs_from: str = ""
     limited_tools: list[str] = msgspec.field(default_factory=list)
     chat: str | None = None
 
@@ -62,11 +68,11 @@ class Report(msgspec.Struct, frozen=True, kw_only=True):
         return not self.problems
 
 
-def check_config(path: Path, servers_file: Path | None = None) -> Report:
+def check_config(path: Path | None, servers_file: Path | None = None) -> Report:
     """Check the ``toolgate.toml`` at ``path`` and the MCP servers file the services would load.
 
     Args:
-        path: the config file.
+        path: the config file; ``None``: none (as ``up`` without ``--config``).
         servers_file: the MCP servers file; ``None``: the one the environment names for the
             registry and the executor (``TOOLGATE_MCP_SERVERS_FILE`` or a deprecated alias), if any.
 
@@ -79,23 +85,27 @@ def check_config(path: Path, servers_file: Path | None = None) -> Report:
     config = _load(path, problems)
     servers = _servers(path, config, servers_file, problems, warnings)
     if config is None:
-        return Report(path=str(path), servers_file=_shown(servers_file), problems=problems, warnings=warnings)
-    counts = {str(directory): _check_dir(path.name, directory, problems) for directory in _dirs(config)}
-    problems += reference_problems(_dirs(config), servers)
+        return Report(path=_shown(path), servers_file=_shown(servers_file), problems=problems, warnings=warnings)
+    dirs, dirs_from = descriptor_dirs(config)
+    counts = {str(directory): _check_dir(dirs_from, directory, problems) for directory in dirs}
+    problems += reference_problems(dirs, servers)
     return Report(
-        path=str(path),
+        path=_shown(config.path),
         servers_file=_shown(servers_file),
         problems=problems,
         warnings=warnings,
         servers={name: _kind(server) for name, server in servers.items()},
         descriptor_dirs=counts,
+        descriptor_dirs_from=dirs_from,
         limited_tools=sorted(config.tools.limits),
         chat=config.chat.platform,
     )
 
 
-def _load(path: Path, problems: list[str]) -> ToolgateConfig | None:
-    """The config file, or ``None`` with its problems added to ``problems``."""
+def _load(path: Path | None, problems: list[str]) -> ToolgateConfig | None:
+    """The config file (no file: the defaults), or ``None`` with its problems added to ``problems``."""
+    if path is None:
+        return ToolgateConfig()
     try:
         return load_config(path)
     except ConfigInvalid as invalid:
@@ -122,14 +132,18 @@ def _named_servers_file(problems: list[str], warnings: list[str]) -> Path | None
 
 
 def _servers(
-    path: Path, config: ToolgateConfig | None, servers_file: Path | None, problems: list[str], warnings: list[str]
+    path: Path | None,
+    config: ToolgateConfig | None,
+    servers_file: Path | None,
+    problems: list[str],
+    warnings: list[str],
 ) -> dict[str, McpServerConfig]:
     """The MCP servers the services load, each checked: the servers file's when named, else the config's."""
-    if servers_file is None or _same_file(servers_file, path):
-        found, where = (config.mcp.servers if config else {}), f"{path.name}: mcp.servers"
+    if servers_file is None or (path is not None and _same_file(servers_file, path)):
+        found, where = (config.mcp.servers if config else {}), f"{path.name if path else ''}: mcp.servers"
     else:
         found, where = _file_servers(servers_file, problems)
-        if where and config is not None and config.mcp.servers:
+        if where and path is not None and config is not None and config.mcp.servers:
             warnings.append(f"{path.name}: mcp.servers: not used; the services load the servers of {servers_file}")
     for name, server in found.items():
         _check_server(f"{where}.{name}", server, problems, warnings)
@@ -153,10 +167,6 @@ def _file_servers(file: Path, problems: list[str]) -> tuple[dict[str, McpServerC
         return {}, ""
 
 
-def _dirs(config: ToolgateConfig) -> list[Path]:
-    return config.descriptor_dirs() or []
-
-
 def _kind(server: McpServerConfig) -> str:
     url: str | None = getattr(server, "url", None)
     return f"http: {masked_url(url)}" if url else f"stdio: {server.command}"
@@ -175,10 +185,10 @@ def _check_server(where: str, server: McpServerConfig, problems: list[str], warn
             warnings.append(f"{where}.headers_env.{header}: environment variable {variable} is not set here")
 
 
-def _check_dir(file: str, directory: Path, problems: list[str]) -> int:
-    """How many descriptors ``directory`` holds; a missing directory or a bad descriptor is a problem."""
+def _check_dir(named_by: str, directory: Path, problems: list[str]) -> int:
+    """How many descriptors ``directory`` holds; it missing (named by ``named_by``) or a bad descriptor is a problem."""
     if not directory.is_dir():
-        problems.append(f"{file}: tools.descriptor_dirs: {directory} is not a directory")
+        problems.append(f"{named_by}: {directory} is not a directory")
         return 0
     found = sorted(directory.glob("*.json"))
     for descriptor in found:

@@ -1,11 +1,13 @@
 """``toolgate config check``: is this ``toolgate.toml`` usable, and what does it declare.
 
-The file is ``--config``, else ``TOOLGATE_CONFIG``, else ``./toolgate.toml``; the MCP servers
-file is ``--mcp-servers``, else the one the services read (``TOOLGATE_MCP_SERVERS_FILE`` or a
-deprecated alias), whose servers replace the file's ``[mcp.servers]``. One line per problem
-and exit 1; otherwise a short summary (servers, descriptor dirs, limits, chat) and exit 0.
-Warnings (an environment variable named by ``headers_env`` not set here) are printed either
-way and do not fail the check.
+The file is ``--config``, else ``TOOLGATE_CONFIG``, else ``./toolgate.toml`` when there is
+one (said: ``up`` reads it only when named), else none: what ``up`` runs with when given no
+file. The MCP servers file is ``--mcp-servers``, else the one the services read
+(``TOOLGATE_MCP_SERVERS_FILE`` or a deprecated alias), whose servers replace the file's
+``[mcp.servers]``. One line per problem and exit 1; otherwise a short summary naming every
+file read (the config, the servers file, the descriptor dirs and where they come from) and
+exit 0. Warnings (an environment variable named by ``headers_env`` not set here) are printed
+either way and do not fail the check.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from toolgate.cli.config_check import Report, as_json, check_config
 from toolgate.cli.session import console, err_console
 from toolgate.shared.config import CONFIG_ENV, load_config, load_servers
 from toolgate.shared.settings import MCP_SERVERS_ENV
+from toolgate.shared.toml_file import absolute
 
 __all__ = ["ConfigPath", "McpServersPath", "config_app", "up_env"]
 
@@ -32,7 +35,7 @@ ConfigPath = Annotated[
     typer.Option(
         "--config",
         envvar=CONFIG_ENV,
-        help="toolgate.toml (env TOOLGATE_CONFIG; config check: default ./toolgate.toml).",
+        help="toolgate.toml (env TOOLGATE_CONFIG; config check: default ./toolgate.toml when there is one).",
     ),
 ]
 McpServersPath = Annotated[
@@ -58,7 +61,15 @@ AsJson = Annotated[bool, typer.Option("--json", help="Print the report as one JS
 @config_app.command("check")
 def check(config: ConfigPath = None, mcp_servers: CheckedServersPath = None, as_json_: AsJson = False) -> None:
     """Validate the file and the MCP servers file the services read: syntax, keys, commands, URLs, descriptor dirs."""
-    report = check_config(config or Path("toolgate.toml"), mcp_servers)
+    here = Path("toolgate.toml")
+    found_here = config is None and here.is_file()
+    report = check_config(here if found_here else config, mcp_servers)
+    if found_here:
+        err_console.print(
+            f"[yellow]note:[/yellow] checked {escape(str(absolute(here)))}, found here; "
+            "`up` reads it only when --config or TOOLGATE_CONFIG names it",
+            soft_wrap=True,
+        )
     if as_json_:
         typer.echo(json.dumps(as_json(report), indent=2))
     else:
@@ -73,14 +84,15 @@ def _print(report: Report) -> None:
         err_console.print("[red]error:[/red]", escape(problem), soft_wrap=True)
     if not report.ok:
         return
-    console.print(f"{escape(report.path)}: ok")
+    header = f"{escape(report.path)}: ok" if report.path else "no toolgate.toml (as `up` without --config): ok"
+    console.print(header, soft_wrap=True)
     if report.servers_file is not None:
         console.print(f"  MCP servers file: {escape(report.servers_file)}", soft_wrap=True)
     servers = ", ".join(f"{name} ({kind})" for name, kind in report.servers.items()) or "none"
     console.print(f"  MCP servers: {escape(servers)}", soft_wrap=True)
     counted = report.descriptor_dirs.items()
     dirs = ", ".join(f"{path} ({count} descriptor{'' if count == 1 else 's'})" for path, count in counted) or "none"
-    console.print(f"  descriptor dirs: {escape(dirs)}", soft_wrap=True)
+    console.print(f"  descriptor dirs: {escape(dirs)}, from {escape(report.descriptor_dirs_from)}", soft_wrap=True)
     console.print(f"  limited tools: {escape(', '.join(report.limited_tools) or 'none')}")
     console.print(f"  chat: {escape(report.chat or 'none')}")
 
@@ -94,7 +106,7 @@ def up_env(config: Path | None, mcp_servers: Path | None) -> dict[str, str]:
     Raises:
         toolgate.shared.config.ConfigInvalid: the config file or the MCP servers file is unreadable or invalid.
     """
-    env = {MCP_SERVERS_ENV[0]: str(mcp_servers.resolve())} if mcp_servers is not None else {}
+    env = {MCP_SERVERS_ENV[0]: str(absolute(mcp_servers))} if mcp_servers is not None else {}
     if mcp_servers is not None:
         load_servers(mcp_servers)
     loaded = load_config(config)

@@ -3,7 +3,9 @@
 ``serve`` finds the stack ``toolgate up`` runs from this directory: its NATS URL, its
 credentials directory (the surface acts for each principal as ``agent-<p>``) and its public
 keys (receipts are verified). ``token add`` writes a static bearer token's SHA-256 into a
-token file and prints the token once.
+token file and prints the token once; its principal must be in the principal directory
+``up`` gives the policy service (:mod:`toolgate.cli.stack_files`), else it is refused with
+the closest names.
 """
 
 from __future__ import annotations
@@ -18,12 +20,16 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
+from rich.markup import escape
 
 from toolgate.cli.credentials import write_private
 from toolgate.cli.identity import state_dir
+from toolgate.cli.output import did_you_mean
 from toolgate.cli.rpc import BusError
 from toolgate.cli.session import err_console, stack_url
+from toolgate.cli.stack_files import PRINCIPALS_ENV, PrincipalsOption, service_file
 from toolgate.contracts.catalog import TOKEN
+from toolgate.contracts.directory import DirectoryInvalid, load_directory
 from toolgate.shared.logs import configure_logging
 
 __all__ = ["mcp_app"]
@@ -136,13 +142,15 @@ def token_add(
         list[str] | None, typer.Option("--scope", help="A scope it holds (default toolgate:tools).")
     ] = None,
     file: TokensFile = Path(DEFAULT_TOKENS),
+    principals: PrincipalsOption = None,
 ) -> None:
-    """Make a bearer token for a principal: its SHA-256 goes into the file, the token is printed once."""
+    """Make a bearer token for a principal of the directory: its SHA-256 goes into the file; printed once."""
     from toolgate.surface.adapters.tokens import token_digest
 
     if not TOKEN.match(principal) or not _LABEL.match(label):
         err_console.print(f"[red]refused:[/] principal and label must match {TOKEN.pattern}")
         raise typer.Exit(2)
+    _known_principal(principal, service_file(PRINCIPALS_ENV, principals))
     if not all(_SCOPE.match(each) for each in scope or []):
         err_console.print("[red]refused:[/] a scope is printable ASCII without spaces, quotes or backslashes")
         raise typer.Exit(2)
@@ -155,6 +163,22 @@ def token_add(
     _write(file, entries)
     err_console.print(f"token {label} for {principal} written to {file}; it is shown once:")
     typer.echo(token)
+
+
+def _known_principal(principal: str, directory_file: Path) -> None:
+    """Refuse (exit 2) a principal the directory does not list, naming the closest; an unreadable directory too."""
+    try:
+        known = load_directory(directory_file).principals
+    except DirectoryInvalid as error:
+        err_console.print(f"[red]refused:[/] cannot check principal {principal!r}:", escape(error.reason))
+        raise typer.Exit(2) from None
+    if principal not in known:
+        hint = did_you_mean(principal, known)
+        err_console.print(
+            f"[red]refused:[/] principal {principal!r} is not in the principal directory",
+            escape(f"{directory_file}{hint}"),
+        )
+        raise typer.Exit(2)
 
 
 @token_app.command("list")

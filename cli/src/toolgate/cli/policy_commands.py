@@ -3,10 +3,12 @@
 ``publish`` goes through the policy service (``tg.policy.publish``), which validates the
 text with its own build before anything changes. ``check`` works offline: the file is
 built against the local principal directory and attributes (and, when a stack is
-reachable, the registry's tools). ``simulate`` replays the recorded decisions of the audit
-log through the candidate (:mod:`toolgate.policy.simulation`); ``explain`` evaluates one
-recorded request again, under the version that decided it and under the one in force
-(:mod:`toolgate.policy.explain`).
+reachable, the registry's tools). The principal directory and attributes are found as
+``toolgate up`` gives them to the policy service (:mod:`toolgate.cli.stack_files`), never
+relative to the working directory, and each command says which it read. ``simulate``
+replays the recorded decisions of the audit log through the candidate
+(:mod:`toolgate.policy.simulation`); ``explain`` evaluates one recorded request again,
+under the version that decided it and under the one in force (:mod:`toolgate.policy.explain`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ import typer
 from rich.markup import escape
 
 from toolgate.cli import policy_bus
-from toolgate.cli.policy_explain import explain_request
+from toolgate.cli.policy_explain import Read, explain_request
 from toolgate.cli.policy_render import changes_table, report_json, summary_line
 from toolgate.cli.rpc import Bus
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus, on_bus_if_up
+from toolgate.cli.stack_files import ATTRIBUTES_ENV, PRINCIPALS_ENV, AttributesOption, PrincipalsOption, service_file
 from toolgate.contracts.descriptors import ToolDescriptor
 from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
 from toolgate.policy.attributes import Attributes, load_attributes
 from toolgate.policy.engine import PolicyEngine, build_engine
+from toolgate.policy.entities import entities_digest
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.simulation import Case, Report, Wanted, cases_from, replay, wanted
 
@@ -39,32 +43,29 @@ policy_app = typer.Typer(
     no_args_is_help=True,
 )
 
-Principals = Annotated[
-    Path,
-    typer.Option(
-        envvar="TOOLGATE_POLICY_PRINCIPALS_FILE", help="Principal directory the policy is built over (as the service)."
-    ),
-]
-AttributesFile = Annotated[
-    Path,
-    typer.Option(
-        "--attributes", envvar="TOOLGATE_POLICY_ATTRIBUTES_FILE", help="Principal and tool attributes (as the service)."
-    ),
-]
-PRINCIPALS = Path("deploy/policy/principals.toml")
-ATTRIBUTES = Path("deploy/policy/attributes.toml")
-
 
 @dataclass(frozen=True)
 class Local:
-    """The principal directory and attributes a policy is built over on this machine."""
+    """The principal directory and attributes a policy is built over on this machine, and their files."""
 
     directory: PrincipalDirectory
     attributes: Attributes
+    principals_file: Path
+    attributes_file: Path
 
     def build(self, text: str, descriptors: list[ToolDescriptor]) -> PolicyEngine:
         """The engine of ``text`` (raises :class:`PolicyInvalid`)."""
         return build_engine(text, self.directory, self.attributes, descriptors)
+
+    @property
+    def digest(self) -> str:
+        """:func:`~toolgate.policy.entities.entities_digest` of the files read (a decision's ``entities_digest``)."""
+        return entities_digest(self.directory, self.attributes)
+
+    def read(self) -> str:
+        """``read: principal directory <file>, attributes <file>``: the files this command built over."""
+        missing = "" if self.attributes_file.exists() else " (not there: no attributes)"
+        return f"read: principal directory {self.principals_file}, attributes {self.attributes_file}{missing}"
 
 
 def _read(file: Path) -> str:
@@ -75,13 +76,16 @@ def _read(file: Path) -> str:
         raise typer.Exit(2) from None
 
 
-def _local(principals: Path, attributes: Path) -> Local:
+def _local(principals: Path | None, attributes: Path | None) -> Local:
+    """The files ``up`` gives the policy service unless named (:func:`~toolgate.cli.stack_files.service_file`)."""
+    principals_file = service_file(PRINCIPALS_ENV, principals)
+    attributes_file = service_file(ATTRIBUTES_ENV, attributes)
     try:
-        directory = PrincipalDirectory.from_toml(principals.read_text(encoding="utf-8"))
-        return Local(directory, load_attributes(attributes))
+        directory = PrincipalDirectory.from_toml(principals_file.read_text(encoding="utf-8"))
+        return Local(directory, load_attributes(attributes_file), principals_file, attributes_file)
     except (OSError, UnicodeDecodeError, DirectoryInvalid, PolicyInvalid) as error:
         reason = getattr(error, "reason", None) or str(error)
-        err_console.print("[red]error:[/red]", escape(f"{principals} / {attributes}: {reason}"))
+        err_console.print("[red]error:[/red]", escape(f"{principals_file} / {attributes_file}: {reason}"))
         raise typer.Exit(2) from None
 
 
@@ -109,10 +113,11 @@ def policy_publish(file: Path, nats_url: NatsUrl = "") -> None:
 
 @policy_app.command("check")
 def policy_check(
-    file: Path, principals: Principals = PRINCIPALS, attributes: AttributesFile = ATTRIBUTES, nats_url: NatsUrl = ""
+    file: Path, principals: PrincipalsOption = None, attributes: AttributesOption = None, nats_url: NatsUrl = ""
 ) -> None:
     """Validate FILE against the schema (principals, attributes and, when a stack is up, the registered tools)."""
     text, local = _read(file), _local(principals, attributes)
+    console.print(escape(local.read()), soft_wrap=True)
     listed, why = on_bus_if_up(nats_url, policy_bus.registered)
     if listed is None:
         err_console.print(
@@ -164,8 +169,8 @@ def policy_simulate(
     file: Path,
     since: Since = "24h",
     as_json: AsJson = False,
-    principals: Principals = PRINCIPALS,
-    attributes: AttributesFile = ATTRIBUTES,
+    principals: PrincipalsOption = None,
+    attributes: AttributesOption = None,
     nats_url: NatsUrl = "",
 ) -> None:
     """Replay the audit log's recorded decisions through FILE and print what would change (nothing is published)."""
@@ -175,6 +180,7 @@ def policy_simulate(
         err_console.print("[red]error:[/red]", escape(str(error)))
         raise typer.Exit(2) from None
     text, local = _read(file), _local(principals, attributes)
+    (err_console if as_json else console).print(escape(local.read()), soft_wrap=True)
     listing, cases, descriptors, report = on_bus(nats_url, lambda bus: _gather(bus, start))
     engine = _built(file, text, local, listing)
     replay(engine, cases, descriptors, report)
@@ -190,15 +196,19 @@ def policy_simulate(
 def policy_explain(
     request_id: str,
     principal: Annotated[str | None, typer.Option(help="The requesting agent, when several used this id.")] = None,
-    principals: Principals = PRINCIPALS,
-    attributes: AttributesFile = ATTRIBUTES,
+    principals: PrincipalsOption = None,
+    attributes: AttributesOption = None,
     nats_url: NatsUrl = "",
 ) -> None:
-    """Show which policies matched REQUEST_ID's call and why: under the version that decided it and the one in force."""
+    """Show which policies matched REQUEST_ID's call and why: under the version that decided it and the one in force.
+
+    Says which principal directory and attributes it read, and when they differ from those
+    the deciding replica used (the decision's ``entities_digest``).
+    """
     local = _local(principals, attributes)
 
     async def work(bus: Bus) -> Any:
-        return await explain_request(bus, request_id, principal, local.build)
+        return await explain_request(bus, request_id, principal, local.build, Read(local.read(), local.digest))
 
     shown, problem = on_bus(nats_url, work)
     if problem:

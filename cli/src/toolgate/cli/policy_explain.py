@@ -4,13 +4,16 @@ The request's records come from the audit trail (``tg.audit.trail``): its first 
 and its call (the bound request, or for a hidden call the recorded ``ToolRequested``).
 The call is evaluated with the version that decided it (``v.<hex>`` in the policy bucket)
 and with the version in force now, each built over the local principal directory and
-attributes and the registry's tools (:mod:`toolgate.policy.explain`).
+attributes and the registry's tools (:mod:`toolgate.policy.explain`). The files read are
+named, and so is a difference between their digest and the decision's ``entities_digest``
+(the deciding replica's files): the evaluation then may not be what that replica saw.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import RenderableType
@@ -28,24 +31,37 @@ from toolgate.policy.explain import explain
 from toolgate.policy.simulation import Call, call_of, recorded
 from toolgate.shared.policy_kv import PublishedPolicy
 
-__all__ = ["explain_request"]
+__all__ = ["Read", "explain_request"]
 
 Build = Callable[[str, list[ToolDescriptor]], PolicyEngine]
 Shown = tuple[list[RenderableType], str | None]
+
+
+@dataclass(frozen=True)
+class Read:
+    """What the command read to evaluate with.
+
+    Attributes:
+        line: which principal directory and attributes files (one line).
+        digest: their :func:`~toolgate.policy.entities.entities_digest`.
+    """
+
+    line: str
+    digest: str
 
 
 def _inert(text: str) -> Text:
     return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
 
 
-async def explain_request(bus: Bus, request_id: str, principal: str | None, build: Build) -> Shown:
+async def explain_request(bus: Bus, request_id: str, principal: str | None, build: Build, read: Read) -> Shown:
     """What to print for ``request_id`` (``principal``: whose, when several agents used the id), or the problem."""
     found = recorded(await policy_bus.trail(bus, request_id))
     made = [d for (p, rid), d in found.decisions.items() if rid == request_id and principal in (None, p)]
     if len(made) != 1:
         return [], _not_one(request_id, sorted(d.principal for d in made))
     decision, call = made[0], call_of(made[0], found.requests)
-    shown: list[RenderableType] = [_header(decision, call)]
+    shown: list[RenderableType] = [_header(decision, call), _files(read, decision)]
     if call is None:
         return [*shown, Text("its call is not in the audit log: nothing to evaluate")], None
     descriptor = await policy_bus.descriptor(bus, call[0], call[1])
@@ -56,6 +72,22 @@ async def explain_request(bus: Bus, request_id: str, principal: str | None, buil
     for title, policy in versions:
         shown.append(_evaluated(title, policy, build, listing, descriptor, decision.principal, call))
     return shown, None
+
+
+def _files(read: Read, decision: DecisionMade) -> RenderableType:
+    """The files read, and whether the deciding replica decided over the same (its ``entities_digest``)."""
+    said = decision.entities_digest
+    if said is None:
+        note = _inert("the decision does not name the principal directory and attributes it was made over")
+    elif said == read.digest:
+        note = _inert("the deciding replica decided over the same principal directory and attributes")
+    else:
+        note = _inert(
+            f"warning: these differ from the principal directory and attributes the deciding replica used "
+            f"({said} there, {read.digest} here): the evaluations below use the files read here"
+        )
+        note.stylize("yellow")
+    return Text("\n").join([_inert(read.line), note])
 
 
 def _not_one(request_id: str, principals: list[str]) -> str:

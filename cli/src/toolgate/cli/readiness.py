@@ -1,10 +1,18 @@
-"""Waiting for a local stack's services: each answers or pulls from its consumer, and the policy is usable."""
+"""Waiting for a local stack's services: each answers or pulls from its consumer, and the policy is usable.
+
+While it waits it says which service it waits for and why that one is not ready yet
+(:mod:`toolgate.cli.waiting`); a service not ready by the deadline stops the start, naming
+it and its reason. An MCP server still starting does not: it is awaited until the same
+deadline, then left ``starting``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -12,6 +20,7 @@ import nats
 from nats.aio.client import Client
 from nats.js.errors import NotFoundError
 
+from toolgate.cli.waiting import Note, Said, mcp_settled, not_ready_reasons
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.errors import Problem
@@ -40,35 +49,62 @@ class PolicyNotReady(Problem, RuntimeError):
 
 
 async def wait_ready(
-    stack: Stack, services: tuple[str, ...], timeout_s: float = 60.0, *, policy_required: bool = True
-) -> None:
+    stack: Stack,
+    services: tuple[str, ...],
+    timeout_s: float = 60.0,
+    *,
+    policy_required: bool = True,
+    note: Note | None = None,
+    mcp_since: datetime | None = None,
+) -> list[str]:
     """Wait until each service answers (registry, asked as the operator) or pulls from its consumer.
 
     A consumer is looked at as its own service's user, the only one with that right.
 
-    The policy service must then also answer ``tg.policy.ready`` with ``ready``; with
-    ``policy_required=False`` its reason is only logged.
+    Args:
+        stack: the stack being started.
+        services: the services to wait for, in order.
+        timeout_s: how long all of them may take together, seconds.
+        policy_required: the policy service must then also answer ``tg.policy.ready`` with
+            ``ready``; ``False``: its reason is only logged.
+        note: told, once each, what is awaited (``waiting for executor: MCP servers still starting: git``).
+        mcp_since: when the executor was started: each configured MCP server is then awaited
+            until it has left ``starting`` or the deadline has passed (:func:`toolgate.cli.waiting.mcp_settled`).
+
+    Returns:
+        The MCP servers still starting at the deadline (``[]``: none, or ``mcp_since`` not given).
 
     Raises:
-        RuntimeError: a service exited; TimeoutError: not ready in ``timeout_s`` seconds.
+        RuntimeError: a service exited; TimeoutError: not ready in ``timeout_s`` seconds (naming why).
         PolicyNotReady: the policy service holds no usable policy (the message says why).
     """
-    deadline = time.monotonic() + timeout_s
+    deadline, say = time.monotonic() + timeout_s, Said(note)
     for service in services:
-        watcher = OPERATOR if service == "registry" else service
-        nc = await connect_once(stack.nats_url, **stack.connect_options(watcher))
-        try:
-            while not await _ready(nc, service):
-                if dead := stack.dead():
-                    said = "; ".join(f"{name}: {stack.last_words(name)}" for name in dead)
-                    raise RuntimeError(f"{', '.join(dead)} exited ({said}); see {stack.state_dir / 'logs'}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{service} not ready after {timeout_s}s")
-                await asyncio.sleep(0.1)
-        finally:
-            await nc.close()
+        await _one_ready(stack, service, deadline, timeout_s, say)
         if service == "policy":
             await _policy_ready(stack, policy_required, deadline)
+    return await mcp_settled(stack, mcp_since, deadline, say) if mcp_since is not None else []
+
+
+async def _one_ready(stack: Stack, service: str, deadline: float, timeout_s: float, say: Said) -> None:
+    """Wait for ``service``, saying why it is not ready yet about once a second."""
+    watcher = OPERATOR if service == "registry" else service
+    nc = await connect_once(stack.nats_url, **stack.connect_options(watcher))
+    try:
+        for tick in itertools.count():
+            if await _ready(nc, service):
+                return
+            if dead := stack.dead():
+                said = "; ".join(f"{name}: {stack.last_words(name)}" for name in dead)
+                raise RuntimeError(f"{', '.join(dead)} exited ({said}); see {stack.state_dir / 'logs'}")
+            why = await not_ready_reasons(stack, service) if tick % 10 == 0 or time.monotonic() > deadline else ""
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{service} not ready after {timeout_s:g} s{f': {why}' if why else ''}")
+            if tick % 10 == 0:
+                say(f"waiting for {service}{f': {why}' if why else ''}")
+            await asyncio.sleep(0.1)
+    finally:
+        await nc.close()
 
 
 async def _policy_ready(stack: Stack, required: bool, deadline: float) -> None:

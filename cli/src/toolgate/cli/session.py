@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from toolgate.cli import rpc
 from toolgate.cli.identity import identity, state_dir
+from toolgate.contracts.errors import described
 from toolgate.contracts.nats_credentials import CredentialsInvalid
 from toolgate.shared.connections import CA_FILE_ENV, NatsUnreachable, redact, tls_options
 
@@ -76,7 +77,7 @@ def on_bus(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]], approver: s
     try:
         return _run(url, work, approver)
     except _FAILURES as error:
-        err_console.print("[red]error:[/red]", escape(redact(str(error))))
+        err_console.print("[red]error:[/red]", escape(redact(described(error))))
         raise typer.Exit(2) from None
 
 
@@ -85,4 +86,4 @@ def on_bus_if_up(url: str | None, work: Callable[[rpc.Bus], Awaitable[T]]) -> tu
     try:
         return _run(url, work, None), ""
     except _FAILURES as error:
-        return None, redact(str(error))
+        return None, redact(described(error))

@@ -23,19 +23,29 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_directory, write_private
 from toolgate.cli.ports import Ports, http_port_env
 from toolgate.cli.readiness import wait_ready
+from toolgate.cli.stack_files import DEPLOY_DIR, chosen_config, config_env
+from toolgate.cli.waiting import Note
 from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.keyring import PUBLIC, lay_out_keys
 
-__all__ = ["CHATOPS", "DEPLOY_DIR", "SERVICES", "AuthMode", "Stack", "config_env", "credentials_dir", "running_stack"]
-
-DEPLOY_DIR = Path(os.environ.get("TOOLGATE_DEPLOY_DIR") or Path(__file__).resolve().parents[4] / "deploy")
-"""The default policy, principal directory and tool descriptors (``TOOLGATE_DEPLOY_DIR`` overrides)."""
+__all__ = [
+    "CHATOPS",
+    "DEPLOY_DIR",
+    "SERVICES",
+    "AuthMode",
+    "Stack",
+    "chosen_config",
+    "config_env",
+    "credentials_dir",
+    "running_stack",
+]
 
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 """Start order: the registry provisions the bus the others bind to."""
@@ -70,6 +80,8 @@ class Stack:
     """The version of the policy in force when the policy service reported ready."""
     ports: Ports | None = None
     """The ports chosen by ``up`` (:mod:`toolgate.cli.ports`); ``None``: free ones."""
+    mcp_starting: list[str] = field(default_factory=list)
+    """The MCP servers still starting when the start's wait ended (listed ``starting``; the stack runs on)."""
 
     def has_user(self, user: str) -> bool:
         """Whether the NATS server knows ``user`` (``False`` for every user when ``open``)."""
@@ -173,31 +185,6 @@ def base_env(state_dir: Path, nats_url: str, redis_url: str, extra: dict[str, st
     return env
 
 
-def config_env(deploy_dir: Path = DEPLOY_DIR) -> dict[str, str]:
-    """Settings pointing every service at the files of ``deploy_dir`` (absolute paths)."""
-    policy = deploy_dir / "policy"
-    return {
-        "TOOLGATE_POLICY_POLICY_FILE": str(policy / "policy.cedar"),
-        "TOOLGATE_POLICY_PRINCIPALS_FILE": str(policy / "principals.toml"),
-        "TOOLGATE_POLICY_ATTRIBUTES_FILE": str(policy / "attributes.toml"),
-        "TOOLGATE_POLICY_BUDGETS_FILE": str(policy / "budgets.toml"),
-        "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(policy / "principals.toml"),
-        "TOOLGATE_CHATOPS_PRINCIPALS_FILE": str(policy / "principals.toml"),
-        "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(deploy_dir / "tools"),
-    }
-
-
-def chosen_config(extra: dict[str, str]) -> dict[str, str]:
-    """The files every service is pointed at: ``extra``, else the environment's own setting, else ``deploy/``.
-
-    A setting the person running ``up`` exported (``TOOLGATE_CHATOPS_PRINCIPALS_FILE=…``)
-    is kept, never replaced by the deploy directory's default.
-    """
-    defaults = config_env()
-    exported = {name: value for name in defaults if (value := os.environ.get(name))}
-    return {**defaults, **exported, **{name: extra[name] for name in defaults if name in extra}}
-
-
 def credentials_dir(state_dir: Path) -> Path:
     """The client credentials files of a secured stack: ``<state_dir>/credentials``."""
     return state_dir / "credentials"
@@ -294,6 +281,8 @@ def running_stack(
     policy_required: bool = True,
     admin: bool = False,
     ports: Callable[[], Ports] | None = None,
+    ready_timeout_s: float = 60.0,
+    note: Note | None = None,
 ) -> Iterator[Stack]:
     """Servers, keys and all five services; everything is stopped on exit.
 
@@ -310,6 +299,9 @@ def running_stack(
         ports: chooses, under the stack's lock, where the started servers and the services'
             HTTP listen (``TOOLGATE_<SERVICE>_HTTP_PORT``; :func:`toolgate.cli.ports.stable_ports`);
             default: free ports, no HTTP.
+        ready_timeout_s: how long the registry, then the other services, may take to be ready,
+            seconds; an MCP server still starting then does not stop the start (``Stack.mcp_starting``).
+        note: told what the start is waiting for (:func:`toolgate.cli.readiness.wait_ready`).
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
@@ -327,19 +319,24 @@ def running_stack(
         stack.credentials, stack.ports = credentials, chosen
         stack.servers = {name: server for name, server in servers.items() if not isinstance(server, str)}
         held.callback(stack.stop_all)
-        _start_services(stack, policy_required)
+        _start_services(stack, policy_required, ready_timeout_s, note)
         yield stack
 
 
-def _start_services(stack: Stack, policy_required: bool = True) -> None:
+def _start_services(stack: Stack, policy_required: bool, timeout_s: float, note: Note | None) -> None:
     """Start the registry (it provisions the bus), then the other services; wait until each serves.
+
+    Then each configured MCP server is awaited until it has left ``starting``, at most until
+    the same deadline; those still starting are kept in ``stack.mcp_starting``.
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up.
     """
     stack.start("registry")
-    asyncio.run(wait_ready(stack, ("registry",)))
+    asyncio.run(wait_ready(stack, ("registry",), timeout_s, note=note))
     services = (*SERVICES[1:], CHATOPS) if stack.env.get("TOOLGATE_CHATOPS_PLATFORM") else SERVICES[1:]
+    since = datetime.now(UTC)
     for service in services:
         stack.start(service)
-    asyncio.run(wait_ready(stack, services, policy_required=policy_required))
+    ready = wait_ready(stack, services, timeout_s, policy_required=policy_required, note=note, mcp_since=since)
+    stack.mcp_starting = asyncio.run(ready)

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from toolgate.cli.stack import Stack
+from toolgate.contracts.errors import described
 
 __all__ = ["GAVE_UP", "SupervisionSettings", "Supervisor", "Watched", "exit_status", "log_tail"]
 
@@ -33,10 +34,16 @@ GAVE_UP = 3
 
 
 class SupervisionSettings(BaseSettings):
-    """How ``up`` restarts what exits (env ``TOOLGATE_UP_*``)."""
+    """How long ``up`` waits for what it starts, and how it restarts what exits (env ``TOOLGATE_UP_*``)."""
 
     model_config = SettingsConfigDict(env_prefix="TOOLGATE_UP_", extra="ignore")
 
+    ready_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long the registry, then the other services, may take to be ready at start, seconds; an MCP "
+        "server still starting then does not stop the start (it is listed as starting).",
+    )
     restart_limit: int = Field(default=5, ge=0, description="Restarts allowed per process within the window.")
     restart_window_s: float = Field(default=300.0, gt=0, description="The window restarts are counted in, seconds.")
     restart_backoff_s: float = Field(default=1.0, ge=0, description="Wait before the first restart, seconds.")
@@ -112,7 +119,7 @@ class Supervisor:
         try:
             watched.restart()
         except (RuntimeError, TimeoutError, OSError) as error:
-            self.console.print(f"[red]{watched.name} did not start again:[/red] {escape(str(error)[-300:])}")
+            self.console.print(f"[red]{watched.name} did not start again:[/red] {escape(described(error)[-300:])}")
             return
         self.console.print(f"[green]{watched.name} restarted[/green]")
 

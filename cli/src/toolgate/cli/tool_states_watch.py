@@ -25,6 +25,7 @@ from rich.text import Text
 from toolgate.cli.render import one_line, state_line
 from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.errors import described
 from toolgate.contracts.events import ToolStateChanged, decode_untrusted
 from toolgate.contracts.nats_permissions import OPERATOR
 from toolgate.contracts.tool_states import ToolState
@@ -74,7 +75,9 @@ class ToolStateWatch:
         try:
             asyncio.run(self._watch())
         except Exception as error:  # the stack runs on without the watch
-            self._console.print(Text.assemble(("MCP server states are not watched: ", "yellow"), one_line(str(error))))
+            self._console.print(
+                Text.assemble(("MCP server states are not watched: ", "yellow"), one_line(described(error)))
+            )
         finally:
             self._started.set()
 

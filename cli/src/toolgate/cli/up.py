@@ -19,6 +19,7 @@ from toolgate.cli.stack import AuthMode, running_stack
 from toolgate.cli.supervise import SupervisionSettings, Supervisor
 from toolgate.cli.tool_states_watch import ToolStateWatch
 from toolgate.contracts.directory import DirectoryInvalid
+from toolgate.contracts.errors import described
 from toolgate.shared.connections import NatsUnreachable, redact
 
 __all__ = ["run_up"]
@@ -33,6 +34,10 @@ def run_up(
 
     ``config_env`` is the services' environment for ``--config`` / ``--mcp-servers``
     (:func:`toolgate.cli.config_commands.up_env`).
+
+    While starting, each thing awaited is said once (``waiting for registry: listing MCP
+    servers: git``); a service not ready within ``TOOLGATE_UP_READY_TIMEOUT_S`` stops the
+    start, an MCP server still starting does not (it is listed as starting).
 
     Returns:
         The exit code: 0 after Ctrl-C (or SIGTERM, SIGHUP), 1 when the stack could not
@@ -55,7 +60,7 @@ def run_up(
     except KeyboardInterrupt:
         code = 0
     except (RuntimeError, TimeoutError, NatsUnreachable, nats.errors.Error, OSError, DirectoryInvalid) as error:
-        err_console.print("[red]toolgate could not start:[/red]", escape(redact(str(error))))
+        err_console.print("[red]toolgate could not start:[/red]", escape(redact(described(error))))
         return 1
     console.print("toolgate stopped")
     return code
@@ -70,14 +75,38 @@ def _run(
         with console.status("starting nats-server, redis-server and the five services…"):
             auth: AuthMode = "open" if insecure else "secured"
             stack = resources.enter_context(
-                running_stack(state, env, auth=auth, redis_persistent=True, ports=partial(_ports, console, state))
+                running_stack(
+                    state,
+                    env,
+                    auth=auth,
+                    redis_persistent=True,
+                    ports=partial(_ports, console, state),
+                    ready_timeout_s=supervision.ready_timeout_s,
+                    note=partial(_waiting, console),
+                )
             )
+        _still_starting(console, stack.mcp_starting, supervision.ready_timeout_s)
         url_file = state / "nats_url"
         url_file.write_text(stack.nats_url)
         resources.callback(url_file.unlink, missing_ok=True)
         announce(console, stack, env["TOOLGATE_EXECUTOR_SANDBOX_ROOT"], state)
         with ToolStateWatch(stack, console):
             return Supervisor.of(stack, supervision, console).run()
+
+
+def _waiting(console: Console, line: str) -> None:
+    """One line of what the start is waiting for (``waiting for executor: …``)."""
+    console.print(f"[dim]{escape(line)}[/dim]", soft_wrap=True)
+
+
+def _still_starting(console: Console, servers: list[str], waited_s: float) -> None:
+    """Say which MCP servers are still starting: listed ``starting``, the stack runs on."""
+    if servers:
+        line = (
+            f"MCP server{'s' if len(servers) > 1 else ''} {', '.join(servers)} still starting after {waited_s:g} s "
+            "(TOOLGATE_UP_READY_TIMEOUT_S): listed as starting; their calls are refused until they are ready"
+        )
+        console.print(f"[yellow]{escape(line)}[/yellow]", soft_wrap=True)
 
 
 def _ports(console: Console, state: Path) -> Ports:

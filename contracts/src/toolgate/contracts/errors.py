@@ -19,10 +19,42 @@ Every public exception of every toolgate package derives from :class:`ToolgateEr
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, ClassVar
 
-__all__ = ["NatsUnreachable", "Problem", "StoreUnavailable", "ToolgateError"]
+__all__ = ["NatsUnreachable", "Problem", "StoreUnavailable", "ToolgateError", "described"]
+
+_MEANINGS: tuple[tuple[type[BaseException], str], ...] = (
+    (TimeoutError, "timed out"),
+    (asyncio.CancelledError, "cancelled"),
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset"),
+    (BrokenPipeError, "connection closed while writing"),
+    (ConnectionError, "connection lost"),
+    (EOFError, "ended before its end"),
+    (asyncio.IncompleteReadError, "ended before its end"),
+    (KeyboardInterrupt, "interrupted"),
+    (MemoryError, "out of memory"),
+)
+"""What an error says when its text is empty (the first class it is an instance of)."""
+
+
+def described(error: BaseException) -> str:
+    """The text of ``error``, never empty: ``str(error)``, else what its class means.
+
+    ``TimeoutError()``, ``CancelledError()`` and many library errors have an empty ``str``;
+    a log line or a refusal built from that would end in nothing (``TimeoutError: ``). An
+    empty one is described by its class: ``timed out``, ``cancelled``, ``connection lost`` …,
+    else ``<Type> (no message)``. An exception group is described by its first error.
+    """
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = str(error).strip()
+    if text:
+        return text
+    meaning = next((said for kind, said in _MEANINGS if isinstance(error, kind)), None)
+    return meaning or f"{type(error).__name__} (no message)"
 
 
 class ToolgateError(Exception):

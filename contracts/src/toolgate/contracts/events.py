@@ -130,6 +130,11 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
             (``argument_untypable``), else Cedar's verdict; ``None`` when the request ended
             before the policy was asked (malformed, unknown tool, invalid arguments, …).
             ``toolgate policy simulate`` compares a candidate policy against it.
+        entities_digest: ``sha256:<hex>`` of the principal directory and attributes the
+            policy was evaluated over (``toolgate.policy.entities.entities_digest``), with
+            ``policy_version``; ``None`` when no policy was in force, or from a policy
+            service older than this field. ``toolgate policy explain`` says when the files
+            it reads give another digest.
         signature: base64 Ed25519 signature over the canonical event without it.
     """
 
@@ -153,6 +158,7 @@ class DecisionMade(Event, frozen=True, kw_only=True, tag="decision.made"):
     approvals_required: int = 1
     policy_version: str | None = None
     policy_verdict: Verdict | None = None
+    entities_digest: str | None = None
     signature: str = ""
 
 

@@ -35,6 +35,7 @@ from toolgate.contracts.approval_ids import approval_id_for
 from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.catalog import STREAM, TOKEN, Rpc, Subjects
 from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, ToolDescriptor
+from toolgate.contracts.errors import described
 from toolgate.contracts.events import DecisionMade, ReceiptIssued, ResultRef, ToolRequested, encode
 from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.nats_credentials import load_credentials
@@ -235,7 +236,7 @@ class ToolClient:
         try:
             await self._nc.drain()
         except (TimeoutError, nats.errors.Error, OSError) as error:
-            log.warning("NATS connection could not drain (%s): closed", str(error) or type(error).__name__)
+            log.warning("NATS connection could not drain (%s): closed", described(error))
             await self._nc.close()
 
     async def __aenter__(self) -> ToolClient:

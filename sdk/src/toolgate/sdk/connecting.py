@@ -20,6 +20,7 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 
+from toolgate.contracts.errors import described
 from toolgate.contracts.nats_credentials import redact
 from toolgate.sdk.errors import BusUnreachable
 
@@ -73,8 +74,8 @@ async def connect_quietly(url: str, error_cb: ErrorCallback, **options: Any) -> 
             nc = await nats.connect(url, error_cb=relay, **_ONE_ATTEMPT, **options)
         except (TimeoutError, OSError, nats.errors.Error) as error:
             if _refused(error):
-                raise PermissionError(redact(f"NATS at {url} refused the credentials: {error}")) from None
-            last = str(error) or type(error).__name__
+                raise PermissionError(redact(f"NATS at {url} refused the credentials: {described(error)}")) from None
+            last = described(error)
             continue
         nc.options.update({"allow_reconnect": True, **kept})
         now_connected()

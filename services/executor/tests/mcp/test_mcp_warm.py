@@ -89,8 +89,8 @@ async def test_a_killed_server_is_restarted_and_serves_again(git: Any) -> None:
         result = await call(host, git, "echo", {"name": "again"})
 
         assert result["structured"] == {"arguments": {"name": "again"}}
-        assert [state.state for _, state in changes] == ["ready", "unavailable", "ready"]
-        assert "connection_lost" in changes[1][1].reason
+        assert [state.state for _, state in changes] == ["starting", "ready", "unavailable", "ready"]
+        assert "connection_lost" in changes[2][1].reason
     finally:
         await host.aclose()
 
@@ -116,7 +116,7 @@ async def test_a_failing_tool_opens_the_circuit_and_a_probe_closes_it(git: Any) 
         await call(host, git, "echo", {"name": "probe"})
 
         assert host.states()["git"].state == "ready"
-        assert [state.state for state in changes] == ["ready", "degraded", "ready"]
+        assert [state.state for state in changes] == ["starting", "ready", "degraded", "ready"]
         assert changes[-1].reason == "its probe call succeeded"
     finally:
         await host.aclose()
@@ -151,3 +151,24 @@ async def test_a_failed_probe_opens_the_circuit_again(git: Any) -> None:
         assert host.states()["git"].state == "degraded"
     finally:
         await host.aclose()
+
+
+async def test_a_server_still_starting_is_announced_so_and_refuses_its_calls_saying_so(mcp_servers: Any) -> None:
+    slow = mcp_servers("slow", [mcp_servers.tool("echo", annotations=READ)], trust_hints=True)
+    changes: list[ServerState] = []
+    host = McpToolHost({"slow": slow.config}, on_change=lambda _, state: changes.append(state))
+    try:
+        host.launch()  # as the executor does: it takes calls while its servers start
+
+        with pytest.raises(ToolRefused) as refused:
+            await call(host, slow, "echo", {"name": "early"})
+        first = changes[0]
+        await wait_for(lambda: host.states()["slow"].state == "ready")
+        result = await call(host, slow, "echo", {"name": "later"})
+    finally:
+        await host.aclose()
+
+    assert (first.state, first.reason) == ("starting", "its first start is under way")
+    assert refused.value.reason_code == "tool_unavailable"
+    assert refused.value.reason == "MCP server 'slow' is starting: its first start is under way"
+    assert result["structured"] == {"arguments": {"name": "later"}}

@@ -26,16 +26,15 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import msgspec
 
 from toolgate.contracts.descriptors import TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
 from toolgate.shared.mcp_config import McpServerConfig, load_mcp_servers, parse_each
-from toolgate.shared.tables import convert, unknown_keys
-from toolgate.shared.toml_file import ConfigInvalid, read_toml
+from toolgate.shared.tables import collect, convert, unknown_keys
+from toolgate.shared.toml_file import ConfigInvalid, absolute, read_toml
 
 __all__ = [
     "CONFIG_ENV",
@@ -51,7 +50,6 @@ __all__ = [
 ]
 
 _SECTIONS = ("mcp", "tools", "chat")
-_T = TypeVar("_T")
 
 CONFIG_ENV = "TOOLGATE_CONFIG"
 """The environment variable naming ``toolgate.toml`` (``--config`` sets it for the services)."""
@@ -118,7 +116,7 @@ class McpConfig(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ToolgateConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """A loaded ``toolgate.toml``; paths in it are absolute (resolved against its directory).
+    """A loaded ``toolgate.toml``; paths in it are absolute (against its directory, symlinks kept).
 
     Attributes:
         path: the file it was read from (``None``: no file, every default).
@@ -138,15 +136,15 @@ class ToolgateConfig(msgspec.Struct, frozen=True, kw_only=True):
         return self.path.parent if self.path is not None else Path.cwd()
 
     def descriptor_dirs(self) -> list[Path] | None:
-        """The descriptor directories, absolute, or ``None`` when the file names none."""
+        """The descriptor directories, absolute (symlinks kept), or ``None`` when the file names none."""
         dirs = self.tools.descriptor_dirs
-        return None if dirs is None else [self.base_dir / entry for entry in dirs]
+        return None if dirs is None else [absolute(self.base_dir / entry) for entry in dirs]
 
     def chat_settings(self) -> dict[str, Any]:
         """The ``[chat]`` keys that are set, file paths made absolute."""
         chosen = {key: value for key, value in msgspec.structs.asdict(self.chat).items() if value is not None}
         for key in [key for key in chosen if key.endswith(("_file", "_dir"))]:
-            chosen[key] = str(self.base_dir / chosen[key])
+            chosen[key] = str(absolute(self.base_dir / chosen[key]))
         return chosen
 
 
@@ -169,12 +167,12 @@ def load_config(path: Path | None) -> ToolgateConfig:
         return ToolgateConfig()
     document = read_toml(path)
     problems = [f"{problem} (tables: mcp, tools, chat)" for problem in unknown_keys(document, _SECTIONS, "")]
-    servers = _section(problems, lambda: _servers(document.get("mcp", {}), path.parent))
-    tools = _section(problems, lambda: _tools(document.get("tools", {})))
-    chat = _section(problems, lambda: convert(document.get("chat", {}), ChatConfig, "chat"))
+    servers = collect(problems, _servers, document.get("mcp", {}), path.parent)
+    tools = collect(problems, _tools, document.get("tools", {}))
+    chat = collect(problems, convert, document.get("chat", {}), ChatConfig, "chat")
     if problems or servers is None or tools is None or chat is None:
         raise ConfigInvalid([f"{path.name}: {problem}" for problem in problems])
-    return ToolgateConfig(path=path.resolve(), mcp=McpConfig(servers=servers), tools=tools, chat=chat)
+    return ToolgateConfig(path=absolute(path), mcp=McpConfig(servers=servers), tools=tools, chat=chat)
 
 
 def load_servers(path: Path) -> dict[str, McpServerConfig]:
@@ -202,19 +200,6 @@ def _named_path() -> Path | None:
     return Path(named) if named else None
 
 
-def _section(problems: list[str], parse: Callable[[], _T]) -> _T | None:
-    """Run ``parse``; a problem is added to ``problems`` instead of raised."""
-    try:
-        result = parse()
-    except ConfigInvalid as invalid:
-        problems.extend(invalid.problems)
-        return None
-    except ValueError as error:
-        problems.append(str(error))
-        return None
-    return result
-
-
 def _servers(mcp: Any, base_dir: Path) -> dict[str, McpServerConfig]:
     if not isinstance(mcp, dict):
         raise ValueError("mcp: expected a table with a servers table")
@@ -228,16 +213,21 @@ def _servers(mcp: Any, base_dir: Path) -> dict[str, McpServerConfig]:
 def _tools(table: Any) -> ToolsConfig:
     if not isinstance(table, dict) or not isinstance(table.get("limits", {}), dict):
         raise ValueError("tools: expected a table whose limits is a table of tool tables")
-    limits = {tool: convert(spec, ToolLimits, f"tools.limits.{tool}") for tool, spec in table.get("limits", {}).items()}
-    problems = [problem for tool, chosen in limits.items() for problem in _limit_problems(tool, chosen)]
-    if problems:
+    problems: list[str] = []
+    tools = collect(problems, convert, {**table, "limits": {}}, ToolsConfig, "tools")
+    limits: dict[str, ToolLimits] = {}
+    for tool, spec in table.get("limits", {}).items():
+        problems += [] if TOOL_NAME.match(tool) else [f"tools.limits.{tool}: tool name must match {TOOL_NAME.pattern}"]
+        chosen = collect(problems, convert, spec, ToolLimits, f"tools.limits.{tool}")
+        problems += _limit_problems(tool, chosen) if chosen else []
+        limits.update({tool: chosen} if chosen else {})
+    if problems or tools is None:
         raise ConfigInvalid(problems)
-    return msgspec.structs.replace(convert({**table, "limits": {}}, ToolsConfig, "tools"), limits=limits)
+    return msgspec.structs.replace(tools, limits=limits)
 
 
 def _limit_problems(tool: str, limits: ToolLimits) -> list[str]:
-    where = f"tools.limits.{tool}"
-    problems = [] if TOOL_NAME.match(tool) else [f"{where}: tool name must match {TOOL_NAME.pattern}"]
+    where, problems = f"tools.limits.{tool}", []
     timeout_s = limits.timeout_s
     if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
         problems.append(f"{where}.timeout_s: must be a number of seconds above 0, got {timeout_s!r}")

@@ -16,6 +16,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from toolgate.contracts.errors import described
 from toolgate.shared.settings import ServiceSettings
 
 __all__ = ["HealthServer", "Monitoring", "ReadyCheck", "monitoring", "not_ready"]
@@ -55,7 +56,7 @@ def not_ready(checks: Mapping[str, ReadyCheck]) -> dict[str, str]:
         try:
             reason = check()
         except Exception as error:  # a broken check must not read as ready
-            reason = f"the check failed: {type(error).__name__}: {error}"
+            reason = f"the check failed: {type(error).__name__}: {described(error)}"
         if reason is not None:
             found[name] = reason
     return found

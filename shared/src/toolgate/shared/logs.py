@@ -14,7 +14,9 @@ message in text::
 Text is plain whatever the terminal (never a colour code), and a record is one line: control
 characters in the message are escaped, a value with spaces, quotes or ``=`` is JSON-quoted, a
 traceback follows on indented lines without blank ones, and a record with no text at all is
-dropped. FastStream logs through the same handler (its own colour formatter is removed).
+dropped. An error given as a ``%s`` argument whose text is empty (``TimeoutError()``) is
+written as what it means (:func:`toolgate.contracts.errors.described`: ``timed out``), never
+as nothing. FastStream logs through the same handler (its own colour formatter is removed).
 The HTTP client's loggers (``httpx``, ``httpcore``, and ``httpx2``, ``httpcore2`` the MCP SDK
 uses) write warnings and errors only, and the MCP
 SDK's Streamable HTTP client nothing below INFO, whatever the level: their request and
@@ -37,7 +39,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
-from toolgate.contracts.errors import ToolgateError
+from toolgate.contracts.errors import ToolgateError, described
 
 __all__ = ["LogSettings", "TextFormatter", "configure_logging", "fields_of", "json_formatter"]
 
@@ -157,6 +159,27 @@ class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
         pass
 
 
+_CONVERSION = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?([a-zA-Z%])")
+"""One ``%`` conversion of a log message (``printf``-style, as :mod:`logging` formats it)."""
+
+
+def _described_errors(record: logging.LogRecord) -> bool:
+    """Write an error whose text is empty, given as a ``%s`` argument, as what it means (never as nothing)."""
+    args = record.args
+    if not isinstance(args, tuple) or not any(_empty_error(arg) for arg in args):
+        return True
+    kinds = [found[1] for found in _CONVERSION.finditer(str(record.msg)) if found[1] != "%"]
+    record.args = tuple(
+        described(arg) if isinstance(arg, BaseException) and index < len(kinds) and kinds[index] == "s" else arg
+        for index, arg in enumerate(args)
+    )
+    return True
+
+
+def _empty_error(value: object) -> bool:
+    return isinstance(value, BaseException) and not str(value).strip()
+
+
 def _has_text(record: logging.LogRecord) -> bool:
     """A record with no message and no traceback writes nothing (no empty line)."""
     return bool(record.exc_info or record.stack_info or record.getMessage().strip())
@@ -194,6 +217,7 @@ def configure_logging(service: str, settings: LogSettings | None = None) -> logg
     handler = _Stderr()
     handler.set_name("toolgate")
     handler.setFormatter(TextFormatter(service) if settings.format == "text" else json_formatter(service))
+    handler.addFilter(_described_errors)
     handler.addFilter(_has_text)
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == "toolgate"]:

@@ -60,8 +60,8 @@ import msgspec
 from toolgate.contracts.adapters import SERVER_NAME
 from toolgate.contracts.descriptors import RateLimit, rate_limit_problem
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.shared.tables import convert
-from toolgate.shared.toml_file import ConfigInvalid, read_toml
+from toolgate.shared.tables import collect, convert, did_you_mean
+from toolgate.shared.toml_file import ConfigInvalid, absolute, read_toml
 from toolgate.shared.upstream import check_upstream, header_values
 
 __all__ = [
@@ -195,9 +195,10 @@ def resolve_command(command: str, base_dir: Path | None = None) -> str:
     """Return the absolute path of ``command``.
 
     Order: an absolute path as is; a path with a separator relative to ``base_dir``
-    (default: the working directory); a bare name next to ``sys.executable`` (the
-    virtualenv's scripts dir, which is not on ``PATH`` when the venv is not activated),
-    then on ``PATH``.
+    (default: the working directory), made absolute with :func:`absolute` (symlinks kept:
+    ``../venv/bin/python`` must run as that virtualenv's interpreter, not as the base
+    interpreter it links to); a bare name next to ``sys.executable`` (the virtualenv's
+    scripts dir, which is not on ``PATH`` when the venv is not activated), then on ``PATH``.
 
     Raises:
         ValueError: no executable file was found.
@@ -206,7 +207,7 @@ def resolve_command(command: str, base_dir: Path | None = None) -> str:
         found: str | None = command if os.access(command, os.X_OK) else None
     elif os.sep in command:
         candidate = (base_dir or Path.cwd()) / command
-        found = str(candidate.resolve()) if os.access(candidate, os.X_OK) else None
+        found = str(absolute(candidate)) if os.access(candidate, os.X_OK) else None
     else:
         beside = Path(sys.executable).parent / command
         found = str(beside) if beside.is_file() and os.access(beside, os.X_OK) else shutil.which(command)
@@ -236,7 +237,9 @@ def load_mcp_servers(path: Path) -> dict[str, McpServerConfig]:
     """
     document = read_toml(path)
     unknown = sorted(set(document) - {"servers"})
-    problems = [f"unknown top-level key {key!r} (expected only 'servers')" for key in unknown]
+    problems = [
+        f"unknown top-level key {key!r} (expected only 'servers'){did_you_mean(key, ['servers'])}" for key in unknown
+    ]
     servers, failed = parse_each(document.get("servers", {}), path.parent, "servers")
     if problems or failed:
         raise ConfigInvalid([f"{path.name}: {problem}" for problem in problems + failed])
@@ -271,34 +274,54 @@ def parse_each(tables: Any, base_dir: Path, where: str) -> tuple[dict[str, McpSe
     servers: dict[str, McpServerConfig] = {}
     problems: list[str] = []
     for name, table in tables.items():
-        try:
-            servers[name] = _server(name, table, base_dir, f"{where}.{name}")
-        except ValueError as exc:
-            problems.append(str(exc))
+        parsed = collect(problems, _server, name, table, base_dir, f"{where}.{name}")
+        if parsed is not None:
+            servers[name] = parsed
     return servers, problems
 
 
 def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfig:
-    _check_table(name, table, where)
+    """The server of ``table``, its command and cwd made absolute.
+
+    Raises:
+        ConfigInvalid: every problem of the table (name, fields, overrides, rates, command, cwd).
+    """
+    problems = _table_problems(name, table, where)
     overrides = table.get("overrides", {})
     if not isinstance(overrides, dict):
-        raise ValueError(f"{where}.overrides: expected a table of tool tables")
-    config = convert({**table, "name": name, "overrides": {}}, McpServerConfig, where)
-    parsed = {tool: convert(spec, Override, f"{where}.overrides.{tool}") for tool, spec in overrides.items()}
-    _check_rate(config.rate_limit, f"{where}.rate_limit")
-    for tool, override in parsed.items():
-        _check_rate(override.rate_limit, f"{where}.overrides.{tool}.rate_limit")
-    config = _with_file_root(config, base_dir, where)
+        problems.append(f"{where}.overrides: expected a table of tool tables")
+        overrides = {}
+    config = collect(problems, convert, {**table, "name": name, "overrides": {}}, McpServerConfig, where)
+    parsed: dict[str, Override] = {}
+    for tool, spec in overrides.items():
+        override = collect(problems, convert, spec, Override, f"{where}.overrides.{tool}")
+        problems += _rate_problems(override.rate_limit if override else None, f"{where}.overrides.{tool}.rate_limit")
+        parsed.update({tool: override} if override else {})
+    if config is None:
+        raise ConfigInvalid(problems)
+    problems += _rate_problems(config.rate_limit, f"{where}.rate_limit")
+    located = collect(problems, _located, config, base_dir, where)
+    if problems or located is None:
+        raise ConfigInvalid(problems)
+    return msgspec.structs.replace(located, overrides=parsed)
+
+
+def _located(config: McpServerConfig, base_dir: Path, where: str) -> McpServerConfig:
+    """``config`` with its command and cwd absolute (an HTTP upstream as it is).
+
+    Raises:
+        ValueError: the command is not found, or the cwd is no directory.
+    """
     if config.url:
-        return msgspec.structs.replace(config, overrides=parsed)
+        return config
     try:
         command = resolve_command(config.command, base_dir)
     except ValueError as exc:
         raise ValueError(f"{where}.command: {exc}") from exc
-    cwd = (base_dir / config.cwd).resolve()
+    cwd = absolute(base_dir / config.cwd)
     if not cwd.is_dir():
         raise ValueError(f"{where}.cwd: {str(cwd)[:200]!r} is not a directory")
-    return msgspec.structs.replace(config, command=command, cwd=str(cwd), overrides=parsed)
+    return msgspec.structs.replace(config, command=command, cwd=str(cwd))
 
 
 def _with_file_root(config: McpServerConfig, base_dir: Path, where: str) -> McpServerConfig:
@@ -328,18 +351,23 @@ def stdio_launch(config: McpServerConfig) -> dict[str, Any]:
     }
 
 
-def _check_table(name: str, table: Any, where: str) -> None:
-    if not SERVER_NAME.match(name):
-        raise ValueError(f"{where}: server name must match {SERVER_NAME.pattern}")
+def _table_problems(name: str, table: Any, where: str) -> list[str]:
+    """What is wrong with a server's name and table as a whole; a table that is no table ends the check.
+
+    Raises:
+        ConfigInvalid: ``table`` is not a table (nothing else can be checked).
+    """
+    problems = [] if SERVER_NAME.match(name) else [f"{where}: server name must match {SERVER_NAME.pattern}"]
     if not isinstance(table, dict):
-        raise ValueError(f"{where}: expected a table")
+        raise ConfigInvalid([*problems, f"{where}: expected a table"])
     if "name" in table:
-        raise ValueError(f"{where}.name: the name is the table key, do not set it")
+        problems.append(f"{where}.name: the name is the table key, do not set it")
     ignored = [key for key in _UNTRUSTED_ONLY if key in table]
-    if table.get("trust_hints") is True and ignored:
-        raise ValueError(f"{where}.{ignored[0]}: has no effect when trust_hints = true; use overrides")
+    if table.get("trust_hints") is True:
+        problems += [f"{where}.{key}: has no effect when trust_hints = true; use overrides" for key in ignored]
+    return problems
 
 
-def _check_rate(rate: RateLimit | None, where: str) -> None:
-    if rate is not None and (problem := rate_limit_problem(rate)):
-        raise ValueError(f"{where}.{problem}")
+def _rate_problems(rate: RateLimit | None, where: str) -> list[str]:
+    problem = rate_limit_problem(rate) if rate is not None else None
+    return [f"{where}.{problem}"] if problem else []

@@ -41,6 +41,8 @@ def base_checks(
         return None if connected else "not connected to NATS"
 
     def consumers() -> str | None:
+        if not started.is_set() and not plan.consumers:
+            return "starting: connecting and building"
         if not started.is_set():
             return f"starting: {len(workers)} of {len(plan.consumers)} durable consumers bound"
         return None

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from nats.js import JetStreamContext
 
 from toolgate.contracts import catalog
+from toolgate.contracts.errors import described
 from toolgate.shared.metrics import CONSUMER_PENDING
 
 __all__ = ["SAMPLE_INTERVAL_S", "Probe", "Sampler", "consumer_pending"]
@@ -65,7 +66,7 @@ class Sampler:
             await probe()
         except Exception as error:  # a gauge is not worth a service: keep the last values
             if probe not in self._failing:
-                reason = f"{type(error).__name__}: {error}"
+                reason = f"{type(error).__name__}: {described(error)}"
                 log.warning("metrics probe %s failed (%s); its gauges keep their last values", name, reason)
             self._failing.add(probe)
             return

@@ -4,7 +4,10 @@ Start: connect, build the runtime (``build(js)``), start one :class:`DurableWork
 :class:`Consumer`. Stop (SIGTERM/SIGINT, FastStream's ``on_shutdown``): every worker stops
 fetching and drains within ``grace_s`` (then ``abort`` ends what still runs); only after
 that does FastStream close the connection, and only then are the ``closers`` run (MCP
-sessions), so nothing an in-flight handler still needs is closed under it.
+sessions), so nothing an in-flight handler still needs is closed under it. A stop that
+comes while the service is still starting is an orderly stop too: a closer of a runtime
+never built (:class:`NotStarted`) has nothing to close and is passed over, the others run,
+and the service logs ``stopped before it finished starting`` and exits 0.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from faststream.nats.security import NatsSecurity
 from nats.js import JetStreamContext
 
-from toolgate.contracts.errors import ToolgateError
+from toolgate.contracts.errors import Problem, ToolgateError
 from toolgate.shared import tracing
 from toolgate.shared.connections import tls_options, warn_if_open
 from toolgate.shared.handling import Consumer, DurableWorker
@@ -36,13 +39,27 @@ from toolgate.shared.sampling import Probe
 from toolgate.shared.settings import ServiceSettings
 from toolgate.shared.telemetry import tracer_provider
 
-__all__ = ["Lifecycle", "RuntimeCell", "is_inbox", "new_app", "new_broker", "raw_body", "rpc", "run_service"]
+__all__ = [
+    "Lifecycle",
+    "NotStarted",
+    "RuntimeCell",
+    "is_inbox",
+    "new_app",
+    "new_broker",
+    "raw_body",
+    "rpc",
+    "run_service",
+]
 
 log = logging.getLogger("toolgate")
 
 Answer = Callable[[NatsMessage], Awaitable[bytes]]
 
 R = TypeVar("R")
+
+
+class NotStarted(Problem, RuntimeError):
+    """A service's runtime was read before it was built (a message retried; a closer with nothing to close)."""
 
 
 class RuntimeCell(Generic[R]):
@@ -59,10 +76,10 @@ class RuntimeCell(Generic[R]):
         """Return the runtime.
 
         Raises:
-            RuntimeError: the service has not finished starting (the message is retried).
+            NotStarted: the service has not finished starting (the message is retried).
         """
         if self._value is None:
-            raise RuntimeError("service not started")
+            raise NotStarted("service not started")
         return self._value
 
 
@@ -171,7 +188,8 @@ class Lifecycle:
         consumers: durable consumers, each served by a :class:`DurableWorker`.
         grace_s: seconds in-flight handlers get to finish at shutdown.
         abort: called when the grace period ends with handlers still running.
-        closers: awaited after the connection is closed (in order).
+        closers: awaited after the connection is closed (in order); one that raises
+            :class:`NotStarted` (its runtime was never built: stopped while starting) is passed over.
         reporter: the service's security reporter, attached to the stream once connected.
         monitoring: where health and metrics are served (``None``: no HTTP server, no meter provider).
         ready_checks: the service's own readiness checks, by name (besides NATS and its consumers).
@@ -225,8 +243,11 @@ def new_app(
     @app.after_shutdown
     async def close() -> None:
         for closer in plan.closers:
-            await closer()
-        log.info("stopped")
+            try:
+                await closer()
+            except NotStarted:  # stopped while starting: what it closes was never built
+                continue
+        log.info("stopped" if started.is_set() else "stopped before it finished starting")
 
     return app
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from toolgate.contracts.errors import Problem
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "ConfigInvalid", "read_toml"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_CONFIG_DEPTH", "ConfigInvalid", "absolute", "read_toml"]
 
 MAX_CONFIG_BYTES = 1024 * 1024
 """The largest configuration file read, in bytes (1 MiB); a larger one is refused unread."""
@@ -45,6 +45,17 @@ class ConfigInvalid(Problem, ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+def absolute(path: Path) -> Path:
+    """``path`` made absolute against the working directory, its symlinks kept (``os.path.abspath``).
+
+    Every configured path is made absolute this way, never with ``Path.resolve``: a
+    virtualenv's ``bin/python`` is a symlink to the base interpreter, and the interpreter
+    finds its virtualenv (``pyvenv.cfg``) from the path it was started by. ``..`` is
+    removed lexically, as ``os.path.abspath`` does.
+    """
+    return Path(os.path.abspath(path))
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError
 from pydantic_settings import SettingsConfigDict, SettingsError
 
+from toolgate.contracts.errors import described
 from toolgate.shared.config import ToolgateConfig
 from toolgate.shared.settings import ServiceSettings
 
@@ -132,7 +133,7 @@ def startup_problem(error: BaseException) -> str | None:
         field = re.search(r'field "(\w+)"', str(error))
         cause = f" ({error.__cause__})" if error.__cause__ else ""
         return f"{ENV_PREFIX}{field[1].upper()}: not valid JSON{cause}" if field else str(error)
-    return str(error) if isinstance(error, ValueError | OSError) else None
+    return described(error) if isinstance(error, ValueError | OSError) else None
 
 
 def _env_of(location: tuple[int | str, ...]) -> str:

@@ -79,6 +79,7 @@ def _mcp(settings: ExecutorSettings, servers: dict[str, McpServerConfig], announ
 
     return McpToolHost(
         servers,
+        start_timeout_s=settings.mcp_start_timeout_s,
         breaker_faults=settings.mcp_breaker_faults,
         breaker_cool_down_s=settings.mcp_breaker_cool_down_s,
         on_change=announcer.note,
@@ -114,8 +115,9 @@ def _state_names(mcp: McpToolHost) -> Callable[[], Mapping[str, str]]:
 def _mcp_checks(states: Callable[[], Mapping[str, str]] | None) -> dict[str, ReadyCheck]:
     """Report the MCP servers' states (server → ``starting``/``ready``/``unavailable``/``degraded``).
 
-    Ready once none is ``starting`` (an unavailable server is marked, not awaited). Without
-    a ``states`` accessor there is nothing to report and no check.
+    Ready once none is ``starting`` (an unavailable server is marked, not awaited); the
+    executor takes calls meanwhile, refusing a starting server's as ``tool_unavailable``.
+    Without a ``states`` accessor there is nothing to report and no check.
     """
     if states is None:
         return {}
@@ -148,19 +150,20 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     mcp = _mcp(settings, servers, announcer) if settings.mcp_servers_file else None
     timing, instance = _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
-    tools = LocalToolHost(FileSystemTool(settings.sandbox_root.resolve(), may_write=lease.held), mcp)
+    tools = LocalToolHost(FileSystemTool(settings.sandbox_root, may_write=lease.held), mcp)
     file_roots = {name: config.file_root for name, config in servers.items()}
-    contents = ContentReader(content_roots(settings.sandbox_root.resolve(), file_roots))
+    contents = ContentReader(content_roots(settings.sandbox_root, file_roots))
     reporter = SecurityReporter("executor")
     broker = new_broker("executor", settings, reporter)
     cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
+    upkept: RuntimeCell[Upkeep] = RuntimeCell()  # set once started: stopped even if the rest was never built
     broker.include_router(build_router(cell))
 
     def clock() -> datetime:
         return datetime.now(UTC)
 
     async def build(js: JetStreamContext) -> None:
-        if mcp is not None:  # the servers start while the rest is built
+        if mcp is not None:  # the servers start now and are kept warm; calls are taken before they are all ready
             mcp.launch()
         bus = ScrubbingBus(StreamBus(broker.connection, js, receipts_key), redactor)
         store = RedisIdempotencyStore(redis_client(settings))
@@ -184,9 +187,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         backstop = Backstop(executor, bus, store, keys, clock, timing, limits)
         upkeep = Upkeep(store, bus, clock, instance, timing.idempotency_ttl_s, lease=lease)
         await upkeep.start()
+        upkept.set(upkeep)
         announcer.start(js)
-        if mcp is not None:  # every server ready or unavailable before the first call is taken
-            await mcp.start()
         reporter_of_contents = ContentReporter(descriptors, contents, receipts_key, clock)
         cell.set(ExecutorRuntime(executor, backstop, upkeep, reporter_of_contents))
 
@@ -194,7 +196,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         cell().executor.abort()
 
     async def stop_upkeep() -> None:
-        await cell().upkeep.stop()
+        await upkept().stop()
 
     redis_ready = RedisReachable(redis_client(settings))
     closers = [stop_upkeep, *([mcp.aclose] if mcp else []), announcer.stop, redis_ready.aclose]

@@ -31,6 +31,13 @@ class ExecutorSettings(ServiceSettings):
         "[mcp.servers] of TOOLGATE_CONFIG, else none). Env: TOOLGATE_MCP_SERVERS_FILE (deprecated: "
         "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE, TOOLGATE_REGISTRY_MCP_SERVERS_FILE).",
     )
+    mcp_start_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Seconds one start of an MCP server may take (spawn, handshake, first listing) before it is "
+        "unavailable and started again; the executor takes calls meanwhile, refusing those of a server still "
+        "starting as tool_unavailable. Env: TOOLGATE_EXECUTOR_MCP_START_TIMEOUT_S.",
+    )
     mcp_breaker_faults: int = Field(
         default=5,
         ge=1,

@@ -36,7 +36,8 @@ Order (each step can end the request; later steps never run for an ended request
    gets Cedar's verdict.
 
 The engine in force is read once per request; every decision names its version
-(``policy_version``) and, when the policy took part, what it said before replays and
+(``policy_version``), the principal directory and attributes it was built over
+(``entities_digest``) and, when the policy took part, what it said before replays and
 admission (``policy_verdict``; ``deny`` for a hidden call): ``policy simulate`` compares that.
 
 Every failure to check (store or limiter unreachable) denies: fail closed. An
@@ -170,15 +171,22 @@ async def decide(env: Envelope, ports: PolicyPorts) -> DecisionMade:
         An unsigned :class:`DecisionMade` addressed to ``env.principal``.
     """
     now, engine = ports.clock(), ports.policy.engine  # read once: the whole decision under one policy
-    version = engine.version if engine is not None else None
+    made_under = _made_under(engine)
     try:
         request = parse_request(env, ports.max_request_bytes)
     except Ended as ended:
-        return _ended(env, env.request_id, now, ended, None, version)
+        return _ended(env, env.request_id, now, ended, None, made_under)
     try:
         return await _decide_parsed(env, request, ports, now, engine)
     except Ended as ended:
-        return _ended(env, request.request_id, now, ended, request.idempotency_key, version)
+        return _ended(env, request.request_id, now, ended, request.idempotency_key, made_under)
+
+
+def _made_under(engine: PolicyEngine | None) -> dict[str, str | None]:
+    """The decision's ``policy_version`` and ``entities_digest``: what ``engine`` was built from (``None``: none)."""
+    if engine is None:
+        return {"policy_version": None, "entities_digest": None}
+    return {"policy_version": engine.version, "entities_digest": engine.entities_digest}
 
 
 def fault_denial(env: Envelope, now: datetime, reason_code: str, reason: str) -> DecisionMade:
@@ -190,7 +198,7 @@ def fault_denial(env: Envelope, now: datetime, reason_code: str, reason: str) ->
 
 
 def _ended(
-    env: Envelope, request_id: str, now: datetime, ended: Ended, key: str | None, version: str | None
+    env: Envelope, request_id: str, now: datetime, ended: Ended, key: str | None, made_under: dict[str, str | None]
 ) -> DecisionMade:
     return _decision(
         env,
@@ -203,8 +211,8 @@ def _ended(
         hidden_reason_code=ended.hidden.reason_code if ended.hidden else None,
         hidden_reason=ended.hidden.reason if ended.hidden else None,
         retry_after_s=ended.retry_after_s,
-        policy_version=version,
         policy_verdict=ended.policy_verdict,
+        **made_under,
     )
 
 
@@ -233,7 +241,7 @@ async def _decide_parsed(
         "risk_tier": spec.risk_tier,
         "timeout_s": descriptor.timeout_s,
         "version_pinned": request.version is not None,
-        "policy_version": engine.version,
+        **_made_under(engine),
     }
     call = Call(env.principal, descriptor, request.operation, request.arguments, request.request_id, now)
     governed = _governed(env.principal, descriptor, request, engine)

@@ -55,7 +55,7 @@ from toolgate.policy.attributes import Attributes, load_attributes
 from toolgate.policy.cedar_schema import ACTION_APPROVAL, ACTION_EXECUTE, schema_text
 from toolgate.policy.closed_sets import argument_values
 from toolgate.policy.context import Untypable, call_context, descriptor_context
-from toolgate.policy.entities import entities, strangers
+from toolgate.policy.entities import entities, entities_digest, strangers
 from toolgate.policy.errors import PolicyInvalid
 from toolgate.policy.outcomes import Evaluation, Outcomes, PolicyOutcome, deny, evaluation, ids_of
 from toolgate.policy.preview import Preview
@@ -76,6 +76,10 @@ __all__ = [
 
 class PolicyEngine:
     """Decides tool requests with a schema-validated Cedar policy set.
+
+    ``version`` names the policy text (:func:`policy_version`), ``entities_digest`` the
+    principal directory and attributes it decides over (:func:`~toolgate.policy.entities.entities_digest`);
+    every decision carries both.
 
     Args:
         policy_text: Cedar policies; each needs a unique ``@id("...")``.
@@ -107,6 +111,7 @@ class PolicyEngine:
         validate(policy_text, self._infos, self._schema, directory, dict(vocabulary.closed))
         self._directory, self._args = directory, vocabulary.record()
         self._entities = entities(directory, attributes, self._schema)
+        self.entities_digest = entities_digest(directory, attributes)
         self.text, self.version = policy_text, policy_version(policy_text)
         self.notes = (*vocabulary.notes, *strangers(directory, attributes), *_unfed(policy_text, vocabulary.fed))
         self._views: dict[tuple[str, str], tuple[CedarType, tuple[str, ...]]] = {}

@@ -8,16 +8,46 @@ attributes. Cedar checks every value against the generated schema
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import cedarpy
+import msgspec
 
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.policy.attributes import Attributes
 from toolgate.policy.errors import PolicyInvalid
 
-__all__ = ["entities", "strangers"]
+__all__ = ["entities", "entities_digest", "strangers"]
+
+
+def entities_digest(directory: PrincipalDirectory, attributes: Attributes) -> str:
+    """``sha256:<hex>`` of what a decision reads of the principal directory and the attributes.
+
+    Hashed: every agent (autonomy, roles, operator, attributes), every approver's roles, every
+    tool's attributes and every declared attribute type, as JSON with sorted keys. Files that
+    say the same give the same digest, whatever their layout and comments; chat identities,
+    which no decision reads, are left out. ``toolgate policy explain`` compares the digest a
+    decision carries with that of the files it reads.
+    """
+    agents = {
+        name: {
+            "autonomy": agent.autonomy,
+            "roles": sorted(agent.roles),
+            "operator": agent.operator,
+            "attributes": dict(attributes.agents.get(name, {})),
+        }
+        for name, agent in directory.principals.items()
+    }
+    read = {
+        "agents": agents,
+        "approvers": {name: sorted(roles) for name, roles in directory.approvers.items()},
+        "tools": {name: dict(values) for name, values in attributes.tools.items()},
+        "agent_types": dict(attributes.agent_types),
+        "tool_types": dict(attributes.tool_types),
+    }
+    return "sha256:" + hashlib.sha256(msgspec.json.encode(read, order="sorted")).hexdigest()
 
 
 def strangers(directory: PrincipalDirectory, attributes: Attributes) -> list[str]:

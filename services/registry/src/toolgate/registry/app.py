@@ -128,7 +128,12 @@ def create_app(settings: RegistrySettings | None = None) -> FastStream:
         cell.set(registry)
         imports.keep_trying(publish)
 
-    lifecycle = Lifecycle(reporter=reporter, monitoring=monitoring("registry", settings), closers=(imports.aclose,))
+    lifecycle = Lifecycle(
+        reporter=reporter,
+        monitoring=monitoring("registry", settings),
+        closers=(imports.aclose,),
+        ready_checks={"mcp_imports": imports.still_listing},
+    )
     app = new_app(broker, build, lifecycle)
     redactor = Redactor(find_secrets, configured_secrets({config.name: config for config in servers}))
     install_log_filter(redactor)

@@ -31,6 +31,7 @@ from toolgate.contracts.secret_arguments import secret_arguments
 from toolgate.contracts.signing import verify_value
 from toolgate.contracts.tool_states import ToolState
 from toolgate.registry.errors import LookupRefused, PublishRefused
+from toolgate.shared.tables import problems
 
 __all__ = [
     "MAX_DESCRIPTOR_BYTES",
@@ -39,12 +40,13 @@ __all__ = [
     "RegistryReply",
     "check_lookup",
     "check_size",
+    "mistakes",
     "parse_descriptor",
     "parse_publish_request",
     "validate_descriptor",
 ]
 
-T = TypeVar("T")
+T = TypeVar("T", bound=msgspec.Struct)
 _descriptor = msgspec.json.Decoder(ToolDescriptor)
 MAX_DESCRIPTOR_BYTES = 262_144
 """Largest accepted descriptor, bytes."""
@@ -71,6 +73,10 @@ class PublishRequest(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
 
 
 _publish = msgspec.json.Decoder(PublishRequest)
+_json = msgspec.json.Decoder()
+
+MAX_MISTAKES_SHOWN = 10
+"""Most mistakes of one refused descriptor named in the refusal (the rest are counted)."""
 
 
 class RegistryReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -97,23 +103,42 @@ def parse_descriptor(data: bytes) -> ToolDescriptor:
     Raises:
         PublishRefused: oversized, malformed, or invalid (see :func:`validate_descriptor`).
     """
-    descriptor = _bounded(_descriptor, data, "a tool descriptor")
+    descriptor = _bounded(_descriptor, ToolDescriptor, data, "a tool descriptor")
     validate_descriptor(descriptor)
     return descriptor
 
 
-def _bounded(decoder: msgspec.json.Decoder[T], data: bytes, what: str) -> T:
+def _bounded(decoder: msgspec.json.Decoder[T], kind: type[T], data: bytes, what: str) -> T:
     """``data`` decoded, at most :data:`MAX_DESCRIPTOR_BYTES`.
 
     Raises:
-        PublishRefused: ``oversized``, or ``malformed`` naming what it is not.
+        PublishRefused: ``oversized``, or ``malformed`` naming what it is not: every mistake
+            of a JSON object (:func:`mistakes`), else why it is no JSON object.
     """
     if len(data) > MAX_DESCRIPTOR_BYTES:
         raise PublishRefused("oversized", f"request is {len(data)} bytes; the limit is {MAX_DESCRIPTOR_BYTES}")
     try:
         return decode_untrusted(decoder, data)
     except msgspec.DecodeError as error:
-        raise PublishRefused("malformed", f"not {what}: {error}") from None
+        try:
+            value = decode_untrusted(_json, data)
+        except msgspec.DecodeError:
+            raise PublishRefused("malformed", f"not {what}: {error}") from None
+        raise PublishRefused("malformed", f"not {what}: {mistakes(value, kind) or error}") from None
+
+
+def mistakes(value: Any, kind: type[msgspec.Struct]) -> str:
+    """Every mistake of JSON ``value`` as a ``kind``, each at its path, an unknown key with the closest known one.
+
+    ``""`` when msgspec finds none to name (:func:`toolgate.shared.tables.problems`); at most
+    :data:`MAX_MISTAKES_SHOWN` are named, then how many more there are.
+    """
+    found = problems(value, kind, "")
+    if len(found) <= 1:
+        return "".join(found)
+    shown = "; ".join(f"({number}) {problem}" for number, problem in enumerate(found[:MAX_MISTAKES_SHOWN], 1))
+    more = f"; and {len(found) - MAX_MISTAKES_SHOWN} more" if len(found) > MAX_MISTAKES_SHOWN else ""
+    return f"{len(found)} mistakes: {shown}{more}"
 
 
 def parse_publish_request(data: bytes, operator_key: Ed25519PublicKey | None) -> ToolDescriptor:
@@ -126,7 +151,7 @@ def parse_publish_request(data: bytes, operator_key: Ed25519PublicKey | None) ->
         PublishRefused: ``oversized``, ``malformed``, ``not_operator`` (no operator key is
             configured, or the signature does not verify under it), or as :func:`validate_descriptor`.
     """
-    request = _bounded(_publish, data, "a publish request ({descriptor, signature})")
+    request = _bounded(_publish, PublishRequest, data, "a publish request ({descriptor, signature})")
     if operator_key is None:
         raise PublishRefused(
             "not_operator", "no operator key is configured: descriptors are published at start-up only"
@@ -138,7 +163,9 @@ def parse_publish_request(data: bytes, operator_key: Ed25519PublicKey | None) ->
     try:
         descriptor = msgspec.convert(request.descriptor, ToolDescriptor)
     except msgspec.ValidationError as error:
-        raise PublishRefused("malformed", f"not a tool descriptor: {error}") from None
+        raise PublishRefused(
+            "malformed", f"not a tool descriptor: {mistakes(request.descriptor, ToolDescriptor) or error}"
+        ) from None
     validate_descriptor(descriptor)
     return descriptor
 

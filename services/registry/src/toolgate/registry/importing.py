@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 import msgspec
 
 from toolgate.contracts.descriptors import ToolDescriptor
+from toolgate.contracts.errors import described
 from toolgate.registry.adapters.mcp_import import import_mcp_server
 from toolgate.registry.errors import PublishRefused, RegistryError
 from toolgate.shared.mcp_config import McpServerConfig, configured_secrets
@@ -50,6 +51,7 @@ class McpImports:
         configured = configured_secrets({config.name: config for config in self._servers})
         self._secrets = [value for value in configured if len(value) >= MIN_KNOWN_CHARS]  # as the redactor counts
         self._missing: dict[str, McpServerConfig] = {}
+        self._listing: set[str] = set()
         self._refused: set[str] = set()
         self._wake: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -59,11 +61,27 @@ class McpImports:
 
         Returns the descriptors in configuration order; remembers the servers that could not be listed.
         """
-        imported = await asyncio.gather(*(self._import(config, retrying=False) for config in self._servers))
+        self._listing = {config.name for config in self._servers}
+        imported = await asyncio.gather(*(self._first_of(config) for config in self._servers))
         for config, descriptor in zip(self._servers, imported, strict=True):
             if descriptor is None and config.name not in self._refused:
                 self._missing[config.name] = config
         return [descriptor for descriptor in imported if descriptor is not None]
+
+    async def _first_of(self, config: McpServerConfig) -> ToolDescriptor | None:
+        try:
+            return await self._import(config, retrying=False)
+        finally:
+            self._listing.discard(config.name)
+
+    @property
+    def listing(self) -> list[str]:
+        """Names of the servers whose first listing is still under way (start-up waits for them)."""
+        return sorted(self._listing)
+
+    def still_listing(self) -> str | None:
+        """A readiness check: ``listing MCP servers: git, notes`` while the first listings run, else ``None``."""
+        return f"listing MCP servers: {', '.join(self.listing)}" if self._listing else None
 
     @property
     def missing(self) -> list[str]:
@@ -147,9 +165,12 @@ def _leaks(descriptor: ToolDescriptor, secrets: list[str]) -> bool:
 
 
 def summary(error: BaseException) -> str:
-    """``Type: text`` of the first leaf of ``error`` (task groups wrap it), then its notes; 600 characters at most."""
+    """``Type: text`` of the first leaf of ``error`` (task groups wrap it), then its notes; 600 characters at most.
+
+    The text is never empty (:func:`~toolgate.contracts.errors.described`: ``TimeoutError: timed out``).
+    """
     notes = list(getattr(error, "__notes__", ()))
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
         notes += getattr(error, "__notes__", ())
-    return (f"{type(error).__name__}: {str(error)[:300]}" + "".join(f"; {note}" for note in notes))[:600]
+    return (f"{type(error).__name__}: {described(error)[:300]}" + "".join(f"; {note}" for note in notes))[:600]

@@ -8,7 +8,7 @@ start never stops the executor: its state says why, and its calls are refused.
 
 The state a server is in (:class:`ServerState`)::
 
-    starting     its first start is running
+    starting     its first start is running (announced as soon as the warden starts)
     ready        serving; calls are sent
     unavailable  its start failed or its connection ended (the reason says how); being restarted
     degraded     serving, but its circuit is open (:mod:`toolgate.executor.breaker`)
@@ -53,13 +53,16 @@ MAX_DELAY_S: Final = 30.0
 
 STARTING, READY, UNAVAILABLE, DEGRADED = "starting", "ready", "unavailable", "degraded"
 
+FIRST_START: Final = "its first start is under way"
+"""The reason of a server ``starting``: a call to it is refused saying so, never with an empty reason."""
+
 
 class ServerState(msgspec.Struct, frozen=True, kw_only=True):
     """Where one MCP server stands.
 
     Attributes:
         state: ``starting``, ``ready``, ``unavailable`` or ``degraded``.
-        reason: why (empty when ``starting``); never a secret the scrubbing has not seen.
+        reason: why (:data:`FIRST_START` when ``starting``); never a secret the scrubbing has not seen.
         since: when it entered this state, UTC.
     """
 
@@ -82,16 +85,18 @@ class Warden:
     ) -> None:
         self.name = session.config.name
         self._session, self._breaker, self._on_change = session, breaker, on_change
-        self._life = ServerState(state=STARTING, since=_utc())
+        self._life = ServerState(state=STARTING, reason=FIRST_START, since=_utc())
         self.state = self._life
         self.settled = asyncio.Event()
         self._opened_why = ""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Start keeping the server warm (idempotent)."""
+        """Start keeping the server warm (idempotent); its ``starting`` state is reported at once."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"mcp-warden-{self.name}")
+            if self._on_change is not None:
+                self._on_change(self.name, self.state)
 
     async def stop(self) -> None:
         """Stop restarting the server (its connections are stopped by the session)."""

@@ -79,7 +79,7 @@ async def list_mcp_tools(config: McpServerConfig, timeout_s: float = 30.0) -> tu
         not identify itself.
 
     Raises:
-        TimeoutError: the server did not answer within ``timeout_s``.
+        TimeoutError: the server did not answer within ``timeout_s`` (the message says so).
         OSError: the command could not be started.
         ValueError: a ``headers_env`` variable is not set.
         mcp.MCPError: the server answered with a JSON-RPC error or closed the connection.
@@ -102,6 +102,13 @@ async def list_mcp_tools(config: McpServerConfig, timeout_s: float = 30.0) -> tu
 
 
 async def _listing(config: McpServerConfig, timeout_s: float, errlog: TextIO) -> tuple[str, list[McpToolInfo]]:
+    try:
+        return await _listed(config, timeout_s, errlog)
+    except TimeoutError:
+        raise TimeoutError(f"no tools/list answer within {timeout_s:g} s (start, handshake and listing)") from None
+
+
+async def _listed(config: McpServerConfig, timeout_s: float, errlog: TextIO) -> tuple[str, list[McpToolInfo]]:
     from mcp import Client
 
     async with asyncio.timeout(timeout_s), Client(transport(config, errlog)) as client:
