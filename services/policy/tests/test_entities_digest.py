@@ -37,6 +37,12 @@ matrix = "@alice:example.org"
 
 [approvers.bob]
 roles = ["operator", "sre"]
+
+[approvers.carol]
+roles = ["finance", "security"]
+
+[approvers.dan]
+roles = ["finance", "security"]
 """
 ATTRIBUTES = """
 [types.agent]
@@ -55,6 +61,10 @@ SAME_DIRECTORY = """
 # the same agents and approvers, in another order and layout
 [approvers.bob]
 roles = ["sre", "operator"]
+[approvers.dan]
+roles = ["security", "finance"]
+[approvers.carol]
+roles = ["finance", "security"]
 [approvers.alice]
 roles = ["operator"]
 slack = "U0123"

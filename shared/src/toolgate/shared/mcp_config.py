@@ -307,11 +307,12 @@ def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfi
 
 
 def _located(config: McpServerConfig, base_dir: Path, where: str) -> McpServerConfig:
-    """``config`` with its command and cwd absolute (an HTTP upstream as it is).
+    """``config`` with its command, cwd and ``file_root`` absolute (an HTTP upstream's command as it is).
 
     Raises:
-        ValueError: the command is not found, or the cwd is no directory.
+        ValueError: the command is not found, or the cwd or ``file_root`` is no directory.
     """
+    config = _with_file_root(config, base_dir, where)
     if config.url:
         return config
     try:
@@ -332,7 +333,7 @@ def _with_file_root(config: McpServerConfig, base_dir: Path, where: str) -> McpS
     """
     if not config.file_root:
         return config
-    root = (base_dir / config.file_root).resolve()
+    root = absolute(base_dir / config.file_root)
     if not root.is_dir():
         raise ValueError(f"{where}.file_root: {str(root)[:200]!r} is not a directory")
     return msgspec.structs.replace(config, file_root=str(root))
