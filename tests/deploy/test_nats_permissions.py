@@ -539,6 +539,17 @@ async def test_executor_reads_events_by_direct_get(conns: dict[str, Conn], kind:
     assert await allowed(executor, f"$JS.API.DIRECT.GET.{catalog.STREAM}.{subject}", read())
 
 
+async def test_approvals_reads_the_floor_of_the_policys_request_consumer_and_pulls_nothing(
+    conns: dict[str, Conn],
+) -> None:
+    """An answer before its approval opens is told from an unknown id by the requests still waiting."""
+    info = await conns["approvals"].js.consumer_info(catalog.STREAM, catalog.POLICY_CONSUMER.durable)
+    assert info.config.durable_name == catalog.POLICY_CONSUMER.durable
+    subject = f"$JS.API.CONSUMER.MSG.NEXT.{catalog.STREAM}.{catalog.POLICY_CONSUMER.durable}"
+    conn = conns["approvals"]
+    assert not await allowed(conn, subject, conn.nc.request(subject, b'{"batch": 1, "no_wait": true}', timeout=5))
+
+
 @pytest.mark.parametrize("user", [u for u in USERS if u != "registry"])
 async def test_only_audit_reads_the_stream_state(conns: dict[str, Conn], user: str) -> None:
     subject = f"$JS.API.STREAM.INFO.{catalog.STREAM}"

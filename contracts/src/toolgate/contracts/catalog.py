@@ -139,6 +139,20 @@ class Subjects:
         return f"tg.req.{principal}"
 
     @staticmethod
+    def principal_of_request(subject: str) -> str | None:
+        """The principal of ``tg.req.<principal>``, or ``None`` when ``subject`` is not a request subject."""
+        head, _, principal = subject.rpartition(".")
+        return principal if head == "tg.req" and TOKEN.match(principal) else None
+
+    @staticmethod
+    def needs_approval_of(subject: str) -> tuple[str, str] | None:
+        """``(principal, request_id)`` of ``tg.needs_approval.<principal>.<request_id>``, else ``None``."""
+        parts = subject.split(".")
+        if len(parts) != 4 or parts[:2] != ["tg", "needs_approval"] or not all(map(TOKEN.match, parts[2:])):
+            return None
+        return parts[2], parts[3]
+
+    @staticmethod
     def decision(principal: str, request_id: str) -> str:
         """``tg.decision.<principal>.<request_id>``: :class:`DecisionMade`."""
         return f"tg.decision.{principal}.{request_id}"

@@ -289,6 +289,10 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
         publish=(
             Rule(Subjects.APPROVALS, "only approvals grants"),
             *_consumer(catalog.APPROVALS_CONSUMER),
+            Rule(
+                _api("CONSUMER.INFO", catalog.STREAM, catalog.POLICY_CONSUMER.durable),
+                "which requests wait for a decision (an answer before its approval opened)",
+            ),
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its index from the stream, reads receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy"),

@@ -10,6 +10,7 @@ import msgspec
 from toolgate.contracts.catalog import TOKEN
 
 __all__ = [
+    "APPROVAL_NOT_OPEN",
     "MAX_WITHDRAW_BYTES",
     "ApprovalState",
     "DecideCommand",
@@ -21,6 +22,11 @@ __all__ = [
 
 MAX_WITHDRAW_BYTES: Final = 1024
 """Largest accepted :class:`WithdrawCommand` body, bytes (a larger one is refused ``oversized``)."""
+
+APPROVAL_NOT_OPEN: Final = "approval_not_open"
+"""The :class:`DecideReply` code of an answer to an approval that is not open *yet*: its request
+waits for its decision, or needs approval and its approval opens in a moment. Transient:
+nothing changed, nothing is reported; answer again."""
 
 
 class ApprovalState(StrEnum):
@@ -54,9 +60,11 @@ class DecideReply(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         ok: the answer counts (or was given before: ``already_voted``, a replay).
         reason_code: ``voted``, ``granted``, ``rejected``, ``withdrawn``, ``already_voted``,
-            ``not_voted``, or the refusal's code.
+            ``not_voted``, or the refusal's code (:data:`APPROVAL_NOT_OPEN`: not open yet, answer
+            again; ``unknown_approval``: nothing in the stream will ever open it).
         reason: human text.
-        approval_id: the approval answered.
+        approval_id: the approval answered: the one named, or the approval its request
+            joined (same principal, idempotency key and arguments).
         state: the approval's state after the answer.
         votes: approvers whose approval counts now.
         approvals_required: the quorum.

@@ -15,8 +15,8 @@ import msgspec
 
 from toolgate.approvals.domain import ApprovalState, PendingApproval
 from toolgate.approvals.errors import IndexLost
-from toolgate.approvals.ports import ReceiptSeen, VoteResult, VoteStatus
-from toolgate.contracts.events import ApprovalRequested, ApprovalVoted
+from toolgate.approvals.ports import ReceiptSeen, VoteResult, VoteStatus, Waiting
+from toolgate.contracts.events import ApprovalRequested, ApprovalVoted, DecisionMade
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.shared.rebuilding import MemoryEpoch
 
@@ -173,6 +173,9 @@ class InMemoryApprovalsBus:
         requests: the approval-requested events of the stream.
         votes: the vote events of the stream.
         answer: answers a re-check; ``None``: the policy does not answer.
+        decisions: the first message of each request's decision subject, by ``(principal, request_id)``.
+        undecided: ``(principal, request_id)`` of the requests that wait (:meth:`waiting`).
+        more_waiting: more requests wait than :meth:`waiting` was asked for.
     """
 
     receipts: set[str] = field(default_factory=set)
@@ -181,6 +184,9 @@ class InMemoryApprovalsBus:
     requests: list[ApprovalRequested] = field(default_factory=list)
     votes: list[ApprovalVoted] = field(default_factory=list)
     answer: Callable[[RecheckQuery], RecheckAnswer | None] | None = None
+    decisions: dict[tuple[str, str], DecisionMade] = field(default_factory=dict)
+    undecided: list[tuple[str, str]] = field(default_factory=list)
+    more_waiting: bool = False
 
     async def has_receipt(self, principal: str, request_id: str) -> bool:  # noqa: D102
         return request_id in self.receipts
@@ -204,3 +210,9 @@ class InMemoryApprovalsBus:
 
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:  # noqa: D102
         return self.answer(query) if self.answer else None
+
+    async def decision(self, principal: str, request_id: str) -> DecisionMade | None:  # noqa: D102
+        return self.decisions.get((principal, request_id))
+
+    async def waiting(self, limit: int) -> Waiting:  # noqa: D102
+        return Waiting(requests=tuple(self.undecided[:limit]), complete=not self.more_waiting)

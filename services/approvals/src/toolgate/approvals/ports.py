@@ -16,10 +16,10 @@ from enum import StrEnum
 from typing import Protocol
 
 from toolgate.approvals.domain import ApprovalState, PendingApproval
-from toolgate.contracts.events import ApprovalRequested, ApprovalVoted
+from toolgate.contracts.events import ApprovalRequested, ApprovalVoted, DecisionMade
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 
-__all__ = ["ApprovalStore", "ApprovalsBus", "ReceiptSeen", "VoteResult", "VoteStatus"]
+__all__ = ["ApprovalStore", "ApprovalsBus", "ReceiptSeen", "VoteResult", "VoteStatus", "Waiting"]
 
 
 class VoteStatus(StrEnum):
@@ -65,6 +65,21 @@ class ReceiptSeen:
 
     receipt_id: str
     outcome: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The requests that may still open an approval, as :meth:`ApprovalsBus.waiting` read them.
+
+    Attributes:
+        requests: ``(principal, request_id)`` of every request not decided yet and of every
+            ``needs_approval`` decision whose approval is not opened yet (and some that were:
+            those after the consumers' acknowledgement floors), in stream order.
+        complete: every such request was read (``False``: more than the limit wait).
+    """
+
+    requests: tuple[tuple[str, str], ...]
+    complete: bool
 
 
 class ApprovalStore(Protocol):
@@ -177,4 +192,20 @@ class ApprovalsBus(Protocol):
 
     async def recheck(self, query: RecheckQuery) -> RecheckAnswer | None:
         """Ask the policy service whether the call may still run; ``None`` without an answer."""
+        ...
+
+    async def decision(self, principal: str, request_id: str) -> DecisionMade | None:
+        """The first message on the request's decision subject, when it is a decision (not verified)."""
+        ...
+
+    async def waiting(self, limit: int) -> Waiting:
+        """The requests waiting for their decision or for their approval to open (at most ``limit`` of each).
+
+        Read after the acknowledgement floors of the policy's request consumer and of this
+        service's decision consumer: a request before both floors was decided, and its
+        approval (if it needed one) opened, before this call.
+
+        Raises:
+            ApprovalStoreUnavailable: the stream cannot be read.
+        """
         ...
