@@ -302,6 +302,8 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
             ``[redacted:<kind> sha256:<12 hex>]``; a result kept out of band is named under
             ``/result`` too. ``()`` when nothing was redacted; ``None`` only before the
             executor sealed the receipt.
+        approval_id: the approval the request waited on, when it needed one: its own, or
+            the one it joined (same principal, idempotency key and arguments).
     """
 
     request_id: str
@@ -322,6 +324,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     signature: str = ""
     retry_after_s: float | None = None
     redactions: tuple[str, ...] | None = None
+    approval_id: str | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):
