@@ -254,6 +254,8 @@ class Rpc:
     APPROVALS_DECIDE: Final = "tg.approvals.decide.*"
     APPROVALS_WITHDRAW: Final = "tg.approvals.withdraw.*"
     """Agents: withdraw one's own pending call (the principal is the last token)."""
+    APPROVALS_STATUS: Final = "tg.approvals.status.*"
+    """Agents: which approval one's own request waits on, and where it stands (the principal is the last token)."""
     AUDIT_TRAIL: Final = "tg.audit.trail"
     AUDIT_VERIFY: Final = "tg.audit.verify"
     AUDIT_EXPORT: Final = "tg.audit.export"
@@ -280,6 +282,11 @@ class Rpc:
     def approvals_withdraw(principal: str) -> str:
         """``tg.approvals.withdraw.<principal>``: the requesting principal is the subject token."""
         return f"tg.approvals.withdraw.{principal}"
+
+    @staticmethod
+    def approvals_status(principal: str) -> str:
+        """``tg.approvals.status.<principal>``: the requesting principal is the subject token."""
+        return f"tg.approvals.status.{principal}"
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,7 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
             Rule(Rpc.APPROVALS_LIST),
             Rule(Rpc.APPROVALS_DECIDE, "the approver is the last token"),
             Rule(Rpc.APPROVALS_WITHDRAW, "an agent withdraws its own call (the principal is the last token)"),
+            Rule(Rpc.APPROVALS_STATUS, "an agent asks which approval its call waits on (the last token)"),
             Rule(SERVICE_INBOXES),
         ),
     )
@@ -456,12 +457,13 @@ def _agent(principal: str) -> NatsUser:
     user = agent_user(principal)
     return NatsUser(
         name=user,
-        title=f"agent {principal}: its own requests, decisions, receipts, results and withdrawals",
+        title=f"agent {principal}: its own requests, decisions, receipts, results, approvals and withdrawals",
         publish=(
             Rule(Subjects.request(principal), "its own tool requests only (PubAck to its inbox)"),
             Rule(Rpc.tools_list(principal), "the tools it may call (not the registry's full listing)"),
             Rule(Rpc.tools_get(principal)),
             Rule(Rpc.approvals_withdraw(principal), "withdraws its own pending calls only"),
+            Rule(Rpc.approvals_status(principal), "which approval its own calls wait on"),
             Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.receipts_of(principal)), "its stored receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.decisions_of(principal)), "its decisions"),
             Rule(_api("DIRECT.GET", catalog.RESULTS_STREAM, Subjects.results_of(principal)), "its stored results"),

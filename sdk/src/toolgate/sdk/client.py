@@ -38,7 +38,7 @@ from toolgate.contracts.events import DecisionMade, ReceiptIssued, ResultRef, To
 from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import agent_user
-from toolgate.contracts.rpc.approvals import WithdrawReply
+from toolgate.contracts.rpc.approvals import ApprovalStatus, WithdrawReply
 from toolgate.sdk import standing
 from toolgate.sdk.connecting import connect_quietly
 from toolgate.sdk.errors import (
@@ -502,9 +502,26 @@ class ToolClient:
         """The id ``ap-<12 hex>`` of the approval ``request_id`` opens when it needs one.
 
         A request that joined another pending approval of the same call (same idempotency
-        key and arguments) is answered by that approval instead.
+        key and arguments) is answered by that approval instead; an answer given on this id
+        still reaches it. :meth:`approval` names the approval the request waits on, and the
+        receipt names it too (``approval_id``).
         """
         return approval_id_for(self.principal, request_id)
+
+    async def approval(self, request_id: str, timeout_s: float = 5.0) -> ApprovalStatus:
+        """The approval ``request_id`` waits on (or waited on), as the approvals service holds it.
+
+        Returns:
+            ``ok`` with its state (``pending``, ``granted``, ``rejected``, ``expired``),
+            ``approval_id`` (its own, or the one it joined: ``joined``), votes and quorum;
+            else ``not_open`` (not decided yet, or its approval opens in a moment: ask again),
+            ``no_approval`` (none and never: it needs none, ended, or is unknown),
+            ``index_lost`` or ``approval_store_unavailable`` (transient).
+
+        Raises:
+            ApprovalsNoAnswer: no answer within ``timeout_s`` seconds.
+        """
+        return await standing.approval_status(self._nc, self.principal, request_id, timeout_s)
 
     async def decision(self, request_id: str) -> DecisionMade | None:
         """The policy's decision on ``request_id`` of this principal, as stored in the stream.

@@ -1,7 +1,12 @@
-"""Bodies of ``tg.approvals.decide.<approver>`` and ``tg.approvals.withdraw.<principal>``; an approval's states."""
+"""Bodies of the approvals service's requests: decide, withdraw, status; an approval's states.
+
+``tg.approvals.decide.<approver>``, ``tg.approvals.withdraw.<principal>`` and
+``tg.approvals.status.<principal>`` (:class:`~toolgate.contracts.catalog.Rpc`).
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Final
 
@@ -12,6 +17,8 @@ from toolgate.contracts.catalog import TOKEN
 __all__ = [
     "APPROVAL_NOT_OPEN",
     "MAX_WITHDRAW_BYTES",
+    "ApprovalStatus",
+    "StatusCode",
     "ApprovalState",
     "DecideCommand",
     "DecideReply",
@@ -21,7 +28,7 @@ __all__ = [
 ]
 
 MAX_WITHDRAW_BYTES: Final = 1024
-"""Largest accepted :class:`WithdrawCommand` body, bytes (a larger one is refused ``oversized``)."""
+"""Largest accepted :class:`WithdrawCommand` body (and status query), bytes (a larger one is refused ``oversized``)."""
 
 APPROVAL_NOT_OPEN: Final = "approval_not_open"
 """The :class:`DecideReply` code of an answer to an approval that is not open *yet*: its request
@@ -123,3 +130,48 @@ class WithdrawReply(msgspec.Struct, frozen=True, kw_only=True):
     reason_code: str
     reason: str
     approval_id: str | None = None
+
+
+class StatusCode(StrEnum):
+    """The reason codes of an :class:`ApprovalStatus`."""
+
+    PENDING = "pending"
+    GRANTED = "granted"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    NOT_OPEN = "not_open"
+    """Transient: the request waits for its decision, or its approval opens in a moment; ask again."""
+    NO_APPROVAL = "no_approval"
+    """The request has no approval and will have none: it needs none, it ended, or no such
+    request of this principal is in the stream (never told apart)."""
+    MALFORMED = "malformed"
+    OVERSIZED = "oversized"
+    INDEX_LOST = "index_lost"
+    """Transient: the approvals index is being rebuilt from the stream; ask again."""
+    STORE_UNAVAILABLE = "approval_store_unavailable"
+    """Transient: the approval store or the stream cannot be read; ask again."""
+
+
+class ApprovalStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer of ``tg.approvals.status.<principal>`` (body: a :class:`WithdrawCommand`, ``{"request_id": …}``).
+
+    Attributes:
+        ok: ``reason_code`` is a state (``pending``, ``granted``, ``rejected``, ``expired``).
+        reason_code: a :class:`StatusCode` value.
+        reason: human text.
+        approval_id: the approval the request waits on (or waited on): its own, or the one it
+            joined (same principal, idempotency key and arguments); also given for ``not_open``.
+        joined: the request joined another request's approval.
+        votes: approvers whose approval counts now.
+        approvals_required: the quorum.
+        expires_at: when a pending approval expires (UTC).
+    """
+
+    ok: bool
+    reason_code: str
+    reason: str
+    approval_id: str | None = None
+    joined: bool = False
+    votes: tuple[str, ...] = ()
+    approvals_required: int | None = None
+    expires_at: datetime | None = None

@@ -84,6 +84,20 @@ class EarlyAnswers:
             return None
         return _checked(approver, self.directory, NotOpen(f"{approval_id} is not open yet; answer again in a moment"))
 
+    async def waiting_on(self, principal: str, request_id: str) -> NotOpen | None:
+        """Whether ``principal``'s own ``request_id`` will still open an approval (the requester asks).
+
+        ``None``: no such request waits (or it needs none, or it ended).
+
+        Raises:
+            ApprovalsError: the stream cannot be read.
+        """
+        waiting = await self.bus.waiting(MAX_WAITING)
+        if (principal, request_id) not in waiting.requests and waiting.complete:
+            return None
+        found = await self.opening(None, approval_id_for(principal, request_id), principal, request_id)
+        return found if isinstance(found, NotOpen) else None
+
     async def opening(
         self, approver: str | None, approval_id: str, principal: str, request_id: str
     ) -> NotOpen | DecideRefused | None:

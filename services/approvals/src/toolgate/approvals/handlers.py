@@ -11,6 +11,7 @@ from faststream.nats import NatsMessage, NatsRouter
 from toolgate.approvals.errors import ApprovalsError, IndexLost
 from toolgate.approvals.rebuild import Rebuilder
 from toolgate.approvals.service import Approvals
+from toolgate.approvals.standing import status_bytes
 from toolgate.approvals.withdrawal import withdraw_bytes
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc
@@ -48,7 +49,7 @@ def consumers(runtime: Callable[[], ApprovalsRuntime]) -> list[Consumer]:
 
 
 def build_router(runtime: Callable[[], ApprovalsRuntime]) -> NatsRouter:
-    """Route list, decide and withdraw commands to the :class:`Approvals` workflow."""
+    """Route list, decide, withdraw and status requests to the :class:`Approvals` workflow."""
     router = NatsRouter()
 
     @rpc(router, Rpc.APPROVALS_LIST, "approvals")
@@ -64,5 +65,10 @@ def build_router(runtime: Callable[[], ApprovalsRuntime]) -> NatsRouter:
     async def on_withdraw(msg: NatsMessage) -> bytes:
         principal = msg.raw_message.subject.rsplit(".", 1)[1]  # the transport's identity, never the body
         return msgspec.json.encode(await withdraw_bytes(runtime().approvals, principal, msg.raw_message.data or b""))
+
+    @rpc(router, Rpc.APPROVALS_STATUS, "approvals")
+    async def on_status(msg: NatsMessage) -> bytes:
+        asker = msg.raw_message.subject.rsplit(".", 1)[1]  # the transport's identity, never the body
+        return msgspec.json.encode(await status_bytes(runtime().approvals, asker, msg.raw_message.data or b""))
 
     return router
