@@ -64,7 +64,9 @@ BUDGET_CALLS = (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE)
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
     "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH, *BUDGET_CALLS),
-    "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE, Rpc.APPROVALS_WITHDRAW, Rpc.APPROVALS_STATUS),
+    "approvals": (
+        *(Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW, Rpc.APPROVALS_DECIDE, Rpc.APPROVALS_WITHDRAW, Rpc.APPROVALS_STATUS),
+    ),
     "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.AUDIT_REQUESTS),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
@@ -92,7 +94,8 @@ WITHDRAW = {name: Rpc.approvals_withdraw(name) for name in ("demo-agent", "other
 STATUS = {name: Rpc.approvals_status(name) for name in ("demo-agent", "other-agent", "alice", "bob")}
 LISTINGS = {name: (Rpc.tools_list(name), Rpc.tools_get(name)) for name in ("demo-agent", "other-agent", "alice")}
 RPC_SUBJECTS = (
-    *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
+    *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW),
+    Rpc.AUDIT_TRAIL,
     *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH),
     *BUDGET_CALLS,
     Rpc.AUDIT_REQUESTS,
@@ -103,6 +106,7 @@ RPC_SUBJECTS = (
 )
 OPERATOR_CALLS = {
     *(Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET),
+    Rpc.APPROVALS_SHOW,
     Rpc.POLICY_READY,
     Rpc.AUDIT_EXPORT,
     Rpc.AUDIT_REQUESTS,
@@ -116,7 +120,11 @@ MAY_CALL = {  # each approver answers approvals as themselves only; only the ope
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
     "executor": {Rpc.POLICY_RECHECK},
     "approvals": {Rpc.POLICY_RECHECK},
-    "chatops": {Rpc.APPROVALS_LIST, DECIDE["alice"]},  # only alice has a chat id: bob is never answered for
+    "chatops": {
+        Rpc.APPROVALS_LIST,
+        Rpc.APPROVALS_SHOW,
+        DECIDE["alice"],
+    },  # only alice has a chat id: bob is never answered for
 }
 
 

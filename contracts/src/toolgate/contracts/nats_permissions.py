@@ -301,6 +301,7 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
         ),
         subscribe=(
             Rule(Rpc.APPROVALS_LIST),
+            Rule(Rpc.APPROVALS_SHOW),
             Rule(Rpc.APPROVALS_DECIDE, "the approver is the last token"),
             Rule(Rpc.APPROVALS_WITHDRAW, "an agent withdraws its own call (the principal is the last token)"),
             Rule(Rpc.APPROVALS_STATUS, "an agent asks which approval its call waits on (the last token)"),
@@ -365,6 +366,7 @@ def _chatops(answering: tuple[str, ...]) -> NatsUser:
         publish=(
             *(Rule(Rpc.approvals_decide(name), f"{name} has a chat id in the directory") for name in answering),
             Rule(Rpc.APPROVALS_LIST, "re-sync: pending approvals without a card"),
+            Rule(Rpc.APPROVALS_SHOW, "... one whole, when a page left its arguments out"),
             *_consumer(catalog.CHATOPS_APPROVALS),
             *_consumer(catalog.CHATOPS_RECEIPTS),
             Rule(_api("STREAM.INFO", CARDS_STREAM), "bind the cards bucket"),
@@ -419,7 +421,8 @@ def _operator() -> NatsUser:
             Rule(Rpc.REGISTRY_PUBLISH, "publishing tools is the operator's (no agent has it)"),
             Rule(Rpc.POLICY_PUBLISH, "publishing a policy is the operator's; the policy service validates it"),
             *_kv_reads(POLICY_STREAM, "policy", "published policy versions (policy explain, simulate)"),
-            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
+            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY)),
+            Rule(Rpc.AUDIT_EXPORT),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
             Rule(Rpc.AUDIT_REQUESTS, "recent requests and their outcomes"),
             Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (the reconciliation check)"),
@@ -442,7 +445,8 @@ def _approver(name: str) -> NatsUser:
         title=f"approver {name}: answers approvals as {name} only, reads the trail and alarms",
         publish=(
             Rule(Rpc.approvals_decide(name), "nobody answers as someone else"),
-            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
+            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY)),
+            Rule(Rpc.AUDIT_EXPORT),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
             Rule(Rpc.AUDIT_REQUESTS, "recent requests and their outcomes"),
             *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)),

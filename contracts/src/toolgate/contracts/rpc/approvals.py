@@ -1,14 +1,15 @@
-"""Bodies of the approvals service's requests: decide, withdraw, status; an approval's states.
+"""Bodies of the approvals service's requests: list, show, decide, withdraw, status; an approval's states.
 
-``tg.approvals.decide.<approver>``, ``tg.approvals.withdraw.<principal>`` and
-``tg.approvals.status.<principal>`` (:class:`~toolgate.contracts.catalog.Rpc`).
+``tg.approvals.list``, ``tg.approvals.show``, ``tg.approvals.decide.<approver>``,
+``tg.approvals.withdraw.<principal>`` and ``tg.approvals.status.<principal>``
+(:class:`~toolgate.contracts.catalog.Rpc`).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
@@ -17,11 +18,14 @@ from toolgate.contracts.catalog import TOKEN
 __all__ = [
     "APPROVAL_NOT_OPEN",
     "MAX_WITHDRAW_BYTES",
+    "ApprovalShown",
     "ApprovalStatus",
+    "ApprovalsPage",
     "StatusCode",
     "ApprovalState",
     "DecideCommand",
     "DecideReply",
+    "ShowQuery",
     "WithdrawCode",
     "WithdrawCommand",
     "WithdrawReply",
@@ -175,3 +179,48 @@ class ApprovalStatus(msgspec.Struct, frozen=True, kw_only=True):
     votes: tuple[str, ...] = ()
     approvals_required: int | None = None
     expires_at: datetime | None = None
+
+
+class ApprovalsPage(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer of ``tg.approvals.list`` (body: a :class:`~toolgate.contracts.paging.PageQuery`; empty: the first page).
+
+    Attributes:
+        ok: the page was read (``found``); else ``malformed``, ``oversized``, ``index_lost``
+            or ``approval_store_unavailable``.
+        reason_code: ``found`` or the refusal's code.
+        reason: human text.
+        approvals: pending approvals, soonest expiry first; an item that leaves something
+            out names it in ``omitted`` (``arguments``: their size is ``arguments_bytes``,
+            ``tg.approvals.show`` gives them; ``joined``, ``related``).
+        next: the cursor of the next page (``after``), ``None`` on the last page.
+    """
+
+    ok: bool
+    reason_code: str
+    reason: str
+    approvals: list[Any] = msgspec.field(default_factory=list)
+    next: str | None = None
+
+
+class ShowQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``tg.approvals.show``: one approval (or the id a request that joined it would have had)."""
+
+    approval_id: Annotated[str, msgspec.Meta(max_length=64)]
+
+
+class ApprovalShown(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer of ``tg.approvals.show``.
+
+    Attributes:
+        ok: the approval was found (in any state).
+        reason_code: ``found``, ``unknown_approval``, ``malformed``, ``oversized``,
+            ``index_lost`` or ``approval_store_unavailable``.
+        reason: human text.
+        approval: the approval with its arguments in full (a sealed secret as a label),
+            unless they do not fit one message: then ``omitted`` names what was left out.
+    """
+
+    ok: bool
+    reason_code: str
+    reason: str
+    approval: Any = None

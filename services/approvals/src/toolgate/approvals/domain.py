@@ -72,6 +72,9 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
         answered_by: who rejected it, or whose vote completed the quorum.
         related: other approvals of the same request hash (:class:`~toolgate.contracts.events.Related`).
         opened_at: when it was opened (UTC); ``None`` for one stored before this field existed.
+        omitted: set in a listing only: what this item leaves out (``arguments``, ``joined``,
+            ``related``), to keep a page within one message.
+        arguments_bytes: set with ``arguments`` omitted: the size of their JSON, bytes.
     """
 
     approval_id: str
@@ -94,6 +97,8 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     answered_by: str | None = None
     related: tuple[Related, ...] = ()
     opened_at: datetime | None = None
+    omitted: tuple[str, ...] = ()
+    arguments_bytes: int | None = None
 
     @property
     def request_ids(self) -> tuple[str, ...]:

@@ -68,6 +68,11 @@ class InMemoryApprovalStore(MemoryEpoch):
         pending = [_read(r) for r in self._items.values() if r.pending.state is ApprovalState.PENDING]
         return sorted(pending, key=lambda p: p.expires_at)
 
+    async def pending_index(self) -> list[tuple[float, str]]:  # noqa: D102
+        self._check()
+        pending = [r.pending for r in self._items.values() if r.pending.state is ApprovalState.PENDING]
+        return sorted((p.expires_at.timestamp(), p.approval_id) for p in pending)
+
     async def same_request(self, request_hash: str) -> list[PendingApproval]:  # noqa: D102
         self._check()
         return [_read(r) for r in self._items.values() if r.pending.request_hash == request_hash]

@@ -111,6 +111,10 @@ class ApprovalStore(Protocol):
         """Return approvals still pending, soonest expiry first."""
         ...
 
+    async def pending_index(self) -> list[tuple[float, str]]:
+        """``(expiry as epoch seconds, approval id)`` of every pending approval, in that order (the listing's)."""
+        ...
+
     async def same_request(self, request_hash: str) -> list[PendingApproval]:
         """Every approval opened for ``request_hash`` that the store still keeps, in any state."""
         ...

@@ -40,6 +40,7 @@ from toolgate.approvals.domain import (
 )
 from toolgate.approvals.early import EarlyAnswers
 from toolgate.approvals.errors import ApprovalsError, DecideRefused
+from toolgate.approvals.listing import listed
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore, VoteStatus
 from toolgate.approvals.related import related_to
 from toolgate.contracts.catalog import Rpc, Subjects
@@ -47,7 +48,6 @@ from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.contracts.events import DecisionMade, decode_untrusted
 from toolgate.contracts.recheck import RecheckQuery, valid_answer
 from toolgate.contracts.rpc.approvals import APPROVAL_NOT_OPEN
-from toolgate.contracts.secret_arguments import redact_sealed
 from toolgate.contracts.security import SecurityKind
 from toolgate.contracts.signing import sign_event, verify_event
 from toolgate.contracts.vocabulary import Verdict
@@ -168,7 +168,7 @@ class Approvals:
         try:
             pending = await self.store.list_pending()
             return [
-                _listed(msgspec.structs.replace(p, related=await related_to(p, self.store, self.bus))) for p in pending
+                listed(msgspec.structs.replace(p, related=await related_to(p, self.store, self.bus))) for p in pending
             ]
         except ApprovalsError as error:
             return DecideReply(ok=False, reason_code=error.reason_code, reason=error.reason)
@@ -356,12 +356,6 @@ class Approvals:
 def _already_voted(pending: PendingApproval, approver: str, votes: tuple[str, ...]) -> DecideReply:
     count = f"vote {len(votes)} of {pending.approvals_required}"
     return reply_of(pending, "already_voted", f"{approver} already voted on {pending.approval_id} ({count})", votes)
-
-
-def _listed(pending: PendingApproval) -> PendingApproval:
-    """A pending approval as listed: the request hash binds the envelopes, people see a label."""
-    arguments = redact_sealed(pending.request.arguments)
-    return msgspec.structs.replace(pending, request=msgspec.structs.replace(pending.request, arguments=arguments))
 
 
 def _refused(code: str, reason: str) -> DecideReply:
