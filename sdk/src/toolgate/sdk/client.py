@@ -38,6 +38,7 @@ from toolgate.contracts.events import DecisionMade, ReceiptIssued, ResultRef, To
 from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import agent_user
+from toolgate.contracts.paging import PageQuery
 from toolgate.contracts.rpc.approvals import ApprovalStatus, WithdrawReply
 from toolgate.sdk import standing
 from toolgate.sdk.connecting import connect_quietly
@@ -50,6 +51,7 @@ from toolgate.sdk.errors import (
     ResultUnavailable,
     UnknownTool,
 )
+from toolgate.sdk.listing import every_tool
 from toolgate.sdk.local_receipts import oversized_receipt
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
 from toolgate.sdk.results import read_result
@@ -240,15 +242,30 @@ class ToolClient:
         await self.close()
 
     async def list_tools(self, timeout_s: float = 5.0) -> list[ToolDescriptor]:
-        """The tools this principal may call, each at its latest version.
+        """The tools this principal may call, each at its latest version, from every page of the listing.
 
         Each shows only the operations the current policy lets this principal call
-        (directly or with an approval). Asked on ``tg.tools.list.<principal>``; the policy service answers.
+        (directly or with an approval). Asked on ``tg.tools.list.<principal>``; the policy
+        service answers in pages (:mod:`toolgate.sdk.listing`).
+
+        Raises:
+            RegistryUnavailable: no answer within ``timeout_s`` seconds (per page), or a refusal.
+        """
+        return await every_tool(lambda after: self.list_tools_page(after, timeout_s=timeout_s), self.describe)
+
+    async def list_tools_page(
+        self, after: str | None = None, limit: int | None = None, timeout_s: float = 5.0
+    ) -> ToolsReply:
+        """One page of :meth:`list_tools`: tools in name order after ``after`` (a page's ``next``).
+
+        Returns:
+            The page: ``descriptors``, ``summaries`` (tools too large for a page alone) and ``next``.
 
         Raises:
             RegistryUnavailable: no answer within ``timeout_s`` seconds, or a refusal.
         """
-        return (await self._registry(Rpc.tools_list(self.principal), b"{}", timeout_s)).descriptors or []
+        query = PageQuery(after=after) if limit is None else PageQuery(after=after, limit=limit)
+        return await self._registry(Rpc.tools_list(self.principal), msgspec.json.encode(query), timeout_s)
 
     async def describe(self, tool: str, version: str | None = None, timeout_s: float = 5.0) -> ToolDescriptor:
         """One tool's descriptor as this principal sees it (``version=None``: the latest).

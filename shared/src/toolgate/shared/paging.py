@@ -38,7 +38,7 @@ def items_budget(max_payload: int, envelope: bytes) -> int:
 
 
 class PageFiller:
-    """One page's items (JSON, as :class:`msgspec.Raw`) and the key of the last one.
+    """One page's items (JSON, as :class:`msgspec.Raw`), which were summaries, and the key of the last one.
 
     Args:
         budget_bytes: what the items may take together, commas included (:func:`items_budget`).
@@ -47,6 +47,8 @@ class PageFiller:
 
     def __init__(self, budget_bytes: int, limit: int) -> None:
         self.items: list[msgspec.Raw] = []
+        self.summarised: set[int] = set()
+        """Indexes of :attr:`items` taken as a summary."""
         self.last_key: str | None = None
         self._budget, self._limit, self._used = budget_bytes, limit, 0
 
@@ -67,6 +69,7 @@ class PageFiller:
             return False
         for summary in summaries():
             if self._fits(summary):
+                self.summarised.add(len(self.items))
                 return self._take(key, summary)
         raise PageOverflow(f"item {key!r} does not fit a page of {self._budget} bytes, even summarised")
 
