@@ -122,3 +122,19 @@ async def test_on_the_bus_the_principal_is_the_subjects_last_token(early: Any, c
 async def test_a_bad_status_query_is_refused_naming_why(early: Any, client: Client, body: bytes, code: str) -> None:
     reply = await _ask(client, AGENT, body)
     assert (reply["ok"], reply["reason_code"]) == (False, code)
+
+
+@pytest.mark.parametrize("stage", ["undecided", "decided_not_opened"])
+async def test_a_withdrawal_before_the_approval_opens_is_not_open_then_withdraws(early: Any, stage: str) -> None:
+    from toolgate.approvals.withdrawal import withdraw_bytes
+
+    body = json.dumps({"request_id": early.ns + "a"}).encode()
+    early.bus.undecided.append((AGENT, early.ns + "a"))
+    if stage == "decided_not_opened":
+        early.bus.decisions[(AGENT, early.ns + "a")] = early.decision("a")
+    told = await withdraw_bytes(early.approvals, AGENT, body)
+    assert (told.ok, told.reason_code) == (False, "not_open")
+    assert (await withdraw_bytes(early.approvals, "other-agent", body)).reason_code == "not_pending"
+    await early.approvals.on_decision(early.decision("a"))
+    done = await withdraw_bytes(early.approvals, AGENT, body)
+    assert (done.ok, done.reason_code) == (True, "withdrawn")

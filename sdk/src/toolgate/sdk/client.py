@@ -558,10 +558,10 @@ class ToolClient:
 
         Returns:
             The approvals service's answer: ``ok`` with ``withdrawn`` (its receipt follows), or
-            ``not_pending`` (not awaiting approval: never submitted, not decided or opened yet,
-            already granted — a running call is not interrupted — rejected, expired or
-            withdrawn), ``malformed``, ``index_lost`` or ``approval_store_unavailable``
-            (the last two transient: ask again).
+            ``not_pending`` (not awaiting approval: never submitted, already granted — a
+            running call is not interrupted — rejected, expired or withdrawn), ``not_open``
+            (not decided yet, or its approval opens in a moment), ``malformed``,
+            ``index_lost`` or ``approval_store_unavailable`` (the last three transient: ask again).
 
         Raises:
             ApprovalsNoAnswer: no answer within ``timeout_s`` seconds.

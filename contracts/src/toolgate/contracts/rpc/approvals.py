@@ -96,8 +96,10 @@ class WithdrawCode(StrEnum):
     WITHDRAWN = "withdrawn"
     """The approval was pending: it ended rejected; the request ends ``denied`` (``withdrawn``)."""
     NOT_PENDING = "not_pending"
-    """No pending approval of this request for this principal: never opened (yet), already
+    """No pending approval of this request for this principal: never opened, already
     granted, rejected, expired or withdrawn, or another principal's request (never told apart)."""
+    NOT_OPEN = "not_open"
+    """Transient: the request waits for its decision, or its approval opens in a moment; ask again."""
     MALFORMED = "malformed"
     """The body is not a :class:`WithdrawCommand`."""
     OVERSIZED = "oversized"
