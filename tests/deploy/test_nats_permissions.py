@@ -64,7 +64,9 @@ BUDGET_CALLS = (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE)
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
     "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH, *BUDGET_CALLS),
-    "approvals": (Rpc.APPROVALS_LIST, Rpc.APPROVALS_DECIDE, Rpc.APPROVALS_WITHDRAW),
+    "approvals": (
+        *(Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW, Rpc.APPROVALS_DECIDE, Rpc.APPROVALS_WITHDRAW, Rpc.APPROVALS_STATUS),
+    ),
     "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.AUDIT_REQUESTS),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
@@ -89,32 +91,40 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
 }
 DECIDE = {name: Rpc.approvals_decide(name) for name in ("alice", "bob", "demo-agent")}
 WITHDRAW = {name: Rpc.approvals_withdraw(name) for name in ("demo-agent", "other-agent", "alice", "bob")}
+STATUS = {name: Rpc.approvals_status(name) for name in ("demo-agent", "other-agent", "alice", "bob")}
 LISTINGS = {name: (Rpc.tools_list(name), Rpc.tools_get(name)) for name in ("demo-agent", "other-agent", "alice")}
 RPC_SUBJECTS = (
-    *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL),
+    *(Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.REGISTRY_PUBLISH, Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW),
+    Rpc.AUDIT_TRAIL,
     *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH),
     *BUDGET_CALLS,
     Rpc.AUDIT_REQUESTS,
     *DECIDE.values(),
     *WITHDRAW.values(),
+    *STATUS.values(),
     *(subject for pair in LISTINGS.values() for subject in pair),
 )
 OPERATOR_CALLS = {
     *(Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET),
+    Rpc.APPROVALS_SHOW,
     Rpc.POLICY_READY,
     Rpc.AUDIT_EXPORT,
     Rpc.AUDIT_REQUESTS,
 }
 MAY_CALL = {  # each approver answers approvals as themselves only; only the operator publishes tools
-    AGENT: {*LISTINGS["demo-agent"], WITHDRAW["demo-agent"]},  # its own only: not another's, not the full listing
-    OTHER: {*LISTINGS["other-agent"], WITHDRAW["other-agent"]},
-    ALICE_AGENT: {*LISTINGS["alice"], WITHDRAW["alice"]},  # alice the approver withdraws nothing
+    AGENT: {*LISTINGS["demo-agent"], WITHDRAW["demo-agent"], STATUS["demo-agent"]},  # its own only, not the full list
+    OTHER: {*LISTINGS["other-agent"], WITHDRAW["other-agent"], STATUS["other-agent"]},
+    ALICE_AGENT: {*LISTINGS["alice"], WITHDRAW["alice"], STATUS["alice"]},  # alice the approver withdraws nothing
     OPERATOR: OPERATOR_CALLS | {Rpc.REGISTRY_PUBLISH, Rpc.POLICY_PUBLISH, *BUDGET_CALLS},  # approvers publish nothing
     ALICE: OPERATOR_CALLS | {DECIDE["alice"]},
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
     "executor": {Rpc.POLICY_RECHECK},
     "approvals": {Rpc.POLICY_RECHECK},
-    "chatops": {Rpc.APPROVALS_LIST, DECIDE["alice"]},  # only alice has a chat id: bob is never answered for
+    "chatops": {
+        Rpc.APPROVALS_LIST,
+        Rpc.APPROVALS_SHOW,
+        DECIDE["alice"],
+    },  # only alice has a chat id: bob is never answered for
 }
 
 
@@ -398,12 +408,25 @@ async def test_nobody_withdraws_a_call_as_another_principal(conns: dict[str, Con
 
 
 @pytest.mark.parametrize(
+    ("caller", "victim"),
+    [(AGENT, "other-agent"), (OTHER, "demo-agent"), (ALICE, "alice"), (BOB, "demo-agent"), (OPERATOR, "demo-agent")],
+)
+async def test_nobody_asks_where_another_principals_call_stands(
+    conns: dict[str, Conn], caller: str, victim: str
+) -> None:
+    """Only agent ``<p>`` asks which approval ``<p>``'s calls wait on."""
+    conn, subject = conns[caller], Rpc.approvals_status(victim)
+    assert not await allowed(conn, subject, conn.nc.request(subject, b'{"request_id": "r1"}', timeout=5))
+
+
+@pytest.mark.parametrize(
     ("caller", "subject", "responder"),
     [
         (AGENT, Rpc.tools_list("demo-agent"), "policy"),
         (ALICE, Rpc.REGISTRY_LIST, "registry"),
         (ALICE, Rpc.APPROVALS_LIST, "approvals"),
         (AGENT, Rpc.approvals_withdraw("demo-agent"), "approvals"),
+        (AGENT, Rpc.approvals_status("demo-agent"), "approvals"),
         (ALICE, Rpc.AUDIT_VERIFY, "audit"),
         (OPERATOR, Rpc.REGISTRY_PUBLISH, "registry"),
         ("executor", Rpc.POLICY_RECHECK, "policy"),
@@ -537,6 +560,17 @@ async def test_executor_reads_events_by_direct_get(conns: dict[str, Conn], kind:
         assert (await executor.js.get_last_msg(catalog.STREAM, subject, direct=True)).data == b"event"
 
     assert await allowed(executor, f"$JS.API.DIRECT.GET.{catalog.STREAM}.{subject}", read())
+
+
+async def test_approvals_reads_the_floor_of_the_policys_request_consumer_and_pulls_nothing(
+    conns: dict[str, Conn],
+) -> None:
+    """An answer before its approval opens is told from an unknown id by the requests still waiting."""
+    info = await conns["approvals"].js.consumer_info(catalog.STREAM, catalog.POLICY_CONSUMER.durable)
+    assert info.config.durable_name == catalog.POLICY_CONSUMER.durable
+    subject = f"$JS.API.CONSUMER.MSG.NEXT.{catalog.STREAM}.{catalog.POLICY_CONSUMER.durable}"
+    conn = conns["approvals"]
+    assert not await allowed(conn, subject, conn.nc.request(subject, b'{"batch": 1, "no_wait": true}', timeout=5))
 
 
 @pytest.mark.parametrize("user", [u for u in USERS if u != "registry"])

@@ -295,11 +295,23 @@ class Gate:
         reply = await nc.request(subject, json.dumps(body).encode(), timeout=timeout_s)
         return json.loads(reply.data)
 
+    async def approvals(self) -> list[dict[str, Any]]:
+        """Every pending approval, page after page from ``tg.approvals.list`` (a refused page: what came before)."""
+        found: list[dict[str, Any]] = []
+        after = None
+        while True:
+            page = await self.rpc(Rpc.APPROVALS_LIST, {"after": after})
+            if not page.get("ok"):
+                return found
+            found += page["approvals"]
+            if (after := page["next"]) is None:
+                return found
+
     async def pending(self, request_id: str, timeout_s: float = 10.0) -> dict[str, Any]:
         """The pending approval opened for ``request_id``, waiting up to ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            listed = await self.rpc(Rpc.APPROVALS_LIST, {})
+            listed = await self.approvals()
             found = [item for item in listed if item["request_id"] == request_id]
             if found:
                 return dict(found[0])
@@ -308,7 +320,7 @@ class Gate:
 
     async def is_pending(self, request_id: str) -> bool:
         """Whether ``request_id`` has an approval still pending."""
-        return any(item["request_id"] == request_id for item in await self.rpc(Rpc.APPROVALS_LIST, {}))
+        return any(item["request_id"] == request_id for item in await self.approvals())
 
     async def decide(self, approver: str, approval_id: str, approve: bool = True) -> dict[str, Any]:
         """Answer an approval as ``approver``; the service's reply."""

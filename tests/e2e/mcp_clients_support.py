@@ -27,7 +27,6 @@ from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.mcp import MCPToolset
 
 from toolgate.cli.stack import Stack
-from toolgate.contracts.catalog import Rpc
 
 from .surface_support import http_client
 
@@ -116,7 +115,7 @@ async def waiting_approval(gate: Any, principal: str, timeout_s: float = 15.0) -
     """The one pending approval of ``principal`` (the approvals list item), waiting up to ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        listed = await gate.rpc(Rpc.APPROVALS_LIST, {})
+        listed = await gate.approvals()
         found = [item for item in listed if item["principal"] == principal]
         if found:
             assert len(found) == 1, found

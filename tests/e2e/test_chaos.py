@@ -222,7 +222,7 @@ async def _approve_pending(gate: Any, ledger: Ledger) -> None:
     """Approve every pending approval as ``alice``, through Redis losses and NATS restarts."""
     while True:
         with contextlib.suppress(nats.errors.Error, TimeoutError):
-            listed = await gate.rpc(Rpc.APPROVALS_LIST, {})
+            listed = await gate.approvals()
             for item in listed if isinstance(listed, list) else []:
                 if (await gate.decide(APPROVER, item["approval_id"])).get("ok"):
                     ledger.approved += 1
@@ -314,7 +314,7 @@ async def _inject_faults(gate: Any, ledger: Ledger, started: float) -> None:
 async def _background(gate: Any, ledger: Ledger, watch: Any) -> AsyncIterator[None]:
     """The approver and the inotify reader, until the block ends."""
     await gate.approver(APPROVER)
-    await gate.rpc(Rpc.APPROVALS_LIST, {})  # the operator's connection, opened before any outage
+    await gate.approvals()  # the operator's connection, opened before any outage
     tasks = [asyncio.create_task(_approve_pending(gate, ledger)), asyncio.create_task(_drain_inotify(watch))]
     try:
         yield

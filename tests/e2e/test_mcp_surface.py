@@ -220,10 +220,9 @@ async def test_a_cancelled_pending_call_is_withdrawn(gate: Gate, surfaces: Surfa
 
 
 async def _pending_request_of(gate: Gate, principal: str, timeout_s: float = 10.0) -> str:
-    from toolgate.contracts.catalog import Rpc
 
     for _ in range(int(timeout_s * 10)):
-        listed = [item for item in await gate.rpc(Rpc.APPROVALS_LIST, {}) if item["principal"] == principal]
+        listed = [item for item in await gate.approvals() if item["principal"] == principal]
         if listed:
             return str(listed[0]["request_id"])
         await asyncio.sleep(0.1)

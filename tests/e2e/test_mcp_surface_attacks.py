@@ -25,7 +25,7 @@ import pytest
 
 from toolgate.cli.stack import Stack
 from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.catalog import Subjects
 from toolgate.contracts.nats_credentials import credentials_file, load_credentials
 from toolgate.contracts.nats_permissions import MCP_SURFACE, agent_user
 from toolgate.surface.adapters.tokens import token_digest
@@ -104,7 +104,7 @@ async def still_serves(url: str, token: str) -> None:
 
 async def pending_of(gate: Gate, principal: str, timeout_s: float = 15.0) -> dict[str, Any]:
     for _ in range(int(timeout_s * 10)):
-        listed = [item for item in await gate.rpc(Rpc.APPROVALS_LIST, {}) if item["principal"] == principal]
+        listed = [item for item in await gate.approvals() if item["principal"] == principal]
         if listed:
             return dict(listed[0])
         await asyncio.sleep(0.1)

@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult
 
 from toolgate.cli.stack import Stack
-from toolgate.contracts.catalog import Rpc, Subjects
+from toolgate.contracts.catalog import Subjects
 
 from .conftest import Gate, Paths
 from .surface_support import Surfaces, free_port, texts
@@ -583,7 +583,7 @@ async def test_the_keep_waiting_question_answered_badly_ends_the_call_and_approv
     assert not isinstance(ended, str), ended
     assert getattr(ended, "is_error", True) is True, ended
     assert not (e2e_paths.sandbox / name).exists()
-    approvals = [a for a in await gate.rpc(Rpc.APPROVALS_LIST, {}) if a["principal"] == principal]
+    approvals = [a for a in await gate.approvals() if a["principal"] == principal]
     assert all([await gate.is_pending(a["request_id"]) for a in approvals]), approvals
 
 
@@ -600,7 +600,7 @@ async def test_an_unanswered_keep_waiting_question_does_not_hide_a_call_approved
     async def approve_when_asked() -> None:
         await asked.wait()  # approved while the question is out, never answered
         for _ in range(150):
-            pending = [a for a in await gate.rpc(Rpc.APPROVALS_LIST, {}) if a["principal"] == principal]
+            pending = [a for a in await gate.approvals() if a["principal"] == principal]
             if pending:
                 assert (await gate.decide("alice", pending[0]["approval_id"]))["ok"]
                 return

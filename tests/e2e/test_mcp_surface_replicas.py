@@ -150,10 +150,9 @@ async def test_a_client_giving_up_at_60s_gets_the_outcome_on_a_later_call_after_
 
 
 async def _pending_of(gate: Gate, principal: str) -> dict[str, Any]:
-    from toolgate.contracts.catalog import Rpc
 
     for _ in range(300):
-        listed = [item for item in await gate.rpc(Rpc.APPROVALS_LIST, {}) if item["principal"] == principal]
+        listed = [item for item in await gate.approvals() if item["principal"] == principal]
         if listed:
             return dict(listed[0])
         await asyncio.sleep(0.1)

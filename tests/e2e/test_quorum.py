@@ -73,7 +73,7 @@ async def _events(gate: Any, subject: str) -> list[Any]:
 
 
 async def _listed(gate: Any, approval_id: str) -> dict[str, Any]:
-    listed = [item for item in await gate.rpc(Rpc.APPROVALS_LIST, {}) if item["approval_id"] == approval_id]
+    listed = [item for item in await gate.approvals() if item["approval_id"] == approval_id]
     assert len(listed) == 1, listed
     return dict(listed[0])
 
@@ -193,7 +193,7 @@ async def test_the_same_key_sent_twice_while_pending_is_one_approval_and_one_eff
         assert time.monotonic() < deadline, "the second request did not join the pending approval"
         await asyncio.sleep(0.1)
     assert listed["idempotency_key"] == key
-    mine = [item for item in await gate.rpc(Rpc.APPROVALS_LIST, {}) if item["principal"] == agent]
+    mine = [item for item in await gate.approvals() if item["principal"] == agent]
     assert len(mine) == 1, "the same call under the same key opened a second approval"
     [announced] = await _events(gate, Subjects.approval("requested", agent, second))
     assert announced.approval_id == pending["approval_id"]

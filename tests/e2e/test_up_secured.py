@@ -207,7 +207,7 @@ async def _pending_approval(up: Up, request_id: str) -> str:
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            for item in await rpc.request(bus, Rpc.APPROVALS_LIST, {}):
+            for item in (await rpc.pages(bus, Rpc.APPROVALS_LIST, {}, "approvals")).items:
                 if item["request_id"] == request_id:
                     return str(item["approval_id"])
             await asyncio.sleep(0.2)

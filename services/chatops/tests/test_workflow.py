@@ -289,3 +289,28 @@ async def test_an_unmapped_user_flooding_commands_gets_a_few_replies_and_every_a
     assert len(chat.replies) == 3 and approvals.decided == []
     assert len(reports) == 25
     assert "matrix user @mallory:evil.example is not a mapped approver" in reports[0][1]["detail"]
+
+
+async def test_an_answer_to_an_approval_not_open_yet_is_told_to_answer_again_and_not_reported(
+    chatops: ChatOps, chat: Any, approvals: Any, reports: list[Any]
+) -> None:
+    approvals.reply = {"ok": False, "reason_code": "approval_not_open", "reason": f"{AP} is not open yet: answer again"}
+    await chatops.on_answer(_answer("@alice:example.org", approval_id=AP, message_id=""))
+    assert approvals.decided == [("alice", {"approval_id": AP, "approve": True, "note": ""})]
+    said = chat.replies[-1][1]
+    assert "not open yet" in said and "answer again" in said and "refused" not in said
+    assert reports == []
+
+
+async def test_a_resynced_card_whose_arguments_the_listing_left_out_never_shows_them_empty(
+    chatops: ChatOps, chat: Any, approvals: Any, make_requested: Any
+) -> None:
+    listed = msgspec.convert(
+        msgspec.to_builtins(make_requested(arguments={})) | {"omitted": ["arguments"], "arguments_bytes": 2_000_000},
+        ListedApproval,
+    )
+    approvals.pending_list = [listed]
+    assert await chatops.resync() == 1
+    ((_, card, _),) = chat.posted
+    assert "2000000 bytes" in card.arguments and f"toolgate approvals show {AP}" in card.arguments
+    assert card.arguments != "{}"

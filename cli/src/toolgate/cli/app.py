@@ -12,16 +12,15 @@ import typer
 from rich.markup import escape
 
 from toolgate.cli import rpc
-from toolgate.cli.approvals_render import approvals_blocks
+from toolgate.cli.approvals_commands import approvals_app
 from toolgate.cli.audit_commands import audit_app
 from toolgate.cli.budget_commands import budgets_app
 from toolgate.cli.call_command import call
 from toolgate.cli.config_commands import ConfigPath, McpServersPath, config_app, up_env
 from toolgate.cli.identity import state_dir
 from toolgate.cli.mcp_commands import mcp_app
-from toolgate.cli.output import AsJson, print_json
+from toolgate.cli.output import AsJson
 from toolgate.cli.policy_commands import policy_app
-from toolgate.cli.render import decide_line
 from toolgate.cli.requests_command import requests_command
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.cli.tools_commands import publish_refusal, tools_describe, tools_list
@@ -35,7 +34,6 @@ __all__ = ["main"]
 
 app = typer.Typer(help="toolgate: a governed gateway between AI agents and their tools.", no_args_is_help=True)
 tools_app = typer.Typer(help="The tool registry.", no_args_is_help=True)
-approvals_app = typer.Typer(help="Answer pending approvals.", no_args_is_help=True)
 keys_app = typer.Typer(help="Signing keys: one directory per holder, its own private key only.", no_args_is_help=True)
 tls_app = typer.Typer(help="TLS certificates of the NATS server.", no_args_is_help=True)
 for sub, name in (
@@ -107,53 +105,6 @@ def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -
         err_console.print(f"[red]{code}[/red]:", reason)
         raise typer.Exit(1)
     console.print(f"[green]{reason}[/green]")
-
-
-@approvals_app.command("list")
-def approvals_list(as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
-    """Show pending approvals, one block each: exactly what it would let run, and who answers."""
-    pending = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.APPROVALS_LIST, {}))
-    if isinstance(pending, dict):
-        err_console.print(f"[red]{escape(str(pending.get('reason_code')))}[/red]:", escape(str(pending.get("reason"))))
-        raise typer.Exit(1)
-    if as_json:
-        print_json(pending)
-        return
-    console.print(approvals_blocks(pending) if pending else "no pending approvals")
-
-
-Approver = Annotated[
-    str, typer.Option("--as", envvar="TOOLGATE_APPROVER", help="Approver identity (env TOOLGATE_APPROVER).")
-]
-
-
-def _decide(approval_id: str, approve: bool, approver: str, note: str, url: str, withdraw: bool = False) -> None:
-    answer = on_bus(url, lambda bus: rpc.decide(bus, approver, approval_id, approve, note, withdraw=withdraw), approver)
-    if not answer.get("ok"):
-        err_console.print(f"[red]{escape(str(answer.get('reason_code')))}[/red]:", escape(str(answer.get("reason"))))
-        raise typer.Exit(1)
-    console.print(decide_line(answer))
-
-
-Note = Annotated[str, typer.Option(help="A remark recorded with the answer (audit trail, receipt reason).")]
-
-
-@approvals_app.command("approve")
-def approvals_approve(approval_id: str, approver: Approver, note: Note = "", nats_url: NatsUrl = "") -> None:
-    """Vote for one pending approval: granted (single use, bound to the exact arguments) once its quorum is met."""
-    _decide(approval_id, True, approver, note, nats_url)
-
-
-@approvals_app.command("reject")
-def approvals_reject(approval_id: str, approver: Approver, note: Note = "", nats_url: NatsUrl = "") -> None:
-    """Reject one pending approval: the request ends denied."""
-    _decide(approval_id, False, approver, note, nats_url)
-
-
-@approvals_app.command("withdraw")
-def approvals_withdraw(approval_id: str, approver: Approver, nats_url: NatsUrl = "") -> None:
-    """Take back your vote on an approval that is still pending."""
-    _decide(approval_id, False, approver, "", nats_url, withdraw=True)
 
 
 @keys_app.command("generate")

@@ -70,6 +70,14 @@ def _file_lines(item: dict[str, Any]) -> tuple[str, ...]:
     return content_lines(states)
 
 
+def _arguments(item: dict[str, Any]) -> Any:
+    """The arguments in full, or, when the listing left them out, their size and how to read them."""
+    if "arguments" in (item.get("omitted") or []):
+        size = item.get("arguments_bytes")
+        return Text(f"{size} bytes, left out: toolgate approvals show {item['approval_id']}", style="yellow")
+    return redact_sealed(item["request"]["arguments"])
+
+
 def _fields(item: dict[str, Any], now: datetime) -> list[tuple[str, Any]]:
     request, votes = item["request"], list(item.get("votes") or [])
     required = item.get("approvals_required") or 1
@@ -86,12 +94,13 @@ def _fields(item: dict[str, Any], now: datetime) -> list[tuple[str, Any]]:
         ("approvers", f"role {item['approver_role']}: " + (", ".join(item.get("approvers") or []) or "-")),
         ("request", item["request_id"]),
         *[("joined", joined) for joined in item.get("joined") or []],
-        ("arguments", redact_sealed(request["arguments"])),  # in full (a sealed secret as a label): what would run
+        ("arguments", _arguments(item)),  # in full (a sealed secret as a label): what would run
         *[("file", line) for line in _file_lines(item)],
         ("key", item.get("idempotency_key") or "-"),
         ("policy", item.get("policy_id") or "-"),
         ("hash", item["request_hash"]),
         *[("related", _related_line(related)) for related in item.get("related") or []],
+        *([("left out", ", ".join(item["omitted"]))] if item.get("omitted") else []),
     ]
 
 
@@ -105,13 +114,14 @@ def _block(item: dict[str, Any], now: datetime) -> RenderableType:
     return Group(head, Padding(grid, (0, 0, 1, 2)))
 
 
-def approvals_blocks(pending: list[dict[str, Any]], now: datetime | None = None) -> Group:
+def approvals_blocks(pending: list[dict[str, Any]], now: datetime | None = None, title: str | None = None) -> Group:
     """Pending approvals (``tg.approvals.list`` items), one block each: exactly what it would run and who answers.
 
     Args:
         pending: the listed approvals.
         now: the time ages are counted from (default: now, UTC).
+        title: the heading (default: how many are pending).
     """
     moment = now or datetime.now(UTC)
-    title = Text(f"{len(pending)} pending approval{'s' if len(pending) != 1 else ''}", style="bold")
-    return Group(title, Text(""), *(_block(item, moment) for item in pending))
+    heading = title or f"{len(pending)} pending approval{'s' if len(pending) != 1 else ''}"
+    return Group(Text(heading, style="bold"), Text(""), *(_block(item, moment) for item in pending))

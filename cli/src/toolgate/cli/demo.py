@@ -168,7 +168,7 @@ async def _await_approval(stack: Stack, request_id: str) -> str:
     bus = await _operator(stack)
     try:
         for _ in range(100):
-            for item in await rpc.request(bus, Rpc.APPROVALS_LIST, {}):
+            for item in (await rpc.pages(bus, Rpc.APPROVALS_LIST, {}, "approvals")).items:
                 if item["request_id"] == request_id:
                     return str(item["approval_id"])
             await asyncio.sleep(0.1)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
@@ -19,10 +21,10 @@ from nats.aio.client import Client
 
 from toolgate.contracts.catalog import TOKEN, Rpc
 from toolgate.contracts.errors import Problem
-from toolgate.contracts.rpc.approvals import DecideCommand, DecideReply
+from toolgate.contracts.rpc.approvals import APPROVAL_NOT_OPEN, DecideCommand, DecideReply
 from toolgate.shared.connections import connect_once
 
-__all__ = ["Bus", "BusError", "PermissionRefused", "ask", "decide", "request"]
+__all__ = ["Bus", "BusError", "Listing", "PermissionRefused", "ask", "decide", "decide_when_open", "pages", "request"]
 
 T = TypeVar("T")
 
@@ -143,3 +145,80 @@ async def decide(
         hint = f"--as {approver} answers as NATS user approver-{approver}: it needs {approver}'s own credentials"
         raise PermissionRefused(f"{refused}; {hint}") from None
     return answer
+
+
+async def decide_when_open(
+    bus: Bus,
+    approver: str,
+    approval_id: str,
+    approve: bool,
+    note: str = "",
+    *,
+    withdraw: bool = False,
+    wait_s: float = 10.0,
+) -> dict[str, Any]:
+    """:func:`decide`, answered again while the approval is not open yet, for up to ``wait_s`` seconds.
+
+    An approval not open yet (``approval_not_open``: its request is still being decided, or
+    it opens in a moment) changed nothing and reported nothing, so answering again is safe.
+    Returns the last answer (``approval_not_open`` when the time ran out).
+
+    Raises:
+        As :func:`decide`.
+    """
+    deadline, delay_s = time.monotonic() + wait_s, 0.2
+    while True:
+        answer = await decide(bus, approver, approval_id, approve, note, withdraw=withdraw)
+        if answer.get("reason_code") != APPROVAL_NOT_OPEN or time.monotonic() + delay_s > deadline:
+            return answer
+        await asyncio.sleep(delay_s)
+        delay_s = min(delay_s * 2, 2.0)
+
+
+MAX_PAGES = 10_000
+"""Most pages one listing reads (a listing that never ends is refused, not followed forever)."""
+
+
+@dataclass
+class Listing:
+    """Every item of a paged listing (:mod:`toolgate.contracts.paging`), or the page that was refused.
+
+    Attributes:
+        ok: every page asked for was answered.
+        items: the items, in listing order.
+        next: the cursor after the last page read (``None``: the listing's end).
+        refusal: the refused page's answer (``reason_code``, ``reason``), when not ``ok``.
+    """
+
+    ok: bool
+    items: list[Any] = field(default_factory=list)
+    next: str | None = None
+    refusal: dict[str, Any] = field(default_factory=dict)
+
+
+async def pages(
+    bus: Bus, subject: str, query: dict[str, Any], member: str, one_page: bool = False, timeout_s: float = 10.0
+) -> Listing:
+    """Read a paged listing on ``subject``: every page, or one when ``one_page``.
+
+    Args:
+        bus: the connection.
+        subject: e.g. ``tg.approvals.list``.
+        query: the page query (``after`` is where to start; ``limit``, ``summary``).
+        member: the answer's member holding the items (``approvals``, ``descriptors``).
+        one_page: stop after the first page.
+        timeout_s: wait per page, seconds.
+
+    Raises:
+        BusError: no answer, or more than :data:`MAX_PAGES` pages.
+    """
+    listing, after = Listing(ok=True), query.get("after")
+    for _ in range(MAX_PAGES):
+        page: dict[str, Any] = await bus.request(subject, {**query, "after": after}, timeout_s)
+        if not page.get("ok"):
+            return Listing(ok=False, items=listing.items, next=after, refusal=page)
+        listing.items += page.get(member) or []
+        listing.next = after = page.get("next")
+        if after is None or one_page:
+            return listing
+    raise BusError(f"the listing on {subject} did not end within {MAX_PAGES} pages")

@@ -3,7 +3,8 @@
 The command connects as the agent ``--as`` names, as ``toolgate call`` does, and asks on
 ``tg.approvals.withdraw.<principal>`` (the SDK's ``ToolClient.withdraw``). Exit code 0: the
 call was withdrawn (its receipt, ``denied`` with reason code ``withdrawn``, follows);
-1: the approvals service refused (``not_pending``: nothing to withdraw, nothing changed);
+1: the approvals service refused (``not_pending``: nothing to withdraw, nothing changed;
+``not_open``: its approval is not open yet, ask again);
 2: bad input, no connection or no answer.
 """
 

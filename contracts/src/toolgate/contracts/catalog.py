@@ -139,6 +139,20 @@ class Subjects:
         return f"tg.req.{principal}"
 
     @staticmethod
+    def principal_of_request(subject: str) -> str | None:
+        """The principal of ``tg.req.<principal>``, or ``None`` when ``subject`` is not a request subject."""
+        head, _, principal = subject.rpartition(".")
+        return principal if head == "tg.req" and TOKEN.match(principal) else None
+
+    @staticmethod
+    def needs_approval_of(subject: str) -> tuple[str, str] | None:
+        """``(principal, request_id)`` of ``tg.needs_approval.<principal>.<request_id>``, else ``None``."""
+        parts = subject.split(".")
+        if len(parts) != 4 or parts[:2] != ["tg", "needs_approval"] or not all(map(TOKEN.match, parts[2:])):
+            return None
+        return parts[2], parts[3]
+
+    @staticmethod
     def decision(principal: str, request_id: str) -> str:
         """``tg.decision.<principal>.<request_id>``: :class:`DecisionMade`."""
         return f"tg.decision.{principal}.{request_id}"
@@ -239,9 +253,14 @@ class Rpc:
     TOOLS_LIST: Final = "tg.tools.list.*"
     TOOLS_GET: Final = "tg.tools.get.*"
     APPROVALS_LIST: Final = "tg.approvals.list"
+    """Operators, approvers, chat-ops: pending approvals, in pages (:mod:`toolgate.contracts.paging`)."""
+    APPROVALS_SHOW: Final = "tg.approvals.show"
+    """Operators, approvers, chat-ops: one approval with its arguments in full."""
     APPROVALS_DECIDE: Final = "tg.approvals.decide.*"
     APPROVALS_WITHDRAW: Final = "tg.approvals.withdraw.*"
     """Agents: withdraw one's own pending call (the principal is the last token)."""
+    APPROVALS_STATUS: Final = "tg.approvals.status.*"
+    """Agents: which approval one's own request waits on, and where it stands (the principal is the last token)."""
     AUDIT_TRAIL: Final = "tg.audit.trail"
     AUDIT_VERIFY: Final = "tg.audit.verify"
     AUDIT_EXPORT: Final = "tg.audit.export"
@@ -268,6 +287,11 @@ class Rpc:
     def approvals_withdraw(principal: str) -> str:
         """``tg.approvals.withdraw.<principal>``: the requesting principal is the subject token."""
         return f"tg.approvals.withdraw.{principal}"
+
+    @staticmethod
+    def approvals_status(principal: str) -> str:
+        """``tg.approvals.status.<principal>``: the requesting principal is the subject token."""
+        return f"tg.approvals.status.{principal}"
 
 
 @dataclass(frozen=True)

@@ -331,6 +331,8 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
             :class:`~toolgate.contracts.receipt_detail.ReceiptDetail`, stored like a large
             result); the receipt then carries the reason cut and the redactions collapsed to
             their top-level members. ``None`` when nothing was cut.
+        approval_id: the approval the request waited on, when it needed one: its own, or
+            the one it joined (same principal, idempotency key and arguments).
     """
 
     request_id: str
@@ -353,6 +355,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     redactions: tuple[str, ...] | None = None
     replay_outcome: Outcome | None = None
     detail_ref: ResultRef | None = None
+    approval_id: str | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):

@@ -3,7 +3,9 @@
 ``tg.tools.list.<principal>`` and ``tg.tools.get.<principal>`` (:class:`~toolgate.contracts.catalog.Rpc`)
 answer with a :class:`ToolsReply`: only the tools, and of each only the operations, the
 current policy lets ``<principal>`` call (directly or with an approval). A tool or
-operation hidden from the caller is answered exactly like one that does not exist.
+operation hidden from the caller is answered exactly like one that does not exist. The
+listing is paged (:mod:`toolgate.contracts.paging`: the body is a page query, the cursor
+a tool name); a tool too large for a page alone is listed as a :class:`ToolSummary`.
 ``tg.policy.ready`` answers with a :class:`Readiness`.
 """
 
@@ -13,7 +15,7 @@ import msgspec
 
 from toolgate.contracts.descriptors import ToolDescriptor
 
-__all__ = ["Readiness", "ToolsQuery", "ToolsReply"]
+__all__ = ["Readiness", "ToolSummary", "ToolsQuery", "ToolsReply"]
 
 
 class ToolsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -21,6 +23,24 @@ class ToolsQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
 
     tool: str
     version: str | None = None
+
+
+class ToolSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool listed without its schemas: its descriptor alone does not fit one listing page.
+
+    Attributes:
+        name: the tool.
+        version: its latest version.
+        size_bytes: its descriptor's JSON as listed, bytes.
+        operations: the operations the caller may call (``()`` when even their names do not fit).
+        description: the first 200 characters of its description.
+    """
+
+    name: str
+    version: str
+    size_bytes: int
+    operations: tuple[str, ...] = ()
+    description: str = ""
 
 
 class ToolsReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -32,7 +52,10 @@ class ToolsReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
             ``invalid_version``, ``malformed``, ``registry_unavailable``).
         reason: human-readable reason.
         descriptor: ``get``: the tool as the caller sees it (its callable operations only).
-        descriptors: ``list``: the latest version of each tool the caller may call, by name.
+        descriptors: ``list``: the latest version of each tool the caller may call, by name
+            (one page of them).
+        summaries: ``list``: the tools of this page too large to list whole (``get`` each).
+        next: ``list``: the cursor of the next page (``None``: the last page).
     """
 
     ok: bool
@@ -40,6 +63,8 @@ class ToolsReply(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     reason: str
     descriptor: ToolDescriptor | None = None
     descriptors: list[ToolDescriptor] | None = None
+    summaries: list[ToolSummary] | None = None
+    next: str | None = None
 
 
 class Readiness(msgspec.Struct, frozen=True, kw_only=True):

@@ -289,6 +289,10 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
         publish=(
             Rule(Subjects.APPROVALS, "only approvals grants"),
             *_consumer(catalog.APPROVALS_CONSUMER),
+            Rule(
+                _api("CONSUMER.INFO", catalog.STREAM, catalog.POLICY_CONSUMER.durable),
+                "which requests wait for a decision (an answer before its approval opened)",
+            ),
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its index from the stream, reads receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy"),
@@ -298,8 +302,10 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
         ),
         subscribe=(
             Rule(Rpc.APPROVALS_LIST),
+            Rule(Rpc.APPROVALS_SHOW),
             Rule(Rpc.APPROVALS_DECIDE, "the approver is the last token"),
             Rule(Rpc.APPROVALS_WITHDRAW, "an agent withdraws its own call (the principal is the last token)"),
+            Rule(Rpc.APPROVALS_STATUS, "an agent asks which approval its call waits on (the last token)"),
             Rule(SERVICE_INBOXES),
         ),
     )
@@ -365,6 +371,7 @@ def _chatops(answering: tuple[str, ...]) -> NatsUser:
         publish=(
             *(Rule(Rpc.approvals_decide(name), f"{name} has a chat id in the directory") for name in answering),
             Rule(Rpc.APPROVALS_LIST, "re-sync: pending approvals without a card"),
+            Rule(Rpc.APPROVALS_SHOW, "... one whole, when a page left its arguments out"),
             *_consumer(catalog.CHATOPS_APPROVALS),
             *_consumer(catalog.CHATOPS_RECEIPTS),
             Rule(_api("STREAM.INFO", CARDS_STREAM), "bind the cards bucket"),
@@ -419,7 +426,8 @@ def _operator() -> NatsUser:
             Rule(Rpc.REGISTRY_PUBLISH, "publishing tools is the operator's (no agent has it)"),
             Rule(Rpc.POLICY_PUBLISH, "publishing a policy is the operator's; the policy service validates it"),
             *_kv_reads(POLICY_STREAM, "policy", "published policy versions (policy explain, simulate)"),
-            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
+            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY)),
+            Rule(Rpc.AUDIT_EXPORT),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
             Rule(Rpc.AUDIT_REQUESTS, "recent requests and their outcomes"),
             Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (the reconciliation check)"),
@@ -442,7 +450,8 @@ def _approver(name: str) -> NatsUser:
         title=f"approver {name}: answers approvals as {name} only, reads the trail and alarms",
         publish=(
             Rule(Rpc.approvals_decide(name), "nobody answers as someone else"),
-            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_EXPORT)),
+            *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY)),
+            Rule(Rpc.AUDIT_EXPORT),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
             Rule(Rpc.AUDIT_REQUESTS, "recent requests and their outcomes"),
             *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)),
@@ -457,12 +466,13 @@ def _agent(principal: str) -> NatsUser:
     user = agent_user(principal)
     return NatsUser(
         name=user,
-        title=f"agent {principal}: its own requests, decisions, receipts, results and withdrawals",
+        title=f"agent {principal}: its own requests, decisions, receipts, results, approvals and withdrawals",
         publish=(
             Rule(Subjects.request(principal), "its own tool requests only (PubAck to its inbox)"),
             Rule(Rpc.tools_list(principal), "the tools it may call (not the registry's full listing)"),
             Rule(Rpc.tools_get(principal)),
             Rule(Rpc.approvals_withdraw(principal), "withdraws its own pending calls only"),
+            Rule(Rpc.approvals_status(principal), "which approval its own calls wait on"),
             Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.receipts_of(principal)), "its stored receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, Subjects.decisions_of(principal)), "its decisions"),
             Rule(_api("DIRECT.GET", catalog.RESULTS_STREAM, Subjects.results_of(principal)), "its stored results"),

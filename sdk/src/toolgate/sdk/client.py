@@ -40,8 +40,9 @@ from toolgate.contracts.events import DecisionMade, ReceiptIssued, ResultRef, To
 from toolgate.contracts.listing import ToolsReply
 from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import agent_user
+from toolgate.contracts.paging import PageQuery
 from toolgate.contracts.receipt_detail import with_detail
-from toolgate.contracts.rpc.approvals import WithdrawReply
+from toolgate.contracts.rpc.approvals import ApprovalStatus, WithdrawReply
 from toolgate.contracts.stream_limits import store_full
 from toolgate.sdk import standing
 from toolgate.sdk.connecting import connect_quietly
@@ -55,6 +56,7 @@ from toolgate.sdk.errors import (
     ResultUnavailable,
     UnknownTool,
 )
+from toolgate.sdk.listing import every_tool
 from toolgate.sdk.local_receipts import oversized_receipt
 from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
 from toolgate.sdk.results import read_detail, read_result
@@ -246,15 +248,30 @@ class ToolClient:
         await self.close()
 
     async def list_tools(self, timeout_s: float = 5.0) -> list[ToolDescriptor]:
-        """The tools this principal may call, each at its latest version.
+        """The tools this principal may call, each at its latest version, from every page of the listing.
 
         Each shows only the operations the current policy lets this principal call
-        (directly or with an approval). Asked on ``tg.tools.list.<principal>``; the policy service answers.
+        (directly or with an approval). Asked on ``tg.tools.list.<principal>``; the policy
+        service answers in pages (:mod:`toolgate.sdk.listing`).
+
+        Raises:
+            RegistryUnavailable: no answer within ``timeout_s`` seconds (per page), or a refusal.
+        """
+        return await every_tool(lambda after: self.list_tools_page(after, timeout_s=timeout_s), self.describe)
+
+    async def list_tools_page(
+        self, after: str | None = None, limit: int | None = None, timeout_s: float = 5.0
+    ) -> ToolsReply:
+        """One page of :meth:`list_tools`: tools in name order after ``after`` (a page's ``next``).
+
+        Returns:
+            The page: ``descriptors``, ``summaries`` (tools too large for a page alone) and ``next``.
 
         Raises:
             RegistryUnavailable: no answer within ``timeout_s`` seconds, or a refusal.
         """
-        return (await self._registry(Rpc.tools_list(self.principal), b"{}", timeout_s)).descriptors or []
+        query = PageQuery(after=after) if limit is None else PageQuery(after=after, limit=limit)
+        return await self._registry(Rpc.tools_list(self.principal), msgspec.json.encode(query), timeout_s)
 
     async def describe(self, tool: str, version: str | None = None, timeout_s: float = 5.0) -> ToolDescriptor:
         """One tool's descriptor as this principal sees it (``version=None``: the latest).
@@ -531,9 +548,26 @@ class ToolClient:
         """The id ``ap-<12 hex>`` of the approval ``request_id`` opens when it needs one.
 
         A request that joined another pending approval of the same call (same idempotency
-        key and arguments) is answered by that approval instead.
+        key and arguments) is answered by that approval instead; an answer given on this id
+        still reaches it. :meth:`approval` names the approval the request waits on, and the
+        receipt names it too (``approval_id``).
         """
         return approval_id_for(self.principal, request_id)
+
+    async def approval(self, request_id: str, timeout_s: float = 5.0) -> ApprovalStatus:
+        """The approval ``request_id`` waits on (or waited on), as the approvals service holds it.
+
+        Returns:
+            ``ok`` with its state (``pending``, ``granted``, ``rejected``, ``expired``),
+            ``approval_id`` (its own, or the one it joined: ``joined``), votes and quorum;
+            else ``not_open`` (not decided yet, or its approval opens in a moment: ask again),
+            ``no_approval`` (none and never: it needs none, ended, or is unknown),
+            ``index_lost`` or ``approval_store_unavailable`` (transient).
+
+        Raises:
+            ApprovalsNoAnswer: no answer within ``timeout_s`` seconds.
+        """
+        return await standing.approval_status(self._nc, self.principal, request_id, timeout_s)
 
     async def decision(self, request_id: str) -> DecisionMade | None:
         """The policy's decision on ``request_id`` of this principal, as stored in the stream.
@@ -553,10 +587,10 @@ class ToolClient:
 
         Returns:
             The approvals service's answer: ``ok`` with ``withdrawn`` (its receipt follows), or
-            ``not_pending`` (not awaiting approval: never submitted, not decided or opened yet,
-            already granted — a running call is not interrupted — rejected, expired or
-            withdrawn), ``malformed``, ``index_lost`` or ``approval_store_unavailable``
-            (the last two transient: ask again).
+            ``not_pending`` (not awaiting approval: never submitted, already granted — a
+            running call is not interrupted — rejected, expired or withdrawn), ``not_open``
+            (not decided yet, or its approval opens in a moment), ``malformed``,
+            ``index_lost`` or ``approval_store_unavailable`` (the last three transient: ask again).
 
         Raises:
             ApprovalsNoAnswer: no answer within ``timeout_s`` seconds.

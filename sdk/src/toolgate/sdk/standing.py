@@ -9,6 +9,8 @@
   principal's request; anything else reads as no decision.
 - :func:`withdraw` asks the approvals service, on ``tg.approvals.withdraw.<principal>``, to
   end the request's pending approval (the principal is the subject token, never the body).
+- :func:`approval_status` asks it, on ``tg.approvals.status.<principal>``, which approval
+  the request waits on (its own, or the one it joined) and where that stands.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import nats
@@ -26,16 +29,18 @@ from nats.js import JetStreamContext
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc, Subjects
 from toolgate.contracts.events import DecisionMade, decode_untrusted
-from toolgate.contracts.rpc.approvals import WithdrawReply
+from toolgate.contracts.rpc.approvals import ApprovalStatus, WithdrawReply
 from toolgate.contracts.signing import load_public_key, verify_body
 from toolgate.sdk.errors import ApprovalsNoAnswer
 
-__all__ = ["DecisionVerifier", "stored_decision", "withdraw"]
+__all__ = ["DecisionVerifier", "approval_status", "stored_decision", "withdraw"]
 
+T = TypeVar("T")
 log = logging.getLogger("toolgate.sdk")
 
 _decision = msgspec.json.Decoder(DecisionMade)
 _withdrawn = msgspec.json.Decoder(WithdrawReply)
+_status = msgspec.json.Decoder(ApprovalStatus)
 
 
 class DecisionVerifier:
@@ -102,11 +107,23 @@ async def withdraw(nc: Client, principal: str, request_id: str, timeout_s: float
         ApprovalsNoAnswer: no answer within ``timeout_s`` seconds (nobody listening, or the
             publish refused by the server's permissions), or an answer that is not a withdraw reply.
     """
-    subject = Rpc.approvals_withdraw(principal)
+    return await _ask(nc, Rpc.approvals_withdraw(principal), request_id, timeout_s, _withdrawn)
+
+
+async def approval_status(nc: Client, principal: str, request_id: str, timeout_s: float) -> ApprovalStatus:
+    """Ask the approvals service which approval ``principal``'s ``request_id`` waits on; its answer.
+
+    Raises:
+        ApprovalsNoAnswer: as :func:`withdraw`.
+    """
+    return await _ask(nc, Rpc.approvals_status(principal), request_id, timeout_s, _status)
+
+
+async def _ask(nc: Client, subject: str, request_id: str, timeout_s: float, decoder: msgspec.json.Decoder[T]) -> T:
     try:
         reply = await nc.request(subject, msgspec.json.encode({"request_id": request_id}), timeout=timeout_s)
-        return decode_untrusted(_withdrawn, reply.data)
+        return decode_untrusted(decoder, reply.data)
     except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as error:
         raise ApprovalsNoAnswer(f"no answer on {subject} within {timeout_s:g} s: {error!r}") from None
     except msgspec.DecodeError as error:
-        raise ApprovalsNoAnswer(f"the answer on {subject} is not a withdraw reply: {error}") from None
+        raise ApprovalsNoAnswer(f"the answer on {subject} is not the approvals service's reply: {error}") from None

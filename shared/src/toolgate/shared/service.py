@@ -44,6 +44,7 @@ __all__ = [
     "NotStarted",
     "RuntimeCell",
     "is_inbox",
+    "max_payload_of",
     "new_app",
     "new_broker",
     "raw_body",
@@ -116,6 +117,11 @@ _REPLY_HEADROOM_BYTES = 1024
 """Room left in ``max_payload`` for the reply's protocol headers, bytes."""
 
 
+def max_payload_of(msg: NatsMessage) -> int:
+    """The ``max_payload`` (bytes) of the connection a request came on: what its answer may weigh."""
+    return int(msg.raw_message._client.max_payload)  # nats-py's Msg keeps its client
+
+
 def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answer]:
     """Register a request/reply handler that answers only to a request inbox.
 
@@ -134,8 +140,7 @@ def rpc(router: NatsRouter, subject: str, queue: str) -> Callable[[Answer], Answ
                 log.warning("request on %s asked for its answer on %r, not an inbox: not answered", subject, reply_to)
                 return
             with request_scope(method=subject):
-                limit = msg.raw_message._client.max_payload  # the connection the request came on (nats-py's Msg field)
-                await msg.raw_message.respond(fitted(await answer(msg), limit, subject))
+                await msg.raw_message.respond(fitted(await answer(msg), max_payload_of(msg), subject))
 
         router.subscriber(subject, queue=queue, decoder=raw_body, no_reply=True, include_in_schema=False)(on_request)
         return answer

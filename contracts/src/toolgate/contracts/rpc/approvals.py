@@ -1,26 +1,43 @@
-"""Bodies of ``tg.approvals.decide.<approver>`` and ``tg.approvals.withdraw.<principal>``; an approval's states."""
+"""Bodies of the approvals service's requests: list, show, decide, withdraw, status; an approval's states.
+
+``tg.approvals.list``, ``tg.approvals.show``, ``tg.approvals.decide.<approver>``,
+``tg.approvals.withdraw.<principal>`` and ``tg.approvals.status.<principal>``
+(:class:`~toolgate.contracts.catalog.Rpc`).
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Final
+from typing import Annotated, Any, Final
 
 import msgspec
 
 from toolgate.contracts.catalog import TOKEN
 
 __all__ = [
+    "APPROVAL_NOT_OPEN",
     "MAX_WITHDRAW_BYTES",
+    "ApprovalShown",
+    "ApprovalStatus",
+    "ApprovalsPage",
+    "StatusCode",
     "ApprovalState",
     "DecideCommand",
     "DecideReply",
+    "ShowQuery",
     "WithdrawCode",
     "WithdrawCommand",
     "WithdrawReply",
 ]
 
 MAX_WITHDRAW_BYTES: Final = 1024
-"""Largest accepted :class:`WithdrawCommand` body, bytes (a larger one is refused ``oversized``)."""
+"""Largest accepted :class:`WithdrawCommand` body (and status query), bytes (a larger one is refused ``oversized``)."""
+
+APPROVAL_NOT_OPEN: Final = "approval_not_open"
+"""The :class:`DecideReply` code of an answer to an approval that is not open *yet*: its request
+waits for its decision, or needs approval and its approval opens in a moment. Transient:
+nothing changed, nothing is reported; answer again."""
 
 
 class ApprovalState(StrEnum):
@@ -54,9 +71,11 @@ class DecideReply(msgspec.Struct, frozen=True, kw_only=True):
     Attributes:
         ok: the answer counts (or was given before: ``already_voted``, a replay).
         reason_code: ``voted``, ``granted``, ``rejected``, ``withdrawn``, ``already_voted``,
-            ``not_voted``, or the refusal's code.
+            ``not_voted``, or the refusal's code (:data:`APPROVAL_NOT_OPEN`: not open yet, answer
+            again; ``unknown_approval``: nothing in the stream will ever open it).
         reason: human text.
-        approval_id: the approval answered.
+        approval_id: the approval answered: the one named, or the approval its request
+            joined (same principal, idempotency key and arguments).
         state: the approval's state after the answer.
         votes: approvers whose approval counts now.
         approvals_required: the quorum.
@@ -77,8 +96,10 @@ class WithdrawCode(StrEnum):
     WITHDRAWN = "withdrawn"
     """The approval was pending: it ended rejected; the request ends ``denied`` (``withdrawn``)."""
     NOT_PENDING = "not_pending"
-    """No pending approval of this request for this principal: never opened (yet), already
+    """No pending approval of this request for this principal: never opened, already
     granted, rejected, expired or withdrawn, or another principal's request (never told apart)."""
+    NOT_OPEN = "not_open"
+    """Transient: the request waits for its decision, or its approval opens in a moment; ask again."""
     MALFORMED = "malformed"
     """The body is not a :class:`WithdrawCommand`."""
     OVERSIZED = "oversized"
@@ -115,3 +136,93 @@ class WithdrawReply(msgspec.Struct, frozen=True, kw_only=True):
     reason_code: str
     reason: str
     approval_id: str | None = None
+
+
+class StatusCode(StrEnum):
+    """The reason codes of an :class:`ApprovalStatus`."""
+
+    PENDING = "pending"
+    GRANTED = "granted"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    NOT_OPEN = "not_open"
+    """Transient: the request waits for its decision, or its approval opens in a moment; ask again."""
+    NO_APPROVAL = "no_approval"
+    """The request has no approval and will have none: it needs none, it ended, or no such
+    request of this principal is in the stream (never told apart)."""
+    MALFORMED = "malformed"
+    OVERSIZED = "oversized"
+    INDEX_LOST = "index_lost"
+    """Transient: the approvals index is being rebuilt from the stream; ask again."""
+    STORE_UNAVAILABLE = "approval_store_unavailable"
+    """Transient: the approval store or the stream cannot be read; ask again."""
+
+
+class ApprovalStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer of ``tg.approvals.status.<principal>`` (body: a :class:`WithdrawCommand`, ``{"request_id": …}``).
+
+    Attributes:
+        ok: ``reason_code`` is a state (``pending``, ``granted``, ``rejected``, ``expired``).
+        reason_code: a :class:`StatusCode` value.
+        reason: human text.
+        approval_id: the approval the request waits on (or waited on): its own, or the one it
+            joined (same principal, idempotency key and arguments); also given for ``not_open``.
+        joined: the request joined another request's approval.
+        votes: approvers whose approval counts now.
+        approvals_required: the quorum.
+        expires_at: when a pending approval expires (UTC).
+    """
+
+    ok: bool
+    reason_code: str
+    reason: str
+    approval_id: str | None = None
+    joined: bool = False
+    votes: tuple[str, ...] = ()
+    approvals_required: int | None = None
+    expires_at: datetime | None = None
+
+
+class ApprovalsPage(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer of ``tg.approvals.list`` (body: a :class:`~toolgate.contracts.paging.PageQuery`; empty: the first page).
+
+    Attributes:
+        ok: the page was read (``found``); else ``malformed``, ``oversized``, ``index_lost``
+            or ``approval_store_unavailable``.
+        reason_code: ``found`` or the refusal's code.
+        reason: human text.
+        approvals: pending approvals, soonest expiry first; an item that leaves something
+            out names it in ``omitted`` (``arguments``: their size is ``arguments_bytes``,
+            ``tg.approvals.show`` gives them; ``joined``, ``related``).
+        next: the cursor of the next page (``after``), ``None`` on the last page.
+    """
+
+    ok: bool
+    reason_code: str
+    reason: str
+    approvals: list[Any] = msgspec.field(default_factory=list)
+    next: str | None = None
+
+
+class ShowQuery(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Body of ``tg.approvals.show``: one approval (or the id a request that joined it would have had)."""
+
+    approval_id: Annotated[str, msgspec.Meta(max_length=64)]
+
+
+class ApprovalShown(msgspec.Struct, frozen=True, kw_only=True):
+    """Answer of ``tg.approvals.show``.
+
+    Attributes:
+        ok: the approval was found (in any state).
+        reason_code: ``found``, ``unknown_approval``, ``malformed``, ``oversized``,
+            ``index_lost`` or ``approval_store_unavailable``.
+        reason: human text.
+        approval: the approval with its arguments in full (a sealed secret as a label),
+            unless they do not fit one message: then ``omitted`` names what was left out.
+    """
+
+    ok: bool
+    reason_code: str
+    reason: str
+    approval: Any = None

@@ -49,7 +49,8 @@ def note_approval(
     Args:
         pending: the approval (``None``: an answer to an approval that could not be read).
         approval: ``requested``, ``voted``, ``withdrawn``, ``granted``, ``rejected``,
-            ``expired`` or ``refused`` (an answer that did not count).
+            ``expired``, ``refused`` (an answer that did not count) or ``not_open`` (an
+            answer to an approval not opened yet).
         approver: who answered, if anyone.
         reason_code: why it was rejected or an answer refused.
         votes: the votes that count now (default: ``pending``'s).

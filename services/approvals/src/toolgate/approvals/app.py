@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 
 from toolgate.approvals.adapters.redis_store import RedisApprovalStore
 from toolgate.approvals.adapters.stream import StreamApprovalsBus
+from toolgate.approvals.early import EarlyAnswers
 from toolgate.approvals.errors import IndexLost
 from toolgate.approvals.handlers import ApprovalsRuntime, build_router, consumers
 from toolgate.approvals.rebuild import Rebuilder
@@ -102,6 +103,7 @@ def create_app(settings: ApprovalsSettings | None = None) -> FastStream:
             ttl=timedelta(seconds=settings.ttl_s),
             executor_key=executor_key,
             reporter=reporter,
+            early=EarlyAnswers(bus, directory, policy_key),
         )
         runtime = ApprovalsRuntime(approvals, Rebuilder(store, bus, key.public_key()))
         cell.set(runtime)

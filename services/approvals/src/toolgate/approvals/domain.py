@@ -44,6 +44,7 @@ __all__ = [
     "PendingApproval",
     "answerable",
     "check_answer",
+    "check_voter",
     "command_of",
     "open_pending",
     "rejection_reason",
@@ -74,6 +75,9 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
         opened_at: when it was opened (UTC); ``None`` for one stored before this field existed.
         contents: what the call's file references named when it opened, as the executor
             read them (:mod:`toolgate.contracts.contents`); bound into the grant.
+        omitted: set in a listing only: what this item leaves out (``arguments``, ``joined``,
+            ``related``), to keep a page within one message.
+        arguments_bytes: set with ``arguments`` omitted: the size of their JSON, bytes.
     """
 
     approval_id: str
@@ -97,6 +101,8 @@ class PendingApproval(msgspec.Struct, frozen=True, kw_only=True):
     related: tuple[Related, ...] = ()
     opened_at: datetime | None = None
     contents: tuple[ContentState, ...] = ()
+    omitted: tuple[str, ...] = ()
+    arguments_bytes: int | None = None
 
     @property
     def request_ids(self) -> tuple[str, ...]:
@@ -137,18 +143,31 @@ def check_answer(pending: PendingApproval, approver: str, directory: PrincipalDi
         DecideRefused: unknown_approver, self_approval (the principal, or the person who
             operates it), not_entitled, not_pending or expired.
     """
-    if not TOKEN.match(approver) or approver not in directory.approvers:
-        raise DecideRefused("unknown_approver", f"{approver!r} is not a configured approver")
-    if approver == pending.principal:
-        raise DecideRefused("self_approval", "the requesting principal cannot approve its own call")
-    if approver == directory.operator_of(pending.principal):
-        raise DecideRefused("self_approval", f"{approver} operates {pending.principal} and cannot approve its calls")
-    if not directory.is_approver(approver, pending.approver_role):
-        raise DecideRefused("not_entitled", f"{approver} lacks the role {pending.approver_role!r}")
+    check_voter(approver, pending.principal, pending.approver_role, directory)
     if pending.state is ApprovalState.EXPIRED or (pending.state is ApprovalState.PENDING and pending.expires_at <= now):
         raise DecideRefused("expired", f"{pending.approval_id} expired at {pending.expires_at.isoformat()}")
     if pending.state is not ApprovalState.PENDING:
         raise DecideRefused("not_pending", f"{pending.approval_id} is already {pending.state}")
+
+
+def check_voter(approver: str, principal: str | None, role: str | None, directory: PrincipalDirectory) -> None:
+    """Check that ``approver`` may answer an approval of ``principal``'s call for ``role``.
+
+    ``principal`` and ``role`` are ``None`` when not known yet (an approval not opened): only
+    what can be checked is.
+
+    Raises:
+        DecideRefused: unknown_approver, self_approval (the principal, or the person who
+            operates it) or not_entitled.
+    """
+    if not TOKEN.match(approver) or approver not in directory.approvers:
+        raise DecideRefused("unknown_approver", f"{approver!r} is not a configured approver")
+    if principal is not None and approver == principal:
+        raise DecideRefused("self_approval", "the requesting principal cannot approve its own call")
+    if principal is not None and approver == directory.operator_of(principal):
+        raise DecideRefused("self_approval", f"{approver} operates {principal} and cannot approve its calls")
+    if role is not None and not directory.is_approver(approver, role):
+        raise DecideRefused("not_entitled", f"{approver} lacks the role {role!r}")
 
 
 def answerable(

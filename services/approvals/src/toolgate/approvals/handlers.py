@@ -9,13 +9,15 @@ import msgspec
 from faststream.nats import NatsMessage, NatsRouter
 
 from toolgate.approvals.errors import ApprovalsError, IndexLost
+from toolgate.approvals.listing import list_page, show
 from toolgate.approvals.rebuild import Rebuilder
 from toolgate.approvals.service import Approvals
+from toolgate.approvals.standing import status_bytes
 from toolgate.approvals.withdrawal import withdraw_bytes
 from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
-from toolgate.shared.service import rpc
+from toolgate.shared.service import max_payload_of, rpc
 
 __all__ = ["ApprovalsRuntime", "build_router", "consumers"]
 
@@ -48,12 +50,20 @@ def consumers(runtime: Callable[[], ApprovalsRuntime]) -> list[Consumer]:
 
 
 def build_router(runtime: Callable[[], ApprovalsRuntime]) -> NatsRouter:
-    """Route list, decide and withdraw commands to the :class:`Approvals` workflow."""
+    """Route list, show, decide, withdraw and status requests to the :class:`Approvals` workflow."""
     router = NatsRouter()
 
     @rpc(router, Rpc.APPROVALS_LIST, "approvals")
     async def on_list(msg: NatsMessage) -> bytes:
-        return msgspec.json.encode(await runtime().approvals.list_pending())
+        approvals = runtime().approvals
+        found = await list_page(approvals.store, approvals.bus, msg.raw_message.data or b"", max_payload_of(msg))
+        return msgspec.json.encode(found)
+
+    @rpc(router, Rpc.APPROVALS_SHOW, "approvals")
+    async def on_show(msg: NatsMessage) -> bytes:
+        approvals = runtime().approvals
+        found = await show(approvals.store, approvals.bus, msg.raw_message.data or b"", max_payload_of(msg))
+        return msgspec.json.encode(found)
 
     @rpc(router, Rpc.APPROVALS_DECIDE, "approvals")
     async def on_decide(msg: NatsMessage) -> bytes:
@@ -64,5 +74,10 @@ def build_router(runtime: Callable[[], ApprovalsRuntime]) -> NatsRouter:
     async def on_withdraw(msg: NatsMessage) -> bytes:
         principal = msg.raw_message.subject.rsplit(".", 1)[1]  # the transport's identity, never the body
         return msgspec.json.encode(await withdraw_bytes(runtime().approvals, principal, msg.raw_message.data or b""))
+
+    @rpc(router, Rpc.APPROVALS_STATUS, "approvals")
+    async def on_status(msg: NatsMessage) -> bytes:
+        asker = msg.raw_message.subject.rsplit(".", 1)[1]  # the transport's identity, never the body
+        return msgspec.json.encode(await status_bytes(runtime().approvals, asker, msg.raw_message.data or b""))
 
     return router

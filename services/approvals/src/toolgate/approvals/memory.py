@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.approvals.domain import ApprovalState, PendingApproval
 from toolgate.approvals.errors import IndexLost
-from toolgate.approvals.ports import ReceiptSeen, VoteResult, VoteStatus
+from toolgate.approvals.ports import ReceiptSeen, VoteResult, VoteStatus, Waiting
 from toolgate.contracts.contents import ContentState
-from toolgate.contracts.events import ApprovalRequested, ApprovalVoted
+from toolgate.contracts.events import ApprovalRequested, ApprovalVoted, DecisionMade
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.contracts.rpc.contents import ContentAnswer, ContentQuery
 from toolgate.contracts.signing import sign_event
@@ -71,6 +71,11 @@ class InMemoryApprovalStore(MemoryEpoch):
         self._check()
         pending = [_read(r) for r in self._items.values() if r.pending.state is ApprovalState.PENDING]
         return sorted(pending, key=lambda p: p.expires_at)
+
+    async def pending_index(self) -> list[tuple[float, str]]:  # noqa: D102
+        self._check()
+        pending = [r.pending for r in self._items.values() if r.pending.state is ApprovalState.PENDING]
+        return sorted((p.expires_at.timestamp(), p.approval_id) for p in pending)
 
     async def same_request(self, request_hash: str) -> list[PendingApproval]:  # noqa: D102
         self._check()
@@ -181,6 +186,9 @@ class InMemoryApprovalsBus:
             ``None`` from it: the executor does not answer.
         executor: the key the executor's answers are signed with.
         clock: when the executor says it read the files (UTC).
+        decisions: the first message of each request's decision subject, by ``(principal, request_id)``.
+        undecided: ``(principal, request_id)`` of the requests that wait (:meth:`waiting`).
+        more_waiting: more requests wait than :meth:`waiting` was asked for.
     """
 
     receipts: set[str] = field(default_factory=set)
@@ -192,6 +200,9 @@ class InMemoryApprovalsBus:
     read: Callable[[ContentQuery], tuple[ContentState, ...] | None] = field(default=lambda query: ())
     executor: Ed25519PrivateKey = field(default_factory=Ed25519PrivateKey.generate)
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    decisions: dict[tuple[str, str], DecisionMade] = field(default_factory=dict)
+    undecided: list[tuple[str, str]] = field(default_factory=list)
+    more_waiting: bool = False
 
     async def has_receipt(self, principal: str, request_id: str) -> bool:  # noqa: D102
         return request_id in self.receipts
@@ -229,3 +240,9 @@ class InMemoryApprovalsBus:
             checked_at=self.clock(),
         )
         return sign_event(answer, self.executor)
+
+    async def decision(self, principal: str, request_id: str) -> DecisionMade | None:  # noqa: D102
+        return self.decisions.get((principal, request_id))
+
+    async def waiting(self, limit: int) -> Waiting:  # noqa: D102
+        return Waiting(requests=tuple(self.undecided[:limit]), complete=not self.more_waiting)

@@ -17,11 +17,11 @@ from enum import StrEnum
 from typing import Protocol
 
 from toolgate.approvals.domain import ApprovalState, PendingApproval
-from toolgate.contracts.events import ApprovalRequested, ApprovalVoted
+from toolgate.contracts.events import ApprovalRequested, ApprovalVoted, DecisionMade
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.contracts.rpc.contents import ContentAnswer, ContentQuery
 
-__all__ = ["ApprovalStore", "ApprovalsBus", "ReceiptSeen", "VoteResult", "VoteStatus"]
+__all__ = ["ApprovalStore", "ApprovalsBus", "ReceiptSeen", "VoteResult", "VoteStatus", "Waiting"]
 
 
 class VoteStatus(StrEnum):
@@ -69,6 +69,21 @@ class ReceiptSeen:
     outcome: str
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """The requests that may still open an approval, as :meth:`ApprovalsBus.waiting` read them.
+
+    Attributes:
+        requests: ``(principal, request_id)`` of every request not decided yet and of every
+            ``needs_approval`` decision whose approval is not opened yet (and some that were:
+            those after the consumers' acknowledgement floors), in stream order.
+        complete: every such request was read (``False``: more than the limit wait).
+    """
+
+    requests: tuple[tuple[str, str], ...]
+    complete: bool
+
+
 class ApprovalStore(Protocol):
     """Approvals; every transition out of ``pending`` happens at most once."""
 
@@ -96,6 +111,10 @@ class ApprovalStore(Protocol):
 
     async def list_pending(self) -> list[PendingApproval]:
         """Return approvals still pending, soonest expiry first."""
+        ...
+
+    async def pending_index(self) -> list[tuple[float, str]]:
+        """``(expiry as epoch seconds, approval id)`` of every pending approval, in that order (the listing's)."""
         ...
 
     async def same_request(self, request_hash: str) -> list[PendingApproval]:
@@ -183,4 +202,20 @@ class ApprovalsBus(Protocol):
 
     async def contents(self, query: ContentQuery) -> ContentAnswer | None:
         """Ask the executor what the call's file references name now; ``None`` without an answer."""
+        ...
+
+    async def decision(self, principal: str, request_id: str) -> DecisionMade | None:
+        """The first message on the request's decision subject, when it is a decision (not verified)."""
+        ...
+
+    async def waiting(self, limit: int) -> Waiting:
+        """The requests waiting for their decision or for their approval to open (at most ``limit`` of each).
+
+        Read after the acknowledgement floors of the policy's request consumer and of this
+        service's decision consumer: a request before both floors was decided, and its
+        approval (if it needed one) opened, before this call.
+
+        Raises:
+            ApprovalStoreUnavailable: the stream cannot be read.
+        """
         ...

@@ -44,7 +44,9 @@ from toolgate.approvals.domain import (
     reply_of,
     requested_event,
 )
+from toolgate.approvals.early import EarlyAnswers
 from toolgate.approvals.errors import ApprovalsError, ContentsUnavailable, DecideRefused
+from toolgate.approvals.listing import listed
 from toolgate.approvals.ports import ApprovalsBus, ApprovalStore, VoteStatus
 from toolgate.approvals.related import related_to
 from toolgate.contracts.catalog import Rpc, Subjects
@@ -52,8 +54,8 @@ from toolgate.contracts.contents import ContentState
 from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.contracts.events import DecisionMade, decode_untrusted
 from toolgate.contracts.recheck import RecheckQuery, valid_answer
+from toolgate.contracts.rpc.approvals import APPROVAL_NOT_OPEN
 from toolgate.contracts.rpc.contents import ContentQuery, valid_contents
-from toolgate.contracts.secret_arguments import redact_sealed
 from toolgate.contracts.security import SecurityKind
 from toolgate.contracts.signing import sign_event, verify_event
 from toolgate.contracts.vocabulary import Verdict
@@ -84,6 +86,8 @@ class Approvals:
         ttl: how long an approval stays open.
         executor_key: the executor's receipts public key (its readings of file references are signed).
         reporter: reports every refused answer (``approval_refused``) as a security event.
+        early: tells an approval not open yet from an unknown one (``None``: every id the
+            store does not hold is unknown).
     """
 
     store: ApprovalStore
@@ -96,6 +100,7 @@ class Approvals:
     ttl: timedelta
     executor_key: Ed25519PublicKey
     reporter: SecurityReporter = field(default_factory=lambda: SecurityReporter("approvals"))
+    early: EarlyAnswers | None = None
 
     @property
     def announcer(self) -> Announcer:
@@ -187,7 +192,7 @@ class Approvals:
         try:
             pending = await self.store.list_pending()
             return [
-                _listed(msgspec.structs.replace(p, related=await related_to(p, self.store, self.bus))) for p in pending
+                listed(msgspec.structs.replace(p, related=await related_to(p, self.store, self.bus))) for p in pending
             ]
         except ApprovalsError as error:
             return DecideReply(ok=False, reason_code=error.reason_code, reason=error.reason)
@@ -210,9 +215,14 @@ class Approvals:
 
         A refusal of the attempt itself (unknown approval, approver or role, self-approval,
         expired, already answered) is reported as ``approval_refused``; a call the policy
-        no longer allows, a repeated vote and the repeat of a finished answer are not.
+        no longer allows, a repeated vote, the repeat of a finished answer and an answer to
+        an approval not open yet (``approval_not_open``) are not. An id a request that
+        joined another approval would have had answers that approval.
         """
-        pending = await self.store.get(command.approval_id)
+        found = await self._answering(approver, command.approval_id)
+        if isinstance(found, DecideReply):
+            return found
+        pending = found
         if (again := replayed(pending, approver, command)) is not None:
             return again
         try:
@@ -224,6 +234,28 @@ class Approvals:
         if not command.approve:
             return await self._reject(pending, approver, command.note)
         return await self._vote(pending, approver)
+
+    async def _answering(self, approver: str, approval_id: str) -> PendingApproval | DecideReply | None:
+        """The approval an answer to ``approval_id`` is for: the one it names, or the one its request joined.
+
+        When the store holds neither, the stream tells an approval not open yet (the reply
+        ``approval_not_open``, nothing reported) from one nothing will open (``None``).
+        """
+        if (pending := await self._approval(approval_id)) is not None or self.early is None:
+            return pending
+        early = await self.early.classify(approver, approval_id)
+        if (pending := await self._approval(approval_id)) is not None:  # opened meanwhile
+            return pending
+        if isinstance(early, DecideRefused):
+            return self._refusal(approver, early, approval_id)
+        if early is None:
+            return None
+        note_approval(None, "not_open", approver, APPROVAL_NOT_OPEN, approval_id=approval_id)
+        return DecideReply(ok=False, reason_code=APPROVAL_NOT_OPEN, reason=early.reason, approval_id=approval_id)
+
+    async def _approval(self, approval_id: str) -> PendingApproval | None:
+        answering = await self.store.answering(approval_id)
+        return None if answering is None else await self.store.get(answering)
 
     async def _vote(self, pending: PendingApproval, approver: str) -> DecideReply:
         if approver in pending.votes:
@@ -348,12 +380,6 @@ class Approvals:
 def _already_voted(pending: PendingApproval, approver: str, votes: tuple[str, ...]) -> DecideReply:
     count = f"vote {len(votes)} of {pending.approvals_required}"
     return reply_of(pending, "already_voted", f"{approver} already voted on {pending.approval_id} ({count})", votes)
-
-
-def _listed(pending: PendingApproval) -> PendingApproval:
-    """A pending approval as listed: the request hash binds the envelopes, people see a label."""
-    arguments = redact_sealed(pending.request.arguments)
-    return msgspec.structs.replace(pending, request=msgspec.structs.replace(pending.request, arguments=arguments))
 
 
 def _refused(code: str, reason: str) -> DecideReply:

@@ -8,9 +8,11 @@ out of ``pending`` in the store, then a signed :class:`ApprovalRejected` with re
 same principal, idempotency key and arguments), so the executor issues the one receipt,
 ``denied`` (``withdrawn``). A granted call, running or not, is not interrupted.
 
-Every other case answers ``not_pending`` and changes nothing: no such request, an approval
-not opened yet, one already granted, rejected, expired or withdrawn, or a request of
-another principal (told apart from none of the others, so nobody learns of others' requests).
+A request whose approval is not open yet (it waits for its decision, or opens in a moment)
+answers ``not_open``: ask again. Every other case answers ``not_pending`` and changes
+nothing: no such request, one already granted, rejected, expired or withdrawn, or a
+request of another principal (told apart from none of the others, so nobody learns of
+others' requests).
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ async def withdraw_bytes(approvals: Approvals, principal: str, data: bytes) -> W
     """Decode and carry out one withdraw command of ``principal`` (the subject token); never raises for its content.
 
     Returns:
-        ``withdrawn`` (ok), ``not_pending``, ``malformed``, ``oversized``, ``index_lost`` or
-        ``approval_store_unavailable`` (the last two transient: ask again).
+        ``withdrawn`` (ok), ``not_pending``, ``not_open``, ``malformed``, ``oversized``,
+        ``index_lost`` or ``approval_store_unavailable`` (the last three transient: ask again).
     """
     command = withdraw_command_of(data, MAX_WITHDRAW_BYTES)
     if isinstance(command, WithdrawReply):
@@ -60,6 +62,8 @@ async def withdraw(approvals: Approvals, principal: str, command: WithdrawComman
             (the request then ends by the executor's backstop).
     """
     pending = await _pending_of(approvals, principal, command.request_id)
+    if pending is None and (early := await _not_open(approvals, principal, command.request_id)) is not None:
+        return early
     if pending is None or not withdrawable(pending, principal, command.request_id, approvals.clock()):
         return _not_pending(command.request_id)
     if not await approvals.store.resolve(pending.approval_id, ApprovalState.REJECTED, uuid.uuid4().hex):
@@ -75,6 +79,14 @@ async def _pending_of(approvals: Approvals, principal: str, request_id: str) -> 
     """The approval that answers ``principal``'s ``request_id`` (opened or joined), or ``None``."""
     approval_id = await approvals.store.answering(approval_id_for(principal, request_id))
     return None if approval_id is None else await approvals.store.get(approval_id)
+
+
+async def _not_open(approvals: Approvals, principal: str, request_id: str) -> WithdrawReply | None:
+    """``not_open`` when the request's approval is not open yet (:mod:`toolgate.approvals.early`), else ``None``."""
+    early = None if approvals.early is None else await approvals.early.waiting_on(principal, request_id)
+    if early is None or await _pending_of(approvals, principal, request_id) is not None:  # opened meanwhile
+        return None
+    return withdraw_refused(WithdrawCode.NOT_OPEN, early.reason)
 
 
 def _not_pending(request_id: str) -> WithdrawReply:

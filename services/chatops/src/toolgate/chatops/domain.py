@@ -185,7 +185,9 @@ class ListedApproval(msgspec.Struct, frozen=True, kw_only=True):
 
     The answer comes from the approvals service over the bot's private reply inbox, which
     only that service may publish to: the re-sync builds cards from it, never from
-    messages read back from the stream.
+    messages read back from the stream. ``omitted`` names what the listing left out
+    (``arguments``: their size is ``arguments_bytes``), when even ``tg.approvals.show``
+    could not carry them.
     """
 
     approval_id: str
@@ -205,11 +207,20 @@ class ListedApproval(msgspec.Struct, frozen=True, kw_only=True):
     joined: tuple[str, ...] = ()
     related: tuple[Related, ...] = ()
     contents: tuple[ContentState, ...] = ()
+    omitted: tuple[str, ...] = ()
+    arguments_bytes: int | None = None
+
+
+_LISTING_ONLY = ("votes", "joined", "omitted", "arguments_bytes")
 
 
 def listed_card(listed: ListedApproval, fold_chars: int) -> Card:
-    """The card of an approval found pending at re-sync: with its votes and joined requests."""
-    fields = {f: getattr(listed, f) for f in listed.__struct_fields__ if f not in ("votes", "joined")}
+    """The card of an approval found pending at re-sync: with its votes and joined requests.
+
+    Arguments the listing left out are never shown as empty: the card says how large they
+    are and where to read them.
+    """
+    fields = {f: getattr(listed, f) for f in listed.__struct_fields__ if f not in _LISTING_ONLY}
     header = {
         "type": "approval.requested",
         "event_id": f"listed:{listed.approval_id}",
@@ -217,7 +228,12 @@ def listed_card(listed: ListedApproval, fold_chars: int) -> Card:
     }
     event = msgspec.convert({**fields, **header}, ApprovalRequested, from_attributes=True)
     card = card_for(event, fold_chars)
-    return msgspec.structs.replace(card, request_ids=(listed.request_id, *listed.joined), votes=listed.votes)
+    card = msgspec.structs.replace(card, request_ids=(listed.request_id, *listed.joined), votes=listed.votes)
+    if "arguments" not in listed.omitted:
+        return card
+    size, shown_by = listed.arguments_bytes, f"toolgate approvals show {listed.approval_id}"
+    notice = f"(arguments of {size} bytes, too large for one message: {shown_by})"
+    return msgspec.structs.replace(card, arguments=notice, folded=())
 
 
 def card_for(event: ApprovalRequested, fold_chars: int) -> Card:

@@ -41,6 +41,7 @@ from toolgate.chatops.errors import ChatRefused, ChatUnavailable
 from toolgate.chatops.folding import visible
 from toolgate.chatops.ports import ApprovalsPort, CardStore, ChatPort
 from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted, ReceiptIssued
+from toolgate.contracts.rpc.approvals import APPROVAL_NOT_OPEN
 from toolgate.contracts.security import SecurityKind
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.request_log import note
@@ -292,4 +293,6 @@ def _reply_text(approver: str, approval_id: str, reply: dict[str, object]) -> st
     if reply.get("ok"):
         said = reason if approval_id in reason else f"{approval_id}: {reason}"
         return f"{said} (as approver {approver})"
+    if reply.get("reason_code") == APPROVAL_NOT_OPEN:
+        return f"{approval_id} is not open yet ({reason}): nothing changed; answer again in a moment."
     return f"{approval_id}: refused ({reply.get('reason_code')}): {reason}. Nothing changed."

@@ -137,7 +137,12 @@ class Backstop:
         if trail.rejected:
             return await self.executor.on_rejected(trail.rejected[0])
         grant = trail.granted[0] if trail.granted else None
-        return await self.executor.end(decision, grant)
+        return await self.executor.end(decision, grant, self._opened(trail))
+
+    def _opened(self, trail: ApprovalTrail) -> str | None:
+        """The id of the approval the request waited on, when its opening is signed by the approvals key."""
+        requested = trail.requested
+        return requested.approval_id if requested is not None and verify_event(requested, self.keys.approvals) else None
 
     async def _end_undecided(self, principal: str, request_id: str) -> Settlement:
         if not await self.store.end_request(principal, request_id, self.timing.idempotency_ttl_s):

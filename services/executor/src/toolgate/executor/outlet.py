@@ -6,7 +6,8 @@ executor, the backstop and the runner are typed to take an
 or store a receipt that did not pass :meth:`ScrubbingBus.seal`:
 
 - ``publish_receipt`` seals the receipt itself (every path: succeeded, failed, uncertain,
-  refused, denied, tool_unavailable, backstop endings, republished and replayed receipts);
+  refused, denied, tool_unavailable, backstop endings, republished and replayed receipts),
+  and a receipt of a request that waited on an approval names it (``approval_id``);
 - the executor stores a receipt in the idempotency index only after sealing it;
 - the runner scrubs a result with :meth:`ScrubbingBus.scrub_result` before it is measured,
   kept out of band or put in the receipt;
@@ -39,6 +40,7 @@ from toolgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.executor.fitting import fit
 from toolgate.executor.ports import ApprovalTrail, Bus
+from toolgate.executor.waiting_on import stamped
 from toolgate.shared.redaction import Redactor
 from toolgate.shared.request_log import note
 
@@ -62,10 +64,12 @@ class ScrubbingBus:
     async def seal(self, receipt: ReceiptIssued) -> ReceiptIssued:
         """``receipt`` scrubbed of secrets, what changed added to ``redactions`` (module doc), then fitted.
 
+        It first names the approval its request waited on (:func:`~toolgate.executor.waiting_on.stamped`).
         The sealed receipt is fitted into one bus message (:func:`toolgate.executor.fitting.fit`:
         a reason, redactions or result too large is kept out of band), so whatever grew in it,
         the one receipt of its request is stored and published.
         """
+        receipt = stamped(receipt)
         if receipt.redactions is None and not _small(receipt.result):
             sealed = await asyncio.to_thread(self._sealed, receipt)
         else:

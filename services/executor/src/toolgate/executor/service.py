@@ -43,6 +43,7 @@ from toolgate.executor.permission import Permission, RecheckUnavailable
 from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, DescriptorSource, IdempotencyStore, Outlet
 from toolgate.executor.running import Runner
 from toolgate.executor.timing import Timing
+from toolgate.executor.waiting_on import waiting_on
 from toolgate.shared.metrics import record_call, record_stage
 from toolgate.shared.reporting import SecurityReporter
 from toolgate.shared.settle import Later, Settle, Settlement
@@ -103,7 +104,14 @@ class Executor:
         return await self._issue(decision, outcome, decision.reason_code, decision.reason, decision.retry_after_s)
 
     async def on_granted(self, grant: ApprovalGranted) -> Settlement:
-        """Run a granted call after checking the grant binds exactly the decided request."""
+        """Run a granted call after checking the grant binds exactly the decided request.
+
+        Its receipt names the grant's approval (:mod:`toolgate.executor.waiting_on`).
+        """
+        with waiting_on(grant.principal, grant.request_id, grant.approval_id):
+            return await self._on_granted(grant)
+
+    async def _on_granted(self, grant: ApprovalGranted) -> Settlement:
         decision = await self.approved_decision(grant)
         if decision is None or decision.request is None or grant.request_hash != request_hash(decision.request):
             if decision is not None:
@@ -115,12 +123,13 @@ class Executor:
         return await self.execute(decision, grant)
 
     async def on_rejected(self, event: ApprovalRejected) -> Settlement:
-        """End a request whose approval was rejected or expired."""
+        """End a request whose approval was rejected or expired; its receipt names the approval."""
         decision = await self.approved_decision(event)
         if decision is None:
             return Settle.TERM
         record_stage("approval", (event.occurred_at - decision.occurred_at).total_seconds())
-        return await self._issue(decision, Outcome.DENIED, event.reason_code, event.reason)
+        with waiting_on(event.principal, event.request_id, event.approval_id):
+            return await self._issue(decision, Outcome.DENIED, event.reason_code, event.reason)
 
     async def approved_decision(self, event: ApprovalGranted | ApprovalRejected) -> DecisionMade | None:
         """The signed ``needs_approval`` decision a signed approval event refers to, else ``None``."""
@@ -150,14 +159,22 @@ class Executor:
         report_event(self.reporter, SecurityKind.APPROVAL_FORGED, event, subject, detail)
         return None
 
-    async def end(self, decision: DecisionMade, grant: ApprovalGranted | None = None) -> Settlement:
+    async def end(
+        self, decision: DecisionMade, grant: ApprovalGranted | None = None, approval_id: str | None = None
+    ) -> Settlement:
         """End a request that outlived its deadlines without starting anything new.
 
         Nothing started: the request is marked ended (no later delivery can run it) and
         ends ``failed`` (or ``denied`` when it was waiting for an approval). A run started:
         its claim decides (a stored receipt is republished, an abandoned write becomes
-        ``uncertain``, a live run is waited for).
+        ``uncertain``, a live run is waited for). The receipt names the grant's approval,
+        or ``approval_id`` (the one opened and never answered).
         """
+        waited = grant.approval_id if grant is not None else approval_id
+        with waiting_on(decision.principal, decision.request_id, waited):
+            return await self._end(decision, grant)
+
+    async def _end(self, decision: DecisionMade, grant: ApprovalGranted | None) -> Settlement:
         if await self.bus.receipt(decision.principal, decision.request_id) is not None:
             return Settle.ACK
         if await self.store.end_request(decision.principal, decision.request_id, self.timing.idempotency_ttl_s):

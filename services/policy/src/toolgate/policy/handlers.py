@@ -47,13 +47,13 @@ from toolgate.policy.recheck import recheck
 from toolgate.policy.reconciliation import MAX_PAGE, CountersQuery, CountersReply, ResolveQuery, ResolveReply
 from toolgate.policy.request_line import note_decision
 from toolgate.policy.settling import may_hold_reservation, resolve, settle_receipt
-from toolgate.policy.tool_listing import get_for, list_for, principal_of
+from toolgate.policy.tool_listing import get_for, list_page, principal_of
 from toolgate.shared.bus import publish_once
 from toolgate.shared.failpoints import failpoint
 from toolgate.shared.handling import Consumer, Delivery, Later, Settle, Settlement
 from toolgate.shared.metrics import record_stage
 from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.service import rpc
+from toolgate.shared.service import max_payload_of, rpc
 
 __all__ = [
     "REBUILD_WAIT_S",
@@ -140,7 +140,8 @@ def build_router(runtime: Callable[[], PolicyRuntime], clock: Callable[[], datet
 
     @rpc(router, Rpc.TOOLS_LIST, "policy")
     async def on_list(msg: NatsMessage) -> bytes:
-        return msgspec.json.encode(await list_for(principal_of(msg.raw_message.subject), runtime().ports))
+        principal, body = principal_of(msg.raw_message.subject), msg.raw_message.data or b""
+        return msgspec.json.encode(await list_page(principal, body, runtime().ports, max_payload_of(msg)))
 
     @rpc(router, Rpc.TOOLS_GET, "policy")
     async def on_get(msg: NatsMessage) -> bytes:

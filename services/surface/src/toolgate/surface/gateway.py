@@ -37,6 +37,7 @@ from toolgate.contracts.canonical import unrepresentable
 from toolgate.contracts.catalog import TOKEN
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.contracts.replays import ended_as
+from toolgate.contracts.rpc.approvals import WithdrawReply
 from toolgate.sdk import DuplicateRequest, GatewayStoreFull, ToolClient
 from toolgate.surface.adapters.agents import Agents
 from toolgate.surface.adapters.ledger import Ledger
@@ -263,14 +264,15 @@ class Gateway:
     async def _withdraw(self, client: ToolClient, key: str, entry: CallEntry) -> None:
         """Withdraw a cancelled call; asked again while it may still be on its way to an approval.
 
-        Withdrawal answers ``not_pending`` until the approval is open, so a cancellation that
-        comes right after the call was sent is tried again (every 0.5 s, up to 2 s) while the
-        call is undecided or decided ``needs_approval``; a call decided ``execute`` runs on.
+        Withdrawal answers ``not_open`` (or ``not_pending``) until the approval is open, so a
+        cancellation that comes right after the call was sent is tried again (every 0.5 s, up
+        to 2 s) while the call is undecided or decided ``needs_approval``; a call decided
+        ``execute`` runs on.
         """
         for _ in range(_WITHDRAW_TRIES):
             try:
                 answer = await client.withdraw(entry.request_id)
-                if answer.reason_code != "not_pending" or not await self._may_open(client, entry.request_id):
+                if answer.reason_code != "not_open" and not await self._again(client, entry.request_id, answer):
                     break
             except Exception as error:  # best effort: the call still ends with its own receipt
                 log.warning("request %s: withdrawal not sent: %s", entry.request_id, type(error).__name__)
@@ -279,6 +281,11 @@ class Gateway:
         if answer.reason_code == "withdrawn":
             await self._ledger.put(key, settled(entry, "denied", "withdrawn", time.time()))
         log.info("request %s cancelled by the client: %s", entry.request_id, answer.reason_code)
+
+    @classmethod
+    async def _again(cls, client: ToolClient, request_id: str, answer: WithdrawReply) -> bool:
+        """Whether a withdrawal answered ``answer`` may still find the approval open later."""
+        return answer.reason_code == "not_pending" and await cls._may_open(client, request_id)
 
     @staticmethod
     async def _may_open(client: ToolClient, request_id: str) -> bool:

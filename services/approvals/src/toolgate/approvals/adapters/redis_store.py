@@ -155,6 +155,12 @@ class RedisApprovalStore:
             raise IndexLost()
         return [p for p in found if p is not None and p.state is ApprovalState.PENDING]
 
+    async def pending_index(self) -> list[tuple[float, str]]:  # noqa: D102
+        scored: list[Any] = await _safe(self._redis.zrange(PENDING, 0, -1, withscores=True))
+        if not scored and not await self.has_epoch():
+            raise IndexLost()
+        return [(float(pair[1]), _text(pair[0])) for pair in scored]
+
     async def same_request(self, request_hash: str) -> list[PendingApproval]:  # noqa: D102
         ids = await _safe(self._redis.hkeys(_index(request_hash)))
         found = [await self.get(_text(i)) for i in ids]

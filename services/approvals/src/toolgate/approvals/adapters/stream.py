@@ -2,13 +2,16 @@
 
 Reads by subject with ``$JS.API.STREAM.MSG.GET`` (``next_by_subj``); the re-check is a
 core NATS request to the policy service (``tg.policy.recheck``), the reading of a call's
-file references one to the executor (``tg.executor.contents``).
+file references one to the executor (``tg.executor.contents``). What may still open an
+approval is read after the acknowledgement floors of two consumers (``$JS.API.CONSUMER.INFO``):
+the policy's ``policy-requests`` (requests not decided yet) and this service's
+``approvals-decisions`` (approvals not opened yet).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import msgspec
@@ -16,9 +19,18 @@ import nats.errors
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from toolgate.approvals.ports import ReceiptSeen
+from toolgate.approvals.errors import ApprovalStoreUnavailable
+from toolgate.approvals.ports import ReceiptSeen, Waiting
+from toolgate.contracts import catalog
 from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.events import ApprovalRequested, ApprovalVoted, ReceiptIssued, decode_event
+from toolgate.contracts.events import (
+    ApprovalRequested,
+    ApprovalVoted,
+    DecisionMade,
+    ReceiptIssued,
+    decode_event,
+    request_identity,
+)
 from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
 from toolgate.contracts.rpc.contents import ContentAnswer, ContentQuery
 from toolgate.shared.bus import next_message, request_recheck
@@ -48,8 +60,15 @@ class StreamApprovalsBus:
         self._contents_timeout_s = contents_timeout_s
 
     async def has_receipt(self, principal: str, request_id: str) -> bool:
-        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.has_receipt`."""
-        return await self._next(Subjects.receipt(principal, request_id), 1) is not None
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.has_receipt`.
+
+        Raises:
+            ApprovalStoreUnavailable: the stream cannot be read.
+        """
+        try:
+            return await self._next(Subjects.receipt(principal, request_id), 1) is not None
+        except nats.errors.Error as error:
+            raise _unreadable(error) from error
 
     async def receipt(self, principal: str, request_id: str) -> ReceiptSeen | None:
         """See :meth:`~toolgate.approvals.ports.ApprovalsBus.receipt`; ``None`` too when the stream cannot be read.
@@ -109,3 +128,66 @@ class StreamApprovalsBus:
 
     async def _next(self, subject: str, seq: int) -> Any:
         return await next_message(self._js, subject, seq)
+
+    async def decision(self, principal: str, request_id: str) -> DecisionMade | None:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.decision`; ``None`` too for an undecodable message.
+
+        Raises:
+            ApprovalStoreUnavailable: the stream cannot be read.
+        """
+        try:
+            message = await self._next(Subjects.decision(principal, request_id), 1)
+            event = None if message is None else decode_event(message.data or b"")
+        except nats.errors.Error as error:
+            raise _unreadable(error) from error
+        except msgspec.DecodeError:
+            return None
+        return event if isinstance(event, DecisionMade) else None
+
+    async def waiting(self, limit: int) -> Waiting:
+        """See :meth:`~toolgate.approvals.ports.ApprovalsBus.waiting`."""
+        try:
+            floors = [await self._floor(spec.durable) for spec in (catalog.POLICY_CONSUMER, catalog.APPROVALS_CONSUMER)]
+            undecided, complete_r = await self._after(Subjects.REQUESTS, floors[0], limit, _requested_by)
+            unopened, complete_d = await self._after(Subjects.NEEDS_APPROVAL, floors[1], limit, _decided_for)
+        except nats.errors.Error as error:
+            raise _unreadable(error) from error
+        return Waiting(requests=(*undecided, *unopened), complete=complete_r and complete_d)
+
+    async def _floor(self, durable: str) -> int:
+        """The stream sequence up to which ``durable`` acknowledged every message."""
+        info = await self._js.consumer_info(catalog.STREAM, durable)
+        return int(info.ack_floor.stream_seq or 0) if info.ack_floor is not None else 0
+
+    async def _after(
+        self, subject: str, floor: int, limit: int, read: Callable[[Any], tuple[str, str] | None]
+    ) -> tuple[list[tuple[str, str]], bool]:
+        """Up to ``limit`` requests of the messages on ``subject`` after ``floor``; and whether that was all."""
+        found: list[tuple[str, str]] = []
+        seq = floor + 1
+        while (message := await self._next(subject, seq)) is not None:
+            if len(found) == limit:
+                return found, False
+            seq = message.seq + 1
+            if (request := read(message)) is not None:
+                found.append(request)
+        return found, True
+
+
+def _unreadable(error: Exception) -> ApprovalStoreUnavailable:
+    log.warning("stream not readable: %s", type(error).__name__)
+    return ApprovalStoreUnavailable("approval_store_unavailable", "the stream cannot be read; try again")
+
+
+def _requested_by(message: Any) -> tuple[str, str] | None:
+    """``(principal, request id)`` of a stored tool request, by the rule every service applies."""
+    principal = Subjects.principal_of_request(message.subject or "")
+    if principal is None:
+        return None
+    msg_id = (message.headers or {}).get("Nats-Msg-Id")
+    return principal, request_identity(message.data or b"", msg_id, message.seq)
+
+
+def _decided_for(message: Any) -> tuple[str, str] | None:
+    """``(principal, request id)`` of a stored copy of a ``needs_approval`` decision, from its subject."""
+    return Subjects.needs_approval_of(message.subject or "")

@@ -12,7 +12,27 @@ from toolgate.contracts.catalog import Rpc
 
 __all__ = ["NatsApprovals"]
 
-_listing = msgspec.json.Decoder(list[ListedApproval])
+MAX_PAGES = 1000
+"""Most pages read for one listing (each holds up to 100 approvals)."""
+
+
+class _Page(msgspec.Struct, frozen=True, kw_only=True):
+    ok: bool
+    reason_code: str
+    reason: str
+    approvals: list[ListedApproval] = msgspec.field(default_factory=list)
+    next: str | None = None
+
+
+class _Shown(msgspec.Struct, frozen=True, kw_only=True):
+    ok: bool
+    reason_code: str
+    reason: str
+    approval: ListedApproval | None = None
+
+
+_page = msgspec.json.Decoder(_Page)
+_shown = msgspec.json.Decoder(_Shown)
 
 
 class NatsApprovals:
@@ -33,9 +53,30 @@ class NatsApprovals:
         return answer if isinstance(answer, dict) else {"ok": False, "reason_code": "malformed", "reason": "no reply"}
 
     async def pending(self) -> list[ListedApproval]:
-        """See :meth:`~toolgate.chatops.ports.ApprovalsPort.pending`."""
-        reply = await self._nc.request(Rpc.APPROVALS_LIST, b"", self._timeout_s)
+        """See :meth:`~toolgate.chatops.ports.ApprovalsPort.pending`.
+
+        Every page of ``tg.approvals.list``; an approval whose arguments a page left out is
+        read whole with ``tg.approvals.show``.
+        """
+        found: list[ListedApproval] = []
+        after: str | None = None
+        for _ in range(MAX_PAGES):
+            page = await self._ask(Rpc.APPROVALS_LIST, {"after": after}, _page)
+            found += [await self._whole(item) if item.omitted else item for item in page.approvals]
+            if (after := page.next) is None:
+                return found
+        raise OSError(f"the approvals service listed more than {MAX_PAGES} pages")
+
+    async def _whole(self, item: ListedApproval) -> ListedApproval:
+        shown = await self._ask(Rpc.APPROVALS_SHOW, {"approval_id": item.approval_id}, _shown, refused_ok=True)
+        return shown.approval if shown.ok and shown.approval is not None else item
+
+    async def _ask(self, subject: str, body: dict[str, Any], decoder: Any, *, refused_ok: bool = False) -> Any:
+        reply = await self._nc.request(subject, msgspec.json.encode(body), self._timeout_s)
         try:
-            return _listing.decode(reply.data)
+            answer = decoder.decode(reply.data)
         except msgspec.DecodeError as error:
-            raise OSError(f"the approvals service did not list approvals: {bytes(reply.data[:200])!r}") from error
+            raise OSError(f"the approvals service did not answer on {subject}: {bytes(reply.data[:200])!r}") from error
+        if not answer.ok and not refused_ok:
+            raise OSError(f"the approvals service refused {subject}: {answer.reason_code}: {answer.reason}")
+        return answer
