@@ -38,6 +38,7 @@ from toolgate.contracts.directory import PrincipalDirectory
 from toolgate.contracts.events import BoundRequest, DecisionMade, encode
 from toolgate.contracts.signing import sign_event
 from toolgate.contracts.vocabulary import Verdict
+from toolgate.devstack.executor_reading import no_files_read
 from toolgate.devstack.servers import nats_server
 from toolgate.shared.provision import ensure_bus
 from toolgate.shared.service import RuntimeCell
@@ -91,6 +92,7 @@ async def _serve(url: str, redis_client: aioredis.Redis, ns: str, sizes: list[in
     await redis_client.set("tg:epoch:approvals", "test")
     clock = [datetime.now(UTC)]
     store, bus = RedisApprovalStore(redis_client), StreamApprovalsBus(nc, js)
+    executor = Ed25519PrivateKey.generate()
     approvals = Approvals(
         store=store,
         bus=bus,
@@ -100,10 +102,12 @@ async def _serve(url: str, redis_client: aioredis.Redis, ns: str, sizes: list[in
         publish=lambda subject, event: js.publish(subject, encode(event)),
         clock=lambda: clock[0],
         ttl=timedelta(minutes=10),
+        executor_key=executor.public_key(),
     )
-    for index, size in enumerate(sizes):
-        await approvals.on_decision(_decision(ns, index, size))
-        clock[0] += timedelta(seconds=1)
+    async with no_files_read(nc, executor):
+        for index, size in enumerate(sizes):
+            await approvals.on_decision(_decision(ns, index, size))
+            clock[0] += timedelta(seconds=1)
     broker = NatsBroker(url)
     cell: RuntimeCell[ApprovalsRuntime] = RuntimeCell()
     cell.set(ApprovalsRuntime(approvals, Rebuilder(store, bus, approvals.key.public_key())))

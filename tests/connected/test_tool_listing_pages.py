@@ -34,7 +34,10 @@ from toolgate.sdk.receipts import ReceiptVerifier
 
 pytestmark = pytest.mark.connected
 
-DIRECTORY = '[principals.a1]\nautonomy = 1\n[approvers.alice]\nroles = ["operator", "sre"]\n'
+DIRECTORY = (
+    '[principals.a1]\nautonomy = 1\n[approvers.alice]\nroles = ["operator", "sre", "finance", "security"]\n'
+    '[approvers.bob]\nroles = ["finance", "security"]\n'
+)
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": False}
 
 
@@ -47,7 +50,7 @@ def _tool(
     return ToolDescriptor(
         name=name,
         version="1.0.0",
-        adapter="none",
+        adapter="file_system",
         operations={"run": operation},
         rate_limit=RateLimit(calls=5, period_s=60),
         description="d" * description_chars,

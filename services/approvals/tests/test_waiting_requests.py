@@ -31,6 +31,7 @@ from toolgate.contracts.catalog import Subjects
 from toolgate.contracts.events import BoundRequest, DecisionMade, encode
 from toolgate.contracts.signing import sign_event
 from toolgate.contracts.vocabulary import Verdict
+from toolgate.devstack.executor_reading import no_files_read
 from toolgate.devstack.servers import nats_server
 from toolgate.shared.provision import ensure_bus
 from toolgate.shared.reporting import SecurityReporter
@@ -121,6 +122,7 @@ async def stack(own_nats: str, redis_client: aioredis.Redis, ns: str) -> AsyncIt
     await redis_client.set("tg:epoch:approvals", "test")
     bus = StreamApprovalsBus(nc, js)
     directory = _directory()
+    executor = Ed25519PrivateKey.generate()
     approvals = Approvals(
         store=RedisApprovalStore(redis_client),
         bus=bus,
@@ -132,6 +134,7 @@ async def stack(own_nats: str, redis_client: aioredis.Redis, ns: str) -> AsyncIt
         ttl=timedelta(minutes=5),
         reporter=SecurityReporter("approvals"),
         early=EarlyAnswers(bus, directory, POLICY.public_key()),
+        executor_key=executor.public_key(),
     )
     reports: list[Any] = []
 
@@ -139,7 +142,8 @@ async def stack(own_nats: str, redis_client: aioredis.Redis, ns: str) -> AsyncIt
         reports.append(msgspec.structs.replace(event))
 
     approvals.reporter.attach_publish(report)
-    yield Stack(nc, js, approvals, reports, ns)
+    async with no_files_read(nc, executor):
+        yield Stack(nc, js, approvals, reports, ns)
     await nc.close()
 
 
