@@ -24,7 +24,10 @@ from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter,
 from toolgate.policy.tool_listing import list_for, list_page
 from toolgate.shared.paging import HEADROOM_BYTES
 
-DIRECTORY = '[principals.a1]\nautonomy = 1\n[approvers.alice]\nroles = ["operator", "sre"]\n'
+DIRECTORY = (
+    '[principals.a1]\nautonomy = 1\n[approvers.alice]\nroles = ["operator", "sre", "finance", "security"]\n'
+    '[approvers.bob]\nroles = ["finance", "security"]\n'
+)
 SCHEMA = {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": False}
 HUGE = 1 << 30
 
@@ -36,7 +39,7 @@ def _tool(name: str, description: str, side_effect: SideEffectClass) -> ToolDesc
     return ToolDescriptor(
         name=name,
         version="1.0.0",
-        adapter="none",
+        adapter="file_system",
         operations={"run": operation},
         rate_limit=RateLimit(calls=5, period_s=60),
         description=description,
