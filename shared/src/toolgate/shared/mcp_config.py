@@ -53,6 +53,7 @@ import msgspec
 
 from toolgate.contracts.descriptors import RateLimit, rate_limit_problem
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
+from toolgate.shared.lifetime import bound_command
 from toolgate.shared.tables import convert
 from toolgate.shared.toml_file import ConfigInvalid, read_toml
 from toolgate.shared.upstream import check_upstream, header_values
@@ -291,14 +292,12 @@ def _server(name: str, table: Any, base_dir: Path, where: str) -> McpServerConfi
 def stdio_launch(config: McpServerConfig) -> dict[str, Any]:
     """Keyword arguments of the ``mcp`` SDK's ``StdioServerParameters`` for stdio server ``config``.
 
-    ``{"command": str, "args": [str, ...], "env": {str: str} | None, "cwd": str | None}``.
+    ``{"command": str, "args": [str, ...], "env": {str: str} | None, "cwd": str | None}``; the
+    command runs through :func:`toolgate.shared.lifetime.bound_command`, so the server ends
+    with the service that started it, even a killed one.
     """
-    return {
-        "command": config.command,
-        "args": list(config.args),
-        "env": dict(config.env) or None,
-        "cwd": config.cwd or None,
-    }
+    command, args = bound_command(config.command, list(config.args))
+    return {"command": command, "args": args, "env": dict(config.env) or None, "cwd": config.cwd or None}
 
 
 def _check_table(name: str, table: Any, where: str) -> None:
