@@ -64,8 +64,9 @@ def test_holds_the_stack(stack):
     time.sleep(600)
 """
 
-EXPECTED = ("nats-server", "-server", "toolgate.registry", "toolgate.executor", "toolgate.surface", "flaky_server.py")
-"""What the process tree below the starter must show before it is ended (``-server``: redis or valkey)."""
+STACK = ("nats-server", "-server", "toolgate.registry", "toolgate.executor", "flaky_server.py")
+EXPECTED = {"session": (*STACK, "toolgate.surface"), "up": STACK}
+"""What the process tree below each starter must show before it is ended (``-server``: redis or valkey)."""
 
 
 def _session(directory: Path) -> subprocess.Popen[bytes]:
@@ -87,7 +88,9 @@ def _up(directory: Path) -> subprocess.Popen[bytes]:
         )
 
 
-def _ready(starter: subprocess.Popen[bytes], directory: Path, timeout_s: float = 240.0) -> set[Identity]:
+def _ready(
+    starter: subprocess.Popen[bytes], directory: Path, expected: tuple[str, ...], timeout_s: float = 240.0
+) -> set[Identity]:
     """Every process below ``starter`` once it holds its whole stack."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -96,7 +99,7 @@ def _ready(starter: subprocess.Popen[bytes], directory: Path, timeout_s: float =
         assert time.monotonic() < deadline, f"no stack after {timeout_s}s: {output[-3000:]}"
         if (directory / "ready").exists() or "Ctrl-C stops everything" in output:
             below = descendants(starter.pid)
-            if all(any(needle in command_line(process) for process in below) for needle in EXPECTED):
+            if all(any(needle in command_line(process) for process in below) for needle in expected):
                 return below
         time.sleep(0.5)
 
@@ -109,7 +112,7 @@ STARTERS = {"session": _session, "up": _up}
 )
 def test_no_process_outlives_what_started_it(starter: str, ending: signal.Signals, tmp_path: Path) -> None:
     started = STARTERS[starter](tmp_path)
-    below = _ready(started, tmp_path)
+    below = _ready(started, tmp_path, EXPECTED[starter])
 
     os.kill(started.pid, ending)
     started.wait(60)

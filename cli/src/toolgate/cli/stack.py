@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_directory, write_private
-from toolgate.cli.ports import Ports, http_port_env
+from toolgate.cli.listeners import Listeners
+from toolgate.cli.ports import Ports, http_port_env, record, settle
 from toolgate.cli.readiness import wait_ready
 from toolgate.devstack.processes import end, owned, signal_group
 from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
@@ -71,7 +72,9 @@ class Stack:
     policy_version: str | None = None
     """The version of the policy in force when the policy service reported ready."""
     ports: Ports | None = None
-    """The ports chosen by ``up`` (:mod:`toolgate.cli.ports`); ``None``: free ones."""
+    """The ports chosen by ``up`` (:mod:`toolgate.cli.ports`), then those listened on; ``None``: free ones."""
+    listeners: Listeners = field(default_factory=Listeners)
+    """The sockets bound for the services' ports and handed down (:mod:`toolgate.cli.listeners`)."""
 
     def has_user(self, user: str) -> bool:
         """Whether the NATS server knows ``user`` (``False`` for every user when ``open``)."""
@@ -97,18 +100,34 @@ class Stack:
         """Start one service process as its own NATS user, logging to ``<state_dir>/logs/<name>.log``.
 
         ``name`` (default: the service) tells replicas of one service apart: ``start("policy", "policy-2")``
-        runs a second policy replica, stopped by ``stop("policy-2")``.
+        runs a second policy replica, stopped by ``stop("policy-2")``. Each port it listens on is
+        bound here first and handed down (:mod:`toolgate.cli.listeners`); a restart gets the same.
+
+        Raises:
+            OSError: a port that may not move is taken.
         """
         logs, name = self.state_dir / "logs", name or service
         logs.mkdir(parents=True, exist_ok=True)
+        handed, fds = self.listeners.handed(service, name, self.env)
+        own = {"NATS_URL": self.url_for(service), "TOOLGATE_KEYS_DIR": str(self.keys_dir(service))}
         with (logs / f"{name}.log").open("ab") as sink:
             self.processes[name] = subprocess.Popen(
                 [sys.executable, "-m", f"toolgate.{service}"],
-                env={**self.env, "NATS_URL": self.url_for(service), "TOOLGATE_KEYS_DIR": str(self.keys_dir(service))},
+                env={**self.env, **handed, **own},
                 stdout=sink,
                 stderr=subprocess.STDOUT,
+                pass_fds=fds,
                 **owned(),
             )
+
+    def http_port(self, name: str, service: str | None = None) -> int | None:
+        """The health and metrics port of process ``name`` (of ``service``, default ``name``); ``None``: none."""
+        return self.listeners.port(name, f"TOOLGATE_{(service or name).upper()}_HTTP_PORT")
+
+    def listening(self) -> dict[str, int]:
+        """Every port by its :data:`toolgate.cli.ports.DEFAULT_PORTS` name: the servers' and each service's HTTP."""
+        found = {name: port for server in self.servers.values() for name, port in server.ports.items()}
+        return found | {name: port for name in self.processes if (port := self.http_port(name)) is not None}
 
     def keys_dir(self, holder: str) -> Path:
         """The keys directory of ``holder`` (a service, ``operator`` or ``public``; :mod:`toolgate.shared.keyring`)."""
@@ -302,7 +321,8 @@ def running_stack(
             bench's bare echo); never for a stack people work with.
         ports: chooses, under the stack's lock, where the started servers and the services'
             HTTP listen (``TOOLGATE_<SERVICE>_HTTP_PORT``; :func:`toolgate.cli.ports.stable_ports`);
-            default: free ports, no HTTP.
+            default: free ports, no HTTP. A chosen port taken before it is bound is replaced by a
+            free one; ``Stack.ports`` then holds what is listened on, also recorded in ``ports.json``.
 
     Raises:
         RuntimeError / TimeoutError: a service did not come up, or ``secured`` with ``NATS_URL`` set.
@@ -319,8 +339,12 @@ def running_stack(
         stack = Stack(state_dir, nats_url, redis_url, base_env(state_dir, nats_url, redis_url, extra_env))
         stack.credentials, stack.ports = credentials, chosen
         stack.servers = {name: server for name, server in servers.items() if not isinstance(server, str)}
+        held.callback(stack.listeners.close)
         held.callback(stack.stop_all)
         _start_services(stack, policy_required)
+        if chosen:
+            settle(chosen, stack.listening())
+            record(state_dir, chosen)
         yield stack
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from toolgate.shared.lifetime import die_with_parent
 
-__all__ = ["end", "kill", "owned", "signal_group", "spawn"]
+__all__ = ["end", "kill", "listening_ports", "owned", "signal_group", "spawn"]
 
 
 def owned() -> dict[str, Any]:
@@ -62,3 +62,30 @@ def end(process: subprocess.Popen[bytes], timeout_s: float = 10.0, sig: signal.S
 def kill(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL ``process`` and its group (fault injection) and reap it."""
     end(process, 0.0, signal.SIGKILL)
+
+
+_LISTEN = "0A"
+"""The TCP state ``LISTEN`` in ``/proc/net/tcp``."""
+
+
+def listening_ports(pid: int) -> set[int] | None:
+    """The TCP ports process ``pid`` listens on, from ``/proc`` (Linux); ``None`` when that cannot be known.
+
+    Tells a server that bound its port from one that only finds another program answering there.
+    """
+    try:
+        descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+        tables = [Path(table).read_text() for table in ("/proc/net/tcp", "/proc/net/tcp6") if Path(table).exists()]
+    except OSError:
+        return None
+    sockets = set()
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):  # closed meanwhile (the listing's own descriptor, for one)
+            if (link := os.readlink(descriptor)).startswith("socket:["):
+                sockets.add(link[len("socket:[") : -1])
+    ports = set()
+    for line in (line for table in tables for line in table.splitlines()[1:]):
+        fields = line.split()
+        if len(fields) > 9 and fields[3] == _LISTEN and fields[9] in sockets:
+            ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
