@@ -49,7 +49,7 @@ class ServerProcess:
         self.process = process
         self.log = log
         self.ports: dict[str, int] = {}
-        """The ports it listens on by name (``nats``, ``nats-monitoring``, ``redis``, ``http``)."""
+        """The ports it listens on by name (``nats``, ``nats-monitoring``, ``redis``), once it serves."""
         self._argv = [str(part) for part in cast(list[str], process.args)]
         self._ready = ready
 
