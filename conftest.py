@@ -1,4 +1,4 @@
-"""The shared pytest plugin (real NATS and Redis), and a Synapse homeserver per module for the Matrix tests."""
+"""Shared pytest plugins (own state, no orphans, real NATS and Redis), and a Synapse per module for the Matrix tests."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from toolgate.cli.synapse import Homeserver, SynapseMissing, synapse_env, synapse_server
 
-pytest_plugins = ["toolgate.devstack.testing"]
+pytest_plugins = ["toolgate.devstack.isolation", "toolgate.devstack.orphans", "toolgate.devstack.testing"]
 
 
 @pytest.fixture(scope="module")

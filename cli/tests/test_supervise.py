@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -88,6 +89,31 @@ def test_restarts_outside_the_window_are_forgotten(tmp_path: Path, out: tuple[Co
         assert supervisor.check(watched, now=minute * 70.0 + 1) is None
         child.process.wait()
     assert child.starts == 6
+
+
+@pytest.mark.parametrize(("ran_s", "then_s"), [(1.0, "8"), (59.0, "8"), (60.0, "1"), (3600.0, "1")])
+def test_the_backoff_doubles_while_a_process_keeps_exiting_and_starts_over_once_it_ran_the_healthy_period(
+    tmp_path: Path, out: tuple[Console, StringIO], ran_s: float, then_s: str
+) -> None:
+    settings = SupervisionSettings(
+        restart_limit=20, restart_window_s=7200, restart_backoff_s=1, restart_backoff_max_s=8, restart_healthy_s=60
+    )
+    child = Child("pass", tmp_path / "worker.log")  # exits at once, every time
+    console, text = out
+    supervisor = Supervisor([watched := child.watched()], settings, console)
+    now = 0.0
+    for run_s in (1.0, 1.0, 1.0, 1.0, ran_s):
+        child.process.wait()
+        assert supervisor.check(watched, now) is None  # the exit: a restart is scheduled
+        assert watched.due is not None
+        now = watched.due
+        assert supervisor.check(watched, now) is None  # restarted
+        now += run_s
+    child.process.wait()
+    supervisor.check(watched, now)
+
+    waits = re.findall(r"restarting in (\S+)s", text.getvalue())
+    assert waits == ["1", "2", "4", "8", "8", then_s]
 
 
 def test_a_log_past_its_bound_moves_to_its_older_file(tmp_path: Path, out: tuple[Console, StringIO]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -58,6 +59,20 @@ async def test_the_server_answers_livez_readyz_and_metrics() -> None:
         status, kind, body = await _get(server.port, "/metrics")
         assert status == 200 and kind.startswith("text/plain") and "toolgate_probe_total 1.0" in body
         assert (await _get(server.port, "/nothing"))[0] == 404
+    finally:
+        await server.stop()
+
+
+async def test_the_server_serves_a_socket_bound_before_it_started_and_reports_its_port() -> None:
+    bound = socket.socket()
+    bound.bind(("127.0.0.1", 0))
+    bound.listen()
+    port = bound.getsockname()[1]
+    server = HealthServer("127.0.0.1", 9, {}, CollectorRegistry(), sock=bound)  # port 9 is never bound
+    await server.start()
+    try:
+        assert server.port == port
+        assert (await _get(port, "/livez"))[0] == 200
     finally:
         await server.stop()
 

@@ -1,8 +1,10 @@
 """Starting the MCP surface against an e2e stack, and MCP clients that talk to it.
 
 ``Surfaces(stack, tmp)`` starts ``python -m toolgate.surface`` processes (HTTP, static token file)
-on free ports, as a user would run ``toolgate mcp serve``; ``http_client(url, token, mode)`` is
-the SDK's own client with a bearer token, in either protocol era (``legacy`` or ``2026-07-28``).
+on free ports, as a user would run ``toolgate mcp serve``; each port is bound here first
+(:meth:`Surfaces.reserve`) and its socket handed down, so no other program takes it first;
+``http_client(url, token, mode)`` is the SDK's own client with a bearer token, in either
+protocol era (``legacy`` or ``2026-07-28``).
 """
 
 from __future__ import annotations
@@ -27,21 +29,36 @@ from toolgate.surface.adapters.tokens import token_digest
 
 
 def free_port() -> int:
+    """A port free now, for a surface that is refused before it binds (one that serves: :meth:`Surfaces.reserve`)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
 
 
+def _answers_http(port: int) -> bool:
+    """Whether something answers an HTTP request on ``port`` (a handed-down socket accepts before it is served)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), 0.5) as probe:
+            probe.settimeout(0.5)
+            probe.sendall(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+            return bool(probe.recv(16))
+    except OSError:
+        return False
+
+
 def wait_listening(port: int, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """Wait until the surface ``process`` answers HTTP on ``port``.
+
+    Raises:
+        RuntimeError: it exited; TimeoutError: no answer in ``timeout_s`` seconds.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"the surface exited with {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
+        if _answers_http(port):
             return
-        except OSError:
-            time.sleep(0.1)
+        time.sleep(0.1)
     raise TimeoutError(f"the surface did not listen on {port} in {timeout_s}s")
 
 
@@ -53,7 +70,17 @@ class Surfaces:
         self.tokens_file = workdir / "mcp-tokens.toml"
         self.tokens_file.write_text("")
         self._tokens: dict[str, str] = {}
+        self._reserved: dict[int, socket.socket] = {}
         self.processes: list[subprocess.Popen[bytes]] = []
+
+    def reserve(self) -> int:
+        """A loopback port bound now and held until a surface is started on it (which is handed the socket)."""
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        port = int(sock.getsockname()[1])
+        self._reserved[port] = sock
+        return port
 
     def token_of(self, principal: str) -> str:
         """A bearer token acting as ``principal`` (written to the token file on first use)."""
@@ -81,13 +108,23 @@ class Surfaces:
 
     def start(self, **extra: str) -> str:
         """Start one surface (``extra``: more ``TOOLGATE_SURFACE_*``); return its MCP URL."""
-        return self.start_on(free_port(), **extra)
+        return self.start_on(self.reserve(), **extra)
 
     def start_on(self, port: int, **extra: str) -> str:
-        """Start one surface on ``port`` (an empty value in ``extra`` unsets that variable)."""
-        env = {name: value for name, value in self.env(port, **extra).items() if value != ""}
-        log = (self.workdir / f"surface-{port}.log").open("ab")
-        process = subprocess.Popen([sys.executable, "-m", "toolgate.surface"], env=env, stdout=log, stderr=log)
+        """Start one surface on ``port`` (reserved: its socket is handed down); an empty value in ``extra`` unsets."""
+        sock = self._reserved.pop(port, None)
+        handed = {"TOOLGATE_SURFACE_SOCKET_FD": str(sock.fileno())} if sock else {}
+        env = {name: value for name, value in self.env(port, **handed, **extra).items() if value != ""}
+        with (self.workdir / f"surface-{port}.log").open("ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "toolgate.surface"],
+                env=env,
+                stdout=log,
+                stderr=log,
+                pass_fds=(sock.fileno(),) if sock else (),
+            )
+        if sock:
+            sock.close()  # the surface holds it now
         self.processes.append(process)
         wait_listening(port, process)
         return f"http://127.0.0.1:{port}/mcp"

@@ -12,7 +12,6 @@ import asyncio
 import hashlib
 import json
 import re
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -30,12 +29,6 @@ SLACK_IDS = {"alice": "U0ALICE", "bob": "U0BOB", "selfie": "U0SELFIE"}
 """Approvers' Slack user ids in the principal directory; anyone else is unmapped."""
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def fake_slack() -> Iterator[FakeSlack]:
     """Slack's Web API on loopback, on a loop of its own (it answers while a fixture starts the stack)."""
@@ -44,13 +37,7 @@ def fake_slack() -> Iterator[FakeSlack]:
 
 
 @pytest.fixture(scope="module")
-def endpoint_port() -> int:
-    """The port of the bot's Slack endpoint."""
-    return _free_port()
-
-
-@pytest.fixture(scope="module")
-def stack_env(e2e_paths: Any, fake_slack: FakeSlack, endpoint_port: int, tmp_path_factory: Any) -> dict[str, str]:
+def stack_env(e2e_paths: Any, fake_slack: FakeSlack, tmp_path_factory: Any) -> dict[str, str]:
     """The stack with the chat-ops bot on Slack: operator cards in ``C0CARDS``, approvers mapped to Slack ids."""
     secrets = tmp_path_factory.mktemp("slack-secrets")
     (secrets / "bot_token").write_text(fake_slack.token + "\n")
@@ -66,14 +53,14 @@ def stack_env(e2e_paths: Any, fake_slack: FakeSlack, endpoint_port: int, tmp_pat
         "TOOLGATE_CHATOPS_SLACK_API_URL": fake_slack.api_url,
         "TOOLGATE_CHATOPS_SLACK_BOT_TOKEN_FILE": str(secrets / "bot_token"),
         "TOOLGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE": str(secrets / "signing_secret"),
-        "TOOLGATE_CHATOPS_SLACK_PORT": str(endpoint_port),
+        "TOOLGATE_CHATOPS_SLACK_PORT": "0",  # any: the stack binds it and hands the socket down
     }
 
 
 @pytest.fixture(scope="module")
-def endpoint(stack: Any, endpoint_port: int) -> str:
+def endpoint(stack: Any) -> str:
     """The bot's Slack endpoint (the stack is running)."""
-    return f"http://127.0.0.1:{endpoint_port}/slack/events"
+    return f"http://127.0.0.1:{stack.listeners.port('chatops', 'TOOLGATE_CHATOPS_SLACK_PORT')}/slack/events"
 
 
 def _is_card_of(approval_id: str) -> Any:

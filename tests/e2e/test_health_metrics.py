@@ -1,13 +1,12 @@
 """Each service serves /livez, /readyz and /metrics; governed calls move its counters; NATS down → 503.
 
-The module's stack gets an HTTP port per service (``TOOLGATE_<SERVICE>_HTTP_PORT``); the
+The module's stack gets an HTTP port per service (``TOOLGATE_<SERVICE>_HTTP_PORT``, bound by the stack); the
 test scrapes the real endpoints of the real processes. The NATS outage runs last.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from typing import Any
 
@@ -25,19 +24,20 @@ POLICY_DURABLE = catalog.POLICY_CONSUMER.durable
 SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-PORTS = {service: _free_port() for service in SERVICES}
+PORTS: dict[str, int] = {}
+"""Each service's health and metrics port, once the stack runs."""
 
 
 @pytest.fixture(scope="module")
 def stack_env() -> dict[str, str]:
-    """An HTTP port for each service."""
-    return {f"TOOLGATE_{service.upper()}_HTTP_PORT": str(port) for service, port in PORTS.items()}
+    """An HTTP port for each service: any (``0``), bound by the stack itself and handed down, so never lost."""
+    return {f"TOOLGATE_{service.upper()}_HTTP_PORT": "0" for service in SERVICES}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ports(stack: Any) -> None:
+    """Where each service of the running stack serves its health and metrics."""
+    PORTS.update({service: stack.http_port(service) for service in SERVICES})
 
 
 async def _get(service: str, path: str) -> tuple[int, str]:

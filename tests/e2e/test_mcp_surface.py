@@ -23,7 +23,7 @@ from mcp_types import ElicitResult, ToolListChangedNotification
 from toolgate.contracts.catalog import Subjects
 
 from .conftest import Gate, Paths
-from .surface_support import Surfaces, free_port, http_client, read_whole
+from .surface_support import Surfaces, http_client, read_whole
 
 pytestmark = pytest.mark.e2e
 
@@ -271,7 +271,7 @@ def oauth(surfaces: Surfaces, tmp_path_factory: pytest.TempPathFactory) -> tuple
     public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
     jwks = tmp_path_factory.mktemp("oauth") / "jwks.json"
     jwks.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig", "alg": "ES256"}]}))
-    port = free_port()
+    port = surfaces.reserve()
     resource = f"http://127.0.0.1:{port}/mcp"
     settings = {
         "TOOLGATE_SURFACE_OAUTH_JWKS": str(jwks),

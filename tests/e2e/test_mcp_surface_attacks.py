@@ -31,7 +31,7 @@ from toolgate.contracts.nats_permissions import MCP_SURFACE, agent_user
 from toolgate.surface.adapters.tokens import token_digest
 
 from .conftest import Gate, Paths
-from .surface_support import Surfaces, free_port, http_client, read_whole, wait_listening
+from .surface_support import Surfaces, free_port, http_client, read_whole
 
 pytestmark = pytest.mark.e2e
 
@@ -569,7 +569,7 @@ async def test_a_revoked_token_is_refused_right_after_the_edit(
     both = _tokens({"keep": (gate.agent(), keep), "gone": (gate.agent(), revoke)})
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(both)
-    port = free_port()
+    port = surfaces.reserve()
     url = _start_with(surfaces, tokens, port)
     assert (await post(url, revoke, PING)).status_code == 200
     tokens.write_text(_tokens({"keep": (gate.agent(), keep)}))
@@ -584,7 +584,7 @@ async def test_a_token_rotated_in_place_keeping_size_and_mtime_is_refused(
     principal, old, new = gate.agent(), "tok-old-" + os.urandom(8).hex(), "tok-new-" + os.urandom(8).hex()
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(_tokens({"rot": (principal, old)}))
-    url = _start_with(surfaces, tokens, free_port())
+    url = _start_with(surfaces, tokens, surfaces.reserve())
     assert (await post(url, old, PING)).status_code == 200
     before = tokens.stat()
     tokens.write_text(_tokens({"rot": (principal, new)}))
@@ -600,12 +600,7 @@ def _tokens(entries: dict[str, tuple[str, str]]) -> str:
 
 
 def _start_with(surfaces: Surfaces, tokens: Path, port: int) -> str:
-    env = {**surfaces.env(port), "TOOLGATE_SURFACE_TOKENS_FILE": str(tokens)}
-    log = (surfaces.workdir / f"surface-{port}.log").open("ab")
-    process = subprocess.Popen([sys.executable, "-m", "toolgate.surface"], env=env, stdout=log, stderr=log)
-    surfaces.processes.append(process)
-    wait_listening(port, process)
-    return f"http://127.0.0.1:{port}/mcp"
+    return surfaces.start_on(port, TOOLGATE_SURFACE_TOKENS_FILE=str(tokens))
 
 
 # ---------------------------------------------------------------- results

@@ -35,7 +35,7 @@ from toolgate.cli.stack import Stack
 from toolgate.contracts.catalog import Subjects
 
 from .conftest import Gate, Paths
-from .surface_support import Surfaces, free_port, texts
+from .surface_support import Surfaces, texts
 from .test_mcp_surface_attacks import (
     INITIALIZE,
     ROOT,
@@ -332,7 +332,7 @@ async def test_a_token_rotated_with_cp_p_is_refused_and_revoke_refuses_at_once(
     tokens.write_text(_tokens({"rot": (principal, old), "other": other}))
     staged.write_text(_tokens({"rot": (principal, new), "other": other}))
     os.utime(staged, ns=(tokens.stat().st_atime_ns, tokens.stat().st_mtime_ns))
-    url = _start_with(surfaces, tokens, free_port())
+    url = _start_with(surfaces, tokens, surfaces.reserve())
     assert (await post(url, old, PING)).status_code == 200
     subprocess.run(["cp", "-p", str(staged), str(tokens)], check=True)  # noqa: ASYNC221
     assert (await post(url, old, PING)).status_code == 401
@@ -393,7 +393,7 @@ async def test_a_get_stream_ends_when_its_token_is_revoked(gate: Gate, surfaces:
     principal, token = gate.agent(), "tok-stream-" + os.urandom(8).hex()
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(_tokens({"s": (principal, token)}))
-    port = free_port()
+    port = surfaces.reserve()
     url = _start_with(surfaces, tokens, port)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(_get(port, token))
@@ -460,7 +460,7 @@ def oauth(surfaces: Surfaces, tmp_path_factory: pytest.TempPathFactory) -> tuple
     public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
     jwks = tmp_path_factory.mktemp("oauth2") / "jwks.json"
     jwks.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig", "alg": "ES256"}]}))
-    port = free_port()
+    port = surfaces.reserve()
     settings = {
         "TOOLGATE_SURFACE_OAUTH_JWKS": str(jwks),
         "TOOLGATE_SURFACE_OAUTH_ISSUER": ISSUER,

@@ -25,6 +25,7 @@ import nats
 import pytest
 
 from toolgate.cli import rpc
+from toolgate.cli.fitted import short_digest
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.nats_credentials import load_credentials
 from toolgate.contracts.nats_permissions import OPERATOR
@@ -169,11 +170,12 @@ async def test_each_credentials_file_connects_and_nothing_else_does(up: Up, user
 
 
 async def test_the_printed_agent_connection_works(up: Up) -> None:
-    printed = re.search(r"export NATS_URL=(\S+) AGENT_CREDENTIALS=(\S+) TOOLGATE_PUBLIC_KEYS_DIR=(\S+)", up.text())
+    continued = r" \\\n +"  # the export is printed over lines joined by backslashes, as a shell reads it
+    exports = rf"export NATS_URL=(\S+){continued}AGENT_CREDENTIALS=(\S+){continued}TOOLGATE_PUBLIC_KEYS_DIR=(\S+)"
+    printed = re.search(exports, up.text())
     assert printed, up.text()
-    assert 'ToolClient.connect(os.environ["NATS_URL"], "demo-agent", credentials=os.environ["AGENT_CREDENTIALS"])' in (
-        up.text()
-    )
+    call = 'ToolClient.connect(os.environ["NATS_URL"], "demo-agent", credentials=os.environ["AGENT_CREDENTIALS"])'
+    assert call in " ".join(up.text().split()), "printed over two lines, as Python reads it"
     url, credentials, keys = printed[1], printed[2], Path(printed[3])
     assert Path(credentials) == up.credentials / "agent-demo-agent.json"
     assert keys == up.public_keys
@@ -292,7 +294,7 @@ def test_other_commands_connect_as_the_operator(up: Up, args: tuple[str, ...], s
 
 def test_up_names_the_policy_in_force_and_only_the_operator_publishes_one(up: Up, repo_root: Path) -> None:
     shipped = repo_root / "deploy/policy/policy.cedar"
-    line = f"policy in force: {policy_digest(shipped.read_text())}"
+    line = f"policy in force: {short_digest(policy_digest(shipped.read_text()))}"
     deadline = time.monotonic() + 10
     while line not in up.text():
         assert time.monotonic() < deadline, up.text()

@@ -50,6 +50,10 @@ class Up:
     def ports(self) -> dict[str, int]:
         return dict(json.loads((self.state / "ports.json").read_text()))
 
+    def toolgate(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``toolgate <args>`` run where ``up`` runs (it finds the stack in ``./.toolgate``)."""
+        return subprocess.run([TOOLGATE, *args], cwd=self.cwd, env=_env(), capture_output=True, text=True, timeout=60)
+
     def child(self, needle: str, parent: int | None = None) -> int:
         """The pid of the child of ``parent`` (default: ``up``) whose command line contains ``needle``."""
         for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -65,8 +69,13 @@ FLAKY = Path(__file__).resolve().parents[1] / "fixtures" / "mcp" / "flaky_server
 """An MCP server that refuses to start while a file named BROKEN is in its working directory."""
 
 
+def _env() -> dict[str, str]:
+    """The environment of a person at a terminal: no stack named by a variable, no ``TOOLGATE_*`` setting."""
+    return {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
+
+
 def _start(cwd: Path, name: str) -> Up:
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
+    env = _env()
     output = cwd / f"{name}.out"
     shutil.copy(FLAKY, cwd / "flaky.py")
     never = f'[mcp.servers.never]\ncommand = "{sys.executable}"\nargs = ["missing.py"]\n'  # broken from the start
@@ -179,10 +188,8 @@ def test_an_mcp_server_that_breaks_and_mends_is_reported_by_up(up: Up) -> None:
 def test_a_server_broken_from_the_start_is_reported_and_listed_as_not_registered(up: Up) -> None:
     _wait_for(up, r"mcp_never: unavailable since [\d:]+: .*missing\.py")
 
-    listed = subprocess.run([TOOLGATE, "tools", "list"], cwd=up.cwd, capture_output=True, text=True, timeout=60)
-    described = subprocess.run(
-        [TOOLGATE, "tools", "describe", "mcp_never"], cwd=up.cwd, capture_output=True, text=True, timeout=60
-    )
+    listed = up.toolgate("tools", "list")
+    described = up.toolgate("tools", "describe", "mcp_never")
 
     told = " ".join(listed.stdout.split())
     assert listed.returncode == 0 and "mcp_never: not registered yet (its MCP server could not be listed)" in told

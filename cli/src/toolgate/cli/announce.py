@@ -1,4 +1,10 @@
-"""What ``up``, the demo and the bench say about the stack: how secure it is, how clients connect."""
+"""What ``up``, the demo and the bench say about the stack: how secure it is, how clients connect.
+
+Readable at 80 columns: prose wraps between words and keeps its indent; a path, URL or
+command is a line of its own printed whole (``soft_wrap``: the terminal may wrap it, a copy
+still pastes it as one), the agent's ``export`` is split over continued lines, and digests
+are shortened.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,11 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
+from rich.text import Text
 
+from toolgate.cli.fitted import short_digest
 from toolgate.cli.stack import Stack, credentials_dir
 from toolgate.contracts.nats_credentials import credentials_file
 from toolgate.contracts.nats_permissions import OPERATOR, agent_user
@@ -43,47 +52,63 @@ def outside_server_refusal(insecure: bool) -> str | None:
     )
 
 
+def _prose(console: Console, markup: str, indent: int = 2) -> None:
+    """A line of rich ``markup`` wrapped between words, every line at ``indent`` (agent text escaped by the caller)."""
+    console.print(Padding(Text.from_markup(markup), (0, 0, 0, indent)))
+
+
+def _whole(console: Console, text: str, indent: int = 4) -> None:
+    """A path, URL or command as one line, never broken by the printer (inert text)."""
+    console.print(Text(" " * indent + text), soft_wrap=True)
+
+
 def announce(console: Console, stack: Stack, sandbox: str, state: Path) -> None:
     """Print where everything is and, when secured, exactly how an agent and an approver connect."""
     if stack.credentials is None:
-        console.print(f"[bold red]toolgate is up — {INSECURE_STATUS}[/bold red]")
+        _prose(console, f"[bold red]toolgate is up — {INSECURE_STATUS}[/bold red]", 0)
     else:
-        console.print("[green]toolgate is up[/green] — secured: every service, agent and approver its own NATS user")
-    console.print(f"  NATS_URL={stack.nats_url}\n  REDIS_URL={stack.redis_url}")
+        _prose(
+            console, "[green]toolgate is up[/green] — secured: every service, agent and approver its own NATS user", 0
+        )
+    _whole(console, f"NATS_URL={stack.nats_url}", 2)
+    _whole(console, f"REDIS_URL={stack.redis_url}", 2)
     _listening(console, stack)
     if stack.credentials is not None:
         _connection_help(console, stack, credentials_dir(state))
-    console.print(f"  file_system sandbox: {sandbox}")
+    _whole(console, f"file_system sandbox: {sandbox}", 2)
     if stack.policy_version:
-        console.print(f"  policy in force: {stack.policy_version} (`toolgate policy publish FILE` replaces it)")
+        version = escape(short_digest(stack.policy_version))
+        _prose(console, f"policy in force: {version} (`toolgate policy publish FILE` replaces it)")
     _chat_line(console, stack, state)
-    console.print(f"  state: {state}", soft_wrap=True)
-    console.print(f"  logs: {state / 'logs'}/<name>.log", soft_wrap=True)
-    console.print("  what exits is restarted  ·  Ctrl-C stops everything")
+    _whole(console, f"state: {state}", 2)
+    _whole(console, f"logs: {state / 'logs'}/<name>.log", 2)
+    _prose(console, "what exits is restarted  ·  Ctrl-C stops everything")
 
 
 def _listening(console: Console, stack: Stack) -> None:
     """NATS monitoring and each service's health and metrics URL, when ``up`` chose the ports."""
     if stack.ports is None:
         return
+    for moved in stack.ports.moved:
+        _prose(console, f"[yellow]port:[/yellow] {escape(moved)} (recorded for the next start)")
     ports = stack.ports.chosen
     if "nats" in stack.servers:
-        console.print(f"  NATS monitoring: http://127.0.0.1:{ports['nats-monitoring']}")
-    console.print("  health and metrics (/livez /readyz /metrics):")
+        _whole(console, f"NATS monitoring: http://127.0.0.1:{ports['nats-monitoring']}", 2)
+    _prose(console, "health and metrics (/livez /readyz /metrics):")
     for name in (name for name in stack.processes if name in ports):
-        console.print(f"    {name:<10} http://127.0.0.1:{ports[name]}")
+        _whole(console, f"{name:<10} http://127.0.0.1:{ports[name]}")
 
 
 def _chat_line(console: Console, stack: Stack, state: Path) -> None:
     """Where the chat-ops bot posts cards, when it runs."""
     platform = stack.env.get("TOOLGATE_CHATOPS_PLATFORM")
     if not platform:
-        console.print("  chat-ops: off (set TOOLGATE_CHATOPS_PLATFORM; README: Approving from chat)")
+        _prose(console, "chat-ops: off (set TOOLGATE_CHATOPS_PLATFORM; README: Approving from chat)")
         return
     who = stack.env.get("TOOLGATE_CHATOPS_MATRIX_USER", "") if platform == "matrix" else "the Slack app"
     rooms = stack.env.get("TOOLGATE_CHATOPS_ROOMS", "{}")
-    line = f"  chat-ops: {platform} bot {who}, cards for roles {rooms}; log {state / 'logs' / 'chatops.log'}"
-    console.print(escape(line), soft_wrap=True)
+    _prose(console, escape(f"chat-ops: {platform} bot {who}, cards for roles {rooms}"))
+    _whole(console, f"log: {state / 'logs' / 'chatops.log'}")
 
 
 def _connection_help(console: Console, stack: Stack, folder: Path) -> None:
@@ -92,14 +117,18 @@ def _connection_help(console: Console, stack: Stack, folder: Path) -> None:
     )
     agent = agent_user("demo-agent") if agent_user("demo-agent") in agents else (agents or ["agent-<p>"])[0]
     principal = agent.removeprefix("agent-")
-    console.print(f"  credentials: {folder}/<user>.json (mode 0600), one per agent, approver and the {OPERATOR}")
-    console.print(f"  an agent connects as its own user, e.g. {principal}:")
-    exports = (
-        f"export NATS_URL={stack.nats_url} AGENT_CREDENTIALS={credentials_file(folder, agent)} "
-        f"TOOLGATE_PUBLIC_KEYS_DIR={stack.public_keys}"
-    )
-    console.print(f"    {escape(exports)}", soft_wrap=True)
-    call = f'ToolClient.connect(os.environ["NATS_URL"], "{principal}", credentials=os.environ["AGENT_CREDENTIALS"])'
-    console.print(f"    {escape(call)}", soft_wrap=True)
-    console.print("  approvers answer as themselves: toolgate approvals approve <approval id> --as <name>")
-    console.print(f"  the other commands connect as {OPERATOR} ({credentials_file(folder, OPERATOR)})", soft_wrap=True)
+    _prose(console, f"credentials (mode 0600), one per agent, approver and the {OPERATOR}:")
+    _whole(console, f"{folder}/<user>.json")
+    _prose(console, escape(f"an agent connects as its own user, e.g. {principal}:"))
+    for line in (
+        f"export NATS_URL={stack.nats_url} \\",
+        f"  AGENT_CREDENTIALS={credentials_file(folder, agent)} \\",
+        f"  TOOLGATE_PUBLIC_KEYS_DIR={stack.public_keys}",
+        f'ToolClient.connect(os.environ["NATS_URL"], "{principal}",',
+        '                   credentials=os.environ["AGENT_CREDENTIALS"])',
+    ):
+        _whole(console, line)
+    _prose(console, "approvers answer as themselves:")
+    _whole(console, "toolgate approvals approve <approval id> --as <name>")
+    _prose(console, f"the other commands connect as {OPERATOR}:")
+    _whole(console, str(credentials_file(folder, OPERATOR)))

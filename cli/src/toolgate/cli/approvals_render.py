@@ -1,10 +1,11 @@
 """``approvals list`` as one stacked block per approval, readable in an 80-column terminal.
 
 Each block is a label column (a dozen characters, never wrapped) and a value column that
-folds long values (arguments, request hash, ids) at the terminal's width: no value is cut,
-and no column is ever squeezed to one character per line. A call that names files has a
-``file`` row per reference: what it named when the approval opened, and whether the
-approval binds that content or the reference only.
+wraps between words and folds only a word longer than the line (a long argument): no
+argument is cut, and no column is ever squeezed to one character per line. The request hash
+is shortened (``sha256:<12 hex>…``); ``approvals list --json`` has it whole. A call that names
+files has a ``file`` row per reference: what it named when the approval opened, and whether
+the approval binds that content or the reference only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from toolgate.cli.fitted import short_digest
 from toolgate.cli.render import OUTCOME_STYLE, plain_text
 from toolgate.contracts.contents import ContentState, content_lines
 from toolgate.contracts.secret_arguments import redact_sealed
@@ -98,7 +100,7 @@ def _fields(item: dict[str, Any], now: datetime) -> list[tuple[str, Any]]:
         *[("file", line) for line in _file_lines(item)],
         ("key", item.get("idempotency_key") or "-"),
         ("policy", item.get("policy_id") or "-"),
-        ("hash", item["request_hash"]),
+        ("hash", short_digest(item["request_hash"])),  # whole in `approvals list --json`
         *[("related", _related_line(related)) for related in item.get("related") or []],
         *([("left out", ", ".join(item["omitted"]))] if item.get("omitted") else []),
     ]

@@ -24,9 +24,12 @@ audit_app = typer.Typer(help="Read and verify the audit chain.", no_args_is_help
 
 
 @audit_app.command("trail")
-def audit_trail(request_id: str, nats_url: NatsUrl = "") -> None:
-    """Print every audit record of one request, in the order the bus carried them."""
+def audit_trail(request_id: str, as_json: AsJson = False, nats_url: NatsUrl = "") -> None:
+    """Print every audit record of one request, in the order the bus carried them (--json: whole)."""
     reply = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.AUDIT_TRAIL, {"request_id": request_id}))
+    if as_json and reply.get("records"):
+        print_json(reply["records"])
+        return
     if not reply.get("records"):
         hint = (
             " (that is an approval id: `approvals list` shows its request id)" if request_id.startswith("ap-") else ""

@@ -21,10 +21,11 @@ from typing import Annotated, Any
 import msgspec
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from toolgate.cli import rpc
+from toolgate.cli.fitted import Column, FittedTable
 from toolgate.cli.output import AsJson, print_json
+from toolgate.cli.render import one_line
 from toolgate.cli.session import NatsUrl, console, err_console, on_bus
 from toolgate.contracts.catalog import Rpc
 from toolgate.contracts.rpc.audit import ExportQuery, ExportReply
@@ -128,17 +129,27 @@ def _window(counter: BudgetCounter) -> str:
     return f"{start} UTC +{counter.window_s}s"
 
 
-def _counters_table(counters: list[BudgetCounter]) -> Table:
-    table = Table("principal", "budget", "window", "used", "reserved", "limit", "calls", title="budget counters")
+COUNTER_COLUMNS = (
+    *(Column(name) for name in ("principal", "budget")),
+    *(Column(name, False) for name in ("window", "used", "reserved", "limit", "calls")),
+)
+DIFFERENCE_COLUMNS = (
+    *(Column(name) for name in ("difference", "principal", "budget", "request")),
+    Column("detail", False),
+)
+
+
+def _counters_table(counters: list[BudgetCounter]) -> FittedTable:
+    table = FittedTable("budget counters", COUNTER_COLUMNS)
     for c in counters:
         held = f"{len(c.records)}"
         used, reserved, limit = as_cost(c.used_units), as_cost(c.reserved_units), as_cost(c.limit_units)
-        table.add_row(escape(c.principal), escape(c.budget), _window(c), used, reserved, limit, held)
+        table.add_row(*map(one_line, (c.principal, c.budget, _window(c), used, reserved, limit, held)))
     return table
 
 
-def _differences_table(found: list[Difference]) -> Table:
-    table = Table("difference", "principal", "budget", "request", "detail", title="differences")
+def _differences_table(found: list[Difference]) -> FittedTable:
+    table = FittedTable("differences", DIFFERENCE_COLUMNS)
     for d in found:
-        table.add_row(d.kind, escape(d.principal), escape(d.budget), escape(d.request_id or "-"), escape(d.detail))
+        table.add_row(*map(one_line, (d.kind, d.principal, d.budget, d.request_id or "-", d.detail)))
     return table

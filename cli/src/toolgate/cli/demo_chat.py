@@ -21,14 +21,15 @@ from typing import Any, TypeVar
 from nio import AsyncClient, MessageDirection, RoomMessagesResponse
 from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table
 
+from toolgate.cli.fitted import Column, FittedTable
+from toolgate.cli.render import plain_text
 from toolgate.cli.stack import DEPLOY_DIR, Stack, running_stack
 from toolgate.cli.synapse import Homeserver, MatrixUser, SynapseMissing, synapse_env, synapse_server
 from toolgate.contracts.nats_permissions import agent_user
 from toolgate.sdk import ToolClient
 
-__all__ = ["run_chat_demo"]
+__all__ = ["run_chat_demo", "transcript_table"]
 
 AGENT, APPROVER = "demo-agent", "alice"
 CARD_KEY = "dev.toolgate.approval"
@@ -144,18 +145,25 @@ def _body(event: dict[str, Any]) -> str:
     return str(content.get("m.new_content", content).get("body", ""))
 
 
-async def _transcript(client: AsyncClient, room: str, bot: str) -> Table:
-    table = Table(title="The approvals room, as alice sees it", show_lines=True)
-    for column in ("who", "what", "text"):
-        table.add_column(column, overflow="fold")
-    for event in await _messages(client, room):
+async def _transcript(client: AsyncClient, room: str, bot: str) -> FittedTable:
+    return transcript_table(await _messages(client, room))
+
+
+def transcript_table(events: list[dict[str, Any]]) -> FittedTable:
+    """The room's messages and reactions (Matrix events as JSON), one row each: who, what, the text."""
+    columns = (Column("who"), Column("what"), Column("text", False, False))
+    table = FittedTable("The approvals room, as alice sees it", columns, show_lines=True)
+    for event in events:
         kind, content = event["type"], event.get("content", {})
         relation = content.get("m.relates_to", {})
         if kind == "m.reaction":
-            table.add_row(event["sender"], "reaction", f"{relation.get('key')} on {relation.get('event_id')}")
+            cells = (event["sender"], "reaction", f"{relation.get('key')} on {relation.get('event_id')}")
         elif kind == "m.room.message":
             what = {"m.replace": "card edited", "m.thread": "in the card's thread"}.get(relation.get("rel_type"), "")
-            table.add_row(event["sender"], what or ("card" if CARD_KEY in content else "message"), _body(event))
+            cells = (event["sender"], what or ("card" if CARD_KEY in content else "message"), _body(event))
+        else:
+            continue
+        table.add_row(*(plain_text(cell) for cell in cells))
     return table
 
 

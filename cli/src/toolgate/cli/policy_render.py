@@ -9,9 +9,9 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
+from toolgate.cli.fitted import Column, FittedTable
 from toolgate.policy.explain import ActionAnswer, Explanation
 from toolgate.policy.simulation import Change, Report
 
@@ -24,16 +24,17 @@ def _inert(value: Any) -> Text:
     return Text("".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in text))
 
 
-def changes_table(report: Report) -> Table:
-    """One row per tool, principal and change (verdict before → after), with the request ids."""
+def changes_table(report: Report) -> FittedTable:
+    """One row per tool, principal and change (verdict before → after), with the request ids.
+
+    Where the table cannot fit, one block per row; each request id is whole on a line of its own.
+    """
     groups: dict[tuple[str, str, str, str], list[Change]] = defaultdict(list)
     for change in report.changes:
         case = change.case
         groups[(case.tool, case.principal, case.before.value, change.after.value)].append(change)
-    table = Table(title="What would change")
-    for column in ("tool", "principal", "before → after", "reason now"):
-        table.add_column(column, overflow="fold")
-    table.add_column("request ids", min_width=32, no_wrap=True)  # whole, to paste into `policy explain`
+    columns = [Column("tool"), Column("principal"), Column("before → after"), Column("reason now", False)]
+    table = FittedTable("What would change", [*columns, Column("request ids", False)])  # ids whole, to paste
     for (tool, principal, before, after), changes in sorted(groups.items()):
         codes = sorted({change.after_code for change in changes})
         ids = Text("\n").join(_inert(change.case.request_id) for change in changes)

@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["DEFAULT_PORTS", "SERVICE_PORTS", "Ports", "http_port_env", "stable_ports"]
+__all__ = ["DEFAULT_PORTS", "SERVICE_PORTS", "Ports", "http_port_env", "record", "settle", "stable_ports"]
 
 SERVICE_PORTS = {"registry": 9471, "policy": 9472, "approvals": 9473, "executor": 9474, "audit": 9475, "chatops": 9476}
 """Each service's health and metrics HTTP port (``TOOLGATE_<SERVICE>_HTTP_PORT``)."""
@@ -28,10 +28,12 @@ class Ports:
     Attributes:
         chosen: name → TCP port on 127.0.0.1.
         notes: one line per port that could not be its default or its recorded one.
+        moved: one line per chosen port taken before it was bound (and replaced by :func:`settle`).
     """
 
     chosen: dict[str, int]
     notes: list[str] = field(default_factory=list)
+    moved: list[str] = field(default_factory=list)
 
 
 def stable_ports(state_dir: Path, defaults: dict[str, int] = DEFAULT_PORTS) -> Ports:
@@ -44,14 +46,27 @@ def stable_ports(state_dir: Path, defaults: dict[str, int] = DEFAULT_PORTS) -> P
     Returns:
         The choice, with a note for each port taken (and for an unreadable ``ports.json``).
     """
-    record = state_dir / "ports.json"
-    recorded, notes = _recorded(record)
+    record_file = state_dir / "ports.json"
+    recorded, notes = _recorded(record_file)
     ports = Ports({}, notes)
     for name, default in defaults.items():
         ports.chosen[name] = _choose(name, (default, recorded.get(name)), set(ports.chosen.values()), ports.notes)
     state_dir.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(ports.chosen, indent=2) + "\n")
+    record_file.write_text(json.dumps(ports.chosen, indent=2) + "\n")
     return ports
+
+
+def settle(ports: Ports, listening: dict[str, int]) -> None:
+    """Make ``ports.chosen`` the ports listened on (``listening``: name → port); a line in ``moved`` for each change."""
+    for name, port in listening.items():
+        if name in ports.chosen and ports.chosen[name] != port:
+            ports.moved.append(f"{name}: port {ports.chosen[name]} was taken before it was bound; listening on {port}")
+        ports.chosen[name] = port
+
+
+def record(state_dir: Path, ports: Ports) -> None:
+    """Write ``ports.chosen`` to ``<state_dir>/ports.json``: the ports the next start prefers."""
+    (state_dir / "ports.json").write_text(json.dumps(ports.chosen, indent=2) + "\n")
 
 
 def http_port_env(ports: Ports) -> dict[str, str]:

@@ -6,9 +6,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from rich.console import Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from toolgate.cli.fitted import Column, FittedTable, short_digest
 from toolgate.contracts.descriptors import ToolDescriptor, rate_of
 from toolgate.contracts.events import ReceiptIssued
 from toolgate.contracts.replays import ended_as, outcome_label
@@ -43,9 +46,7 @@ OUTCOME_STYLE = {
 
 
 def _short(value: Any, limit: int = 70) -> str:
-    text = (
-        value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    )
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -53,6 +54,13 @@ def _plain(value: Any) -> Text:
     """Agent- or bus-supplied text as an inert cell: no Rich markup, no terminal control codes."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return Text("".join(c if c.isprintable() else repr(c)[1:-1] for c in text))
+
+
+def _styled(value: Any, style: str) -> Text:
+    """``value`` as an inert cell in ``style``."""
+    shown = _plain(value)
+    shown.stylize(style)
+    return shown
 
 
 def one_line(value: Any) -> Text:
@@ -68,11 +76,14 @@ def plain_text(value: Any, style: str = "") -> Text:
     return shown
 
 
-def _row(table: Table, *cells: Any) -> None:
+def _row(table: FittedTable, *cells: Any) -> None:
     table.add_row(*(cell if isinstance(cell, Text) else _plain(cell) for cell in cells))
 
 
-def tools_table(tools: list[ToolDescriptor], states: dict[str, ToolState] | None = None) -> Table:
+TOOL_COLUMNS = ("tool", "version", "operation", "side-effect class", "risk", "rate limit", "state")
+
+
+def tools_table(tools: list[ToolDescriptor], states: dict[str, ToolState] | None = None) -> FittedTable:
     """One row per operation: tool, version, operation, side-effect class, risk tier, rate limit, state.
 
     An open-world operation's class is marked ``open world``. The rate limit is the
@@ -80,11 +91,10 @@ def tools_table(tools: list[ToolDescriptor], states: dict[str, ToolState] | None
     the tool's shared one. The state is the one the registry recorded (``ready``,
     ``unavailable``, ``degraded``, with the time it began), empty for a tool without a
     server to watch; why a tool is not ready goes under the table (:func:`state_reasons`),
-    whole, where a narrow column would fold it word by word.
+    whole, where a narrow column would fold it word by word. Where the table cannot fit, each
+    tool is a line (name, version, state) over one line per operation.
     """
-    table = Table(title="Registered tools", show_lines=False)
-    for column in ("tool", "version", "operation", "side-effect class", "risk", "rate limit", "state"):
-        table.add_column(column, overflow="fold")
+    table = FittedTable("Registered tools", [Column(name) for name in TOOL_COLUMNS], blocks=_tool_blocks)
     for tool in tools:
         state = _state((states or {}).get(tool.name))
         for name, spec in sorted(tool.operations.items()):
@@ -93,6 +103,22 @@ def tools_table(tools: list[ToolDescriptor], states: dict[str, ToolState] | None
             effect = spec.side_effect_class.value + (" (open world)" if spec.open_world else "")
             _row(table, tool.name, tool.version, name, effect, spec.risk_tier.value, shown, state)
     return table
+
+
+def _tool_blocks(rows: list[list[Text]]) -> RenderableType:
+    """Rows of :func:`tools_table` grouped by tool: ``tool version  state`` over a grid of its operations."""
+    blocks: list[RenderableType] = [Text("Registered tools", style="italic")]
+    for start, row in enumerate(rows):
+        if start and rows[start - 1][:2] == row[:2]:
+            continue
+        operations = Table.grid(padding=(0, 2))
+        for _ in range(4):
+            operations.add_column(overflow="fold")
+        for same in (later for later in rows[start:] if later[:2] == row[:2]):
+            operations.add_row(*same[2:6])
+        head = Text("  ").join(cell for cell in (row[0], row[1], row[6]) if cell)
+        blocks += [head, Padding(operations, (0, 0, 0, 4))]
+    return Group(*blocks)
 
 
 def _state(state: ToolState | None) -> Text:
@@ -135,15 +161,13 @@ def state_reasons(tools: list[ToolDescriptor], states: dict[str, ToolState]) -> 
     return lines
 
 
-def receipts_table(title: str) -> Table:
-    """An empty table for :func:`receipt_row` rows."""
-    table = Table(title=title, show_lines=True)
-    for column in ("step", "call", "outcome", "reason", "result"):
-        table.add_column(column, overflow="fold")
-    return table
+def receipts_table(title: str) -> FittedTable:
+    """An empty table for :func:`receipt_row` rows (a block per receipt where it cannot fit)."""
+    columns = [Column("step"), Column("call"), Column("outcome"), Column("reason", False, False)]
+    return FittedTable(title, [*columns, Column("result", False)], show_lines=True)
 
 
-def receipt_row(table: Table, step: str, call: str, receipt: ReceiptIssued) -> None:
+def receipt_row(table: FittedTable, step: str, call: str, receipt: ReceiptIssued) -> None:
     """Add one receipt: its outcome coloured (a replay: ``replayed <stored outcome>``), reason and short result."""
     style = OUTCOME_STYLE.get(ended_as(receipt).value, "white")
     result = "" if receipt.result is None else _short(receipt.result)
@@ -169,25 +193,36 @@ def decide_line(answer: dict[str, Any]) -> Text:
     return line
 
 
-def trail_table(request_id: str, records: list[dict[str, Any]]) -> Table:
+TRAIL_COLUMNS = (
+    Column("#"),
+    Column("when (UTC)"),
+    Column("event"),
+    Column("subject", False, False),
+    Column("detail", False, False),
+    Column("record hash"),
+)
+
+
+def trail_table(request_id: str, records: list[dict[str, Any]]) -> FittedTable:
     """The audit records of one request, in chain order (``sequence`` ascending), numbered by it.
+
+    Where the table cannot fit, one block per record: ``# when event hash``, then its subject
+    and its detail. Record hashes are shortened (:func:`~toolgate.cli.fitted.short_digest`).
 
     Args:
         request_id: the request, shown in the title.
         records: ``AuditRecord`` objects as JSON (``occurred_at`` shown as ISO 8601 UTC).
     """
-    table = Table(title=_plain(f"Audit trail of {request_id}"), show_lines=True)
-    for column in ("#", "when (UTC)", "event", "subject", "detail", "record hash"):
-        table.add_column(column, overflow="fold")
+    table = FittedTable(_plain(f"Audit trail of {request_id}"), TRAIL_COLUMNS, show_lines=True)
     for record in sorted(records, key=lambda record: int(record["sequence"])):
         _row(
             table,
             str(record["sequence"]),
             utc_time(record.get("occurred_at")),
-            record["event_type"],
+            _styled(record["event_type"], "bold"),
             record["subject"],
             _detail(record["payload"]),
-            record["hash"][:19] + "…",
+            Text(short_digest(str(record["hash"])), style="dim"),
         )
     return table
 
@@ -218,15 +253,18 @@ def _detail(payload: str) -> str:
     return _short(shown, 120)
 
 
-def alarms_table(title: str = "Security events") -> Table:
-    """An empty table for :func:`alarm_row` rows."""
-    table = Table(title=title, show_lines=True)
-    for column in ("#", "when (UTC)", "kind", "seen by", "actor", "about", "reason", "detail"):
-        table.add_column(column, overflow="fold")
-    return table
+ALARM_COLUMNS = (
+    *(Column(name) for name in ("#", "when (UTC)", "kind", "seen by", "actor")),
+    *(Column(name, False) for name in ("about", "reason", "detail")),
+)
 
 
-def alarm_row(table: Table, alarm: dict[str, Any]) -> None:
+def alarms_table(title: str = "Security events") -> FittedTable:
+    """An empty table for :func:`alarm_row` rows (a block per alarm where it cannot fit)."""
+    return FittedTable(title, ALARM_COLUMNS, show_lines=True)
+
+
+def alarm_row(table: FittedTable, alarm: dict[str, Any]) -> None:
     """Add one alarm (an ``Alarm`` as JSON): chain position, kind in red, who, what about, why."""
     event = alarm["event"]
     about = "/".join(str(event[k]) for k in ("principal", "request_id", "approval_id") if event.get(k))

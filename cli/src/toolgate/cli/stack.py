@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,10 +29,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from toolgate.cli.credentials import BusCredentials, kept_passwords, stack_directory, write_private
-from toolgate.cli.ports import Ports, http_port_env
+from toolgate.cli.listeners import Listeners
+from toolgate.cli.ports import Ports, http_port_env, record, settle
 from toolgate.cli.readiness import wait_ready
 from toolgate.cli.stack_files import DEPLOY_DIR, chosen_config, config_env
 from toolgate.cli.waiting import Note
+from toolgate.devstack.processes import end, owned, signal_group
 from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
 from toolgate.shared.keyring import PUBLIC, lay_out_keys
 
@@ -79,7 +82,9 @@ class Stack:
     policy_version: str | None = None
     """The version of the policy in force when the policy service reported ready."""
     ports: Ports | None = None
-    """The ports chosen by ``up`` (:mod:`toolgate.cli.ports`); ``None``: free ones."""
+    """The ports chosen by ``up`` (:mod:`toolgate.cli.ports`), then those listened on; ``None``: free ones."""
+    listeners: Listeners = field(default_factory=Listeners)
+    """The sockets bound for the services' ports and handed down (:mod:`toolgate.cli.listeners`)."""
     mcp_starting: list[str] = field(default_factory=list)
     """The MCP servers still starting when the start's wait ended (listed ``starting``; the stack runs on)."""
 
@@ -107,18 +112,34 @@ class Stack:
         """Start one service process as its own NATS user, logging to ``<state_dir>/logs/<name>.log``.
 
         ``name`` (default: the service) tells replicas of one service apart: ``start("policy", "policy-2")``
-        runs a second policy replica, stopped by ``stop("policy-2")``.
+        runs a second policy replica, stopped by ``stop("policy-2")``. Each port it listens on is
+        bound here first and handed down (:mod:`toolgate.cli.listeners`); a restart gets the same.
+
+        Raises:
+            OSError: a port that may not move is taken.
         """
         logs, name = self.state_dir / "logs", name or service
         logs.mkdir(parents=True, exist_ok=True)
+        handed, fds = self.listeners.handed(service, name, self.env)
+        own = {"NATS_URL": self.url_for(service), "TOOLGATE_KEYS_DIR": str(self.keys_dir(service))}
         with (logs / f"{name}.log").open("ab") as sink:
             self.processes[name] = subprocess.Popen(
                 [sys.executable, "-m", f"toolgate.{service}"],
-                env={**self.env, "NATS_URL": self.url_for(service), "TOOLGATE_KEYS_DIR": str(self.keys_dir(service))},
+                env={**self.env, **handed, **own},
                 stdout=sink,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                pass_fds=fds,
+                **owned(),
             )
+
+    def http_port(self, name: str, service: str | None = None) -> int | None:
+        """The health and metrics port of process ``name`` (of ``service``, default ``name``); ``None``: none."""
+        return self.listeners.port(name, f"TOOLGATE_{(service or name).upper()}_HTTP_PORT")
+
+    def listening(self) -> dict[str, int]:
+        """Every port by its :data:`toolgate.cli.ports.DEFAULT_PORTS` name: the servers' and each service's HTTP."""
+        found = {name: port for server in self.servers.values() for name, port in server.ports.items()}
+        return found | {name: port for name in self.processes if (port := self.http_port(name)) is not None}
 
     def keys_dir(self, holder: str) -> Path:
         """The keys directory of ``holder`` (a service, ``operator`` or ``public``; :mod:`toolgate.shared.keyring`)."""
@@ -130,33 +151,24 @@ class Stack:
         return self.keys_dir(PUBLIC)
 
     def stop(self, service: str, kill: bool = False) -> None:
-        """Stop one service (SIGTERM, or SIGKILL when ``kill``)."""
+        """Stop one service and its process group (SIGTERM, SIGKILL after 15 s; SIGKILL at once when ``kill``)."""
         process = self.processes.pop(service, None)
-        if process is None or process.poll() is not None:
-            return
-        (process.kill if kill else process.terminate)()
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process is not None:
+            end(process, 15.0, signal.SIGKILL if kill else signal.SIGTERM)
 
     def stop_all(self, timeout_s: float = 15.0) -> None:
         """Stop every service: SIGTERM to all at once (last started first), then wait for each.
 
-        Each drains its own in-flight work; one still running after ``timeout_s`` seconds is killed.
+        Each drains its own in-flight work; one still running after ``timeout_s`` seconds is killed
+        (each with its process group).
         """
         running = [self.processes.pop(service) for service in reversed(list(self.processes))]
         for process in running:
             if process.poll() is None:
-                process.terminate()
+                signal_group(process, signal.SIGTERM)
         deadline = time.monotonic() + timeout_s
         for process in running:
-            try:
-                process.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            end(process, max(0.0, deadline - time.monotonic()), sig=None)
 
     def dead(self) -> list[str]:
         """Services whose process has exited."""
@@ -298,7 +310,8 @@ def running_stack(
             bench's bare echo); never for a stack people work with.
         ports: chooses, under the stack's lock, where the started servers and the services'
             HTTP listen (``TOOLGATE_<SERVICE>_HTTP_PORT``; :func:`toolgate.cli.ports.stable_ports`);
-            default: free ports, no HTTP.
+            default: free ports, no HTTP. A chosen port taken before it is bound is replaced by a
+            free one; ``Stack.ports`` then holds what is listened on, also recorded in ``ports.json``.
         ready_timeout_s: how long the registry, then the other services, may take to be ready,
             seconds; an MCP server still starting then does not stop the start (``Stack.mcp_starting``).
         note: told what the start is waiting for (:func:`toolgate.cli.readiness.wait_ready`).
@@ -318,8 +331,12 @@ def running_stack(
         stack = Stack(state_dir, nats_url, redis_url, base_env(state_dir, nats_url, redis_url, extra_env))
         stack.credentials, stack.ports = credentials, chosen
         stack.servers = {name: server for name, server in servers.items() if not isinstance(server, str)}
+        held.callback(stack.listeners.close)
         held.callback(stack.stop_all)
         _start_services(stack, policy_required, ready_timeout_s, note)
+        if chosen:
+            settle(chosen, stack.listening())
+            record(state_dir, chosen)
         yield stack
 
 

@@ -3,7 +3,8 @@
 Every service process, the nats-server (same port, same JetStream store) and the
 redis-server (same port, same append-only file) is polled; one that exits is reported
 in one line (name, exit status) with the last lines of its log, and started again after
-a backoff that doubles with each recent restart. A process that exits more than
+a backoff that doubles with each restart in a row that did not run ``restart_healthy_s``
+seconds (one that did is restarted after the first backoff again). A process that exits more than
 ``restart_limit`` times within ``restart_window_s`` seconds is given up on: ``up`` then
 stops everything and exits :data:`GAVE_UP`. Logs are kept under ``log_max_bytes`` each
 (the older part moves to ``<name>.log.1``).
@@ -48,6 +49,9 @@ class SupervisionSettings(BaseSettings):
     restart_window_s: float = Field(default=300.0, gt=0, description="The window restarts are counted in, seconds.")
     restart_backoff_s: float = Field(default=1.0, ge=0, description="Wait before the first restart, seconds.")
     restart_backoff_max_s: float = Field(default=30.0, ge=0, description="Longest wait before a restart, seconds.")
+    restart_healthy_s: float = Field(
+        default=60.0, gt=0, description="How long a process must run for its next restart to wait the first backoff."
+    )
     log_max_bytes: int = Field(default=10 * 2**20, gt=0, description="A log's size before its older part moves.")
 
 
@@ -62,6 +66,10 @@ class Watched:
     restarts: deque[float] = field(default_factory=deque)
     due: float | None = None
     """When a restart is scheduled (``time.monotonic()``), ``None`` while it runs."""
+    started: float | None = None
+    """When it was last restarted (``time.monotonic()``), ``None`` before its first restart."""
+    streak: int = 0
+    """Restarts in a row after which it ran less than ``restart_healthy_s``: the backoff's exponent."""
 
 
 class Supervisor:
@@ -100,7 +108,9 @@ class Supervisor:
         while watched.restarts and now - watched.restarts[0] > settings.restart_window_s:
             watched.restarts.popleft()
         recent = len(watched.restarts)
-        delay = min(settings.restart_backoff_s * 2**recent, settings.restart_backoff_max_s)
+        if watched.started is not None and now - watched.started >= settings.restart_healthy_s:
+            watched.streak = 0
+        delay = min(settings.restart_backoff_s * 2**watched.streak, settings.restart_backoff_max_s)
         over = recent >= settings.restart_limit
         then = "giving up" if over else f"restarting in {delay:g}s"
         self.console.print(f"[red]{watched.name} exited ({exit_status(code)}); {then}[/red]")
@@ -114,7 +124,8 @@ class Supervisor:
         return None
 
     def _restart(self, watched: Watched, now: float) -> None:
-        watched.due = None
+        watched.due, watched.started = None, now
+        watched.streak += 1
         watched.restarts.append(now)
         try:
             watched.restart()

@@ -36,7 +36,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from toolgate.contracts.errors import Problem
-from toolgate.devstack.servers import ServerProcess, ready_or_stopped, spawn, started_on_a_free_port
+from toolgate.devstack.processes import spawn
+from toolgate.devstack.starting import ServerProcess, listens, ready_or_stopped, started_on_a_free_port
 
 __all__ = [
     "INSTALL_HINT",
@@ -254,8 +255,8 @@ def synapse_server(workdir: Path, server_name: str = "localhost", timeout_s: flo
         config = write_config(workdir, port, server_name, shared_secret)
         url = f"http://127.0.0.1:{port}"
         proc = spawn([str(env / "bin" / "synapse_homeserver"), "--config-path", str(config)], log)
-        server = ServerProcess(url, proc, log, lambda _started: _versions_answer(url))
-        ready_or_stopped(server, lambda: _versions_answer(url), timeout_s)
+        server = ServerProcess(url, proc, log, lambda started: listens(started, port) and _versions_answer(url))
+        ready_or_stopped(server, lambda: listens(proc, port) and _versions_answer(url), timeout_s)  # never another's
         return server
 
     server = started_on_a_free_port(start, attempts=3)

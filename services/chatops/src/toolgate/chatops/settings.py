@@ -114,6 +114,12 @@ class ChatopsSettings(ServiceSettings):
     slack_port: int = Field(
         default=3000, ge=0, le=65535, description="Port of the HTTP endpoint. Env: TOOLGATE_CHATOPS_SLACK_PORT."
     )
+    slack_socket_fd: int | None = Field(
+        default=None,
+        ge=0,
+        description="A listening socket handed down by the process that started the bot (`toolgate up`, the "
+        "tests), served instead of binding slack_host:slack_port. Env: TOOLGATE_CHATOPS_SLACK_SOCKET_FD.",
+    )
 
     @classmethod
     def from_config(cls, config: ToolgateConfig) -> dict[str, Any]:

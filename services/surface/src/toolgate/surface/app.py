@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -225,4 +226,5 @@ async def serve(settings: SurfaceSettings) -> None:
         app = http_app(surface.server, surface.notices, settings, checks)
         config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning", lifespan="on")
         log.info("MCP surface on http://%s:%d%s", settings.host, settings.port, settings.path)
-        await uvicorn.Server(config).serve()
+        inherited = [socket.socket(fileno=settings.socket_fd)] if settings.socket_fd is not None else None
+        await uvicorn.Server(config).serve(sockets=inherited)

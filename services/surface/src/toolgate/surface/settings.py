@@ -35,6 +35,12 @@ class SurfaceSettings(ServiceSettings):
     )
     host: str = Field(default="127.0.0.1", description="HTTP listen address. Env: TOOLGATE_SURFACE_HOST.")
     port: int = Field(default=8765, ge=0, le=65535, description="HTTP port. Env: TOOLGATE_SURFACE_PORT.")
+    socket_fd: int | None = Field(
+        default=None,
+        ge=0,
+        description="A listening socket handed down by the process that started the surface, served instead of "
+        "binding host:port (port then only names it in URLs). Env: TOOLGATE_SURFACE_SOCKET_FD.",
+    )
     path: str = Field(default="/mcp", pattern=r"^/[A-Za-z0-9/_-]*$", description="MCP endpoint path.")
     credentials_dir: Path | None = Field(
         default=None,

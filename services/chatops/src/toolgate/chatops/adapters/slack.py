@@ -263,6 +263,7 @@ def slack_chat(
         mode=settings.slack_mode,
         host=settings.slack_host,
         port=settings.slack_port,
+        socket_fd=settings.slack_socket_fd,
         signing_secret=mode_secret if http else "",
         app_token="" if http else mode_secret,
     )

@@ -24,6 +24,7 @@ handling an answer leaves the listener: it is logged.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -67,6 +68,8 @@ class Listen:
         mode: ``http`` (signed requests to our endpoint) or ``socket`` (Socket Mode).
         host: address the HTTP endpoint listens on.
         port: its port; 0 picks a free one (see :attr:`SlackReceiver.url`).
+        socket_fd: a listening socket inherited from the starting process, served instead of
+            binding ``host:port``; ``None``: bind.
         signing_secret: the app's signing secret (HTTP mode).
         app_token: the app-level token ``xapp-…`` (Socket Mode).
     """
@@ -74,6 +77,7 @@ class Listen:
     mode: Literal["http", "socket"] = "http"
     host: str = "127.0.0.1"
     port: int = 3000
+    socket_fd: int | None = None
     signing_secret: str = ""
     app_token: str = ""
 
@@ -127,10 +131,16 @@ class SlackReceiver:
         endpoint.router.add_post(EVENTS_PATH, self._endpoint)
         self._runner = web.AppRunner(endpoint, access_log=None, logger=edge.ServerLog(self._unreadable))
         await self._runner.setup()
-        await web.TCPSite(self._runner, self._listen.host, self._listen.port).start()
+        await self._site(self._runner).start()
         host, port = self._runner.addresses[0][:2]
         self.url = str(URL.build(scheme="http", host=host, port=port, path=EVENTS_PATH))
         log.info("Slack endpoint listening on %s", self.url)
+
+    def _site(self, runner: web.AppRunner) -> web.BaseSite:
+        """The inherited listening socket when there is one, else ``host:port`` to bind."""
+        if self._listen.socket_fd is not None:
+            return web.SockSite(runner, socket.socket(fileno=self._listen.socket_fd))
+        return web.TCPSite(runner, self._listen.host, self._listen.port)
 
     async def stop(self) -> None:
         """Stop serving (or disconnect); answers arriving later are dropped."""

@@ -64,7 +64,7 @@ from pydantic import ValidationError
 from toolgate.contracts.descriptors import OperationSpec
 from toolgate.contracts.vocabulary import SideEffectClass
 from toolgate.executor.adapters.mcp_session import Connection, McpSession
-from toolgate.executor.adapters.mcp_warden import ServerState, Warden
+from toolgate.executor.adapters.mcp_warden import Backoff, ServerState, Warden
 from toolgate.executor.binding import Guard
 from toolgate.executor.breaker import Breaker
 from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
@@ -93,6 +93,7 @@ class McpToolHost:
         breaker_faults: consecutive faults that open a server's circuit.
         breaker_cool_down_s: how long an open circuit refuses calls before one probe, seconds.
         on_change: called with ``(server, state)`` at each change of a server's state.
+        restart: the delays between a server's restarts (default: :class:`Backoff`'s).
     """
 
     def __init__(
@@ -104,10 +105,11 @@ class McpToolHost:
         breaker_faults: int = 5,
         breaker_cool_down_s: float = 30.0,
         on_change: Callable[[str, ServerState], None] | None = None,
+        restart: Backoff | None = None,
     ) -> None:
         self._sessions = {name: McpSession(config, start_timeout_s) for name, config in servers.items()}
         self._wardens = {
-            name: Warden(session, Breaker(breaker_faults, breaker_cool_down_s), on_change)
+            name: Warden(session, Breaker(breaker_faults, breaker_cool_down_s), on_change, restart)
             for name, session in self._sessions.items()
         }
         self._warm = False

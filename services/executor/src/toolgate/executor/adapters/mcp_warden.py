@@ -2,9 +2,11 @@
 
 A :class:`Warden` runs one task per configured server, forever: it starts the server's
 connection (:class:`~.mcp_session.McpSession`), waits for it to be lost, and starts it again
-after a delay that doubles from :data:`FIRST_DELAY_S` to :data:`MAX_DELAY_S` (back to the
-first after a connection that served at least :data:`MAX_DELAY_S`). A server that cannot
-start never stops the executor: its state says why, and its calls are refused.
+after a delay (:class:`Backoff`) that doubles from :data:`FIRST_DELAY_S` to :data:`MAX_DELAY_S`
+with each start that failed or served less than :data:`HEALTHY_S`, and is back to the first
+after a connection that served at least :data:`HEALTHY_S`: a server that crashes now and then
+is back within a second, one that crashes as it starts is not restarted in a tight loop. A
+server that cannot start never stops the executor: its state says why, and its calls are refused.
 
 The state a server is in (:class:`ServerState`)::
 
@@ -25,7 +27,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final
 
@@ -37,7 +40,7 @@ from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
 if TYPE_CHECKING:  # the MCP client stack is imported where a session is made (mcp_client), not here
     from toolgate.executor.adapters.mcp_session import McpSession
 
-__all__ = ["FIRST_DELAY_S", "MAX_DELAY_S", "ServerState", "Warden"]
+__all__ = ["FIRST_DELAY_S", "HEALTHY_S", "MAX_DELAY_S", "Backoff", "ServerState", "Warden"]
 
 ANSWERED = frozenset({"tool_error", "output_invalid"})
 """Reason codes of calls the server answered (its tool's error, a result breaking the tool's schema): no fault
@@ -50,6 +53,9 @@ FIRST_DELAY_S: Final = 0.5
 
 MAX_DELAY_S: Final = 30.0
 """Longest delay between restarts, seconds."""
+
+HEALTHY_S: Final = 10.0
+"""How long a connection must have served for the next restart to wait :data:`FIRST_DELAY_S` again, seconds."""
 
 STARTING, READY, UNAVAILABLE, DEGRADED = "starting", "ready", "unavailable", "degraded"
 
@@ -71,6 +77,27 @@ class ServerState(msgspec.Struct, frozen=True, kw_only=True):
     since: datetime
 
 
+@dataclass(frozen=True)
+class Backoff:
+    """The delays between a server's restarts (see the module's doc).
+
+    Attributes:
+        first_s: the first delay, and the delay after a connection that served ``healthy_s``, seconds.
+        max_s: the longest delay, seconds.
+        healthy_s: how long a connection must serve for the delay to go back to ``first_s``, seconds.
+    """
+
+    first_s: float = FIRST_DELAY_S
+    max_s: float = MAX_DELAY_S
+    healthy_s: float = HEALTHY_S
+
+    def after(self, delay_s: float | None, served_s: float) -> float:
+        """The next delay, seconds: the last was ``delay_s`` (``None``: none yet), then it served ``served_s``."""
+        if delay_s is None or served_s >= self.healthy_s:
+            return self.first_s
+        return min(delay_s * 2, self.max_s)
+
+
 class Warden:
     """One server's keeper: its restarts, its circuit, its state.
 
@@ -78,13 +105,21 @@ class Warden:
         session: the server's connections.
         breaker: its circuit breaker.
         on_change: called with ``(server, state)`` at each change of state (must not block).
+        backoff: the delays between restarts (default: :class:`Backoff`'s).
+        sleep: how a delay is waited (a test records them).
     """
 
     def __init__(
-        self, session: McpSession, breaker: Breaker, on_change: Callable[[str, ServerState], None] | None = None
+        self,
+        session: McpSession,
+        breaker: Breaker,
+        on_change: Callable[[str, ServerState], None] | None = None,
+        backoff: Backoff | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.name = session.config.name
         self._session, self._breaker, self._on_change = session, breaker, on_change
+        self._backoff, self._sleep = backoff or Backoff(), sleep
         self._life = ServerState(state=STARTING, reason=FIRST_START, since=_utc())
         self.state = self._life
         self.settled = asyncio.Event()
@@ -144,12 +179,11 @@ class Warden:
             self._changed()
 
     async def _run(self) -> None:
-        delay = FIRST_DELAY_S
+        delay: float | None = None
         while True:
             served_s = await self._serve_once()
-            delay = FIRST_DELAY_S if served_s >= MAX_DELAY_S else delay
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_DELAY_S)
+            delay = self._backoff.after(delay, served_s)
+            await self._sleep(delay)
 
     async def _serve_once(self) -> float:
         """Start the server and serve until its connection is lost; return how long it served, seconds."""
