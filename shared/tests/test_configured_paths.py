@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,10 +33,20 @@ def venv(tmp_path: Path) -> Path:
     return tmp_path / "venv"
 
 
-def prefix_of(command: str) -> str:
-    """``sys.prefix`` of the interpreter started as ``command``: the virtualenv it runs in."""
-    done = subprocess.run([command, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True, check=True)
+def prefix_of(command: str, *launched_as: str) -> str:
+    """``sys.prefix`` of the interpreter started as ``command`` (``launched_as``: the launch's args first).
+
+    That is the virtualenv it runs in.
+    """
+    argv = [command, *launched_as, "-c", "import sys; print(sys.prefix)"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
     return done.stdout.strip()
+
+
+def launched_prefix(server: Any) -> str:
+    """``sys.prefix`` of the interpreter the server's stdio launch runs (through any launch helper)."""
+    launch = stdio_launch(server)
+    return prefix_of(launch["command"], *launch["args"])
 
 
 def test_the_layout_is_a_virtualenv_only_through_its_own_path(venv: Path) -> None:
@@ -50,7 +61,7 @@ def test_a_relative_command_runs_inside_the_virtualenv_it_names(venv: Path) -> N
     server = load_mcp_servers(file)["mine"]
 
     assert server.command == str(venv / "bin" / "python")
-    assert prefix_of(stdio_launch(server)["command"]) == str(venv)
+    assert launched_prefix(server) == str(venv)
 
 
 def test_the_relative_and_the_absolute_spelling_run_the_same_interpreter(venv: Path) -> None:
