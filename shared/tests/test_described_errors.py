@@ -16,7 +16,10 @@ import pytest
 
 from toolgate.contracts.errors import described
 from toolgate.shared.health import not_ready
+from toolgate.shared.log_scrubbing import ScrubbingLogFilter
 from toolgate.shared.logs import LogSettings, configure_logging
+from toolgate.shared.redaction import Redactor
+from toolgate.shared.secret_detectors import find_secrets
 
 
 def _no_message_errors() -> list[BaseException]:
@@ -94,3 +97,15 @@ def test_a_ready_check_failing_without_a_message_says_what_it_means(error: BaseE
         raise error
 
     assert not_ready({"x": check})["x"] == f"the check failed: {type(error).__name__}: {described(error)}"
+
+
+@pytest.mark.parametrize("error", [TimeoutError(), asyncio.CancelledError(), ConnectionResetError()])
+def test_a_scrubbing_filter_that_runs_first_still_writes_what_the_error_means(
+    logged: pytest.CaptureFixture[str], error: BaseException
+) -> None:
+    handler = next(h for h in logging.getLogger().handlers if h.get_name() == "toolgate")
+    handler.filters.insert(0, ScrubbingLogFilter(Redactor(find_secrets, [])))  # before the handler's own filters
+
+    logging.getLogger("toolgate.test").warning("store failed: %s", error)
+
+    assert logged.readouterr().err.strip().endswith(f"store failed: {described(error)}")

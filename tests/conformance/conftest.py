@@ -47,7 +47,10 @@ autonomy = 1
 roles = ["agent"]
 
 [approvers.bob]
-roles = ["operator"]
+roles = ["operator", "sre", "finance", "security"]
+
+[approvers.carol]
+roles = ["finance", "security"]
 """
 
 SERVERS = f"""[servers.{SERVER}]

@@ -242,8 +242,7 @@ async def test_no_approval_opens_while_the_executor_cannot_read_the_files(gate: 
         request_id = await gate.submit(agent, "write", {"path": name, "content": "approved"})
         await asyncio.sleep(8)
         assert not await gate.is_pending(request_id), "an approval opened without the executor's reading of its files"
-        listed = await gate.rpc(Rpc.APPROVALS_LIST, {})
-        assert all(item["request_id"] != request_id for item in listed)
+        assert all(item["request_id"] != request_id for item in await gate.approvals())
     finally:
         gate.stack.start("executor")
     approval = await gate.pending(request_id, timeout_s=60)

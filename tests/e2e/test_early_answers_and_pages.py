@@ -128,7 +128,7 @@ async def test_an_agent_lists_a_registry_of_150_tools_that_do_not_fit_one_messag
         descriptor = {
             "name": f"{prefix}_{index:03d}",
             "version": "1.0.0",
-            "adapter": "none",
+            "adapter": "file_system",
             "timeout_s": 5,
             "rate_limit": {"calls": 5, "period_s": 60},
             "operations": {"look": operation},

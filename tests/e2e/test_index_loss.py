@@ -27,8 +27,8 @@ async def _lose_redis(gate: Any) -> None:
 async def _until_pending(gate: Any, request_id: str, timeout_s: float = 20.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        listed = await gate.rpc("tg.approvals.list", {})
-        if isinstance(listed, list) and (found := [item for item in listed if item["request_id"] == request_id]):
+        listed = await gate.approvals()
+        if found := [item for item in listed if item["request_id"] == request_id]:
             return dict(found[0])
         await asyncio.sleep(0.2)
     raise TimeoutError(f"{request_id} is not pending again")

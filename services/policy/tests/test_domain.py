@@ -13,7 +13,7 @@ from toolgate.contracts.descriptors import RateLimit, ToolDescriptor
 from toolgate.contracts.events import ToolRequested, encode, request_hash, request_identity
 from toolgate.contracts.tool_states import ToolState
 from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
+from toolgate.policy.domain import MAX_REASON_CHARS, Envelope, PolicyPorts, decide
 from toolgate.policy.engine import PolicyEngine, load_policy
 from toolgate.policy.errors import LimiterUnavailable, PolicyError
 from toolgate.policy.holder import PolicyHolder
@@ -262,3 +262,27 @@ async def test_an_unreadable_state_denies(ports: PolicyPorts) -> None:
     decision = await decide(_env(_request()), replace(ports, states=Broken()))
 
     assert (decision.verdict, decision.reason_code) == (Verdict.DENY, "registry_unavailable")
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"path": ["p" * 60_000]},  # a value of the wrong type, quoted by the schema's message
+        {"path": {"k" * 30_000: "v" * 30_000}},
+        {"path": "a.txt", **{f"extra-{index}-" + "x" * 200: index for index in range(250)}},  # names quoted
+        {"path": [[["q" * 20_000, "r" * 20_000]]]},
+    ],
+    ids=["wrong-type-list", "wrong-type-object", "many-unexpected-names", "wrong-type-nested"],
+)
+async def test_a_reason_quoting_what_the_agent_sent_is_bounded_so_the_decision_fits_as_its_request_did(
+    ports: PolicyPorts, arguments: dict[str, object]
+) -> None:
+    large = replace(ports, max_request_bytes=1_048_576)
+    request = _request(arguments=arguments)
+
+    decision = await decide(_env(request), large)
+
+    assert (decision.verdict, decision.reason_code) == (Verdict.REFUSE, "schema_invalid")
+    assert len(decision.reason) <= MAX_REASON_CHARS + 80 and "reason cut at" in decision.reason
+    assert decision.reason.startswith("arguments invalid at /")
+    assert len(encode(decision)) <= len(request) + 2 * MAX_REASON_CHARS + 4_096

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from toolgate.shared.logs import fields_of
+from toolgate.shared.logs import described_errors, fields_of
 from toolgate.shared.redaction import Redactor
 
 __all__ = ["ScrubbingLogFilter", "install_log_filter"]
@@ -24,7 +24,8 @@ class ScrubbingLogFilter(logging.Filter):
         self._formatter = logging.Formatter()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Scrub ``record`` in place; always keep it."""
+        """Scrub ``record`` in place (an error without text described first); always keep it."""
+        described_errors(record)
         record.msg, record.args = self._redactor.text(record.getMessage()), None
         for key, value in fields_of(record).items():
             if isinstance(value, str):

@@ -41,7 +41,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from toolgate.contracts.errors import ToolgateError, described
 
-__all__ = ["LogSettings", "TextFormatter", "configure_logging", "fields_of", "json_formatter"]
+__all__ = ["LogSettings", "TextFormatter", "configure_logging", "described_errors", "fields_of", "json_formatter"]
 
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 """The level names ``TOOLGATE_LOG_LEVEL`` accepts (any case)."""
@@ -163,8 +163,12 @@ _CONVERSION = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[h
 """One ``%`` conversion of a log message (``printf``-style, as :mod:`logging` formats it)."""
 
 
-def _described_errors(record: logging.LogRecord) -> bool:
-    """Write an error whose text is empty, given as a ``%s`` argument, as what it means (never as nothing)."""
+def described_errors(record: logging.LogRecord) -> bool:
+    """Write an error whose text is empty, given as a ``%s`` argument, as what it means (never as nothing).
+
+    A filter (it changes ``record.args`` in place and keeps the record): on the service's
+    handler, and run first by every filter that formats the message itself (the scrubber).
+    """
     args = record.args
     if not isinstance(args, tuple) or not any(_empty_error(arg) for arg in args):
         return True
@@ -217,7 +221,7 @@ def configure_logging(service: str, settings: LogSettings | None = None) -> logg
     handler = _Stderr()
     handler.set_name("toolgate")
     handler.setFormatter(TextFormatter(service) if settings.format == "text" else json_formatter(service))
-    handler.addFilter(_described_errors)
+    handler.addFilter(described_errors)
     handler.addFilter(_has_text)
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == "toolgate"]:

@@ -69,7 +69,12 @@ from toolgate.policy.ports import DescriptorSource, LimitDecision, RateLimiter, 
 from toolgate.policy.screening import blocked_now, screen
 from toolgate.policy.visibility import absent_operation, hidden_from, unknown_tool
 
-__all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
+__all__ = ["MAX_IDEMPOTENCY_KEY_CHARS", "MAX_REASON_CHARS", "Envelope", "PolicyPorts", "decide", "fault_denial"]
+
+MAX_REASON_CHARS = 2_000
+"""Longest reason a decision carries, characters. A reason can quote what the agent sent (a schema
+message repeating an argument's value): cut here, a decision stays the size of its request plus a
+bound, so it always fits the message its request fitted in."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,18 @@ class PolicyPorts:
 
 def _decision(env: Envelope, request_id: str, now: datetime, **fields: Any) -> DecisionMade:
     event_id = f"decision:{env.principal}:{request_id}"
-    return DecisionMade(event_id=event_id, occurred_at=now, request_id=request_id, principal=env.principal, **fields)
+    bounded = {name: _bounded(value) if name in _REASONS else value for name, value in fields.items()}
+    return DecisionMade(event_id=event_id, occurred_at=now, request_id=request_id, principal=env.principal, **bounded)
+
+
+_REASONS = frozenset({"reason", "hidden_reason"})
+
+
+def _bounded(reason: Any) -> Any:
+    """``reason`` within :data:`MAX_REASON_CHARS`, a cut one marked with its whole length."""
+    if not isinstance(reason, str) or len(reason) <= MAX_REASON_CHARS:
+        return reason
+    return f"{reason[:MAX_REASON_CHARS]}… [reason cut at {MAX_REASON_CHARS} of {len(reason)} characters]"
 
 
 def _engine_for(principal: str, engine: PolicyEngine | None) -> PolicyEngine:
