@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
-# One image for every toolgate service and the `toolgate` CLI.
+# One image for every effectgate service and the `effectgate` CLI.
 #
-#   docker build -t toolgate:0.1 .
-#   docker run -e SERVICE=policy -e NATS_URL=... toolgate:0.1      # python -m toolgate.policy
+#   docker build -t effectgate:0.1 .
+#   docker run -e SERVICE=policy -e NATS_URL=... effectgate:0.1      # python -m effectgate.policy
 #
 # docker-compose.yml builds it once per service and picks the service with `command`.
 # Dependencies come from uv.lock exactly (`--frozen`); dev tools are not installed.
@@ -21,7 +21,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 RUN pip install --no-cache-dir "uv==${UV_VERSION}"
 
-# mcp-server-git (a workspace dependency, configured in the demo and the README's example)
+# mcp-server-git (a workspace dependency, configured in the demo and docs/how-to/configure-mcp-servers.md)
 # runs the `git` binary; only git itself, no recommended packages, no apt lists left behind.
 RUN apt-get update \
     && apt-get install --yes --no-install-recommends git \
@@ -29,13 +29,13 @@ RUN apt-get update \
 
 # An unprivileged user; the mount points of the keys, sandbox, data and TLS volumes are
 # created here so that named volumes start out owned by it.
-RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin toolgate \
+RUN useradd --system --uid 10001 --home-dir /app --shell /usr/sbin/nologin effectgate \
     && mkdir -p /app /keys /sandbox /data /nats-tls /nats-ca \
-    && chown toolgate:toolgate /keys /sandbox /data /nats-tls /nats-ca
+    && chown effectgate:effectgate /keys /sandbox /data /nats-tls /nats-ca
 
 WORKDIR /app
 COPY . .
 RUN --mount=type=cache,target=/root/.cache/uv uv sync --frozen --no-dev
 
-USER toolgate
-CMD ["sh", "-c", "exec python -m toolgate.${SERVICE}"]
+USER effectgate
+CMD ["sh", "-c", "exec python -m effectgate.${SERVICE}"]

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolgate.cli.synapse import Homeserver, SynapseMissing, synapse_env, synapse_server
+from effectgate.devstack.synapse import Homeserver, SynapseMissing, synapse_env, synapse_server
 
-pytest_plugins = ["toolgate.devstack.isolation", "toolgate.devstack.orphans", "toolgate.devstack.testing"]
+pytest_plugins = ["effectgate.devstack.isolation", "effectgate.devstack.orphans", "effectgate.devstack.testing"]
 
 
 @pytest.fixture(scope="module")

@@ -26,3 +26,7 @@ up *args:
 # latency and throughput against a bare NATS request/reply
 bench *args:
     ./dev bench "$@"
+
+# the SDK's wheels into a folder (default dist/sdk): pip install effectgate-sdk --find-links DIR
+sdk-wheels *args:
+    ./dev sdk-wheels "$@"

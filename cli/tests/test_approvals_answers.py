@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli import rpc
+from effectgate.cli.client import rpc
 
 NOT_OPEN = {"ok": False, "reason_code": "approval_not_open", "reason": "ap-0123456789ab is not open yet"}
 VOTED = {"ok": True, "reason_code": "voted", "reason": "vote 1 of 2 recorded on ap-0123456789ab"}

@@ -6,7 +6,7 @@ from io import StringIO
 
 from rich.console import Console
 
-from toolgate.cli.approvals_render import approvals_blocks
+from effectgate.cli.render.approvals import approvals_blocks
 
 
 def _shown(item: dict[str, object]) -> str:
@@ -21,7 +21,8 @@ def _file_rows(item: dict[str, object]) -> list[str]:
 
 
 def _pending(contents: object) -> dict[str, object]:
-    request = {"tool": "mcp_git", "version": "1.0.1", "operation": "git_add", "arguments": {"files": ["notes.txt"]}}
+    request = {"principal": "a1-00", "tool": "mcp_git", "version": "1.0.1", "operation": "git_add"}
+    request |= {"arguments": {"files": ["notes.txt"]}, "descriptor_digest": "sha256:" + "d" * 64}
     return {
         "approval_id": "ap-1",
         "request_id": "r-1",

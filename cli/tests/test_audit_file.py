@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.audit_file import ExportInvalid, verify_file
-from toolgate.shared.keyring import PUBLIC, lay_out_keys
+from effectgate.cli.commands.audit_file import ExportInvalid, verify_file
+from effectgate.shared.config.keyring import PUBLIC, lay_out_keys
 
 
 @pytest.mark.parametrize("line", ['{"sequence": 1}', "not json", "[]", '{"sequence": "1"}'])

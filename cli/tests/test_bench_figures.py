@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.bench.figures import Figures, figures_of, percentile, ratios, scaling
-from toolgate.cli.bench.processes import CpuPerCall, cpu_per_call, cpu_ticks, parse_rss_kib, parse_stat_ticks, rss_mib
-from toolgate.cli.bench.report import Report, SizeRow, report_dict
-from toolgate.cli.bench.stages import STAGES, CallTimes, Stamp, call_times, handler_ms, stage_medians
+from effectgate.cli.bench.figures import Figures, figures_of, percentile, ratios, scaling
+from effectgate.cli.bench.processes import CpuPerCall, cpu_per_call, cpu_ticks, parse_rss_kib, parse_stat_ticks, rss_mib
+from effectgate.cli.bench.report import Report, SizeRow, report_dict
+from effectgate.cli.bench.stages import STAGES, CallTimes, Stamp, call_times, handler_ms, stage_medians
 
 STAT = (
-    "4242 (python -m (toolgate)) S 1 4242 4242 0 -1 4194560 9123 0 0 0 "
+    "4242 (python -m (effectgate)) S 1 4242 4242 0 -1 4194560 9123 0 0 0 "
     "1500 320 0 0 20 0 3 0 652798 3133440 402 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0"
 )
 """A stat line whose command name holds spaces and parentheses; utime 1500, stime 320."""

@@ -1,4 +1,4 @@
-"""``toolgate bench --json`` on a stack it starts: every row, ratio, process and stage is in the document.
+"""``effectgate bench --json`` on a stack it starts: every row, ratio, process and stage is in the document.
 
 Structure only: a benchmark is never a timed test, so no figure is compared with a bound.
 """
@@ -10,9 +10,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from toolgate.cli.app import app
-from toolgate.cli.bench.stages import STAGES
-from toolgate.cli.stack import SERVICES
+from effectgate.cli.app import app
+from effectgate.cli.bench.stages import STAGES
+from effectgate.cli.stack.launch import SERVICES
 
 pytestmark = [pytest.mark.connected, pytest.mark.e2e]
 
@@ -25,7 +25,7 @@ FLOOR_STAGES = {"floor-first", "floor-second"}
 def test_one_run_reports_every_row_at_each_concurrency(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NATS_URL", raising=False)  # the bench starts its own secured nats-server and Redis
     monkeypatch.delenv("REDIS_URL", raising=False)
-    sweep = ["--tools", "4", "--tools", "3", "--rss-calls", "150"]
+    sweep = ["--tools", "4", "--tools", "3", "--rss-calls", "150", "--flood", "200"]
     done = CliRunner().invoke(app, ["bench", "--calls", "20", "--concurrency", "2", "--json", *sweep])
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)
@@ -51,6 +51,9 @@ def test_one_run_reports_every_row_at_each_concurrency(monkeypatch: pytest.Monke
     assert set(report["rss_idle_mib"]) == set(report["rss_mib"])
     assert report["rss_after_governed_calls"] >= 150
     _check_sweep(report["registry_sweep"])
+    flood = report["under_flood"]
+    assert set(flood) == {"flood", "submit_s", "drained_s", "p50_ms", "p95_ms", "max_ms"}
+    assert flood["flood"] == 200 and 0 < flood["p50_ms"] <= flood["p95_ms"] <= flood["max_ms"]
 
 
 def _check_sweep(sweep: list[dict[str, object]]) -> None:
@@ -71,6 +74,7 @@ def _check_sweep(sweep: list[dict[str, object]]) -> None:
         (["--concurrency", "0"], "--concurrency"),
         (["--tools", "0"], "--tools"),
         (["--rss-calls", "-1"], "--rss-calls"),
+        (["--flood", "-1"], "--flood"),
         (["--calls", "many"], "--calls"),
     ],
 )
@@ -78,3 +82,20 @@ def test_a_bench_asked_for_nothing_measurable_is_refused_naming_the_option(argv:
     done = CliRunner().invoke(app, ["bench", *argv])
     assert done.exit_code == 2, done.output
     assert named in done.output and "Traceback" not in done.output
+
+
+def test_a_run_on_a_cluster_states_its_topology_and_counts_every_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NATS_URL", raising=False)  # a cluster stack starts its own servers
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    argv = ["bench", "--cluster", "3", "--replicas", "1", "--calls", "10", "--concurrency", "2", "--json"]
+    done = CliRunner().invoke(app, argv)
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.stdout)
+    assert report["topology"] == {"nodes": 3, "stream_replicas": 3, "service_replicas": 1}
+    (run,) = report["runs"]
+    assert run["governed"]["calls"] == 10 and run["governed"]["calls_per_s"] > 0
+    processes = set(run["cpu_per_governed_call"]["per_process_us"])
+    assert {"nats-n1-server", "nats-n2-server", "nats-n3-server", "sentinel-1-server"} <= processes
+    assert {*SERVICES} <= processes and "policy-2" not in processes
+    assert run["cpu_per_governed_call"]["nats_messages"] > 2  # summed over the three nodes
+    assert run["stages_ms"]["policy handler"] is not None and run["stages_ms"]["whole call"] is not None

@@ -1,4 +1,4 @@
-"""``toolgate call`` against a real nats-server whose record stream is full at its byte limit: it says the
+"""``effectgate call`` against a real nats-server whose record stream is full at its byte limit: it says the
 gateway's store is full and the call was not accepted, and exits 8 — no traceback, no "waiting for an approval"."""
 
 from __future__ import annotations
@@ -15,19 +15,17 @@ import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import DiscardPolicy, StreamConfig
 
-from toolgate.cli.call_command import NOT_ACCEPTED
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.listing import ToolsReply
-from toolgate.contracts.signing import generate_keypair
-from toolgate.contracts.stream_limits import store_full
-from toolgate.devstack.servers import ServerProcess, nats_server
-from toolgate.shared.provision import ensure_bus, stream_config
+from effectgate.cli.commands.call import NOT_ACCEPTED
+from effectgate.contracts.bus.catalog import Rpc
+from effectgate.contracts.integrity.signing import generate_keypair
+from effectgate.contracts.rpc.listing import ToolsReply
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.devstack.full_store import fill_record_stream
+from effectgate.devstack.servers import ServerProcess, nats_server
+from effectgate.shared.stores.provision import ensure_bus
 
-pytestmark = pytest.mark.connected
+pytestmark = [pytest.mark.connected, pytest.mark.nats_2_10]
 
 AGENT = "cli-agent"
 
@@ -51,14 +49,7 @@ async def full(server: ServerProcess, repo_root: Path) -> AsyncIterator[Client]:
         await msg.respond(reply)
 
     await nc.subscribe(Rpc.tools_get(AGENT), cb=answer)
-    limited = {**stream_config().as_dict(), "max_bytes": 4_096, "discard": DiscardPolicy.NEW}
-    await js.update_stream(StreamConfig.from_response(limited))
-    while True:
-        try:
-            await js.publish(Subjects.request("filler"), b"x" * 200, stream=catalog.STREAM)
-        except nats.js.errors.APIError as error:
-            assert store_full(error), error
-            break
+    await fill_record_stream(js, max_bytes=4_096)
     yield nc
     await nc.close()
 
@@ -69,8 +60,8 @@ async def test_call_says_the_store_is_full_and_exits_not_accepted(
     keys = tmp_path / "keys"
     keys.mkdir()
     generate_keypair(keys, "receipts")
-    env = {**os.environ, "TOOLGATE_STATE_DIR": str(tmp_path / "state"), "TOOLGATE_PUBLIC_KEYS_DIR": str(keys)}
-    command = [sys.executable, "-m", "toolgate.cli", "call", "file_system", "read", "--args", '{"path": "a.txt"}']
+    env = {**os.environ, "EFFECTGATE_STATE_DIR": str(tmp_path / "state"), "EFFECTGATE_PUBLIC_KEYS_DIR": str(keys)}
+    command = [sys.executable, "-m", "effectgate.cli", "call", "file_system", "read", "--args", '{"path": "a.txt"}']
     process = await asyncio.create_subprocess_exec(
         *command,
         "--as",

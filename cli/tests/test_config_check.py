@@ -1,4 +1,4 @@
-"""``toolgate config check``: one line per problem and exit 1, or a summary and exit 0; ``--json`` either way."""
+"""``effectgate config check``: one line per problem and exit 1, or a summary and exit 0; ``--json`` either way."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from toolgate.cli.app import app
-from toolgate.cli.config_commands import up_env
-from toolgate.shared.settings import MCP_SERVERS_ENV
+from effectgate.cli.app import app
+from effectgate.cli.commands.config import up_env
+from effectgate.shared.config.settings import MCP_SERVERS_ENV
 
 DESCRIPTOR = (
     '{"name": "notes", "version": "1.0.0", "adapter": "file_system", "operations": {"read": {"input_schema": {}, '
@@ -22,7 +22,7 @@ DESCRIPTOR = (
 
 @pytest.fixture(autouse=True)
 def no_outer_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("TOOLGATE_CONFIG", *MCP_SERVERS_ENV, "TOOLGATE_REGISTRY_DESCRIPTORS_DIR"):
+    for name in ("EFFECTGATE_CONFIG", *MCP_SERVERS_ENV, "EFFECTGATE_REGISTRY_DESCRIPTORS_DIR"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -35,7 +35,7 @@ def check(*args: str) -> tuple[int, str]:
 def good(tmp_path: Path) -> Path:
     (tmp_path / "tools").mkdir()
     (tmp_path / "tools" / "notes.json").write_text(DESCRIPTOR)
-    path = tmp_path / "toolgate.toml"
+    path = tmp_path / "effectgate.toml"
     path.write_text(
         f'[mcp.servers.time]\ncommand = "{sys.executable}"\n\n[tools]\ndescriptor_dirs = ["tools"]\n'
         '[tools.limits.mcp_time]\ntimeout_s = 5\n\n[chat]\nplatform = "slack"\n'
@@ -44,7 +44,7 @@ def good(tmp_path: Path) -> Path:
 
 
 def test_the_shipped_example_is_valid(repo_root: Path) -> None:
-    code, output = check("--config", str(repo_root / "deploy" / "toolgate.toml"))
+    code, output = check("--config", str(repo_root / "deploy" / "effectgate.toml"))
 
     assert code == 0, output
     assert "MCP servers: time (stdio: " in output and "(1 descriptor)" in output
@@ -60,15 +60,15 @@ def test_a_good_file_prints_a_summary(good: Path) -> None:
 
 
 def test_each_problem_is_one_line_and_the_exit_code_is_1(tmp_path: Path) -> None:
-    path = tmp_path / "toolgate.toml"
+    path = tmp_path / "effectgate.toml"
     path.write_text('[mcp.servers.git]\ncomand = "x"\n[tools]\ndescriptor_dirs = ["nowhere"]\n[chat]\nplatfrom = "x"\n')
 
     code, output = check("--config", str(path))
 
     assert code == 1
     assert output.splitlines() == [
-        'error: toolgate.toml: mcp.servers.git.comand: unknown field; did you mean "command"?',
-        'error: toolgate.toml: chat.platfrom: unknown field; did you mean "platform"?',
+        'error: effectgate.toml: mcp.servers.git.comand: unknown field; did you mean "command"?',
+        'error: effectgate.toml: chat.platfrom: unknown field; did you mean "platform"?',
     ]
 
 
@@ -84,7 +84,7 @@ def test_missing_descriptor_dirs_and_bad_descriptors_are_problems(good: Path) ->
 
 
 def test_the_file_comes_from_the_environment(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLGATE_CONFIG", str(good))
+    monkeypatch.setenv("EFFECTGATE_CONFIG", str(good))
 
     assert check()[0] == 0
 
@@ -116,10 +116,10 @@ def test_up_passes_absolute_paths_and_the_files_descriptor_dirs(good: Path, tmp_
     env = up_env(good, servers)
 
     assert env == {
-        "TOOLGATE_MCP_SERVERS_FILE": str(servers.resolve()),
-        "TOOLGATE_CONFIG": str(good.resolve()),
-        "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(good.resolve().parent / "tools"),
-        "TOOLGATE_CHATOPS_PLATFORM": "slack",
+        "EFFECTGATE_MCP_SERVERS_FILE": str(servers.resolve()),
+        "EFFECTGATE_CONFIG": str(good.resolve()),
+        "EFFECTGATE_REGISTRY_DESCRIPTORS_DIR": str(good.resolve().parent / "tools"),
+        "EFFECTGATE_CHATOPS_PLATFORM": "slack",
     }
     assert up_env(None, None) == {}
 
@@ -131,20 +131,20 @@ def test_up_passes_relative_paths_made_absolute_with_their_symlinks_kept(
     (good.parent / "servers.toml").write_text(f'[servers.a]\ncommand = "{sys.executable}"\n')
     monkeypatch.chdir(tmp_path)
 
-    env = up_env(Path("linked/toolgate.toml"), Path("linked/servers.toml"))
+    env = up_env(Path("linked/effectgate.toml"), Path("linked/servers.toml"))
 
-    assert env["TOOLGATE_MCP_SERVERS_FILE"] == str(tmp_path / "linked" / "servers.toml")
-    assert env["TOOLGATE_CONFIG"] == str(tmp_path / "linked" / "toolgate.toml")
-    assert env["TOOLGATE_REGISTRY_DESCRIPTORS_DIR"] == str(tmp_path / "linked" / "tools")
+    assert env["EFFECTGATE_MCP_SERVERS_FILE"] == str(tmp_path / "linked" / "servers.toml")
+    assert env["EFFECTGATE_CONFIG"] == str(tmp_path / "linked" / "effectgate.toml")
+    assert env["EFFECTGATE_REGISTRY_DESCRIPTORS_DIR"] == str(tmp_path / "linked" / "tools")
 
 
 def test_up_keeps_a_symlinked_state_dir_as_given(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import toolgate.cli.up
+    import effectgate.cli.stack.up
 
     (tmp_path / "real").mkdir()
     (tmp_path / "state").symlink_to(tmp_path / "real")
     seen: list[Path] = []
-    monkeypatch.setattr(toolgate.cli.up, "run_up", lambda *args: seen.append(args[2]) or 0)
+    monkeypatch.setattr(effectgate.cli.stack.up, "run_up", lambda *args: seen.append(args[2]) or 0)
     monkeypatch.chdir(tmp_path)
 
     done = CliRunner().invoke(app, ["up", "--state-dir", "state"])
@@ -154,7 +154,7 @@ def test_up_keeps_a_symlinked_state_dir_as_given(tmp_path: Path, monkeypatch: py
 
 
 def test_up_refuses_an_invalid_config_before_starting_anything(tmp_path: Path) -> None:
-    path = tmp_path / "toolgate.toml"
+    path = tmp_path / "effectgate.toml"
     path.write_text('[mcp.servers.git]\ncomand = "x"\n')
 
     done = CliRunner().invoke(app, ["up", "--config", str(path), "--state-dir", str(tmp_path / "state")])
@@ -167,7 +167,7 @@ def test_up_refuses_an_invalid_config_before_starting_anything(tmp_path: Path) -
 def test_an_upstream_url_must_be_http_and_header_variables_should_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from toolgate.cli.config_check import _check_server
+    from effectgate.cli.checks.config import _check_server
 
     monkeypatch.setenv("SET_TOKEN", "x")
     monkeypatch.delenv("UNSET_TOKEN", raising=False)
@@ -205,13 +205,13 @@ def test_an_invalid_servers_file_the_services_would_load_fails_the_check(
     assert code == 1, output
     assert 'error: srv.toml: servers.git.comand: unknown field; did you mean "command"?' in output.splitlines()
     assert "error: srv.toml: servers.up: url: expected an http:// or https:// URL with a host, got 'ftp://h'" in output
-    assert ("deprecated: set TOOLGATE_MCP_SERVERS_FILE" in output) is (variable != "TOOLGATE_MCP_SERVERS_FILE")
+    assert ("deprecated: set EFFECTGATE_MCP_SERVERS_FILE" in output) is (variable != "EFFECTGATE_MCP_SERVERS_FILE")
 
 
 def test_the_summary_lists_the_servers_files_servers_in_place_of_the_configs(
     good: Path, servers_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TOOLGATE_MCP_SERVERS_FILE", str(servers_file))
+    monkeypatch.setenv("EFFECTGATE_MCP_SERVERS_FILE", str(servers_file))
 
     code, output = check("--config", str(good))
     json_code, json_output = check("--config", str(good), "--json")
@@ -219,7 +219,7 @@ def test_the_summary_lists_the_servers_files_servers_in_place_of_the_configs(
     assert code == 0, output
     assert f"MCP servers file: {servers_file}" in output
     assert f"MCP servers: a (stdio: {sys.executable}), up (http: https://h.example/mcp)" in output
-    assert "warning: toolgate.toml: mcp.servers: not used; the services load the servers of" in output
+    assert "warning: effectgate.toml: mcp.servers: not used; the services load the servers of" in output
     report = json.loads(json_output)
     assert json_code == 0 and report["servers_file"] == str(servers_file) and list(report["servers"]) == ["a", "up"]
 
@@ -227,8 +227,8 @@ def test_the_summary_lists_the_servers_files_servers_in_place_of_the_configs(
 def test_the_servers_variable_wins_over_its_deprecated_names_as_in_the_services(
     good: Path, servers_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TOOLGATE_MCP_SERVERS_FILE", str(servers_file))
-    monkeypatch.setenv("TOOLGATE_EXECUTOR_MCP_SERVERS_FILE", str(tmp_path / "missing.toml"))
+    monkeypatch.setenv("EFFECTGATE_MCP_SERVERS_FILE", str(servers_file))
+    monkeypatch.setenv("EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE", str(tmp_path / "missing.toml"))
 
     code, output = check("--config", str(good), "--json")
 
@@ -242,7 +242,7 @@ def test_the_mcp_servers_option_names_the_file_to_check(good: Path, servers_file
     assert code == 0 and list(json.loads(output)["servers"]) == ["a", "up"]
 
 
-def test_a_toolgate_toml_named_as_the_servers_file_is_checked_whole(good: Path, tmp_path: Path) -> None:
+def test_a_effectgate_toml_named_as_the_servers_file_is_checked_whole(good: Path, tmp_path: Path) -> None:
     other = tmp_path / "other.toml"
     other.write_text('[mcp.servers.b]\ncommand = "no-such-mcp-server-xyz"\n[chat]\nroom = "x"\n')
 
@@ -254,12 +254,12 @@ def test_a_toolgate_toml_named_as_the_servers_file_is_checked_whole(good: Path, 
 
 
 def test_a_servers_variable_set_but_empty_is_a_problem(good: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLGATE_MCP_SERVERS_FILE", "")
+    monkeypatch.setenv("EFFECTGATE_MCP_SERVERS_FILE", "")
 
     code, output = check("--config", str(good))
 
     assert code == 1
-    assert output.startswith("error: TOOLGATE_MCP_SERVERS_FILE: set but empty (the services would read '.')")
+    assert output.startswith("error: EFFECTGATE_MCP_SERVERS_FILE: set but empty (the services would read '.')")
 
 
 def test_a_header_variable_of_the_servers_file_not_set_here_is_a_warning(good: Path, tmp_path: Path) -> None:
@@ -324,12 +324,12 @@ def test_the_config_file_named_as_the_servers_file_too_is_checked_once(
     good: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     good.write_text(good.read_text() + 'room = "x"\n')
-    monkeypatch.setenv("TOOLGATE_MCP_SERVERS_FILE", str(good))
+    monkeypatch.setenv("EFFECTGATE_MCP_SERVERS_FILE", str(good))
 
     code, output = check("--config", str(good))
 
     assert code == 1 and output.splitlines() == [
-        'error: toolgate.toml: chat.room: unknown field; did you mean "rooms"?'
+        'error: effectgate.toml: chat.room: unknown field; did you mean "rooms"?'
     ]
 
 
@@ -395,11 +395,11 @@ def test_an_override_pointer_that_is_no_pointer_to_one_argument_is_a_problem(
 
 @pytest.fixture
 def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A working directory that is not the repository's, holding no toolgate.toml."""
+    """A working directory that is not the repository's, holding no effectgate.toml."""
     work = tmp_path / "elsewhere"
     work.mkdir()
     monkeypatch.chdir(work)
-    monkeypatch.delenv("TOOLGATE_DEPLOY_DIR", raising=False)
+    monkeypatch.delenv("EFFECTGATE_DEPLOY_DIR", raising=False)
     return work
 
 
@@ -424,35 +424,35 @@ def test_every_mistake_of_the_file_is_one_line_at_its_location(elsewhere: Path) 
     ]
 
 
-def test_a_servers_file_is_checked_without_a_toolgate_toml_as_up_runs_without_one(
+def test_a_servers_file_is_checked_without_a_effectgate_toml_as_up_runs_without_one(
     elsewhere: Path, servers_file: Path, repo_root: Path
 ) -> None:
     code, output = check("--mcp-servers", str(servers_file))
 
     assert code == 0, output
-    assert output.splitlines()[0] == "no toolgate.toml (as `up` without --config): ok"
+    assert output.splitlines()[0] == "no effectgate.toml (as `up` without --config): ok"
     assert f"MCP servers file: {servers_file}" in output and "MCP servers: a (stdio: " in output
     assert f"descriptor dirs: {repo_root / 'deploy' / 'tools'} (1 descriptor), from the default" in " ".join(
         output.split()
     )
 
 
-def test_a_toolgate_toml_in_the_working_directory_is_checked_and_said_to_be_unread_by_up(elsewhere: Path) -> None:
-    (elsewhere / "toolgate.toml").write_text('[chat]\nplatform = "slack"\n')
+def test_a_effectgate_toml_in_the_working_directory_is_checked_and_said_to_be_unread_by_up(elsewhere: Path) -> None:
+    (elsewhere / "effectgate.toml").write_text('[chat]\nplatform = "slack"\n')
 
     code, output = check()
 
     assert code == 0, output
     said = " ".join(output.split())
-    assert f"note: checked {elsewhere / 'toolgate.toml'}, found here; `up` reads it only when --config" in said
-    assert f"{elsewhere / 'toolgate.toml'}: ok" in said and "chat: slack" in said
+    assert f"note: checked {elsewhere / 'effectgate.toml'}, found here; `up` reads it only when --config" in said
+    assert f"{elsewhere / 'effectgate.toml'}: ok" in said and "chat: slack" in said
 
 
 @pytest.mark.parametrize("source", ["default", "file", "exported"])
 def test_the_descriptor_dirs_checked_are_the_ones_up_gives_the_registry(
     elsewhere: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch, source: str
 ) -> None:
-    from toolgate.cli.stack import chosen_config
+    from effectgate.cli.stack.launch import chosen_config
 
     for name in ("mine", "exported"):
         (elsewhere / name).mkdir()
@@ -460,11 +460,11 @@ def test_the_descriptor_dirs_checked_are_the_ones_up_gives_the_registry(
     path = elsewhere / "conf.toml"
     path.write_text('[tools]\ndescriptor_dirs = ["mine"]\n' if source != "default" else "")
     if source == "exported":
-        monkeypatch.setenv("TOOLGATE_REGISTRY_DESCRIPTORS_DIR", "exported")
+        monkeypatch.setenv("EFFECTGATE_REGISTRY_DESCRIPTORS_DIR", "exported")
 
     code, output = check("--config", str(path), "--json")
 
-    registry_reads = chosen_config(up_env(path, None))["TOOLGATE_REGISTRY_DESCRIPTORS_DIR"]
+    registry_reads = chosen_config(up_env(path, None))["EFFECTGATE_REGISTRY_DESCRIPTORS_DIR"]
     report = json.loads(output)
     assert code == 0, output
     assert list(report["descriptor_dirs"]) == registry_reads.split(os.pathsep)
@@ -477,5 +477,7 @@ def test_the_descriptor_dirs_checked_are_the_ones_up_gives_the_registry(
         }[source]
     )
     assert report["descriptor_dirs_from"].startswith(
-        {"default": "the default", "file": "conf.toml: tools.descriptor_dirs", "exported": "TOOLGATE_REGISTRY"}[source]
+        {"default": "the default", "file": "conf.toml: tools.descriptor_dirs", "exported": "EFFECTGATE_REGISTRY"}[
+            source
+        ]
     )

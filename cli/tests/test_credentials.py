@@ -7,15 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.credentials import BusCredentials, kept_passwords
-from toolgate.cli.identity import identity
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.nats_credentials import CredentialsInvalid, load_credentials
+from effectgate.cli.client.identity import identity
+from effectgate.cli.stack.credentials import BusCredentials, kept_passwords
+from effectgate.cli.stack.system import Stack
+from effectgate.contracts.bus.nats_credentials import CredentialsInvalid, load_credentials
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.shared.config.settings import NATS_IDENTITY_ENV
 
 DIRECTORY = PrincipalDirectory.from_toml(
     "[principals.demo-agent]\nautonomy = 1\n[approvers.alice]\nroles = []\n[approvers.bob]\nroles = []\n"
 )
-CLIENTS = {"agent-demo-agent", "approver-alice", "approver-bob", "mcp-surface", "operator"}
+CLIENTS = {"agent-demo-agent", "approver-alice", "approver-bob", "auditor", "mcp-surface", "operator"}
 
 
 @pytest.fixture
@@ -80,8 +82,8 @@ def test_a_credentials_file_that_cannot_be_trusted_is_refused_naming_why(
 
 
 def test_the_cli_acts_as_the_operator_or_the_named_approver(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOOLGATE_CREDENTIALS", raising=False)
-    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(folder.parent))
+    monkeypatch.delenv("EFFECTGATE_CREDENTIALS", raising=False)
+    monkeypatch.setenv("EFFECTGATE_STATE_DIR", str(folder.parent))
     assert identity().user == "operator"
     assert identity("alice").user == "approver-alice"
     assert identity("alice").options["inbox_prefix"] == "_INBOX_approver-alice"
@@ -93,7 +95,7 @@ def test_the_cli_acts_as_the_operator_or_the_named_approver(folder: Path, monkey
 def test_an_approver_name_that_is_no_token_is_refused_before_any_file_is_read(
     folder: Path, monkeypatch: pytest.MonkeyPatch, approver: str
 ) -> None:
-    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(folder.parent))
+    monkeypatch.setenv("EFFECTGATE_STATE_DIR", str(folder.parent))
     with pytest.raises(ValueError, match="must match"):
         identity(approver)
 
@@ -101,27 +103,42 @@ def test_an_approver_name_that_is_no_token_is_refused_before_any_file_is_read(
 def test_a_held_credentials_file_is_the_identity_for_every_command(
     folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(folder.parent))
-    monkeypatch.setenv("TOOLGATE_CREDENTIALS", str(folder / "approver-bob.json"))
+    monkeypatch.setenv("EFFECTGATE_STATE_DIR", str(folder.parent))
+    monkeypatch.setenv("EFFECTGATE_CREDENTIALS", str(folder / "approver-bob.json"))
     assert identity().user == identity("alice").user == "approver-bob"
 
 
 def test_without_a_credentials_directory_the_cli_connects_without_credentials(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("TOOLGATE_CREDENTIALS", raising=False)
-    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(tmp_path))
-    monkeypatch.setenv("TOOLGATE_INBOX_PREFIX", "_INBOX_approver-alice")
+    monkeypatch.delenv("EFFECTGATE_CREDENTIALS", raising=False)
+    monkeypatch.setenv("EFFECTGATE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("EFFECTGATE_INBOX_PREFIX", "_INBOX_approver-alice")
     assert identity("alice").user is None
     assert identity("alice").options == {"inbox_prefix": "_INBOX_approver-alice"}
 
 
 def test_up_keeps_the_files_a_person_exported_over_the_deploy_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    from toolgate.cli.stack import chosen_config, config_env
+    from effectgate.cli.stack.launch import chosen_config, config_env
 
-    monkeypatch.setenv("TOOLGATE_CHATOPS_PRINCIPALS_FILE", "/srv/mine.toml")
-    monkeypatch.delenv("TOOLGATE_POLICY_PRINCIPALS_FILE", raising=False)
-    chosen = chosen_config({"TOOLGATE_POLICY_POLICY_FILE": "/tests/policy.cedar"})
-    assert chosen["TOOLGATE_CHATOPS_PRINCIPALS_FILE"] == "/srv/mine.toml"  # exported: kept
-    assert chosen["TOOLGATE_POLICY_POLICY_FILE"] == "/tests/policy.cedar"  # given by the caller: wins
-    assert chosen["TOOLGATE_POLICY_PRINCIPALS_FILE"] == config_env()["TOOLGATE_POLICY_PRINCIPALS_FILE"]
+    monkeypatch.setenv("EFFECTGATE_CHATOPS_PRINCIPALS_FILE", "/srv/mine.toml")
+    monkeypatch.delenv("EFFECTGATE_POLICY_PRINCIPALS_FILE", raising=False)
+    chosen = chosen_config({"EFFECTGATE_POLICY_POLICY_FILE": "/tests/policy.cedar"})
+    assert chosen["EFFECTGATE_CHATOPS_PRINCIPALS_FILE"] == "/srv/mine.toml"  # exported: kept
+    assert chosen["EFFECTGATE_POLICY_POLICY_FILE"] == "/tests/policy.cedar"  # given by the caller: wins
+    assert chosen["EFFECTGATE_POLICY_PRINCIPALS_FILE"] == config_env()["EFFECTGATE_POLICY_PRINCIPALS_FILE"]
+
+
+def test_up_gives_a_service_its_credentials_as_options_and_a_url_without_them(tmp_path: Path) -> None:
+    credentials, _ = BusCredentials.generate(DIRECTORY)
+    secured = Stack(tmp_path, "nats://127.0.0.1:4222", "redis://127.0.0.1:6379/0", {}, credentials)
+    env = secured.nats_env("policy")
+    assert env["NATS_URL"] == "nats://127.0.0.1:4222"
+    assert (env["EFFECTGATE_NATS_USER"], env["EFFECTGATE_NATS_PASSWORD"]) == ("policy", credentials.passwords["policy"])
+    assert all(
+        env[name] == ""
+        for name in NATS_IDENTITY_ENV
+        if name not in ("EFFECTGATE_NATS_USER", "EFFECTGATE_NATS_PASSWORD")
+    )
+    open_env = Stack(tmp_path, "nats://127.0.0.1:4222", "redis://127.0.0.1:6379/0", {}).nats_env("policy")
+    assert open_env == {"NATS_URL": "nats://127.0.0.1:4222", **dict.fromkeys(NATS_IDENTITY_ENV, "")}

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolgate.cli.listeners import Listeners
+from effectgate.cli.stack.listeners import Listeners
 
-HEALTH = "TOOLGATE_EXECUTOR_HTTP_PORT"
-SLACK = "TOOLGATE_CHATOPS_SLACK_PORT"
+HEALTH = "EFFECTGATE_EXECUTOR_HTTP_PORT"
+SLACK = "EFFECTGATE_CHATOPS_SLACK_PORT"
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_a_service_is_handed_a_socket_already_listening_on_its_port(listeners: L
 
     port = int(settings[HEALTH])
     assert port > 0 and _listens(port), "bound and listening before the service runs"
-    assert fds == (int(settings["TOOLGATE_EXECUTOR_HTTP_SOCKET_FD"]),)
+    assert fds == (int(settings["EFFECTGATE_EXECUTOR_HTTP_SOCKET_FD"]),)
     assert listeners.port("executor", HEALTH) == port
 
 

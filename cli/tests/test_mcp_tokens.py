@@ -1,7 +1,7 @@
-"""``toolgate mcp token``: tokens made, listed and revoked; the file keeps digests only.
+"""``effectgate mcp token``: tokens made, listed and revoked; the file keeps digests only.
 
 Run from a working directory that is not the repository's: the principal directory is the
-one ``up`` gives the policy service (``TOOLGATE_POLICY_PRINCIPALS_FILE``, else the deploy
+one ``up`` gives the policy service (``EFFECTGATE_POLICY_PRINCIPALS_FILE``, else the deploy
 directory's), never one relative to where the command runs.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from toolgate.cli.app import app
-from toolgate.surface.adapters.tokens import StaticTokens
+from effectgate.cli.app import app
+from effectgate.surface.adapters.tokens import StaticTokens
 
 runner = CliRunner()
 
@@ -40,8 +40,8 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "work").mkdir()
     monkeypatch.chdir(tmp_path / "work")
     (tmp_path / "principals.toml").write_text(DIRECTORY)
-    monkeypatch.setenv("TOOLGATE_POLICY_PRINCIPALS_FILE", str(tmp_path / "principals.toml"))
-    monkeypatch.delenv("TOOLGATE_DEPLOY_DIR", raising=False)
+    monkeypatch.setenv("EFFECTGATE_POLICY_PRINCIPALS_FILE", str(tmp_path / "principals.toml"))
+    monkeypatch.delenv("EFFECTGATE_DEPLOY_DIR", raising=False)
     return tmp_path
 
 
@@ -53,11 +53,11 @@ def add(file: Path, *more: str) -> str:
 
 def test_a_token_is_printed_once_kept_as_a_digest_and_acts_as_its_principal(tmp_path: Path) -> None:
     file = tmp_path / "tokens.toml"
-    token = add(file, "--principal", "demo-agent", "--label", "laptop", "--scope", "toolgate:tools", "--scope", "x")
+    token = add(file, "--principal", "demo-agent", "--label", "laptop", "--scope", "effectgate:tools", "--scope", "x")
     assert token.startswith("tgm_") and token not in file.read_text()
     assert stat.S_IMODE(file.stat().st_mode) == 0o600
     found = asyncio.run(StaticTokens(file, None).verify_token(token))
-    assert found is not None and found.client_id == "demo-agent" and found.scopes == ["toolgate:tools", "x"]
+    assert found is not None and found.client_id == "demo-agent" and found.scopes == ["effectgate:tools", "x"]
 
 
 def test_tokens_are_listed_without_secrets_and_a_revoked_one_is_refused(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_tokens_are_listed_without_secrets_and_a_revoked_one_is_refused(tmp_path
     kept = add(file, "--principal", "a", "--label", "one")
     gone = add(file, "--principal", "b", "--label", "two")
     listed = runner.invoke(app, ["mcp", "token", "list", "--file", str(file)]).stdout
-    assert "one\ta\ttoolgate:tools" in listed and "two\tb" in listed and kept not in listed
+    assert "one\ta\teffectgate:tools" in listed and "two\tb" in listed and kept not in listed
     assert runner.invoke(app, ["mcp", "token", "revoke", "--label", "two", "--file", str(file)]).exit_code == 0
     tokens = StaticTokens(file, None)
     assert asyncio.run(tokens.verify_token(gone)) is None and asyncio.run(tokens.verify_token(kept)) is not None
@@ -99,7 +99,8 @@ def test_a_principal_the_directory_does_not_list_is_refused_naming_it(
 ) -> None:
     file = tmp_path / "tokens.toml"
 
-    done = runner.invoke(app, ["mcp", "token", "add", "--file", str(file), "--principal", principal, "--label", "x"])
+    add = ["mcp", "token", "add", "--file", str(file), "--principal", principal, "--label", "x"]
+    done = runner.invoke(app, add, env={"COLUMNS": "400"})  # the path is never cut, however long tmp_path is
 
     said = " ".join(done.output.split())
     assert done.exit_code == 2 and f"principal '{principal}' is not in the principal directory" in said, said
@@ -122,7 +123,7 @@ def test_the_principals_option_names_another_directory_and_an_unreadable_one_is_
 def test_without_a_setting_the_deploy_directorys_principals_are_the_ones(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.delenv("TOOLGATE_POLICY_PRINCIPALS_FILE")
+    monkeypatch.delenv("EFFECTGATE_POLICY_PRINCIPALS_FILE")
     file = tmp_path / "tokens.toml"
 
     assert (

@@ -18,30 +18,30 @@ from typing import Any
 import pytest
 from rich.console import Console, RenderableType
 
-from toolgate.cli.announce import announce
-from toolgate.cli.approvals_render import approvals_blocks
-from toolgate.cli.bench.figures import Figures
-from toolgate.cli.bench.processes import CpuPerCall
-from toolgate.cli.bench.report import Report as BenchReport
-from toolgate.cli.bench.report import Row, SizeRow, print_report
-from toolgate.cli.budget_commands import _counters_table, _differences_table
-from toolgate.cli.call_command import _shown
-from toolgate.cli.credentials import BusCredentials
-from toolgate.cli.demo_chat import transcript_table
-from toolgate.cli.describe import describe_tool
-from toolgate.cli.fitted import _SEPARATORS, FittedTable, short_digest
-from toolgate.cli.policy_render import changes_table
-from toolgate.cli.ports import Ports
-from toolgate.cli.render import alarm_row, alarms_table, receipt_row, receipts_table, tools_table, trail_table
-from toolgate.cli.requests_command import _line as _request_line
-from toolgate.cli.stack import Stack
-from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.rpc.policy import BudgetCounter
-from toolgate.contracts.tool_states import ToolState
-from toolgate.contracts.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
-from toolgate.policy.reconciliation import Difference
-from toolgate.policy.simulation import Case, Change, Report
+from effectgate.cli.bench.figures import Figures
+from effectgate.cli.bench.processes import CpuPerCall
+from effectgate.cli.bench.report import Report as BenchReport
+from effectgate.cli.bench.report import Row, SizeRow, print_report
+from effectgate.cli.commands.budgets import _counters_table, _differences_table
+from effectgate.cli.commands.call import _shown
+from effectgate.cli.commands.requests import _line as _request_line
+from effectgate.cli.demo.chat import transcript_table
+from effectgate.cli.render.approvals import approvals_blocks
+from effectgate.cli.render.describe import describe_tool
+from effectgate.cli.render.fitted import _SEPARATORS, FittedTable, short_digest
+from effectgate.cli.render.policy import changes_table
+from effectgate.cli.render.views import alarm_row, alarms_table, receipt_row, receipts_table, tools_table, trail_table
+from effectgate.cli.stack.announce import announce
+from effectgate.cli.stack.credentials import BusCredentials
+from effectgate.cli.stack.ports import Ports
+from effectgate.cli.stack.system import Stack
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.rpc.policy import BudgetCounter
+from effectgate.contracts.tools.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from effectgate.contracts.tools.tool_states import ToolState
+from effectgate.contracts.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
+from effectgate.policy.budgets.reconciliation import Difference
+from effectgate.policy.what_if.simulation import Case, Change, Report
 
 WIDTHS = (80, 120)
 REQUEST = "r-3f2a1b2c4d5e6f70"
@@ -192,8 +192,8 @@ def _budgets() -> list[FittedTable]:
 
 
 def _transcript() -> FittedTable:
-    card = {"type": "m.room.message", "sender": "@toolgate-bot:localhost"}
-    card |= {"content": {"body": f"approval ap-1234abcd5678 for {REQUEST}", "dev.toolgate.approval": {}}}
+    card = {"type": "m.room.message", "sender": "@effectgate-bot:localhost"}
+    card |= {"content": {"body": f"approval ap-1234abcd5678 for {REQUEST}", "dev.effectgate.approval": {}}}
     reaction = {"type": "m.reaction", "sender": "@alice:localhost"}
     reaction |= {"content": {"m.relates_to": {"key": "✅", "event_id": "$Zm9vYmFyYmF6cXV4cXV1eA_abcdefghijkl"}}}
     return transcript_table([card, reaction])
@@ -226,8 +226,9 @@ def test_digests_are_shortened_in_text(width: int = 80) -> None:
 
 
 def _pending() -> dict[str, Any]:
-    request = {"tool": "file_system", "version": "1.0.0", "operation": "write"}
+    request = {"principal": "demo-agent", "tool": "file_system", "version": "1.0.0", "operation": "write"}
     request["arguments"] = {"path": "notes/today.txt", "content": "written by the agent"}
+    request["descriptor_digest"] = "sha256:" + "d" * 64
     return {
         "approval_id": "ap-1234abcd5678",
         "request_id": REQUEST,
@@ -259,7 +260,10 @@ def test_an_approval_block_splits_no_word(width: int) -> None:
 def _stack(state: Path) -> Stack:
     passwords = {"operator": "p", "agent-demo-agent": "p"}
     credentials = BusCredentials(passwords, {"agent-demo-agent": "_INBOX_agent-demo-agent"})
-    env = {"TOOLGATE_CHATOPS_PLATFORM": "matrix", "TOOLGATE_CHATOPS_MATRIX_USER": "@toolgate-bot:matrix.example.org"}
+    env = {
+        "EFFECTGATE_CHATOPS_PLATFORM": "matrix",
+        "EFFECTGATE_CHATOPS_MATRIX_USER": "@effectgate-bot:matrix.example.org",
+    }
     stack = Stack(state, "nats://127.0.0.1:40413", "redis://127.0.0.1:6379/0", env, credentials=credentials)
     services = ("registry", "policy", "approvals", "executor", "audit")
     chosen = {"nats": 40413, "nats-monitoring": 8222, "redis": 6379}
@@ -272,7 +276,7 @@ def _stack(state: Path) -> Stack:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_up_banner_splits_no_word_and_prints_paths_and_commands_whole(width: int) -> None:
-    state = Path("/home/someone/projects/toolgate-checkout/.toolgate")
+    state = Path("/home/someone/projects/effectgate-checkout/.effectgate")
     stack = _stack(state)
 
     def banner(console: Console) -> None:
@@ -283,14 +287,14 @@ def test_the_up_banner_splits_no_word_and_prints_paths_and_commands_whole(width:
     whole = (
         f"AGENT_CREDENTIALS={state}/credentials/agent-demo-agent.json \\",
         f"{state}/credentials/operator.json",
-        f"TOOLGATE_PUBLIC_KEYS_DIR={state}/keys/public",
+        f"EFFECTGATE_PUBLIC_KEYS_DIR={state}/keys/public",
         f"file_system sandbox: {state}/sandbox",
     )
     for line in whole:
         assert any(line in shown for shown in lines), line
     tokens = {"nats://127.0.0.1:40413", "http://127.0.0.1:9474", short_digest(DIGEST)}
-    tokens |= {"@toolgate-bot:matrix.example.org"}
-    tokens |= {"41234", "`toolgate", "publish", 'ToolClient.connect(os.environ["NATS_URL"],'}
+    tokens |= {"@effectgate-bot:matrix.example.org"}
+    tokens |= {"41234", "`effectgate", "publish", 'ToolClient.connect(os.environ["NATS_URL"],'}
     _assert_readable(banner, tokens, width, whole=(str(state),))
 
 

@@ -12,11 +12,11 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from toolgate.cli.app import app
-from toolgate.cli.describe import describe_tool
-from toolgate.cli.output import did_you_mean
-from toolgate.cli.requests_command import parse_since
-from toolgate.contracts.descriptors import ToolDescriptor
+from effectgate.cli.app import app
+from effectgate.cli.commands.requests import parse_since
+from effectgate.cli.render.describe import describe_tool
+from effectgate.cli.render.output import did_you_mean
+from effectgate.contracts.tools.descriptors import ToolDescriptor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def test_version_is_the_installed_packages() -> None:
     from importlib.metadata import version
 
     printed = CliRunner().invoke(app, ["--version"])
-    assert printed.exit_code == 0 and printed.stdout.strip() == f"toolgate {version('toolgate-cli')}"
+    assert printed.exit_code == 0 and printed.stdout.strip() == f"effectgate {version('effectgate-cli')}"
 
 
 @pytest.mark.parametrize(
@@ -41,7 +41,7 @@ def test_version_is_the_installed_packages() -> None:
 def test_call_refuses_arguments_that_are_not_a_json_object_with_exit_2(
     args: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("EFFECTGATE_STATE_DIR", str(tmp_path))
     printed = CliRunner().invoke(
         app, ["call", "file_system", "read", "--args", args, "--nats-url", "nats://127.0.0.1:1"]
     )
@@ -66,7 +66,7 @@ def test_call_refuses_a_value_no_request_can_carry_naming_its_pointer_with_exit_
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     args, said = CALL_FLAWS[name]
-    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("EFFECTGATE_STATE_DIR", str(tmp_path))
     printed = CliRunner().invoke(
         app, ["call", "file_system", "read", "--args", args, "--nats-url", "nats://127.0.0.1:1"]
     )
@@ -121,7 +121,7 @@ def test_requests_show_outcome_call_principal_age_and_reason_within_80_columns()
 
     from rich.console import Group
 
-    from toolgate.cli.requests_command import _line
+    from effectgate.cli.commands.requests import _line
 
     reason = "the policy two-operators asks role operator for an approval of a reversible write " * 2
     items = [

@@ -1,4 +1,4 @@
-"""``toolgate policy check`` offline, and the ``--since`` window of ``simulate``."""
+"""``effectgate policy check`` offline, and the ``--since`` window of ``simulate``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from toolgate.cli.app import app
-from toolgate.cli.policy_commands import window_start
+from effectgate.cli.app import app
+from effectgate.cli.commands.policy import window_start
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -29,9 +29,9 @@ def test_anything_else_is_refused_saying_what_is_expected(since: str) -> None:
 def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repo_root: Path) -> Path:
     """No stack to reach; the shipped principals and attributes."""
     monkeypatch.delenv("NATS_URL", raising=False)
-    monkeypatch.setenv("TOOLGATE_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("TOOLGATE_POLICY_PRINCIPALS_FILE", str(repo_root / "deploy/policy/principals.toml"))
-    monkeypatch.setenv("TOOLGATE_POLICY_ATTRIBUTES_FILE", str(repo_root / "deploy/policy/attributes.toml"))
+    monkeypatch.setenv("EFFECTGATE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("EFFECTGATE_POLICY_PRINCIPALS_FILE", str(repo_root / "deploy/policy/principals.toml"))
+    monkeypatch.setenv("EFFECTGATE_POLICY_ATTRIBUTES_FILE", str(repo_root / "deploy/policy/attributes.toml"))
     monkeypatch.setenv("COLUMNS", "400")
     return tmp_path
 
@@ -113,7 +113,7 @@ def decoy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (work / "deploy" / "policy" / "principals.toml").write_text("not = [toml")
     (work / "deploy" / "policy" / "attributes.toml").write_text("not = [toml")
     monkeypatch.chdir(work)
-    for name in ("TOOLGATE_POLICY_PRINCIPALS_FILE", "TOOLGATE_POLICY_ATTRIBUTES_FILE", "TOOLGATE_DEPLOY_DIR"):
+    for name in ("EFFECTGATE_POLICY_PRINCIPALS_FILE", "EFFECTGATE_POLICY_ATTRIBUTES_FILE", "EFFECTGATE_DEPLOY_DIR"):
         monkeypatch.delenv(name, raising=False)
     return work
 
@@ -128,10 +128,10 @@ def test_check_reads_the_files_up_gives_the_policy_service_from_any_directory(
         (copy / "policy" / name).write_text((repo_root / "deploy/policy" / name).read_text())
     options: list[str] = []
     if source == "deploy dir":
-        monkeypatch.setenv("TOOLGATE_DEPLOY_DIR", str(copy))
+        monkeypatch.setenv("EFFECTGATE_DEPLOY_DIR", str(copy))
     elif source == "exported":
-        monkeypatch.setenv("TOOLGATE_POLICY_PRINCIPALS_FILE", str(copy / "policy/principals.toml"))
-        monkeypatch.setenv("TOOLGATE_POLICY_ATTRIBUTES_FILE", str(copy / "policy/attributes.toml"))
+        monkeypatch.setenv("EFFECTGATE_POLICY_PRINCIPALS_FILE", str(copy / "policy/principals.toml"))
+        monkeypatch.setenv("EFFECTGATE_POLICY_ATTRIBUTES_FILE", str(copy / "policy/attributes.toml"))
     elif source == "option":
         options = [
             "--principals",
@@ -149,9 +149,9 @@ def test_check_reads_the_files_up_gives_the_policy_service_from_any_directory(
 
 
 def test_files_of_the_deciding_replica_are_compared_with_those_read() -> None:
-    from toolgate.cli.policy_explain import Read, _files
-    from toolgate.contracts.events import DecisionMade
-    from toolgate.contracts.vocabulary import Verdict
+    from effectgate.cli.commands.policy_explain import Read, _files
+    from effectgate.contracts.events import DecisionMade
+    from effectgate.contracts.vocabulary import Verdict
 
     def decided(digest: str | None) -> DecisionMade:
         return DecisionMade(

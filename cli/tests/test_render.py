@@ -9,12 +9,12 @@ from io import StringIO
 import msgspec
 from rich.console import Console
 
-from toolgate.cli.approvals_render import approvals_blocks
-from toolgate.cli.render import alarm_row, alarms_table, decide_line, state_reasons, tools_table, trail_table
-from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.contracts.tool_states import ToolState
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.shared.connections import redact as _redact
+from effectgate.cli.render.approvals import approvals_blocks
+from effectgate.cli.render.views import alarm_row, alarms_table, decide_line, state_reasons, tools_table, trail_table
+from effectgate.contracts.tools.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from effectgate.contracts.tools.tool_states import ToolState
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.shared.runtime.connections import redact as _redact
 
 HOSTILE = "[/][conceal]hidden[/conceal]\x1b[8mx"
 
@@ -26,7 +26,8 @@ def _render(table: object) -> str:
 
 
 def _pending(arguments: dict[str, object]) -> dict[str, object]:
-    request = {"tool": "file_system", "version": "1.0.0", "operation": "write", "arguments": arguments}
+    request = {"principal": "demo-agent", "tool": "file_system", "version": "1.0.0", "operation": "write"}
+    request |= {"arguments": arguments, "descriptor_digest": "sha256:" + "d" * 64}
     return {
         "approval_id": "ap-1",
         "request_id": HOSTILE,
@@ -246,3 +247,9 @@ def test_a_long_reason_is_printed_whole_under_the_table_at_80_columns() -> None:
     assert max(len(row) for row in table.splitlines()) <= 80
     assert len([row for row in table.splitlines() if "│" in row]) <= 3, table  # header and one row, not folded
     assert line.plain == f"mcp_greeter unavailable: {why}"
+
+
+def test_an_item_of_the_listing_that_is_no_approval_is_said_and_the_others_shown() -> None:
+    shown = _render_at(approvals_blocks([{"approval_id": "ap-broken"}, _quorum_pending()]), 200)
+    assert "an item of the listing is no approval" in shown and "missing required field" in shown
+    assert "ap-0123456789ab" in shown and "REVERSIBLE_WRITE, medium" in shown

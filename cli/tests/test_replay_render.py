@@ -8,10 +8,10 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from toolgate.cli.call_command import _shown, exit_code
-from toolgate.cli.render import receipt_row, receipts_table
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.vocabulary import Outcome
+from effectgate.cli.commands.call import _shown, exit_code
+from effectgate.cli.render.views import receipt_row, receipts_table
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.vocabulary import Outcome
 
 STORED = [
     (Outcome.FAILED, "tool_error", "Error: order not found", 5),

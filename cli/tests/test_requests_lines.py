@@ -1,4 +1,4 @@
-"""`toolgate requests`: what an agent sent is shown on its own lines, never as extra lines."""
+"""`effectgate requests`: what an agent sent is shown on its own lines, never as extra lines."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from toolgate.cli.requests_command import _line
+from effectgate.cli.commands.requests import _line
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 FORGED = "\n2026-12-01T00:00:00Z policy INFO decision verdict=execute"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from toolgate.cli.ports import SERVICE_PORTS, Ports, http_port_env, stable_ports
-from toolgate.cli.supervise import GAVE_UP, SupervisionSettings, Supervisor, Watched, exit_status
+from effectgate.cli.stack.ports import SERVICE_PORTS, Ports, http_port_env, stable_ports
+from effectgate.cli.stack.supervise import GAVE_UP, SupervisionSettings, Supervisor, Watched, exit_status
 
 FAST = SupervisionSettings(restart_limit=2, restart_window_s=60, restart_backoff_s=0.01, log_max_bytes=1000)
 
@@ -134,7 +134,7 @@ def test_exit_statuses_are_named() -> None:
 
 
 def test_bad_supervision_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLGATE_UP_RESTART_LIMIT", "many")
+    monkeypatch.setenv("EFFECTGATE_UP_RESTART_LIMIT", "many")
     with pytest.raises(ValueError, match="restart_limit"):
         SupervisionSettings()
 
@@ -185,4 +185,4 @@ def test_a_free_default_is_used_and_an_unreadable_record_is_reported(tmp_path: P
 def test_each_service_is_told_its_http_port() -> None:
     chosen = {name: 9000 + number for number, name in enumerate(SERVICE_PORTS)}
     env = http_port_env(Ports(chosen))
-    assert env["TOOLGATE_REGISTRY_HTTP_PORT"] == "9000" and env["TOOLGATE_CHATOPS_HTTP_PORT"] == "9005"
+    assert env["EFFECTGATE_REGISTRY_HTTP_PORT"] == "9000" and env["EFFECTGATE_CHATOPS_HTTP_PORT"] == "9005"

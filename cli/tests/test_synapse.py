@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.synapse import INSTALL_HINT, SynapseMissing, synapse_server, write_config
+from effectgate.devstack.synapse import INSTALL_HINT, SynapseMissing, synapse_server, write_config
 
 
 def test_a_missing_synapse_environment_names_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLGATE_SYNAPSE_ENV", str(tmp_path / "nothing"))
+    monkeypatch.setenv("EFFECTGATE_SYNAPSE_ENV", str(tmp_path / "nothing"))
     with pytest.raises(SynapseMissing) as missing, synapse_server(tmp_path / "hs"):
         pass
     assert str(tmp_path / "nothing") in str(missing.value) and INSTALL_HINT in str(missing.value)

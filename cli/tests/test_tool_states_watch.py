@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from toolgate.cli import rpc
-from toolgate.cli.tool_states_watch import state_line
-from toolgate.contracts.tool_states import ToolState
+from effectgate.cli.client import rpc
+from effectgate.cli.stack.tool_states_watch import state_line
+from effectgate.contracts.tools.tool_states import ToolState
 
 HOSTILE = "start \x1b]0;PWNED\x07\x1b[2J\x1b[H\rFORGED\x1b[0m \u2028second line \u202eevil\u202c [red]x[/red] end"
 
@@ -56,7 +56,7 @@ async def test_a_refused_listing_is_an_error_never_an_empty_registry() -> None:
 
 
 def test_a_tool_not_registered_yet_is_told_inert_too() -> None:
-    from toolgate.cli.render import unregistered_line
+    from effectgate.cli.render.views import unregistered_line
 
     state = ToolState(state="unavailable", reason=HOSTILE, since=datetime(2026, 12, 1, 4, 5, 6, tzinfo=UTC))
     shown = unregistered_line("mcp_crashy", state)

@@ -7,8 +7,8 @@ from io import StringIO
 
 from rich.console import Console
 
-from toolgate.cli.demo import mtime_line
-from toolgate.cli.render import trail_table, utc_time
+from effectgate.cli.demo.script import mtime_line
+from effectgate.cli.render.views import trail_table, utc_time
 
 
 def _render(table: object) -> str:

@@ -2,7 +2,7 @@
 
 Connected: a real nats-server with nobody serving (the service awaited never answers), a
 ``/readyz`` served by the test as a service's own would be, and the MCP servers files and
-``toolgate.toml`` the services would read.
+``effectgate.toml`` the services would read.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import pytest
 from aiohttp import web
 from nats.aio.msg import Msg
 
-from toolgate.cli.ports import Ports
-from toolgate.cli.readiness import wait_ready
-from toolgate.cli.stack import Stack
-from toolgate.cli.supervise import SupervisionSettings
-from toolgate.cli.waiting import Said, configured_servers, mcp_settled
-from toolgate.contracts.catalog import Rpc
+from effectgate.cli.stack.ports import Ports
+from effectgate.cli.stack.readiness import wait_ready
+from effectgate.cli.stack.supervise import SupervisionSettings
+from effectgate.cli.stack.system import Stack
+from effectgate.cli.stack.waiting import Said, configured_servers, mcp_settled
+from effectgate.contracts.bus.catalog import Rpc
 
 pytestmark = pytest.mark.connected
 
@@ -91,21 +91,24 @@ def test_a_line_is_said_once_until_another_is_said() -> None:
 def test_the_servers_awaited_are_those_the_services_run(tmp_path: Path) -> None:
     servers = tmp_path / "servers.toml"
     servers.write_text(f'[servers.b]\ncommand = "{sys.executable}"\n[servers.a]\ncommand = "{sys.executable}"\n')
-    config = tmp_path / "toolgate.toml"
+    config = tmp_path / "effectgate.toml"
     config.write_text(f'[mcp.servers.c]\ncommand = "{sys.executable}"\n')
 
-    assert configured_servers({"TOOLGATE_MCP_SERVERS_FILE": str(servers), "TOOLGATE_CONFIG": str(config)}) == ["a", "b"]
-    assert configured_servers({"TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers)}) == ["a", "b"]
-    assert configured_servers({"TOOLGATE_CONFIG": str(config)}) == ["c"]
-    assert configured_servers({"TOOLGATE_CONFIG": str(tmp_path / "missing.toml")}) == []
+    assert configured_servers({"EFFECTGATE_MCP_SERVERS_FILE": str(servers), "EFFECTGATE_CONFIG": str(config)}) == [
+        "a",
+        "b",
+    ]
+    assert configured_servers({"EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers)}) == ["a", "b"]
+    assert configured_servers({"EFFECTGATE_CONFIG": str(config)}) == ["c"]
+    assert configured_servers({"EFFECTGATE_CONFIG": str(tmp_path / "missing.toml")}) == []
     assert configured_servers({}) == []
 
 
 def test_the_ready_timeout_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     assert SupervisionSettings().ready_timeout_s == 120.0
-    monkeypatch.setenv("TOOLGATE_UP_READY_TIMEOUT_S", "300")
+    monkeypatch.setenv("EFFECTGATE_UP_READY_TIMEOUT_S", "300")
     assert SupervisionSettings().ready_timeout_s == 300.0
-    monkeypatch.setenv("TOOLGATE_UP_READY_TIMEOUT_S", "0")
+    monkeypatch.setenv("EFFECTGATE_UP_READY_TIMEOUT_S", "0")
     with pytest.raises(ValueError, match="ready_timeout_s"):
         SupervisionSettings()
 
@@ -145,7 +148,7 @@ async def test_mcp_servers_still_starting_at_the_deadline_are_named_and_nothing_
         else _state(state, since + timedelta(seconds=1))
         for tool, state in recorded.items()
     }
-    stack = Stack(tmp_path, nats_url, "redis://unused", {"TOOLGATE_MCP_SERVERS_FILE": str(servers)})
+    stack = Stack(tmp_path, nats_url, "redis://unused", {"EFFECTGATE_MCP_SERVERS_FILE": str(servers)})
     said: list[str] = []
     subscription = await _registry_answering(nc, states)
     try:

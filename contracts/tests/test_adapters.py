@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.contracts.adapters import ADAPTERS, adapter_kind, adapter_problem
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.references import reference_problem
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.contracts.tools.adapters import ADAPTERS, adapter_kind, adapter_problem
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.tools.references import reference_problem
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from toolgate.contracts.contents import (
+from effectgate.contracts.tools.contents import (
     CARD_LINES,
     ContentKind,
     ContentState,

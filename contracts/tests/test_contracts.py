@@ -8,11 +8,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from toolgate.contracts.canonical import canonical_bytes, sha256_hex
-from toolgate.contracts.descriptors import semver_key
-from toolgate.contracts.events import BoundRequest, DecisionMade, request_hash
-from toolgate.contracts.signing import generate_keypair, load_private_key, load_public_key, sign_event, verify_event
-from toolgate.contracts.vocabulary import Verdict
+from effectgate.contracts.events import BoundRequest, DecisionMade, request_hash
+from effectgate.contracts.integrity.canonical import canonical_bytes, sha256_hex
+from effectgate.contracts.integrity.signing import (
+    generate_keypair,
+    load_private_key,
+    load_public_key,
+    sign_event,
+    verify_event,
+)
+from effectgate.contracts.tools.descriptors import semver_key
+from effectgate.contracts.vocabulary import Verdict
 
 
 def test_canonical_json_sorts_keys_and_normalises_numbers() -> None:
@@ -64,7 +70,7 @@ def test_semver_precedence() -> None:
 
 
 def test_hostile_nesting_is_a_decode_error_not_a_crash() -> None:
-    from toolgate.contracts.events import ToolRequested, decode_untrusted
+    from effectgate.contracts.events import ToolRequested, decode_untrusted
 
     decoder = msgspec.json.Decoder(dict[str, object])
     with pytest.raises(msgspec.DecodeError):
@@ -84,6 +90,6 @@ def test_hostile_nesting_is_a_decode_error_not_a_crash() -> None:
     ],
 )
 def test_request_identity(body: bytes, msg_id: str | None, expected: str) -> None:
-    from toolgate.contracts.events import request_identity
+    from effectgate.contracts.events import request_identity
 
     assert request_identity(body, msg_id, 42) == expected

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.contracts.directory import ChatIds, DirectoryInvalid, PrincipalDirectory
+from effectgate.contracts.directory import ChatIds, DirectoryInvalid, PrincipalDirectory
 
 DIRECTORY = """
 [principals.demo-agent]
@@ -109,7 +109,7 @@ def test_an_operator_must_be_a_listed_approver(operator: str, fragment: str) -> 
 def test_the_shipped_directory_loads() -> None:
     from pathlib import Path
 
-    from toolgate.contracts.directory import load_directory
+    from effectgate.contracts.directory import load_directory
 
     shipped = load_directory(Path(__file__).parents[2] / "deploy/policy/principals.toml")
     assert set(shipped.approvers) >= {"alice", "bob"}

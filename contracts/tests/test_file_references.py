@@ -1,4 +1,4 @@
-"""Which arguments name files: declared by ``x-toolgate-file`` in supported places only."""
+"""Which arguments name files: declared by ``x-effectgate-file`` in supported places only."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.file_references import FILE_MARKER, Reference, file_places, file_references
-from toolgate.contracts.schemas import SchemaUnusable
+from effectgate.contracts.tools.file_references import FILE_MARKER, Reference, file_places, file_references
+from effectgate.contracts.tools.schemas import SchemaUnusable
 
 PATH = {"type": "string", FILE_MARKER: True}
 FILES = {"type": "array", "items": {"type": "string"}, FILE_MARKER: True}
@@ -54,13 +54,13 @@ def test_an_unmarked_schema_names_no_file() -> None:
 @pytest.mark.parametrize(
     ("schema", "where"),
     [
-        (_object(files={"type": "array", "items": PATH}), "/properties/files/items/x-toolgate-file"),
-        ({**_object(), "$defs": {"p": PATH}}, "/$defs/p/x-toolgate-file"),
-        ({"anyOf": [_object(path=PATH)]}, "/anyOf/0/properties/path/x-toolgate-file"),
-        ({**_object(), "additionalProperties": PATH}, "/additionalProperties/x-toolgate-file"),
-        ({**_object(), FILE_MARKER: True}, "/x-toolgate-file"),
-        (_object(path={"type": "string", FILE_MARKER: "yes"}), "/properties/path/x-toolgate-file"),
-        (_object(path={"type": "string", FILE_MARKER: True, "writeOnly": True}), "/properties/path/x-toolgate-file"),
+        (_object(files={"type": "array", "items": PATH}), "/properties/files/items/x-effectgate-file"),
+        ({**_object(), "$defs": {"p": PATH}}, "/$defs/p/x-effectgate-file"),
+        ({"anyOf": [_object(path=PATH)]}, "/anyOf/0/properties/path/x-effectgate-file"),
+        ({**_object(), "additionalProperties": PATH}, "/additionalProperties/x-effectgate-file"),
+        ({**_object(), FILE_MARKER: True}, "/x-effectgate-file"),
+        (_object(path={"type": "string", FILE_MARKER: "yes"}), "/properties/path/x-effectgate-file"),
+        (_object(path={"type": "string", FILE_MARKER: True, "writeOnly": True}), "/properties/path/x-effectgate-file"),
     ],
     ids=["in-items", "in-defs", "in-anyOf", "additionalProperties", "on-root", "not-boolean", "also-secret"],
 )

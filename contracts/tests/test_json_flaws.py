@@ -19,8 +19,8 @@ import msgspec
 import pytest
 import rfc8785
 
-from toolgate.contracts.canonical import MAX_DEPTH, NoCanonicalForm, canonical_bytes, unrepresentable
-from toolgate.contracts.json_flaws import flaw_of
+from effectgate.contracts.integrity.canonical import MAX_DEPTH, NoCanonicalForm, canonical_bytes, unrepresentable
+from effectgate.contracts.json_flaws import flaw_of
 
 VALUE_FLAWS = {
     "above-double": (b"1e400", "NaN and infinity"),

@@ -5,9 +5,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec
-from toolgate.contracts.pointers import MISSING, pointer_problem, resolve, spec_problem
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.contracts.tools.descriptors import OperationSpec
+from effectgate.contracts.tools.pointers import MISSING, pointer_problem, resolve, spec_problem
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
 
 SCHEMA = {
     "type": "object",

@@ -7,7 +7,7 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from toolgate.contracts.schemas import SchemaError, SchemaUnusable, check_schema, ensure_usable, first_error
+from effectgate.contracts.tools.schemas import SchemaError, SchemaUnusable, check_schema, ensure_usable, first_error
 
 REMOTE = "{base}/remote.json"
 

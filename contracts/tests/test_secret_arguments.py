@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from nacl.public import PrivateKey
 
-from toolgate.contracts.schemas import SchemaUnusable, first_error
-from toolgate.contracts.sealing import (
+from effectgate.contracts.integrity.sealing import (
     MAX_SEALED_CHARS,
     SEALED_LABEL,
     SealedInvalid,
@@ -21,7 +20,8 @@ from toolgate.contracts.sealing import (
     seal,
     unseal,
 )
-from toolgate.contracts.secret_arguments import (
+from effectgate.contracts.tools.schemas import SchemaUnusable, first_error
+from effectgate.contracts.tools.secret_arguments import (
     policy_schema,
     redact_sealed,
     replace_secrets,
@@ -40,7 +40,7 @@ SCHEMA: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "host": {"type": "string"},
-                "token": {"type": "string", "x-toolgate-secret": True},
+                "token": {"type": "string", "x-effectgate-secret": True},
                 "tls": {"type": "object", "properties": {"client~key/pem": {"type": "string", "writeOnly": True}}},
             },
             "additionalProperties": False,
@@ -76,7 +76,7 @@ def test_secret_properties_top_level_and_nested_with_escaped_pointers() -> None:
             "/$defs/s",
         ),
         ({"allOf": [{"properties": {"a": {"writeOnly": True}}}]}, "/allOf/0/properties/a"),
-        ({"additionalProperties": {"x-toolgate-secret": True}}, "/additionalProperties"),
+        ({"additionalProperties": {"x-effectgate-secret": True}}, "/additionalProperties"),
         ({"patternProperties": {"^p": {"writeOnly": True}}}, "/patternProperties/^p"),
         ({"writeOnly": True, "type": "object"}, ""),
     ],
@@ -87,9 +87,9 @@ def test_a_marker_where_it_cannot_be_sealed_makes_the_schema_unusable(schema: di
     assert caught.value.pointer == where
 
 
-def test_a_non_boolean_toolgate_marker_is_refused() -> None:
-    with pytest.raises(SchemaUnusable, match="/properties/a/x-toolgate-secret"):
-        secret_arguments({"properties": {"a": {"x-toolgate-secret": "yes"}}})
+def test_a_non_boolean_effectgate_marker_is_refused() -> None:
+    with pytest.raises(SchemaUnusable, match="/properties/a/x-effectgate-secret"):
+        secret_arguments({"properties": {"a": {"x-effectgate-secret": "yes"}}})
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from nats.js.errors import APIError, ServiceUnavailableError
 
-from toolgate.contracts.stream_limits import store_full
+from effectgate.contracts.bus.stream_limits import store_full
 
 
 @pytest.mark.parametrize(

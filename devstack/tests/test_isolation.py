@@ -1,6 +1,6 @@
-"""No test reads the state of whoever runs the tests (``toolgate.devstack.isolation``).
+"""No test reads the state of whoever runs the tests (``effectgate.devstack.isolation``).
 
-Run in a checkout where ``toolgate up`` ran, the CLI and ``mcp serve`` would find ``.toolgate/``
+Run in a checkout where ``effectgate up`` ran, the CLI and ``mcp serve`` would find ``.effectgate/``
 (its credentials, keys and ``nats_url``) in the working directory: these tests fail as soon as
 any of that is within a test's reach, in the test process or in a process it starts.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.identity import identity, state_dir
-from toolgate.devstack.isolation import USER_STATE, guarded_state
+from effectgate.cli.client.identity import identity, state_dir
+from effectgate.devstack.isolation import USER_STATE, guarded_state
 
 
 def test_the_cli_finds_this_tests_own_state_dir_never_the_checkouts(
@@ -37,12 +37,12 @@ INNER_TEST = """
 import os
 from pathlib import Path
 
-from toolgate.cli.identity import identity, state_dir
-from toolgate.devstack.isolation import USER_STATE
+from effectgate.cli.client.identity import identity, state_dir
+from effectgate.devstack.isolation import USER_STATE
 
 
 def test_inside(pytestconfig):
-    bogus = Path(pytestconfig.rootpath) / ".toolgate"
+    bogus = Path(pytestconfig.rootpath) / ".effectgate"
     assert [name for name in USER_STATE[1:] if name in os.environ] == []
     assert not state_dir().resolve().is_relative_to(bogus)
     assert "bogus" not in identity().source
@@ -55,15 +55,15 @@ def test_inside(pytestconfig):
 
 
 def test_a_session_in_a_checkout_where_up_ran_sees_none_of_its_state(tmp_path: Path) -> None:
-    """A checkout with ``.toolgate/`` (bogus credentials) and the variables ``up`` tells people to export."""
-    state = tmp_path / ".toolgate"
+    """A checkout with ``.effectgate/`` (bogus credentials) and the variables ``up`` tells people to export."""
+    state = tmp_path / ".effectgate"
     (state / "credentials").mkdir(parents=True, mode=0o700)
     bogus = state / "credentials" / "operator.json"
     bogus.write_text('{"user": "operator", "password": "bogus", "inbox_prefix": "_INBOX_operator"}\n')
     bogus.chmod(0o600)
     (state / "nats_url").write_text("nats://127.0.0.1:1\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["toolgate.devstack.isolation"]\n')
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["effectgate.devstack.isolation"]\n')
     (tmp_path / "test_inside.py").write_text(INNER_TEST)
     exported = dict.fromkeys(USER_STATE, str(bogus)) | {"NATS_URL": "nats://127.0.0.1:1", "REDIS_URL": "redis://x"}
     exported[USER_STATE[0]] = str(state)
@@ -83,15 +83,15 @@ def test_a_session_in_a_checkout_where_up_ran_sees_none_of_its_state(tmp_path: P
 
 @pytest.mark.parametrize("relative", ["credentials/operator.json", "nats_url", "keys/public/receipts.pub"])
 def test_reading_the_checkouts_state_fails_the_test(repo_root: Path, relative: str) -> None:
-    assert guarded_state() == str(repo_root / ".toolgate")
+    assert guarded_state() == str(repo_root / ".effectgate")
 
     with pytest.raises(PermissionError, match="tests never read the checkout's state"):
-        (repo_root / ".toolgate" / relative).read_text()
+        (repo_root / ".effectgate" / relative).read_text()
 
 
 def test_a_command_a_test_starts_in_the_checkout_finds_the_tests_state(repo_root: Path, own_state_dir: Path) -> None:
     listed = subprocess.run(
-        [sys.executable, "-m", "toolgate.cli", "approvals", "list"],
+        [sys.executable, "-m", "effectgate.cli", "approvals", "list"],
         cwd=repo_root,
         capture_output=True,
         text=True,

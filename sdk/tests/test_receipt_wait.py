@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ReceiptIssued, encode
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.devstack.servers import ServerProcess
-from toolgate.sdk import ToolClient
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ReceiptIssued, encode
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.devstack.servers import ServerProcess
+from effectgate.sdk import ToolClient
 
 pytestmark = pytest.mark.connected
 
@@ -46,13 +46,13 @@ async def _store(nc: Client, request_id: str) -> None:
 
 def _count_stream_reads(client: ToolClient, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
-    stored = client._stored
+    stored = client._waiter._stored
 
     async def counted(request_id: str) -> Any:
         reads.append(request_id)
         return await stored(request_id)
 
-    monkeypatch.setattr(client, "_stored", counted)
+    monkeypatch.setattr(client._waiter, "_stored", counted)
     return reads
 
 
@@ -85,10 +85,10 @@ async def test_after_a_reconnect_a_receipt_the_subscription_missed_is_read_from_
 ) -> None:
     async with await ToolClient.connect(server.url, AGENT, verify_receipts=False) as client:
         request_id = await client.submit(BAD_NAME, "read", {})
-        await client._subscription.unsubscribe()  # what a disconnection does: the receipt is never heard
+        await client._waiter._subscription.unsubscribe()  # what a disconnection does: the receipt is never heard
         await _store(nc, request_id)
         client._nc.stats["reconnects"] += 1
-        monkeypatch.setattr(client, "_last_look", _never)  # found while waiting, not by the look at the end
+        monkeypatch.setattr(client._waiter, "_last_look", _never)  # found while waiting, not by the look at the end
         assert (await client.receipt(request_id, timeout_s=30)).request_id == request_id
 
 
@@ -97,7 +97,7 @@ async def test_a_receipt_the_subscription_dropped_is_still_found_when_the_wait_r
 ) -> None:
     async with await ToolClient.connect(server.url, AGENT, verify_receipts=False) as client:
         request_id = await client.submit(BAD_NAME, "read", {})
-        await client._subscription.unsubscribe()  # a slow consumer's dropped message: never heard
+        await client._waiter._subscription.unsubscribe()  # a slow consumer's dropped message: never heard
         await _store(nc, request_id)
         assert (await client.receipt(request_id, timeout_s=0.5)).request_id == request_id
 
@@ -109,7 +109,7 @@ async def _never(request_id: str, timeout_s: float) -> ReceiptIssued:
 async def test_receipts_nobody_asked_for_are_kept_within_a_bound_and_still_found(
     nc: Client, server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("toolgate.sdk.client.MAX_UNCLAIMED", 3)
+    monkeypatch.setattr("effectgate.sdk.waiting.MAX_UNCLAIMED", 3)
     async with await ToolClient.connect(server.url, AGENT, verify_receipts=False) as client:
         submitted = [await client.submit(BAD_NAME, "read", {}) for _ in range(5)]
         foreign = [uuid.uuid4().hex for _ in range(5)]  # another process's requests of the same principal
@@ -117,9 +117,9 @@ async def test_receipts_nobody_asked_for_are_kept_within_a_bound_and_still_found
             await _store(nc, request_id)
         await nc.flush()
         for _ in range(50):
-            if len(client._arrived) >= 3:
+            if len(client._waiter._arrived) >= 3:
                 break
             await asyncio.sleep(0.05)
-        assert len(client._waiting) <= 3 and len(client._arrived) <= 3
+        assert len(client._waiter._waiting) <= 3 and len(client._waiter._arrived) <= 3
         for request_id in (submitted[0], submitted[-1], foreign[0]):  # forgotten or kept: each is found
             assert (await client.receipt(request_id, timeout_s=5)).request_id == request_id

@@ -9,10 +9,10 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.signing import generate_keypair, load_private_key, sign_event, sign_value
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.integrity.signing import generate_keypair, load_private_key, sign_event, sign_value
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.sdk.receipts import ReceiptKeyMissing, ReceiptVerifier
 
 
 def _receipt() -> ReceiptIssued:
@@ -70,6 +70,6 @@ def test_without_the_key_the_client_refuses_to_start_unless_told_not_to_verify(t
 
 
 def test_the_directory_comes_from_the_environment_when_not_given(keys: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TOOLGATE_PUBLIC_KEYS_DIR", str(keys))
+    monkeypatch.setenv("EFFECTGATE_PUBLIC_KEYS_DIR", str(keys))
     signed = sign_event(_receipt(), load_private_key(keys / "receipts.key"))
     assert ReceiptVerifier.from_directory(None).verified(msgspec.json.encode(signed)) is not None

@@ -10,9 +10,9 @@ import msgspec
 import pytest
 from nacl.public import PrivateKey
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.sealing import generate_sealing_keypair, is_envelope, unseal
-from toolgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
+from effectgate.contracts.integrity.sealing import generate_sealing_keypair, is_envelope, unseal
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.sdk.sealing import Sealer, SealingKeyMissing, find_sealing_key
 
 KEY = PrivateKey.generate()
 SENTINEL = "s3cr3t-SENTINEL-value"
@@ -23,7 +23,7 @@ def descriptor(repo_root: Path) -> ToolDescriptor:
     data = msgspec.json.decode((repo_root / "deploy/tools/file_system.json").read_bytes())
     properties = data["operations"]["write"]["input_schema"]["properties"]
     properties["content"]["writeOnly"] = True
-    properties["auth"] = {"type": "object", "properties": {"token": {"type": "string", "x-toolgate-secret": True}}}
+    properties["auth"] = {"type": "object", "properties": {"token": {"type": "string", "x-effectgate-secret": True}}}
     return msgspec.convert(data, ToolDescriptor)
 
 
@@ -68,17 +68,17 @@ def test_an_envelope_given_by_the_caller_is_kept(descriptor: ToolDescriptor) -> 
 def test_the_key_is_found_explicitly_then_in_the_directory_then_in_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("TOOLGATE_SEALING_KEY", raising=False)
-    monkeypatch.delenv("TOOLGATE_PUBLIC_KEYS_DIR", raising=False)
+    monkeypatch.delenv("EFFECTGATE_SEALING_KEY", raising=False)
+    monkeypatch.delenv("EFFECTGATE_PUBLIC_KEYS_DIR", raising=False)
     assert find_sealing_key() is None
     generate_sealing_keypair(tmp_path / "dir")
     from_dir = find_sealing_key(tmp_path / "dir")
     assert from_dir is not None and bytes(from_dir) == base64.b64decode((tmp_path / "dir/sealing.pub").read_text())
     explicit = base64.b64encode(bytes(KEY.public_key)).decode()
     assert find_sealing_key(tmp_path / "dir", explicit) == KEY.public_key
-    monkeypatch.setenv("TOOLGATE_PUBLIC_KEYS_DIR", str(tmp_path / "dir"))
+    monkeypatch.setenv("EFFECTGATE_PUBLIC_KEYS_DIR", str(tmp_path / "dir"))
     assert find_sealing_key() == from_dir
-    monkeypatch.setenv("TOOLGATE_SEALING_KEY", explicit)
+    monkeypatch.setenv("EFFECTGATE_SEALING_KEY", explicit)
     assert find_sealing_key() == KEY.public_key
     with pytest.raises(ValueError, match="32 bytes"):
         find_sealing_key(key=base64.b64encode(b"short").decode())

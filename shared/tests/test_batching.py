@@ -12,8 +12,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
-from toolgate.contracts.catalog import ConsumerSpec
-from toolgate.shared.handling import Consumer, Delivery, DurableWorker, Later, Settle, Settlement
+from effectgate.contracts.bus.catalog import ConsumerSpec
+from effectgate.shared.consumer.consumers import Consumer, Delivery
+from effectgate.shared.consumer.worker import DurableWorker, Later, Settle, Settlement
 
 pytestmark = pytest.mark.connected
 
@@ -99,7 +100,8 @@ async def test_messages_waiting_are_handed_over_together_in_stream_order_and_eac
     await bench.until(lambda: len(bench.handed()) == 100)
     await bench.settled()
     assert bench.handed() == bodies
-    assert max(len(call) for call in bench.calls) == 64  # a batch is bounded by batch_size
+    sizes = [len(call) for call in bench.calls]
+    assert 1 < max(sizes) <= 64  # handed over together, each batch bounded by batch_size (a fetch may return fewer)
 
 
 @pytest.mark.parametrize("not_now", [Settle.RETRY, Later(0.3)], ids=["retry", "later"])

@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from nats.js import JetStreamContext
 
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.shared.bus import AlreadyPublished, fetch_last, publish_event
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.shared.stores.stream import AlreadyPublished, fetch_last, publish_event
 
 
 def _receipt(rid: str, event_id: str, outcome: Outcome = Outcome.SUCCEEDED) -> ReceiptIssued:
@@ -33,7 +33,7 @@ async def test_a_subject_takes_only_its_first_receipt(js: JetStreamContext, ns: 
         await publish_event(js, subject, _receipt(ns, f"{ns}-2", Outcome.FAILED), first_on_subject=True)
     stored = await fetch_last(js, subject)
     assert isinstance(stored, ReceiptIssued) and stored.outcome is Outcome.SUCCEEDED
-    assert first.seq == (await js.get_last_msg("TOOLGATE", subject, direct=True)).seq
+    assert first.seq == (await js.get_last_msg("EFFECTGATE", subject, direct=True)).seq
 
 
 async def test_the_same_event_id_is_stored_once(js: JetStreamContext, ns: str) -> None:

@@ -1,4 +1,4 @@
-"""toolgate.toml: every kind of bad input is refused naming the file, the key path and what is wrong."""
+"""effectgate.toml: every kind of bad input is refused naming the file, the key path and what is wrong."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.shared.config import (
+from effectgate.contracts.tools.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.shared.config.effectgate_file import (
     ChatConfig,
     ConfigInvalid,
     ToolLimits,
@@ -21,7 +21,7 @@ from toolgate.shared.config import (
 PYTHON = sys.executable
 
 
-def write(tmp_path: Path, text: str, name: str = "toolgate.toml") -> Path:
+def write(tmp_path: Path, text: str, name: str = "effectgate.toml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
@@ -65,7 +65,7 @@ slack_bot_token_file = "secrets/bot"
 
 
 def test_an_empty_file_and_no_file_give_the_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TOOLGATE_CONFIG", raising=False)
+    monkeypatch.delenv("EFFECTGATE_CONFIG", raising=False)
     empty = load_config(write(tmp_path, ""))
     none = load_config(None)
 
@@ -75,7 +75,7 @@ def test_an_empty_file_and_no_file_give_the_defaults(tmp_path: Path, monkeypatch
 
 def test_no_path_reads_the_file_named_by_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write(tmp_path, '[chat]\nplatform = "matrix"\n')
-    monkeypatch.setenv("TOOLGATE_CONFIG", str(path))
+    monkeypatch.setenv("EFFECTGATE_CONFIG", str(path))
 
     assert load_config(None).chat.platform == "matrix"
 
@@ -85,47 +85,50 @@ def test_no_path_reads_the_file_named_by_the_environment(tmp_path: Path, monkeyp
     [
         (
             f'[mcp.servers.git]\ncomand = "{PYTHON}"\n',
-            'toolgate.toml: mcp.servers.git.comand: unknown field; did you mean "command"?',
+            'effectgate.toml: mcp.servers.git.comand: unknown field; did you mean "command"?',
         ),
-        ('[chat]\nplatfrom = "slack"\n', 'toolgate.toml: chat.platfrom: unknown field; did you mean "platform"?'),
-        ('[tool]\ndescriptor_dirs = ["x"]\n', 'toolgate.toml: tool: unknown field; did you mean "tools"?'),
+        ('[chat]\nplatfrom = "slack"\n', 'effectgate.toml: chat.platfrom: unknown field; did you mean "platform"?'),
+        ('[tool]\ndescriptor_dirs = ["x"]\n', 'effectgate.toml: tool: unknown field; did you mean "tools"?'),
         (
             "[tools]\ndescriptor_dir = []\n",
-            'toolgate.toml: tools.descriptor_dir: unknown field; did you mean "descriptor_dirs"?',
+            'effectgate.toml: tools.descriptor_dir: unknown field; did you mean "descriptor_dirs"?',
         ),
-        ('[mcp.server.git]\ncommand = "x"\n', 'toolgate.toml: mcp.server: unknown field; did you mean "servers"?'),
-        ("[mcp.servers.git]\ncommand = 5\n", "toolgate.toml: mcp.servers.git.command: expected `str`, got `int`"),
+        ('[mcp.server.git]\ncommand = "x"\n', 'effectgate.toml: mcp.server: unknown field; did you mean "servers"?'),
+        ("[mcp.servers.git]\ncommand = 5\n", "effectgate.toml: mcp.servers.git.command: expected `str`, got `int`"),
         (
             '[tools]\ndescriptor_dirs = "tools"\n',
-            "toolgate.toml: tools.descriptor_dirs: expected `array | null`, got `str`",
+            "effectgate.toml: tools.descriptor_dirs: expected `array | null`, got `str`",
         ),
-        ('[chat]\nplatform = "irc"\n', "toolgate.toml: chat.platform: invalid enum value 'irc'"),
-        ('[chat]\nslack_port = "80"\n', "toolgate.toml: chat.slack_port: expected `int | null`, got `str`"),
-        ('[mcp.servers.Git]\ncommand = "sh"\n', "toolgate.toml: mcp.servers.Git: server name must match"),
-        ("[mcp.servers.git]\nargs = []\n", "toolgate.toml: mcp.servers.git: set exactly one of command"),
+        ('[chat]\nplatform = "irc"\n', "effectgate.toml: chat.platform: invalid enum value 'irc'"),
+        ('[chat]\nslack_port = "80"\n', "effectgate.toml: chat.slack_port: expected `int | null`, got `str`"),
+        ('[mcp.servers.Git]\ncommand = "sh"\n', "effectgate.toml: mcp.servers.Git: server name must match"),
+        ("[mcp.servers.git]\nargs = []\n", "effectgate.toml: mcp.servers.git: set exactly one of command"),
         (
             '[mcp.servers.git]\ncommand = "no-such-command-xyz"\n',
-            "toolgate.toml: mcp.servers.git.command: command 'no-such-command-xyz' is not an executable file",
+            "effectgate.toml: mcp.servers.git.command: command 'no-such-command-xyz' is not an executable file",
         ),
-        ("[tools.limits.Bad]\ntimeout_s = 1\n", "toolgate.toml: tools.limits.Bad: tool name must match"),
+        ("[tools.limits.Bad]\ntimeout_s = 1\n", "effectgate.toml: tools.limits.Bad: tool name must match"),
         (
             "[tools.limits.x]\ntimeout_s = 0\n",
-            "toolgate.toml: tools.limits.x.timeout_s: must be a number of seconds above 0",
+            "effectgate.toml: tools.limits.x.timeout_s: must be a number of seconds above 0",
         ),
-        ("[tools.limits.x]\ntimeout_s = nan\n", "toolgate.toml: tools.limits.x.timeout_s: must be a number of seconds"),
+        (
+            "[tools.limits.x]\ntimeout_s = nan\n",
+            "effectgate.toml: tools.limits.x.timeout_s: must be a number of seconds",
+        ),
         (
             "[tools.limits.x]\nrate_limit = { calls = 0, period_s = 1 }\n",
-            "toolgate.toml: tools.limits.x.rate_limit.calls: must be an integer from 1",
+            "effectgate.toml: tools.limits.x.rate_limit.calls: must be an integer from 1",
         ),
-        ("[tools.limits.x]\nretries = 3\n", "toolgate.toml: tools.limits.x.retries: unknown field"),
-        ("mcp = 3\n", "toolgate.toml: mcp: expected a table"),
-        ("[tools]\nlimits = 3\n", "toolgate.toml: tools: expected a table whose limits is a table"),
+        ("[tools.limits.x]\nretries = 3\n", "effectgate.toml: tools.limits.x.retries: unknown field"),
+        ("mcp = 3\n", "effectgate.toml: mcp: expected a table"),
+        ("[tools]\nlimits = 3\n", "effectgate.toml: tools: expected a table whose limits is a table"),
         (
             "[tools.limits.x]\ntimeout = 3\n",
-            'toolgate.toml: tools.limits.x.timeout: unknown field; did you mean "timeout_s"?',
+            'effectgate.toml: tools.limits.x.timeout: unknown field; did you mean "timeout_s"?',
         ),
-        ("[mcp]\nservers = 3\n", "toolgate.toml: mcp.servers: expected a table of server tables"),
-        ("[mcp.servers\n", "toolgate.toml: invalid TOML"),
+        ("[mcp]\nservers = 3\n", "effectgate.toml: mcp.servers: expected a table of server tables"),
+        ("[mcp.servers\n", "effectgate.toml: invalid TOML"),
     ],
 )
 def test_bad_input_is_refused_naming_the_key(tmp_path: Path, text: str, expected: str) -> None:
@@ -155,7 +158,7 @@ def test_an_unreadable_file_is_refused_naming_it(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml")
 
 
-def test_load_servers_reads_either_an_mcp_servers_file_or_a_toolgate_toml(tmp_path: Path) -> None:
+def test_load_servers_reads_either_an_mcp_servers_file_or_a_effectgate_toml(tmp_path: Path) -> None:
     old = write(tmp_path, f'[servers.a]\ncommand = "{PYTHON}"\n', "servers.toml")
     new = write(tmp_path, f'[mcp.servers.a]\ncommand = "{PYTHON}"\n')
 
@@ -182,11 +185,11 @@ def test_a_missing_file_is_named_with_where_it_was_looked_for(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative: bool
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    path = Path("toolgate.toml") if relative else tmp_path / "toolgate.toml"
+    path = Path("effectgate.toml") if relative else tmp_path / "effectgate.toml"
 
     with pytest.raises(ConfigInvalid) as refused:
         load_config(path)
 
     (problem,) = refused.value.problems
     assert problem.startswith(f"{path}: cannot be read: ")
-    assert (f"(looked for {tmp_path / 'toolgate.toml'})" in problem) is relative
+    assert (f"(looked for {tmp_path / 'effectgate.toml'})" in problem) is relative

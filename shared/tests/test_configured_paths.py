@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.config import load_config
-from toolgate.shared.mcp_config import load_mcp_servers, resolve_command, stdio_launch
-from toolgate.shared.toml_file import absolute
+from effectgate.shared.config.effectgate_file import load_config
+from effectgate.shared.config.toml_file import absolute
+from effectgate.shared.mcp.loading import load_mcp_servers, resolve_command
+from effectgate.shared.mcp.servers import stdio_launch
 
 BASE_PYTHON = os.path.realpath(sys.executable)
 
@@ -74,8 +75,8 @@ def test_the_relative_and_the_absolute_spelling_run_the_same_interpreter(venv: P
     assert prefix_of(servers["rel"].command) == prefix_of(servers["abs"].command) == str(venv)
 
 
-def test_a_toolgate_toml_command_keeps_the_virtualenv_too(venv: Path) -> None:
-    file = venv.parent / "conf" / "toolgate.toml"
+def test_a_effectgate_toml_command_keeps_the_virtualenv_too(venv: Path) -> None:
+    file = venv.parent / "conf" / "effectgate.toml"
     file.write_text('[mcp.servers.mine]\ncommand = "../venv/bin/python"\n')
 
     server = load_config(file).mcp.servers["mine"]
@@ -103,13 +104,13 @@ def test_a_symlinked_cwd_is_kept_as_written(tmp_path: Path) -> None:
 def test_the_config_file_and_its_directories_keep_a_symlinked_directory(tmp_path: Path) -> None:
     (tmp_path / "real" / "tools").mkdir(parents=True)
     (tmp_path / "deploy").symlink_to(tmp_path / "real")
-    (tmp_path / "real" / "toolgate.toml").write_text(
+    (tmp_path / "real" / "effectgate.toml").write_text(
         '[tools]\ndescriptor_dirs = ["tools"]\n[chat]\nmatrix_password_file = "pw"\n'
     )
 
-    config = load_config(tmp_path / "deploy" / "toolgate.toml")
+    config = load_config(tmp_path / "deploy" / "effectgate.toml")
 
-    assert config.path == tmp_path / "deploy" / "toolgate.toml"
+    assert config.path == tmp_path / "deploy" / "effectgate.toml"
     assert config.descriptor_dirs() == [tmp_path / "deploy" / "tools"]
     assert config.chat_settings()["matrix_password_file"] == str(tmp_path / "deploy" / "pw")
 
@@ -119,8 +120,8 @@ def test_a_relative_config_path_is_made_absolute_against_the_working_directory(
 ) -> None:
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    (tmp_path / "real" / "toolgate.toml").write_text("")
+    (tmp_path / "real" / "effectgate.toml").write_text("")
     monkeypatch.chdir(tmp_path)
 
-    assert load_config(Path("link/toolgate.toml")).path == tmp_path / "link" / "toolgate.toml"
+    assert load_config(Path("link/effectgate.toml")).path == tmp_path / "link" / "effectgate.toml"
     assert absolute(Path("link/../link/x")) == tmp_path / "link" / "x"

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolgate.contracts.errors import described
-from toolgate.shared.health import not_ready
-from toolgate.shared.log_scrubbing import ScrubbingLogFilter
-from toolgate.shared.logs import LogSettings, configure_logging
-from toolgate.shared.redaction import Redactor
-from toolgate.shared.secret_detectors import find_secrets
+from effectgate.contracts.errors import described
+from effectgate.shared.runtime.health import not_ready
+from effectgate.shared.runtime.logs import LogSettings, configure_logging
+from effectgate.shared.secrets.detectors import find_secrets
+from effectgate.shared.secrets.log_scrubbing import ScrubbingLogFilter
+from effectgate.shared.secrets.redaction import Redactor
 
 
 def _no_message_errors() -> list[BaseException]:
@@ -79,14 +79,14 @@ def logged(capsys: pytest.CaptureFixture[str]) -> Iterator[pytest.CaptureFixture
 def test_a_log_line_given_an_error_without_a_message_says_what_it_means(
     logged: pytest.CaptureFixture[str], error: BaseException
 ) -> None:
-    logging.getLogger("toolgate.test").warning("store failed: %s: %s; kept %d%%", type(error).__name__, error, 5)
+    logging.getLogger("effectgate.test").warning("store failed: %s: %s; kept %d%%", type(error).__name__, error, 5)
 
     line = logged.readouterr().err.strip()
     assert line.endswith(f"store failed: {type(error).__name__}: {described(error)}; kept 5%"), line
 
 
 def test_a_repr_argument_is_left_as_it_is(logged: pytest.CaptureFixture[str]) -> None:
-    logging.getLogger("toolgate.test").warning("not announced: %r (%s)", TimeoutError(), TimeoutError())
+    logging.getLogger("effectgate.test").warning("not announced: %r (%s)", TimeoutError(), TimeoutError())
 
     assert logged.readouterr().err.strip().endswith("not announced: TimeoutError() (timed out)")
 
@@ -103,9 +103,9 @@ def test_a_ready_check_failing_without_a_message_says_what_it_means(error: BaseE
 def test_a_scrubbing_filter_that_runs_first_still_writes_what_the_error_means(
     logged: pytest.CaptureFixture[str], error: BaseException
 ) -> None:
-    handler = next(h for h in logging.getLogger().handlers if h.get_name() == "toolgate")
+    handler = next(h for h in logging.getLogger().handlers if h.get_name() == "effectgate")
     handler.filters.insert(0, ScrubbingLogFilter(Redactor(find_secrets, [])))  # before the handler's own filters
 
-    logging.getLogger("toolgate.test").warning("store failed: %s", error)
+    logging.getLogger("effectgate.test").warning("store failed: %s", error)
 
     assert logged.readouterr().err.strip().endswith(f"store failed: {described(error)}")

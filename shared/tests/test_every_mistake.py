@@ -1,6 +1,6 @@
 """Every mistake of a configuration file is reported at its key path, a mistyped key with the key meant.
 
-The variants are generated: each field of each table of ``toolgate.toml`` and of an MCP servers
+The variants are generated: each field of each table of ``effectgate.toml`` and of an MCP servers
 file, mistyped (its last letter doubled), all in one file, must each give their own line.
 """
 
@@ -12,14 +12,15 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import RateLimit
-from toolgate.shared.config import ChatConfig, ToolLimits, ToolsConfig, load_config
-from toolgate.shared.mcp_config import McpServerConfig, Override, load_mcp_servers
-from toolgate.shared.toml_file import ConfigInvalid
+from effectgate.contracts.tools.descriptors import RateLimit
+from effectgate.shared.config.effectgate_file import ChatConfig, ToolLimits, ToolsConfig, load_config
+from effectgate.shared.config.toml_file import ConfigInvalid
+from effectgate.shared.mcp.loading import load_mcp_servers
+from effectgate.shared.mcp.servers import McpServerConfig, Override
 
 PYTHON = sys.executable
 
-TOOLGATE_TABLES: list[tuple[str, type[msgspec.Struct]]] = [
+EFFECTGATE_TABLES: list[tuple[str, type[msgspec.Struct]]] = [
     ("mcp.servers.git", McpServerConfig),
     ("mcp.servers.git.overrides.git_log", Override),
     ("mcp.servers.git.rate_limit", RateLimit),
@@ -28,7 +29,7 @@ TOOLGATE_TABLES: list[tuple[str, type[msgspec.Struct]]] = [
     ("tools.limits.mcp_git.rate_limit", RateLimit),
     ("chat", ChatConfig),
 ]
-SERVERS_TABLES = [(where.replace("mcp.servers", "servers"), kind) for where, kind in TOOLGATE_TABLES[:3]]
+SERVERS_TABLES = [(where.replace("mcp.servers", "servers"), kind) for where, kind in EFFECTGATE_TABLES[:3]]
 SET_BY_THE_LOADER = {"name"}
 
 
@@ -58,13 +59,13 @@ def refused(load: object, path: Path) -> list[str]:
     return invalid.value.problems
 
 
-def test_every_mistyped_key_of_a_toolgate_toml_is_reported_with_the_key_meant(tmp_path: Path) -> None:
-    path = tmp_path / "toolgate.toml"
-    path.write_text(toml(TOOLGATE_TABLES))
+def test_every_mistyped_key_of_a_effectgate_toml_is_reported_with_the_key_meant(tmp_path: Path) -> None:
+    path = tmp_path / "effectgate.toml"
+    path.write_text(toml(EFFECTGATE_TABLES))
 
     found = refused(load_config, path)
 
-    assert sorted(found) == sorted(expected("toolgate.toml", TOOLGATE_TABLES))
+    assert sorted(found) == sorted(expected("effectgate.toml", EFFECTGATE_TABLES))
     assert len(found) > 40
 
 
@@ -76,7 +77,7 @@ def test_every_mistyped_key_of_an_mcp_servers_file_is_reported_with_the_key_mean
 
 
 def test_mistakes_of_every_kind_in_one_table_are_each_reported(tmp_path: Path) -> None:
-    path = tmp_path / "toolgate.toml"
+    path = tmp_path / "effectgate.toml"
     path.write_text(
         f'[mcp.servers.git]\ncommand = "{PYTHON}"\ncomand = "x"\nargs = [1, "ok", 2]\ntrust_hints = "yes"\n'
         'rate_limit = { calls = "ten", period = 60 }\n'
@@ -84,27 +85,27 @@ def test_mistakes_of_every_kind_in_one_table_are_each_reported(tmp_path: Path) -
     )
 
     assert refused(load_config, path) == [
-        'toolgate.toml: mcp.servers.git.comand: unknown field; did you mean "command"?',
-        "toolgate.toml: mcp.servers.git.args[0]: expected `str`, got `int`",
-        "toolgate.toml: mcp.servers.git.args[2]: expected `str`, got `int`",
-        "toolgate.toml: mcp.servers.git.trust_hints: expected `bool`, got `str`",
-        "toolgate.toml: mcp.servers.git.rate_limit.calls: expected `int`, got `str`",
-        'toolgate.toml: mcp.servers.git.rate_limit.period: unknown field; did you mean "period_s"?',
-        "toolgate.toml: mcp.servers.git.overrides.git_log.side_effect: unknown field; "
+        'effectgate.toml: mcp.servers.git.comand: unknown field; did you mean "command"?',
+        "effectgate.toml: mcp.servers.git.args[0]: expected `str`, got `int`",
+        "effectgate.toml: mcp.servers.git.args[2]: expected `str`, got `int`",
+        "effectgate.toml: mcp.servers.git.trust_hints: expected `bool`, got `str`",
+        "effectgate.toml: mcp.servers.git.rate_limit.calls: expected `int`, got `str`",
+        'effectgate.toml: mcp.servers.git.rate_limit.period: unknown field; did you mean "period_s"?',
+        "effectgate.toml: mcp.servers.git.overrides.git_log.side_effect: unknown field; "
         'did you mean "side_effect_class"?',
-        "toolgate.toml: mcp.servers.git.overrides.git_log.risk_tier: invalid enum value 'HIGH'",
+        "effectgate.toml: mcp.servers.git.overrides.git_log.risk_tier: invalid enum value 'HIGH'",
     ]
 
 
 def test_a_bad_name_does_not_hide_the_mistakes_of_its_table(tmp_path: Path) -> None:
-    path = tmp_path / "toolgate.toml"
+    path = tmp_path / "effectgate.toml"
     path.write_text('[mcp.servers.Git]\ncomand = "x"\n[tools.limits.Bad]\ntimeout = 1\n')
 
     assert refused(load_config, path) == [
-        "toolgate.toml: mcp.servers.Git: server name must match ^[a-z][a-z0-9_]{0,30}\\Z",
-        'toolgate.toml: mcp.servers.Git.comand: unknown field; did you mean "command"?',
-        "toolgate.toml: tools.limits.Bad: tool name must match ^[a-z][a-z0-9_-]{0,62}\\Z",
-        'toolgate.toml: tools.limits.Bad.timeout: unknown field; did you mean "timeout_s"?',
+        "effectgate.toml: mcp.servers.Git: server name must match ^[a-z][a-z0-9_]{0,30}\\Z",
+        'effectgate.toml: mcp.servers.Git.comand: unknown field; did you mean "command"?',
+        "effectgate.toml: tools.limits.Bad: tool name must match ^[a-z][a-z0-9_-]{0,62}\\Z",
+        'effectgate.toml: tools.limits.Bad.timeout: unknown field; did you mean "timeout_s"?',
     ]
 
 
@@ -122,7 +123,7 @@ def test_a_required_field_missing_is_named_unless_a_mistyped_key_was_meant_for_i
 
 
 def test_a_mistyped_top_level_key_is_named_with_the_key_meant(tmp_path: Path) -> None:
-    servers, config = tmp_path / "mcp.toml", tmp_path / "toolgate.toml"
+    servers, config = tmp_path / "mcp.toml", tmp_path / "effectgate.toml"
     servers.write_text('[server.x]\ncommand = "sh"\n')
     config.write_text("[tool]\n[chats]\n")
 
@@ -130,6 +131,6 @@ def test_a_mistyped_top_level_key_is_named_with_the_key_meant(tmp_path: Path) ->
         "mcp.toml: unknown top-level key 'server' (expected only 'servers'); did you mean \"servers\"?"
     ]
     assert refused(load_config, config) == [
-        'toolgate.toml: tool: unknown field; did you mean "tools"? (tables: mcp, tools, chat)',
-        'toolgate.toml: chats: unknown field; did you mean "chat"? (tables: mcp, tools, chat)',
+        'effectgate.toml: tool: unknown field; did you mean "tools"? (tables: mcp, tools, chat, bus)',
+        'effectgate.toml: chats: unknown field; did you mean "chat"? (tables: mcp, tools, chat, bus)',
     ]

@@ -13,8 +13,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
-from toolgate.contracts.catalog import ConsumerSpec
-from toolgate.shared.handling import Consumer, Delivery, DurableWorker, Later, Settle, Settlement
+from effectgate.contracts.bus.catalog import ConsumerSpec
+from effectgate.shared.consumer.consumers import Consumer, Delivery
+from effectgate.shared.consumer.worker import DurableWorker, Later, Settle, Settlement
 
 pytestmark = pytest.mark.connected
 

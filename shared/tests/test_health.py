@@ -14,15 +14,15 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from prometheus_client import CollectorRegistry, Counter
 
-from toolgate.contracts import catalog
-from toolgate.contracts.events import DecisionMade, ReceiptIssued
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.shared import metrics
-from toolgate.shared.handling import Consumer
-from toolgate.shared.health import HealthServer, not_ready
-from toolgate.shared.monitor import base_checks
-from toolgate.shared.sampling import Sampler
-from toolgate.shared.service import Lifecycle
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.events import DecisionMade, ReceiptIssued
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.shared.consumer.consumers import Consumer
+from effectgate.shared.runtime import metrics
+from effectgate.shared.runtime.assembly import Lifecycle
+from effectgate.shared.runtime.health import HealthServer, not_ready
+from effectgate.shared.runtime.monitor import base_checks
+from effectgate.shared.runtime.sampling import Sampler
 
 
 def _broken() -> str | None:
@@ -46,7 +46,7 @@ async def _get(port: int, path: str) -> tuple[int, str, str]:
 async def test_the_server_answers_livez_readyz_and_metrics() -> None:
     reasons: dict[str, str | None] = {"nats": "not connected to NATS"}
     registry = CollectorRegistry()
-    Counter("toolgate_probe", "a counter", registry=registry).inc()
+    Counter("effectgate_probe", "a counter", registry=registry).inc()
     server = HealthServer("127.0.0.1", 0, {"nats": lambda: reasons["nats"]}, registry)
     await server.start()
     try:
@@ -57,7 +57,7 @@ async def test_the_server_answers_livez_readyz_and_metrics() -> None:
         reasons["nats"] = None
         assert (await _get(server.port, "/readyz"))[:2] == (200, "application/json; charset=utf-8")
         status, kind, body = await _get(server.port, "/metrics")
-        assert status == 200 and kind.startswith("text/plain") and "toolgate_probe_total 1.0" in body
+        assert status == 200 and kind.startswith("text/plain") and "effectgate_probe_total 1.0" in body
         assert (await _get(server.port, "/nothing"))[0] == 404
     finally:
         await server.stop()
@@ -149,17 +149,17 @@ def test_a_decision_is_counted_by_verdict_and_reason_code_and_a_rate_limit_separ
     metrics.record_published(decision("deny", "rate_limited"))
     metrics.record_published(decision("execute", "allowed"))
     points = _points(reader)
-    counted = {(p.attributes["verdict"], p.attributes["reason_code"]): p.value for p in points["toolgate_decisions"]}
+    counted = {(p.attributes["verdict"], p.attributes["reason_code"]): p.value for p in points["effectgate_decisions"]}
     assert counted == {("deny", "rate_limited"): 1, ("execute", "allowed"): 1}
-    assert [p.value for p in points["toolgate_rate_limit_rejections"]] == [1]
+    assert [p.value for p in points["effectgate_rate_limit_rejections"]] == [1]
 
 
 def test_a_receipt_is_counted_by_outcome_with_its_execution_time(reader: InMemoryMetricReader) -> None:
     metrics.record_published(receipt("succeeded", 250.0))
     metrics.record_published(receipt("denied", None))
     points = _points(reader)
-    assert {p.attributes["outcome"]: p.value for p in points["toolgate_receipts"]} == {"succeeded": 1, "denied": 1}
-    [execution] = points["toolgate_stage_duration"]
+    assert {p.attributes["outcome"]: p.value for p in points["effectgate_receipts"]} == {"succeeded": 1, "denied": 1}
+    [execution] = points["effectgate_stage_duration"]
     assert execution.attributes == {"stage": "execution"} and (execution.count, execution.sum) == (1, 0.25)
 
 
@@ -167,7 +167,7 @@ def test_a_call_and_a_clock_running_backwards_are_recorded(reader: InMemoryMetri
     now = datetime.now(UTC)
     metrics.record_call(now - timedelta(seconds=2), now)
     metrics.record_call(now, now - timedelta(seconds=1))
-    [call] = _points(reader)["toolgate_call_duration"]
+    [call] = _points(reader)["effectgate_call_duration"]
     assert (call.count, call.sum) == (2, 2.0)
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from toolgate.shared.invisible import is_invisible, shown_escaped
+from effectgate.shared.secrets.invisible import is_invisible, shown_escaped
 
 HIDDEN = ["\u202e", "\u200b", "\u2066", "\x00", "\u2028", "\u034f", "\ufe0f", "\U000e0100"]
 HIDDEN += ["\u3164", "\u115f", "\u2800"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.signing import generate_keypair
-from toolgate.shared.keyring import (
+from effectgate.contracts.integrity.signing import generate_keypair
+from effectgate.shared.config.keyring import (
     HOLDERS,
     PUBLIC,
     KeyLayoutError,

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.errors import ToolgateError
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.shared.logs import LogSettings, configure_logging
-from toolgate.shared.request_log import MAX_VALUE_CHARS, REQUESTS, note, request_scope
-from toolgate.shared.service import run_service
+from effectgate.contracts.errors import EffectgateError
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.shared.consumer.request_log import MAX_VALUE_CHARS, REQUESTS, note, request_scope
+from effectgate.shared.runtime.assembly import run_service
+from effectgate.shared.runtime.logs import LogSettings, configure_logging
 
 QUIET = ("httpx", "httpcore", "httpx2", "httpcore2", "mcp.client.streamable_http")
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z executor (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S")
@@ -48,7 +48,7 @@ def _fail_twice() -> None:
 
 def test_text_is_one_plain_line_per_record_with_fields_as_key_value(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("executor", LogSettings(format="text"))
-    logging.getLogger("toolgate.x").info("ran %s", "it", extra={"request_id": "r1", "principal": "an agent"})
+    logging.getLogger("effectgate.x").info("ran %s", "it", extra={"request_id": "r1", "principal": "an agent"})
     [line] = _lines(capsys)
     assert TEXT_LINE.match(line), line
     assert line.endswith(' INFO ran it request_id=r1 principal="an agent"'), line
@@ -59,7 +59,7 @@ def test_text_escapes_control_characters_and_quotes_values_that_would_break_the_
 ) -> None:
     configure_logging("executor", LogSettings(format="text"))
     hostile = "a\nb\x1b[31mred"
-    logging.getLogger("toolgate.x").warning("saw %s", hostile, extra={"tool": hostile, "note": 'x="y"'})
+    logging.getLogger("effectgate.x").warning("saw %s", hostile, extra={"tool": hostile, "note": 'x="y"'})
     [line] = _lines(capsys)
     assert "\x1b" not in line
     assert "saw a\\nb\\x1b[31mred" in line
@@ -71,7 +71,7 @@ def test_c1_controls_separators_and_bidi_overrides_are_written_escaped(
     capsys: pytest.CaptureFixture[str], character: str
 ) -> None:
     configure_logging("executor", LogSettings(format="text"))
-    logging.getLogger("toolgate.x").warning("saw %s", f"evil{character}name")
+    logging.getLogger("effectgate.x").warning("saw %s", f"evil{character}name")
     [line] = _lines(capsys)
     assert character not in line and f"saw evil{repr(character)[1:-1]}name" in line
 
@@ -81,7 +81,7 @@ def test_a_traceback_follows_on_indented_lines_without_blank_ones(capsys: pytest
     try:
         _fail_twice()
     except RuntimeError:
-        logging.getLogger("toolgate.x").exception("failed")
+        logging.getLogger("effectgate.x").exception("failed")
     first, *trace = _lines(capsys)
     assert TEXT_LINE.match(first) and first.endswith("ERROR failed")
     assert trace and all(line.startswith("    ") and line.strip() for line in trace)
@@ -90,8 +90,8 @@ def test_a_traceback_follows_on_indented_lines_without_blank_ones(capsys: pytest
 
 def test_a_record_with_no_text_writes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("executor", LogSettings(format="text"))
-    logging.getLogger("toolgate.x").info("")
-    logging.getLogger("toolgate.x").info("   ")
+    logging.getLogger("effectgate.x").info("")
+    logging.getLogger("effectgate.x").info("   ")
     assert capsys.readouterr().err == ""
 
 
@@ -107,16 +107,16 @@ def test_faststream_logs_through_the_same_handler_without_colour(capsys: pytest.
 
 def test_json_lines_parse_with_the_fields_as_keys(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("executor", LogSettings(format="json"))
-    logging.getLogger("toolgate.x").info("ran", extra={"request_id": "r1", "duration_ms": 1.5})
+    logging.getLogger("effectgate.x").info("ran", extra={"request_id": "r1", "duration_ms": 1.5})
     try:
         _fail_twice()
     except RuntimeError:
-        logging.getLogger("toolgate.x").exception("failed")
+        logging.getLogger("effectgate.x").exception("failed")
     first, second = (json.loads(line) for line in _lines(capsys))
     assert {key: first[key] for key in ("service", "level", "logger", "message")} == {
         "service": "executor",
         "level": "INFO",
-        "logger": "toolgate.x",
+        "logger": "effectgate.x",
         "message": "ran",
     }
     assert first["request_id"] == "r1" and first["duration_ms"] == 1.5
@@ -126,28 +126,28 @@ def test_json_lines_parse_with_the_fields_as_keys(capsys: pytest.CaptureFixture[
 
 def test_the_level_setting_hides_what_is_below_it(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("executor", LogSettings(format="text", level="warning"))
-    logging.getLogger("toolgate.x").info("hidden")
-    logging.getLogger("toolgate.x").warning("shown")
+    logging.getLogger("effectgate.x").info("hidden")
+    logging.getLogger("effectgate.x").warning("shown")
     assert [line.rsplit(" ", 1)[-1] for line in _lines(capsys)] == ["shown"]
 
 
 def test_configuring_again_replaces_the_handler_it_installed(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("executor", LogSettings(format="text"))
     configure_logging("executor", LogSettings(format="json"))
-    logging.getLogger("toolgate.x").warning("once")
+    logging.getLogger("effectgate.x").warning("once")
     [line] = _lines(capsys)
     assert json.loads(line)["message"] == "once"
 
 
 @pytest.mark.parametrize(
     ("variable", "value", "named"),
-    [("TOOLGATE_LOG_FORMAT", "xml", "'text' or 'json'"), ("TOOLGATE_LOG_LEVEL", "loud", "not 'loud'")],
+    [("EFFECTGATE_LOG_FORMAT", "xml", "'text' or 'json'"), ("EFFECTGATE_LOG_LEVEL", "loud", "not 'loud'")],
 )
 def test_a_setting_it_does_not_know_is_refused_naming_the_variable(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, named: str
 ) -> None:
     monkeypatch.setenv(variable, value)
-    with pytest.raises(ToolgateError) as refused:
+    with pytest.raises(EffectgateError) as refused:
         configure_logging("executor")
     assert refused.value.reason_code == "log_settings_invalid"
     assert variable in refused.value.reason and named in refused.value.reason
@@ -159,7 +159,7 @@ def test_a_scope_writes_one_line_with_what_was_noted_and_its_duration(capsys: py
         note("decision", request_id="r1", verdict=Verdict.EXECUTE, tool=None)
         note("decision", reason_code="permitted")
     [line] = [json.loads(text) for text in _lines(capsys)]
-    assert line["message"] == "decision" and line["logger"] == "toolgate.requests"
+    assert line["message"] == "decision" and line["logger"] == "effectgate.requests"
     fields = {key: line[key] for key in ("request_id", "verdict", "reason_code", "consumer")}
     assert fields == {"request_id": "r1", "verdict": "execute", "reason_code": "permitted", "consumer": "c"}
     assert "tool" not in line and isinstance(line["duration_ms"], float) and line["duration_ms"] >= 0
@@ -221,9 +221,9 @@ def test_an_error_that_ends_a_service_is_one_critical_record_naming_it(capsys: p
 def test_an_unknown_log_setting_ends_a_service_with_one_line(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TOOLGATE_LOG_FORMAT", "xml")
+    monkeypatch.setenv("EFFECTGATE_LOG_FORMAT", "xml")
     assert run_service("executor", _broken_app) == 2
-    assert _lines(capsys) == ["executor cannot start: TOOLGATE_LOG_FORMAT: Input should be 'text' or 'json'"]
+    assert _lines(capsys) == ["executor cannot start: EFFECTGATE_LOG_FORMAT: Input should be 'text' or 'json'"]
 
 
 def test_a_field_named_like_a_record_attribute_never_breaks_the_request(capsys: pytest.CaptureFixture[str]) -> None:

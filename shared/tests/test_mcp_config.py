@@ -5,20 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.descriptors import RateLimit
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.shared.config import ConfigInvalid
-from toolgate.shared.mcp_config import (
-    DEFAULT_MCP_RATE_LIMIT,
-    McpServerConfig,
-    Override,
-    header_values,
-    load_mcp_servers,
-    parse_servers,
-    resolve_command,
-    stdio_launch,
-)
-from toolgate.shared.upstream import masked_url
+from effectgate.contracts.tools.descriptors import RateLimit
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.shared.config.effectgate_file import ConfigInvalid
+from effectgate.shared.mcp.loading import load_mcp_servers, parse_servers, resolve_command
+from effectgate.shared.mcp.servers import DEFAULT_MCP_RATE_LIMIT, McpServerConfig, Override, header_values, stdio_launch
+from effectgate.shared.mcp.upstream import masked_url
 
 VALID = """
 [servers.time]

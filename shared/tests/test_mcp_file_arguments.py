@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.file_references import FILE_MARKER, file_places
-from toolgate.shared.mcp_config import McpServerConfig, Override, load_mcp_servers
-from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp, input_schema
+from effectgate.contracts.tools.file_references import FILE_MARKER, file_places
+from effectgate.shared.mcp.loading import load_mcp_servers
+from effectgate.shared.mcp.mapping import McpToolInfo, descriptor_from_mcp, input_schema
+from effectgate.shared.mcp.servers import McpServerConfig, Override
 
 ADD = McpToolInfo(
     name="git_add",

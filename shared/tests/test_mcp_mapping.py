@@ -5,14 +5,12 @@ import jsonschema_rs
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_of
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.shared.mcp_config import McpServerConfig, Override
-from toolgate.shared.mcp_mapping import (
+from effectgate.contracts.tools.descriptors import SEMVER, TOOL_NAME, RateLimit, ToolDescriptor, rate_of
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.shared.mcp.hints import admitted, classify
+from effectgate.shared.mcp.mapping import (
     DRAFT_2020_12,
     McpToolInfo,
-    admitted,
-    classify,
     coerce_semver,
     descriptor_from_mcp,
     input_schema,
@@ -21,6 +19,7 @@ from toolgate.shared.mcp_mapping import (
     output_schema,
     tool_from_wire,
 )
+from effectgate.shared.mcp.servers import McpServerConfig, Override
 
 RO, RW, IW = SideEffectClass.READ_ONLY, SideEffectClass.REVERSIBLE_WRITE, SideEffectClass.IRREVERSIBLE_WRITE
 REPO_SCHEMA = {"type": "object", "properties": {"repo_path": {"type": "string"}}, "required": ["repo_path"]}

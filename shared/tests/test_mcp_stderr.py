@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolgate.shared import mcp_stderr
-from toolgate.shared.mcp_stderr import last_words, scrub_with, stderr_logged
-from toolgate.shared.redaction import Redactor
-from toolgate.shared.secret_detectors import find_secrets
+from effectgate.shared.mcp import stderr
+from effectgate.shared.mcp.stderr import last_words, scrub_with, stderr_logged
+from effectgate.shared.secrets.detectors import find_secrets
+from effectgate.shared.secrets.redaction import Redactor
 
 SECRET = "AnotherSecretToken_abcdefghijklmnopqrstuvwxyz0123"
 
@@ -49,7 +49,7 @@ async def test_no_part_of_a_configured_secret_survives_in_the_last_words(line: s
     kept = await _tail_of(line + "\n")
 
     assert SECRET[-12:] not in kept and SECRET[:12] not in kept
-    assert len(kept) <= mcp_stderr.LAST_WORDS_CHARS
+    assert len(kept) <= stderr.LAST_WORDS_CHARS
 
 
 def test_last_words_cut_at_a_word_and_marked() -> None:

@@ -1,4 +1,4 @@
-"""The README's metrics table ("Health and metrics") is what /metrics exports: names, types, labels, units."""
+"""The metrics table of docs/reference/metrics.md is what /metrics exports: names, types, labels, units."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from toolgate.shared import metrics
+from effectgate.shared.runtime import metrics
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-ROW = re.compile(r"^\| `(toolgate_[a-z_]+)` \| (\w+) \| (.*?) \| (\w+) \| .+ \|$", re.M)
+METRICS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "metrics.md"
+ROW = re.compile(r"^\| `(effectgate_[a-z_]+)` \| (\w+) \| (.*?) \| (\w+) \| .+ \|$", re.M)
 
 
 def _documented() -> dict[str, tuple[str, set[str], str]]:
-    """name → (type, label names, unit) from the README table."""
+    """name → (type, label names, unit) from the documented table."""
     rows = {}
-    for name, kind, labels, unit in ROW.findall(README.read_text()):
+    for name, kind, labels, unit in ROW.findall(METRICS_PAGE.read_text()):
         names = re.sub(r"\([^)]*\)", "", labels)  # a label's values are in parentheses
         rows[name] = (kind, set(re.findall(r"`([a-z_]+)`", names)), unit)
     return rows
@@ -35,7 +35,7 @@ def _exported(monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[str, set[str]]
     _record_one_of_each(monkeypatch)
     found = {}
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
-        if family.name.startswith("toolgate_"):
+        if family.name.startswith("effectgate_"):
             name = f"{family.name}_total" if family.type == "counter" else family.name
             found[name] = (family.type, {k for s in family.samples for k in s.labels if k != "le"})
     provider.shutdown()
@@ -54,11 +54,12 @@ def _record_one_of_each(monkeypatch: pytest.MonkeyPatch) -> None:
     metrics.record_appended(now)
     monkeypatch.setattr(metrics.CONSUMER_PENDING, "values", {(("durable", "policy"), ("state", "undelivered")): 1.0})
     metrics.observe_mcp_states(lambda: {"files": "ready"})
+    monkeypatch.setattr(metrics.RECORD_STORE_USED, "values", {(): 0.5})
 
 
 def test_every_documented_metric_is_exported_with_its_type_labels_and_unit(monkeypatch: pytest.MonkeyPatch) -> None:
     documented, exported = _documented(), _exported(monkeypatch)
-    assert documented, "no metrics table in the README"
+    assert documented, "no metrics table in docs/reference/metrics.md"
     assert set(documented) == set(exported)
     for name, (kind, labels, unit) in documented.items():
         assert exported[name] == (kind, labels), name

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from toolgate.contracts.paging import PageQuery, page_query_of
-from toolgate.shared.paging import PageFiller, PageOverflow, items_budget
+from effectgate.contracts.bus.paging import PageQuery, page_query_of
+from effectgate.shared.consumer.paging import PageFiller, PageOverflow, items_budget
 
 
 def _page(filler: PageFiller) -> bytes:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from nats.js import JetStreamContext
 
-from toolgate.contracts import catalog
-from toolgate.shared.provision import consumer_config, ensure_bus
+from effectgate.contracts.bus import catalog
+from effectgate.shared.stores.provision import consumer_config, ensure_bus
 
 pytestmark = pytest.mark.connected
 

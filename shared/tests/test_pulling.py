@@ -12,7 +12,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, StreamConfig
 
-from toolgate.shared.pulling import Puller
+from effectgate.shared.consumer.pulling import Puller
 
 pytestmark = pytest.mark.connected
 
@@ -24,19 +24,27 @@ class Pulled:
         self.nc, self.js, self.ns, self.stream = nc, js, ns, f"P{ns}"
         self.puller = Puller(nc, self.stream, "c")
         self.requests: list[Msg] = []
+        self._seen = asyncio.Condition()
 
     async def start(self) -> None:
         await self.js.add_stream(StreamConfig(name=self.stream, subjects=[f"{self.ns}.>"]))
         await self.js.add_consumer(self.stream, ConsumerConfig(durable_name="c", ack_policy=AckPolicy.EXPLICIT))
 
         async def seen(msg: Msg) -> None:
-            self.requests.append(msg)
+            async with self._seen:
+                self.requests.append(msg)
+                self._seen.notify_all()
 
         await self.nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.c", cb=seen)
         await self.puller.start()
 
     async def send(self, body: bytes) -> None:
         await self.js.publish(f"{self.ns}.m", body, stream=self.stream)
+
+    async def made(self, count: int) -> None:
+        """Return once the spy on the request subject has seen ``count`` pull requests."""
+        async with self._seen:
+            await self._seen.wait_for(lambda: len(self.requests) >= count)
 
     async def ack_pending(self) -> int:
         return int((await self.js.consumer_info(self.stream, "c")).num_ack_pending)
@@ -86,6 +94,8 @@ async def test_an_expired_request_is_followed_by_a_new_one(pulled: Pulled) -> No
         while not found:
             found = await pulled.puller.fetch(4, wait_s=2.0)
     assert [msg.data for msg in found] == [b"late"]
+    async with asyncio.timeout(5):  # the spy on the request subject sees the second request after its answer
+        await pulled.made(2)
     assert len(pulled.requests) == 2
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from toolgate.devstack.servers import ServerProcess, redis_server
-from toolgate.shared.redis_ready import RedisReachable
+from effectgate.devstack.servers import ServerProcess, redis_server
+from effectgate.shared.runtime.redis_ready import RedisReachable
 
 pytestmark = pytest.mark.connected
 

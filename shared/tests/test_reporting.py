@@ -11,11 +11,11 @@ import nats.errors
 import pytest
 from nats.js import JetStreamContext
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import SecurityEvent, decode_event
-from toolgate.contracts.security import DETAIL_MAX_CHARS, SecurityKind, digest, violation_of
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import SecurityEvent, decode_event
+from effectgate.contracts.security import DETAIL_MAX_CHARS, SecurityKind, digest, violation_of
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 
 class Clock:
@@ -117,7 +117,7 @@ async def test_a_flood_is_capped_per_window_and_the_suppressed_count_logged(capl
     admitted = [reporter.report(SecurityKind.PERMISSION_VIOLATION, subject=f"_INBOX_x.{n}") for n in range(50)]
     assert admitted == [True] * 10 + [False] * 40
     clock.now += 61.0
-    with caplog.at_level(logging.WARNING, logger="toolgate.security"):
+    with caplog.at_level(logging.WARNING, logger="effectgate.security"):
         assert reporter.report(SecurityKind.PERMISSION_VIOLATION, subject="_INBOX_x.after")
     await reporter.flush()
     assert len(published) == 11
@@ -135,7 +135,7 @@ async def test_a_failed_publish_is_logged_and_never_reaches_the_caller(
 
     reporter = SecurityReporter("executor")
     reporter.attach_publish(publish)
-    with caplog.at_level(logging.WARNING, logger="toolgate.security"):
+    with caplog.at_level(logging.WARNING, logger="effectgate.security"):
         assert reporter.report(SecurityKind.DECISION_FORGED, request_id="r1", detail="unsigned")
         await reporter.flush()
     messages = [record.getMessage() for record in caplog.records]
@@ -159,7 +159,7 @@ async def test_a_publish_that_hangs_does_not_hold_up_the_caller() -> None:
 
 
 async def test_before_attaching_a_report_is_only_logged(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="toolgate.security"):
+    with caplog.at_level(logging.WARNING, logger="effectgate.security"):
         assert SecurityReporter("policy").report(SecurityKind.PERMISSION_VIOLATION, subject="tg.x")
     assert any("permission_violation seen by policy" in record.getMessage() for record in caplog.records)
 

@@ -14,15 +14,25 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from toolgate.shared.service import Lifecycle, NotStarted, RuntimeCell, is_inbox, new_app, new_broker, rpc, run_service
-from toolgate.shared.settings import ServiceSettings
+from effectgate.shared.config.settings import ServiceSettings
+from effectgate.shared.runtime.assembly import (
+    Lifecycle,
+    NotStarted,
+    RuntimeCell,
+    is_inbox,
+    new_app,
+    new_broker,
+    rpc,
+    run_service,
+)
 
 pytestmark = pytest.mark.connected
 
 
 def test_what_counts_as_an_inbox() -> None:
-    assert is_inbox("_INBOX.abc.1") and is_inbox("_INBOX_agent-a.x")
-    assert not any(map(is_inbox, ["$KV.TOOLGATE_TOOLS.latest.x", "tg.decision.a.b", "_INBOXES.x", "INBOX.x"]))
+    assert is_inbox("_INBOX.abc.1") and is_inbox("_INBOX_agent-a.x") and is_inbox("_R_.abc.def")
+    refused = ["$KV.EFFECTGATE_TOOLS.latest.x", "tg.decision.a.b", "_INBOXES.x", "INBOX.x", "_R_x.y"]
+    assert not any(map(is_inbox, refused))
 
 
 async def test_an_answer_goes_to_an_inbox_and_never_to_a_chosen_subject(nats_url: str, nc: Client, ns: str) -> None:
@@ -53,10 +63,10 @@ async def test_an_answer_goes_to_an_inbox_and_never_to_a_chosen_subject(nats_url
 
 
 async def _asked(nc: Client, subject: str) -> Msg:
-    """A request answered, asked again until the subscription is in place (at most 5 s)."""
+    """A request answered (within 5 s), asked again until the subscription is in place (at most 50 tries)."""
     for _ in range(50):
         try:
-            return await nc.request(subject, b"{}", timeout=0.5)
+            return await nc.request(subject, b"{}", timeout=5.0)
         except nats.errors.NoRespondersError:
             await asyncio.sleep(0.1)
     raise TimeoutError(f"nobody answers on {subject}")
@@ -114,7 +124,7 @@ def test_a_service_stopped_while_starting_stops_in_order_without_a_crash(
     with caplog.at_level(logging.INFO):
         code = run_service("executor", lambda: _starting_forever(nats_url, ran))
 
-    said = [(record.levelname, record.getMessage()) for record in caplog.records if record.name == "toolgate"]
+    said = [(record.levelname, record.getMessage()) for record in caplog.records if record.name == "effectgate"]
     assert code == 0 and ran == ["own closed"], said
     assert ("INFO", "stopped before it finished starting") in said
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR], said

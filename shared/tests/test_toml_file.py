@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from toolgate.shared.config import ConfigInvalid, load_config
-from toolgate.shared.mcp_config import load_mcp_servers
-from toolgate.shared.settings import ServiceSettings
-from toolgate.shared.toml_file import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, read_toml
+from effectgate.shared.config.effectgate_file import ConfigInvalid, load_config
+from effectgate.shared.config.settings import ServiceSettings
+from effectgate.shared.config.toml_file import MAX_CONFIG_BYTES, MAX_CONFIG_DEPTH, read_toml
+from effectgate.shared.mcp.loading import load_mcp_servers
 
 LOADERS: list[Callable[[Path], Any]] = [load_config, load_mcp_servers, read_toml]
 
@@ -104,8 +104,8 @@ def test_text_that_is_not_utf8_is_refused_naming_the_file(load: Callable[[Path],
 
 
 def test_a_service_refuses_a_deep_config_file_as_invalid(tmp_path: Path) -> None:
-    path = tmp_path / "toolgate.toml"
+    path = tmp_path / "effectgate.toml"
     path.write_text(nested(1000))
 
-    with pytest.raises(ConfigInvalid, match="toolgate.toml: tables or arrays nested more than 64 levels deep"):
+    with pytest.raises(ConfigInvalid, match="effectgate.toml: tables or arrays nested more than 64 levels deep"):
         ServiceSettings(config_file=path)

@@ -16,9 +16,9 @@ import pytest_asyncio
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.shared.tools_kv import ToolsBucket
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.shared.stores.tools_kv import ToolsBucket
 
 LISTINGS = 1_200
 """More listings than the ~1,000 that exhausted the server when each one left a consumer."""

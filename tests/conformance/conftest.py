@@ -5,7 +5,7 @@ test-only into ``.tools/conformance`` by ``tests/fixtures/conformance/install.sh
 test`` and ``./dev conformance`` run it). A test here fails, never skips, when they are missing.
 
 Two endpoints: the everything fixture server (``tests/fixtures/mcp/everything_server.py``)
-alone over Streamable HTTP, and toolgate's MCP surface in front of a whole stack (secured
+alone over Streamable HTTP, and effectgate's MCP surface in front of a whole stack (secured
 NATS, Redis, the five services) where the same fixture is the stdio upstream server
 ``everything`` — hints trusted, so its read-only tools run without approval.
 """
@@ -27,10 +27,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from toolgate.cli.stack import Stack, credentials_dir, running_stack
-from toolgate.contracts.nats_permissions import agent_user
-from toolgate.devstack.servers import ServerProcess, ready_or_stopped, started_on_a_free_port
-from toolgate.sdk.client import ToolClient
+from effectgate.cli.stack.launch import credentials_dir, running_stack
+from effectgate.cli.stack.system import Stack
+from effectgate.contracts.bus.nats_permissions import agent_user
+from effectgate.devstack.servers import ServerProcess, ready_or_stopped, started_on_a_free_port
+from effectgate.sdk.client import ToolClient
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "tests" / "fixtures" / "mcp" / "everything_server.py"
@@ -157,11 +158,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     (base / "servers.toml").write_text(SERVERS)
     (base / "box").mkdir()
     env = {
-        "TOOLGATE_POLICY_POLICY_FILE": str(REPO / "deploy" / "policy" / "policy.cedar"),
-        "TOOLGATE_POLICY_PRINCIPALS_FILE": str(base / "principals.toml"),
-        "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(base / "principals.toml"),
-        "TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(base / "box"),
-        "TOOLGATE_MCP_SERVERS_FILE": str(base / "servers.toml"),
+        "EFFECTGATE_POLICY_POLICY_FILE": str(REPO / "deploy" / "policy" / "policy.cedar"),
+        "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(base / "principals.toml"),
+        "EFFECTGATE_APPROVALS_PRINCIPALS_FILE": str(base / "principals.toml"),
+        "EFFECTGATE_EXECUTOR_SANDBOX_ROOT": str(base / "box"),
+        "EFFECTGATE_MCP_SERVERS_FILE": str(base / "servers.toml"),
     }
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("NATS_URL", raising=False)
@@ -194,20 +195,20 @@ def surface_env(stack: Stack) -> dict[str, str]:
     return {
         **stack.env,
         "NATS_URL": stack.nats_url,
-        "TOOLGATE_SURFACE_HOST": "127.0.0.1",
-        "TOOLGATE_SURFACE_PORT": "{port}",
-        "TOOLGATE_SURFACE_PATH": "/mcp",
-        "TOOLGATE_SURFACE_CREDENTIALS_DIR": str(credentials_dir(stack.state_dir)),
-        "TOOLGATE_SURFACE_PUBLIC_KEYS_DIR": str(stack.public_keys),
-        "TOOLGATE_SURFACE_OPEN_PRINCIPAL": PRINCIPAL,
-        "TOOLGATE_SURFACE_FLAT_TOOLS": json.dumps([TOOL]),
-        "TOOLGATE_SURFACE_PROGRESS_S": "60",
+        "EFFECTGATE_SURFACE_HOST": "127.0.0.1",
+        "EFFECTGATE_SURFACE_PORT": "{port}",
+        "EFFECTGATE_SURFACE_PATH": "/mcp",
+        "EFFECTGATE_SURFACE_CREDENTIALS_DIR": str(credentials_dir(stack.state_dir)),
+        "EFFECTGATE_SURFACE_PUBLIC_KEYS_DIR": str(stack.public_keys),
+        "EFFECTGATE_SURFACE_OPEN_PRINCIPAL": PRINCIPAL,
+        "EFFECTGATE_SURFACE_FLAT_TOOLS": json.dumps([TOOL]),
+        "EFFECTGATE_SURFACE_PROGRESS_S": "60",
     }
 
 
 @pytest.fixture(scope="module")
 def surface_url(stack: Stack, agent: ToolClient) -> Iterator[str]:
-    """Toolgate's MCP surface (``python -m toolgate.surface``) in front of the stack, the upstream registered."""
-    command = [sys.executable, "-m", "toolgate.surface"]
+    """Effectgate's MCP surface (``python -m effectgate.surface``) in front of the stack, the upstream registered."""
+    command = [sys.executable, "-m", "effectgate.surface"]
     with http_server(command, stack.state_dir / "surface.log", surface_env(stack)) as url:
         yield url

@@ -1,4 +1,4 @@
-"""The official MCP conformance suite, run for both protocol revisions through toolgate's MCP surface.
+"""The official MCP conformance suite, run for both protocol revisions through effectgate's MCP surface.
 
 Every scenario a revision requires runs against the surface of a whole stack whose upstream
 ``everything`` is the fixture server; what the surface does differently from a plain MCP

@@ -18,17 +18,19 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from toolgate.contracts.descriptors import RateLimit, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import DecisionMade, ToolRequested, encode
-from toolgate.contracts.recheck import RecheckQuery
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import PolicyEngine
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryReplayIndex, admitted_key, limiter_key
-from toolgate.policy.recheck import recheck
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import DecisionMade, ToolRequested, encode
+from effectgate.contracts.rpc.recheck import RecheckQuery
+from effectgate.contracts.tools.descriptors import RateLimit, ToolDescriptor
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.adapters.redis_limiter import RedisRateLimiter
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.domain import admitted_key, limiter_key
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryReplayIndex
+from effectgate.policy.pipeline.recheck import recheck
+from effectgate.policy.service import Envelope, PolicyPorts
 
 pytestmark = pytest.mark.connected
 

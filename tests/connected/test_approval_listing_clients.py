@@ -2,7 +2,7 @@
 
 The approvals service's request handlers over its Redis store and stream bus, and twenty
 pending writes of 60 kB arguments (the case that made ``tg.approvals.list`` answer
-``reply_too_large``): ``toolgate approvals list`` prints every one (and ``--summary``,
+``reply_too_large``): ``effectgate approvals list`` prints every one (and ``--summary``,
 ``--one-page`` and ``approvals show``), the chat-ops bot's re-sync lists them all with
 their arguments; on a 64 KiB server an approval too large for one message is summarised,
 and a chat card says so instead of showing no arguments.
@@ -25,23 +25,23 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from faststream.nats import NatsBroker
 from typer.testing import CliRunner
 
-from toolgate.approvals.adapters.redis_store import RedisApprovalStore
-from toolgate.approvals.adapters.stream import StreamApprovalsBus
-from toolgate.approvals.handlers import ApprovalsRuntime, build_router
-from toolgate.approvals.rebuild import Rebuilder
-from toolgate.approvals.service import Approvals
-from toolgate.chatops.adapters.approvals_rpc import NatsApprovals
-from toolgate.chatops.domain import listed_card
-from toolgate.cli.app import app
-from toolgate.contracts.approval_ids import approval_id_for
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import BoundRequest, DecisionMade, encode
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.devstack.executor_reading import no_files_read
-from toolgate.devstack.servers import nats_server
-from toolgate.shared.provision import ensure_bus
-from toolgate.shared.service import RuntimeCell
+from effectgate.approvals.adapters.redis_store import RedisApprovalStore
+from effectgate.approvals.adapters.stream import StreamApprovalsBus
+from effectgate.approvals.handlers import ApprovalsRuntime, build_router
+from effectgate.approvals.rebuild import Rebuilder
+from effectgate.approvals.service import Approvals
+from effectgate.chatops.adapters.approvals_rpc import NatsApprovals
+from effectgate.chatops.domain import listed_card
+from effectgate.cli.app import app
+from effectgate.contracts.approval_ids import approval_id_for
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import BoundRequest, DecisionMade, encode
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.devstack.executor_reading import no_files_read
+from effectgate.devstack.servers import nats_server
+from effectgate.shared.runtime.assembly import RuntimeCell
+from effectgate.shared.stores.provision import ensure_bus
 
 pytestmark = pytest.mark.connected
 
@@ -118,9 +118,9 @@ async def _serve(url: str, redis_client: aioredis.Redis, ns: str, sizes: list[in
     await nc.close()
 
 
-async def _toolgate(url: str, state: Path, *args: str) -> Any:
-    """The ``toolgate`` command (it runs its own event loop: in a thread)."""
-    env = {"TOOLGATE_STATE_DIR": str(state), "COLUMNS": "200"}
+async def _effectgate(url: str, state: Path, *args: str) -> Any:
+    """The ``effectgate`` command (it runs its own event loop: in a thread)."""
+    env = {"EFFECTGATE_STATE_DIR": str(state), "COLUMNS": "200"}
     return await asyncio.to_thread(CliRunner().invoke, app, [*args, "--nats-url", url], env=env)
 
 
@@ -128,18 +128,18 @@ async def test_the_cli_and_the_bot_read_every_page_of_twenty_60_kb_approvals(
     nats_url: str, redis_client: aioredis.Redis, ns: str, tmp_path: Path
 ) -> None:
     async for opened in _serve(nats_url, redis_client, ns, [60_000] * 20):
-        shown = await _toolgate(nats_url, tmp_path, "approvals", "list", "--json")
+        shown = await _effectgate(nats_url, tmp_path, "approvals", "list", "--json")
         assert shown.exit_code == 0, shown.output
         listed = json.loads(shown.stdout)
         assert [item["approval_id"] for item in listed] == opened
         assert all(len(item["request"]["arguments"]["content"]) == 60_000 for item in listed)
-        text = await _toolgate(nats_url, tmp_path, "approvals", "list", "--summary")
+        text = await _effectgate(nats_url, tmp_path, "approvals", "list", "--summary")
         assert text.exit_code == 0 and "20 pending approvals" in text.stdout
-        assert text.stdout.count("left out: toolgate approvals show") == 20
-        one = await _toolgate(nats_url, tmp_path, "approvals", "list", "--one-page", "--page-size", "3", "--json")
+        assert text.stdout.count("left out: effectgate approvals show") == 20
+        one = await _effectgate(nats_url, tmp_path, "approvals", "list", "--one-page", "--page-size", "3", "--json")
         assert [item["approval_id"] for item in json.loads(one.stdout)] == opened[:3]
-        assert "more: toolgate approvals list --after " in one.stderr
-        again = await _toolgate(nats_url, tmp_path, "approvals", "show", opened[7], "--json")
+        assert "more: effectgate approvals list --after " in one.stderr
+        again = await _effectgate(nats_url, tmp_path, "approvals", "show", opened[7], "--json")
         assert json.loads(again.stdout)["request"]["arguments"]["content"].startswith("07c")
         async with await nats.connect(nats_url) as bot:
             pending = await NatsApprovals(bot).pending()
@@ -150,12 +150,12 @@ async def test_on_a_64_kib_server_an_approval_too_large_for_a_message_is_summari
     small_nats: str, redis_client: aioredis.Redis, ns: str, tmp_path: Path
 ) -> None:
     async for opened in _serve(small_nats, redis_client, ns, [100, 63_800, 30_000, 100]):
-        shown = await _toolgate(small_nats, tmp_path, "approvals", "list", "--json")
+        shown = await _effectgate(small_nats, tmp_path, "approvals", "list", "--json")
         assert shown.exit_code == 0, shown.output
         listed = json.loads(shown.stdout)
         assert [item["approval_id"] for item in listed] == opened
         assert [item["omitted"] for item in listed] == [[], ["arguments"], [], []]
-        whole = await _toolgate(small_nats, tmp_path, "approvals", "show", opened[1])
+        whole = await _effectgate(small_nats, tmp_path, "approvals", "show", opened[1])
         assert whole.exit_code == 0 and "arguments left out" in whole.stderr
         async with await nats.connect(small_nats) as bot:
             pending = await NatsApprovals(bot).pending()

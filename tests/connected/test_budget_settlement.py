@@ -18,22 +18,22 @@ import pytest_asyncio
 import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, SecurityEvent
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
-from toolgate.policy.admission import Spending
-from toolgate.policy.budget_ports import BudgetCounter, Charge, counter_key
-from toolgate.policy.budget_rebuild import rebuild_budgets
-from toolgate.policy.budgets import parse_budgets, window_start
-from toolgate.policy.handlers import BudgetRuntime, budget_consumers
-from toolgate.policy.ports import InMemoryDescriptorSource
-from toolgate.policy.reconciliation import differences, pending
-from toolgate.policy.spend_trail import InMemorySpendTrail
-from toolgate.shared.handling import Delivery, Later, Settle
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, SecurityEvent
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.policy.adapters.redis_budgets import RedisBudgetLedger
+from effectgate.policy.budgets.ledger import BudgetCounter, Charge, counter_key
+from effectgate.policy.budgets.rebuild import rebuild_budgets
+from effectgate.policy.budgets.reconciliation import differences, pending
+from effectgate.policy.budgets.rules import parse_budgets, window_start
+from effectgate.policy.handlers.settlement import BudgetRuntime, budget_consumers
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemorySpendTrail
+from effectgate.policy.pipeline.admission import Spending
+from effectgate.shared.consumer.consumers import Delivery
+from effectgate.shared.consumer.worker import Later, Settle
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 pytestmark = pytest.mark.connected
 

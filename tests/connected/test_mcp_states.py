@@ -17,22 +17,23 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import encode
-from toolgate.contracts.tool_states import ToolState, blocks
-from toolgate.executor.adapters.mcp_client import McpToolHost
-from toolgate.executor.adapters.mcp_warden import ServerState
-from toolgate.executor.adapters.state_announcer import StateAnnouncer, state_event
-from toolgate.executor.errors import ToolOutcomeUnknown, ToolRefused
-from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.registry.adapters.state_recorder import StateRecorder
-from toolgate.registry.service import Registry
-from toolgate.shared.mcp_config import McpServerConfig
-from toolgate.shared.redaction import Redactor
-from toolgate.shared.secret_detectors import find_secrets
-from toolgate.shared.tools_kv import ToolsBucket
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import encode
+from effectgate.contracts.tools.tool_states import ToolState, blocks
+from effectgate.devstack.timing import scaled
+from effectgate.executor.adapters.mcp.client import McpToolHost
+from effectgate.executor.adapters.mcp.state_announcer import StateAnnouncer, state_event
+from effectgate.executor.adapters.mcp.warden import ServerState
+from effectgate.executor.errors import ToolOutcomeUnknown, ToolRefused
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.registry.adapters.state_recorder import StateRecorder
+from effectgate.registry.service import Registry
+from effectgate.shared.mcp.servers import McpServerConfig
+from effectgate.shared.secrets.detectors import find_secrets
+from effectgate.shared.secrets.redaction import Redactor
+from effectgate.shared.stores.tools_kv import ToolsBucket
 
-pytestmark = pytest.mark.connected
+pytestmark = [pytest.mark.connected, pytest.mark.timing]
 
 SCRIPT = Path(__file__).resolve().parents[1] / "fixtures" / "mcp" / "scripted_server.py"
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": False}
@@ -50,7 +51,7 @@ def scripted(workdir: Path, name: str, fail_text: str) -> McpServerConfig:
 
 
 async def wait_for(check: Any, timeout_s: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
+    deadline = asyncio.get_running_loop().time() + scaled(timeout_s)
     while not await check():
         assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
         await asyncio.sleep(0.05)

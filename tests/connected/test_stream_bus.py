@@ -11,12 +11,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ApprovalGranted, DecisionMade, EffectClaimed, ReceiptIssued
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.executor.adapters.stream import StreamBus
-from toolgate.shared.bus import publish_event
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ApprovalGranted, DecisionMade, EffectClaimed, ReceiptIssued
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.executor.adapters.stream import StreamBus
+from effectgate.shared.stores.stream import publish_event
 
 pytestmark = pytest.mark.connected
 
@@ -103,14 +103,14 @@ async def test_a_forged_receipt_first_on_the_subject_neither_ends_the_request_no
 
 
 @pytest.mark.parametrize(
-    "junk", ['{"stream": "TOOLGATE", "seq": 7}', '{"type": "io.nats.jetstream.api.v1.error"}', "x"]
+    "junk", ['{"stream": "EFFECTGATE", "seq": 7}', '{"type": "io.nats.jetstream.api.v1.error"}', "x"]
 )
 async def test_junk_first_on_a_claim_subject_does_not_take_the_key(
     nc: Client, js: JetStreamContext, ns: str, junk: str
 ) -> None:
     bus, digest = StreamBus(nc, js, Ed25519PrivateKey.generate()), f"d{ns}"
     subject = Subjects.claim("p", digest)
-    await js.publish(subject, junk.encode(), stream="TOOLGATE")
+    await js.publish(subject, junk.encode(), stream="EFFECTGATE")
     claim = EffectClaimed(
         event_id=f"c-{ns}",
         occurred_at=datetime.now(UTC),

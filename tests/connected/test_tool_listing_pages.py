@@ -20,17 +20,17 @@ import nats
 import pytest
 from faststream.nats import NatsBroker
 
-from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.devstack.servers import nats_server
-from toolgate.policy.domain import PolicyPorts
-from toolgate.policy.engine import PolicyEngine
-from toolgate.policy.handlers import build_router
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.sdk import ToolClient
-from toolgate.sdk.receipts import ReceiptVerifier
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.devstack.servers import nats_server
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.handlers.routes import build_router
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import PolicyPorts
+from effectgate.sdk import ToolClient
+from effectgate.sdk.receipts import ReceiptVerifier
 
 pytestmark = pytest.mark.connected
 
@@ -102,7 +102,7 @@ async def test_on_a_64_kib_server_a_tool_too_large_for_a_page_is_looked_up_or_na
     tools = [_tool("a_small", 100), _tool("b_page_too_small", 64_000), _tool("c_fits_nothing", 70_000)]
     tools += [_tool(f"d_{i:03d}", 3_000) for i in range(60)]
     async for client in _agent(small_nats, repo_root, tools):
-        with caplog.at_level(logging.WARNING, logger="toolgate.sdk"):
+        with caplog.at_level(logging.WARNING, logger="effectgate.sdk"):
             listed = [d.name for d in await client.list_tools()]
         assert listed == ["a_small", "b_page_too_small", *[f"d_{i:03d}" for i in range(60)]]
         assert "c_fits_nothing" in caplog.text and "too large to list" in caplog.text

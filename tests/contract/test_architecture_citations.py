@@ -1,9 +1,9 @@
-"""Every file, module attribute, test and setting docs/architecture.md cites exists.
+"""Every file, module attribute, test and setting the docs (docs/**/*.md) cite exists.
 
-The document names code by short paths (``policy/holder.py`` is the policy service's
+The docs name code by short paths (``policy/in_force/holder.py`` is the policy service's
 ``holder`` module, ``contracts/canonical.unrepresentable`` a function of the shared package),
 by repository paths (``tests/e2e/test_audit.py``) and by environment variable. A rename that
-leaves the document behind fails here, naming the citation.
+leaves the docs behind fails here, naming the citation.
 """
 
 from __future__ import annotations
@@ -16,24 +16,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOC = (ROOT / "docs" / "architecture.md").read_text()
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+DOC = "\n\n".join(page.read_text() for page in PAGES)
 CITED = sorted(set(re.findall(r"`([^`\s]+)`", DOC)))
 PACKAGES = {
-    "shared": ROOT / "shared/src/toolgate/shared",
-    "cli": ROOT / "cli/src/toolgate/cli",
-    "sdk": ROOT / "sdk/src/toolgate/sdk",
-    **{path.name: path / "src/toolgate" / path.name for path in (ROOT / "services").iterdir()},
+    "shared": ROOT / "shared/src/effectgate/shared",
+    "cli": ROOT / "cli/src/effectgate/cli",
+    "sdk": ROOT / "sdk/src/effectgate/sdk",
+    **{path.name: path / "src/effectgate" / path.name for path in (ROOT / "services").iterdir()},
 }
 MODULE_FILE = re.compile(r"^(\w+)/([\w/]+\.py)$")
-MODULE_ATTRIBUTE = re.compile(r"^(\w+)/(\w+)\.(?!py$)(\w+)$")
-SETTING = re.compile(r"TOOLGATE_[A-Z0-9_]*[A-Z0-9]")
+MODULE_ATTRIBUTE = re.compile(r"^(\w+)/([\w/]+)\.(?!py$)(\w+)$")
+SETTING = re.compile(r"EFFECTGATE_[A-Z0-9_]*[A-Z0-9]")
 
 
 @cache
 def python_sources() -> str:
-    """Every Python source of the workspace (services, shared, sdk, cli, tests), concatenated."""
-    parts = ("services", "shared", "sdk", "cli", "tests")
-    return "\n".join(path.read_text() for part in parts for path in (ROOT / part).rglob("*.py"))
+    """Every Python source of the workspace (services, contracts, shared, devstack, sdk, cli, tests) and ``./dev``."""
+    parts = ("services", "contracts", "shared", "devstack", "sdk", "cli", "tests")
+    sources = [path.read_text() for part in parts for path in (ROOT / part).rglob("*.py")]
+    return "\n".join([*sources, (ROOT / "dev").read_text()])
 
 
 def from_the_root(cited: str) -> bool:
@@ -61,30 +63,30 @@ def test_the_document_cites_each_kind() -> None:
 
 @pytest.mark.parametrize("path", repository_paths())
 def test_a_cited_repository_path_exists(path: str) -> None:
-    assert (ROOT / path.rstrip("/")).exists(), f"docs/architecture.md cites {path}, which does not exist"
+    assert (ROOT / path.rstrip("/")).exists(), f"the docs cite {path}, which does not exist"
 
 
 @pytest.mark.parametrize(("cited", "package", "module"), module_files(), ids=lambda v: v)
 def test_a_cited_module_exists(cited: str, package: str, module: str) -> None:
-    assert (PACKAGES[package] / module).is_file(), f"docs/architecture.md cites {cited}, which does not exist"
+    assert (PACKAGES[package] / module).is_file(), f"the docs cite {cited}, which does not exist"
 
 
 @pytest.mark.parametrize(("cited", "package", "module", "name"), module_attributes(), ids=lambda v: v)
 def test_a_cited_module_attribute_exists(cited: str, package: str, module: str, name: str) -> None:
-    found = importlib.import_module(f"toolgate.{package}.{module}")
-    assert hasattr(found, name), f"docs/architecture.md cites {cited}: toolgate.{package}.{module} has no {name}"
+    dotted = f"effectgate.{package}.{module.replace('/', '.')}"
+    assert hasattr(importlib.import_module(dotted), name), f"the docs cite {cited}: {dotted} has no {name}"
 
 
 @pytest.mark.parametrize("variable", sorted(set(SETTING.findall(DOC))))
 def test_a_cited_environment_variable_is_read_somewhere(variable: str) -> None:
     sources = python_sources()
-    prefix_and_field = re.match(r"(TOOLGATE_[A-Z]+_)(\w+)", variable)
+    prefix_and_field = re.match(r"(EFFECTGATE_[A-Z]+_)(\w+)", variable)
     read = variable in sources or (
         prefix_and_field is not None
         and f'"{prefix_and_field[1]}"' in sources
         and re.search(rf"^\s+{prefix_and_field[2].lower()}\s*:", sources, re.M) is not None
     )
-    assert read, f"docs/architecture.md cites {variable}, which no source reads"
+    assert read, f"the docs cite {variable}, which no source reads"
 
 
 @pytest.mark.parametrize("test_file", sorted(set(re.findall(r"(tests/e2e/test_\w+\.py)", DOC))))

@@ -1,7 +1,7 @@
-"""docs/audit-record.md and the audit code agree, through the test vector docs/audit-record-vector.json.
+"""docs/reference/audit-record.md and the audit code agree, through its test vector (audit-record-vector.json).
 
 Two implementations check the same vector: one written from the specification alone
-(``hashlib``, ``rfc8785``, ``cryptography``; nothing from toolgate), and the audit's own code
+(``hashlib``, ``rfc8785``, ``cryptography``; nothing from effectgate), and the audit's own code
 (intake, chaining, verification, offline verification of an export). Changing either the
 specification's rules or the code's makes one of them fail.
 """
@@ -20,18 +20,18 @@ import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from toolgate.audit.domain import AuditRecord, next_record, verify_chain
-from toolgate.audit.intake import entry_of
-from toolgate.audit.signatures import signature_fault
-from toolgate.cli.audit_file import ExportInvalid, verify_file
-from toolgate.contracts.signing import load_public_key
+from effectgate.audit.domain import AuditRecord, next_record, verify_chain
+from effectgate.audit.intake import entry_of
+from effectgate.audit.signatures import signature_fault
+from effectgate.cli.commands.audit_file import ExportInvalid, verify_file
+from effectgate.contracts.integrity.signing import load_public_key
 
 ROOT = Path(__file__).resolve().parents[2]
-VECTOR: dict[str, Any] = json.loads((ROOT / "docs" / "audit-record-vector.json").read_text())
+VECTOR: dict[str, Any] = json.loads((ROOT / "docs" / "reference" / "audit-record-vector.json").read_text())
 ENTRIES: list[dict[str, Any]] = VECTOR["entries"]
 RECORDS: list[dict[str, Any]] = [entry["record"] for entry in ENTRIES]
 
-# --- the specification, implemented from docs/audit-record.md alone --------------------------
+# --- the specification, implemented from docs/reference/audit-record.md alone --------------------------
 
 GENESIS = "sha256:" + "0" * 64
 MEMBERS = {"sequence", "stream_seq", "subject", "event_type", "request_id", "principal", "occurred_at", "payload"}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from toolgate.contracts import catalog, events
-from toolgate.contracts.catalog import Rpc, Subjects
+from effectgate.contracts import events
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Rpc, Subjects
 
 
 def test_subject_builders_are_pinned() -> None:
@@ -33,12 +34,12 @@ def test_subject_builders_are_pinned() -> None:
     assert Rpc.AUDIT_ALARMS == "tg.audit.alarms"
     assert Rpc.AUDIT_REQUESTS == "tg.audit.requests"
     assert Rpc.POLICY_PUBLISH == "tg.policy.publish" and Subjects.POLICY_PUBLISHED == "tg.policy.published"
-    assert Subjects.POLICY_CURRENT == Subjects.policy_kv("current") == "$KV.TOOLGATE_POLICY.current"
+    assert Subjects.POLICY_CURRENT == Subjects.policy_kv("current") == "$KV.EFFECTGATE_POLICY.current"
     assert (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE) == ("tg.policy.budgets", "tg.policy.budgets.resolve")
 
 
 def test_stream_and_consumers_are_pinned() -> None:
-    assert catalog.STREAM == "TOOLGATE" and catalog.TOOLS_BUCKET == "TOOLGATE_TOOLS"
+    assert catalog.STREAM == "EFFECTGATE" and catalog.TOOLS_BUCKET == "EFFECTGATE_TOOLS"
     assert catalog.STREAM_SUBJECTS == (
         "tg.req.*",
         "tg.decision.*.*",
@@ -51,8 +52,8 @@ def test_stream_and_consumers_are_pinned() -> None:
         "tg.security.*.*",
         "tg.policy.published",
     )
-    assert catalog.RESULTS_STREAM == "TOOLGATE_RESULTS" and catalog.RESULTS_SUBJECTS == ("tg.result.*.*.*",)
-    assert {(c.durable, c.filter_subject, c.max_deliver) for c in catalog.CONSUMERS} == {
+    assert catalog.RESULTS_STREAM == "EFFECTGATE_RESULTS" and catalog.RESULTS_SUBJECTS == ("tg.result.*.*.*",)
+    assert {(c.durable, c.filter_subjects or c.filter_subject, c.max_deliver) for c in catalog.CONSUMERS} == {
         ("policy-requests", "tg.req.*", 20),
         ("approvals-decisions", "tg.needs_approval.*.*", 20),
         ("executor-decisions", "tg.decision.*.*", 20),
@@ -62,8 +63,13 @@ def test_stream_and_consumers_are_pinned() -> None:
         ("chatops-approvals", "tg.approval.*.*.*", -1),
         ("chatops-receipts", "tg.receipt.*.*", -1),
         ("policy-receipts", "tg.receipt.*.*", -1),
+        (
+            "auditor-export",
+            ("tg.decision.*.*", "tg.approval.granted.*.*", "tg.approval.rejected.*.*", "tg.receipt.*.*"),
+            -1,
+        ),
     }
-    assert catalog.CARDS_BUCKET == "TOOLGATE_CHAT_CARDS" and catalog.POLICY_BUCKET == "TOOLGATE_POLICY"
+    assert catalog.CARDS_BUCKET == "EFFECTGATE_CHAT_CARDS" and catalog.POLICY_BUCKET == "EFFECTGATE_POLICY"
 
 
 def _matches(pattern: str, subject: str) -> bool:

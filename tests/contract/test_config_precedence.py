@@ -1,4 +1,4 @@
-"""Settings come from the constructor, then the environment, then toolgate.toml, then the defaults."""
+"""Settings come from the constructor, then the environment, then effectgate.toml, then the defaults."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from toolgate.chatops.settings import ChatopsSettings
-from toolgate.executor.settings import ExecutorSettings
-from toolgate.registry.settings import RegistrySettings
-from toolgate.shared.config import ChatConfig, ConfigInvalid
-from toolgate.shared.settings import MCP_SERVERS_ENV, deprecated_mcp_env, named_mcp_servers_file
+from effectgate.chatops.settings import ChatopsSettings
+from effectgate.executor.settings import ExecutorSettings
+from effectgate.registry.settings import RegistrySettings
+from effectgate.shared.config.effectgate_file import ChatConfig, ConfigInvalid
+from effectgate.shared.config.settings import MCP_SERVERS_ENV, deprecated_mcp_env, named_mcp_servers_file
 
 CONFIG = f"""
 [mcp.servers.a]
@@ -29,17 +29,22 @@ default_room = "C-file"
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """No toolgate setting from the outer environment."""
-    for name in ("TOOLGATE_CONFIG", "TOOLGATE_REGISTRY_DESCRIPTORS_DIR", "TOOLGATE_CHATOPS_PLATFORM", *MCP_SERVERS_ENV):
+    """No effectgate setting from the outer environment."""
+    for name in (
+        "EFFECTGATE_CONFIG",
+        "EFFECTGATE_REGISTRY_DESCRIPTORS_DIR",
+        "EFFECTGATE_CHATOPS_PLATFORM",
+        *MCP_SERVERS_ENV,
+    ):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
 
 @pytest.fixture
 def config(tmp_path: Path, env: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "toolgate.toml"
+    path = tmp_path / "effectgate.toml"
     path.write_text(CONFIG, encoding="utf-8")
-    env.setenv("TOOLGATE_CONFIG", str(path))
+    env.setenv("EFFECTGATE_CONFIG", str(path))
     return path
 
 
@@ -59,9 +64,9 @@ def test_the_file_sets_what_the_environment_does_not(config: Path) -> None:
 
 
 def test_the_environment_overrides_the_file(config: Path, env: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    env.setenv("TOOLGATE_REGISTRY_DESCRIPTORS_DIR", "/one:/two")
-    env.setenv("TOOLGATE_MCP_SERVERS_FILE", "/elsewhere/servers.toml")
-    env.setenv("TOOLGATE_CHATOPS_PLATFORM", "matrix")
+    env.setenv("EFFECTGATE_REGISTRY_DESCRIPTORS_DIR", "/one:/two")
+    env.setenv("EFFECTGATE_MCP_SERVERS_FILE", "/elsewhere/servers.toml")
+    env.setenv("EFFECTGATE_CHATOPS_PLATFORM", "matrix")
 
     registry, executor, chat = RegistrySettings(), ExecutorSettings(), ChatopsSettings()
 
@@ -71,7 +76,7 @@ def test_the_environment_overrides_the_file(config: Path, env: pytest.MonkeyPatc
 
 
 def test_the_constructor_overrides_the_environment(config: Path, env: pytest.MonkeyPatch) -> None:
-    env.setenv("TOOLGATE_REGISTRY_DESCRIPTORS_DIR", "/env")
+    env.setenv("EFFECTGATE_REGISTRY_DESCRIPTORS_DIR", "/env")
 
     settings = RegistrySettings(descriptors_dir=None, mcp_servers_file=Path("/given.toml"))
 
@@ -86,17 +91,17 @@ def test_one_mcp_servers_variable_reaches_both_the_registry_and_the_executor(
 
     assert RegistrySettings().mcp_servers_file == ExecutorSettings().mcp_servers_file == Path("/srv/servers.toml")
     warning = deprecated_mcp_env()
-    assert (warning is None) == (variable == "TOOLGATE_MCP_SERVERS_FILE")
-    assert warning is None or variable in warning and "TOOLGATE_MCP_SERVERS_FILE" in warning
+    assert (warning is None) == (variable == "EFFECTGATE_MCP_SERVERS_FILE")
+    assert warning is None or variable in warning and "EFFECTGATE_MCP_SERVERS_FILE" in warning
 
 
 @pytest.mark.parametrize(
     "values",
     [
         {},
-        {"TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": "/e.toml", "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": "/r.toml"},
-        {"TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": "/e.toml", "TOOLGATE_MCP_SERVERS_FILE": "/m.toml"},
-        {"TOOLGATE_MCP_SERVERS_FILE": "", "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": "/r.toml"},
+        {"EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE": "/e.toml", "EFFECTGATE_REGISTRY_MCP_SERVERS_FILE": "/r.toml"},
+        {"EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE": "/e.toml", "EFFECTGATE_MCP_SERVERS_FILE": "/m.toml"},
+        {"EFFECTGATE_MCP_SERVERS_FILE": "", "EFFECTGATE_REGISTRY_MCP_SERVERS_FILE": "/r.toml"},
     ],
 )
 def test_config_check_names_the_servers_file_the_services_read(env: pytest.MonkeyPatch, values: dict[str, str]) -> None:
@@ -114,7 +119,7 @@ def test_an_invalid_file_stops_every_service_naming_the_problem(config: Path) ->
 
     for settings in (RegistrySettings, ExecutorSettings, ChatopsSettings):
         with pytest.raises(
-            ConfigInvalid, match=r'toolgate\.toml: chat\.platfrom: unknown field; did you mean "platform"'
+            ConfigInvalid, match=r'effectgate\.toml: chat\.platfrom: unknown field; did you mean "platform"'
         ):
             settings()
 

@@ -1,4 +1,4 @@
-"""One error root: every public exception of every toolgate package derives from ToolgateError."""
+"""One error root: every public exception of every effectgate package derives from EffectgateError."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ import pkgutil
 
 import pytest
 
-from toolgate.contracts.errors import StoreUnavailable, ToolgateError
+from effectgate.contracts.errors import EffectgateError, StoreUnavailable
 
 PACKAGES = ["contracts", "shared", "devstack", "sdk", "cli", "registry", "policy", "approvals", "executor", "audit"]
 PACKAGES += ["chatops"]
 
 
 def public_exceptions() -> dict[str, type[BaseException]]:
-    """Every exception class a toolgate module defines under a public name, by ``module.Name``."""
+    """Every exception class an effectgate module defines under a public name, by ``module.Name``."""
     found: dict[str, type[BaseException]] = {}
     for package in PACKAGES:
-        root = importlib.import_module(f"toolgate.{package}")
-        for info in pkgutil.walk_packages(root.__path__, f"toolgate.{package}."):
+        root = importlib.import_module(f"effectgate.{package}")
+        for info in pkgutil.walk_packages(root.__path__, f"effectgate.{package}."):
             if info.name.endswith("__main__"):
                 continue
             module = importlib.import_module(info.name)
@@ -36,14 +36,20 @@ def test_the_walk_finds_the_exceptions_of_every_package() -> None:
 
 
 def test_every_public_exception_derives_from_the_root() -> None:
-    outside = sorted(name for name, cls in public_exceptions().items() if not issubclass(cls, ToolgateError))
+    outside = sorted(name for name, cls in public_exceptions().items() if not issubclass(cls, EffectgateError))
     assert outside == []
 
 
 def test_one_store_unavailable_class_is_caught_for_every_store() -> None:
     stores = [n for n, cls in public_exceptions().items() if cls.__name__.endswith("StoreUnavailable")]
-    assert [n for n in stores if n.endswith(".StoreUnavailable")] == ["toolgate.contracts.errors.StoreUnavailable"]
+    assert [n for n in stores if n.endswith(".StoreUnavailable")] == ["effectgate.contracts.errors.StoreUnavailable"]
     assert all(issubclass(public_exceptions()[n], StoreUnavailable) for n in stores)
+
+
+def test_one_index_lost_class_is_raised_by_every_index() -> None:
+    lost = sorted(n for n, cls in public_exceptions().items() if cls.__name__ == "IndexLost")
+    assert lost == ["effectgate.contracts.errors.IndexLost"]
+    assert issubclass(public_exceptions()[lost[0]], StoreUnavailable)
 
 
 @pytest.mark.parametrize("name", ["CredentialsInvalid", "NatsUnreachable"])

@@ -1,17 +1,17 @@
-"""The README's context reference is the schema policies are validated against."""
+"""The context reference of docs/how-to/write-policies.md is the schema policies are validated against."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.policy.args_schema import Vocabulary
-from toolgate.policy.attributes import STANDARD_AGENT_TYPES, parse_attributes
-from toolgate.policy.cedar_schema import schema_text
-from toolgate.policy.engine import build_engine
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.policy.cedar.args_schema import Vocabulary
+from effectgate.policy.cedar.attributes import STANDARD_AGENT_TYPES, parse_attributes
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.cedar.schema import schema_text
 
 BLOCK = re.compile(
     r"<!-- context-reference:start -->\n```cedarschema\n(.*?)\n```\n<!-- context-reference:end -->", re.S
@@ -19,17 +19,16 @@ BLOCK = re.compile(
 
 
 def _section(repo_root: Path) -> str:
-    readme = (repo_root / "README.md").read_text(encoding="utf-8")
-    return readme.split("## Writing policies", 1)[1].split("\n## ", 1)[0]
+    return (repo_root / "docs" / "how-to" / "write-policies.md").read_text(encoding="utf-8")
 
 
-def test_the_readme_shows_the_generated_schema(repo_root: Path) -> None:
+def test_the_guide_shows_the_generated_schema(repo_root: Path) -> None:
     shown = BLOCK.search(_section(repo_root))
-    assert shown is not None, "README.md lost its context reference block"
+    assert shown is not None, "docs/how-to/write-policies.md lost its context reference block"
     assert shown[1] == schema_text(Vocabulary((), ()).record(), STANDARD_AGENT_TYPES, {}).strip("\n")
 
 
-def test_the_readme_examples_load_against_that_schema(repo_root: Path) -> None:
+def test_the_guide_examples_load_against_that_schema(repo_root: Path) -> None:
     examples = re.findall(r"```cedar\n(.*?)```", _section(repo_root), re.S)
     assert len(examples) == 3
     schema = {"type": "object", "properties": {"recipient": {"type": "string"}}}

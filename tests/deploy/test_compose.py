@@ -7,7 +7,6 @@ anyone runs ``docker compose up``.
 
 from __future__ import annotations
 
-import importlib
 import re
 import shlex
 from pathlib import Path
@@ -15,16 +14,16 @@ from typing import Any
 
 import pytest
 import yaml
-from pydantic import AliasChoices, AliasPath
-from pydantic_settings import BaseSettings
 
-from toolgate.shared.keyring import HOLDERS, PUBLIC
+from effectgate.shared.config.keyring import HOLDERS, PUBLIC
+from tests.deploy.settings_env import settings_class, settings_env_names, workspace_services
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 NATS_CONF = ROOT / "deploy" / "nats" / "nats.conf"
 NATS_TLS_CONF = ROOT / "deploy" / "nats" / "nats-tls.conf"
+NATS_CLUSTER_CONF = ROOT / "deploy" / "nats" / "nats-cluster.conf"
 PINNED_TAG = re.compile(r"^v?\d+(\.\d+)*(-[A-Za-z0-9.]+)?$")  # 7, 2.10, 3.11-slim; never latest
 
 
@@ -34,10 +33,10 @@ def command_of(service: dict[str, Any]) -> list[str]:
 
 
 def module_run(service: dict[str, Any]) -> str | None:
-    """``X`` when the service runs ``python -m toolgate.X``."""
+    """``X`` when the service runs ``python -m effectgate.X``."""
     command = command_of(service)
-    if command[:2] == ["python", "-m"] and len(command) > 2 and command[2].startswith("toolgate."):
-        return command[2].removeprefix("toolgate.")
+    if command[:2] == ["python", "-m"] and len(command) > 2 and command[2].startswith("effectgate."):
+        return command[2].removeprefix("effectgate.")
     return None
 
 
@@ -48,41 +47,11 @@ def environment_of(service: dict[str, Any]) -> dict[str, str]:
     return {str(key): str(value) for key, value in env.items()}
 
 
-def alias_names(alias: str | AliasPath | AliasChoices | None) -> list[str]:
-    """The environment names a ``validation_alias`` stands for."""
-    if alias is None:
-        return []
-    if isinstance(alias, str):
-        return [alias]
-    if isinstance(alias, AliasPath):
-        return [str(alias.path[0])]
-    return [name for choice in alias.choices for name in alias_names(choice)]
-
-
-def settings_env_names(settings: type[BaseSettings]) -> set[str]:
-    """Every variable a settings class reads: its aliases, else ``env_prefix + NAME``."""
-    prefix = str(settings.model_config.get("env_prefix", ""))
-    names: set[str] = set()
-    for name, info in settings.model_fields.items():
-        names.update(alias_names(info.validation_alias) or [f"{prefix}{name}".upper()])
-    return names
-
-
-def settings_class(service: str) -> type[BaseSettings]:
-    module = importlib.import_module(f"toolgate.{service}.settings")
-    found: type[BaseSettings] = getattr(module, f"{service.capitalize()}Settings")
-    return found
-
-
 RUNS = {name: module for name, service in SERVICES.items() if (module := module_run(service))}
 FRONT_ENDS = {"surface"}
 """Not run by compose: the MCP surface acts for each principal with that agent's own credentials file, which
-compose does not write (its clients connect from outside); run ``toolgate mcp serve`` beside the stack."""
-WORKSPACE_SERVICES = sorted(
-    path.name
-    for path in (ROOT / "services").iterdir()
-    if (path / "pyproject.toml").exists() and path.name not in FRONT_ENDS
-)
+compose does not write (its clients connect from outside); run ``effectgate mcp serve`` beside the stack."""
+WORKSPACE_SERVICES = [service for service in workspace_services() if service not in FRONT_ENDS]
 
 
 def test_compose_runs_exactly_the_workspace_services() -> None:
@@ -92,7 +61,7 @@ def test_compose_runs_exactly_the_workspace_services() -> None:
 
 @pytest.mark.parametrize("service", WORKSPACE_SERVICES)
 def test_each_service_has_a_module_entry_point(service: str) -> None:
-    assert (ROOT / "services" / service / "src" / "toolgate" / service / "__main__.py").is_file()
+    assert (ROOT / "services" / service / "src" / "effectgate" / service / "__main__.py").is_file()
 
 
 @pytest.mark.parametrize("service", WORKSPACE_SERVICES)
@@ -104,8 +73,8 @@ def test_every_environment_variable_is_a_setting_of_its_service(service: str) ->
 
 def test_settings_env_names_follow_aliases_and_prefixes() -> None:
     names = settings_env_names(settings_class("policy"))
-    assert {"NATS_URL", "REDIS_URL", "TOOLGATE_KEYS_DIR", "TOOLGATE_POLICY_POLICY_FILE"} <= names
-    assert "TOOLGATE_POLICY_NATS_URL" not in names and "TOOLGATE_NATS_URL" not in names
+    assert {"NATS_URL", "REDIS_URL", "EFFECTGATE_KEYS_DIR", "EFFECTGATE_POLICY_POLICY_FILE"} <= names
+    assert "EFFECTGATE_POLICY_NATS_URL" not in names and "EFFECTGATE_NATS_URL" not in names
 
 
 @pytest.mark.parametrize("service", WORKSPACE_SERVICES)
@@ -118,8 +87,10 @@ def test_each_service_is_built_from_the_repository_dockerfile(service: str) -> N
 
 @pytest.mark.parametrize("service", WORKSPACE_SERVICES)
 def test_each_service_connects_to_nats_as_its_own_user(service: str) -> None:
-    url = environment_of(SERVICES[service])["NATS_URL"]
-    assert re.match(rf"^tls://{service}:\$\{{[A-Z_]+[^}}]*\}}@nats:4222$", url), url
+    environment = environment_of(SERVICES[service])
+    assert environment["NATS_URL"] == "tls://nats:4222"  # no credentials in a URL: they would reach one server only
+    assert environment["EFFECTGATE_NATS_USER"] == service
+    assert re.match(r"^\$\{NATS_[A-Z_]+_PASSWORD:\?[^}]*\}$", environment["EFFECTGATE_NATS_PASSWORD"])
     assert re.search(rf'\{{\s*user:\s*"{service}",', NATS_CONF.read_text()), f"no NATS user {service}"
 
 
@@ -128,9 +99,14 @@ def mounts(service: dict[str, Any]) -> dict[str, str]:
     return {target: source for source, target in (volume.split(":")[:2] for volume in service.get("volumes", []))}
 
 
+def with_defaults(value: str) -> str:
+    """A compose value with every ``${NAME:-default}`` read as its default (nothing set)."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
+
+
 def test_nats_runs_jetstream_with_the_deploy_config_over_tls() -> None:
     nats = SERVICES["nats"]
-    command = command_of(nats)
+    command = [with_defaults(part) for part in command_of(nats)]
     assert "-js" in command or "--jetstream" in command
     flag = next(i for i, arg in enumerate(command) if arg in ("-c", "--config"))
     config = Path(command[flag + 1])
@@ -155,7 +131,7 @@ def test_nats_serves_tls_only_from_the_first_byte_with_the_generated_certificate
 def test_certificates_are_generated_once_before_nats_starts() -> None:
     tls = SERVICES["tls"]
     command = command_of(tls)
-    assert command[:4] == ["toolgate", "tls", "generate", "/nats-tls"]
+    assert command[:4] == ["effectgate", "tls", "generate", "/nats-tls"]
     hosts = {command[i + 1] for i, arg in enumerate(command) if arg == "--host"}
     assert {"nats", "localhost"} <= hosts, "the names services and host clients dial"
     assert command[command.index("--ca-dir") + 1] == "/nats-ca"
@@ -165,7 +141,7 @@ def test_certificates_are_generated_once_before_nats_starts() -> None:
 
 @pytest.mark.parametrize("service", WORKSPACE_SERVICES)
 def test_each_service_verifies_the_server_with_the_ca_and_never_sees_its_key(service: str) -> None:
-    ca_file = environment_of(SERVICES[service])["TOOLGATE_NATS_CA_FILE"]
+    ca_file = environment_of(SERVICES[service])["EFFECTGATE_NATS_CA_FILE"]
     volumes = mounts(SERVICES[service])
     assert volumes[str(Path(ca_file).parent)] == "nats-ca"
     assert "nats-tls" not in volumes.values(), "only nats holds the server's key"
@@ -190,27 +166,28 @@ def test_each_service_mounts_only_what_it_needs(service: str) -> None:
 def test_nats_gets_every_password_its_config_reads() -> None:
     config_vars = set(re.findall(r"password:\s*\$([A-Z_][A-Z0-9_]*)", NATS_CONF.read_text()))
     assert config_vars, "no passwords in nats.conf"
-    assert config_vars == set(environment_of(SERVICES["nats"]))
+    cluster_vars = set(re.findall(r"\$([A-Z_][A-Z0-9_]*)", NATS_CLUSTER_CONF.read_text()))
+    assert config_vars | cluster_vars == set(environment_of(SERVICES["nats"]))
 
 
 def test_keys_are_generated_once_before_the_services_that_hold_them() -> None:
-    assert command_of(SERVICES["keys"]) == ["toolgate", "keys", "generate", "/keys"]
+    assert command_of(SERVICES["keys"]) == ["effectgate", "keys", "generate", "/keys"]
     assert mounts(SERVICES["keys"]) == {f"/keys/{holder}": f"keys-{holder}" for holder in (*HOLDERS, PUBLIC)}
     for service in WORKSPACE_SERVICES:
         condition = SERVICES[service]["depends_on"]["keys"]["condition"]
         assert condition == "service_completed_successfully"
-        assert environment_of(SERVICES[service])["TOOLGATE_KEYS_DIR"] == "/keys"
+        assert environment_of(SERVICES[service])["EFFECTGATE_KEYS_DIR"] == "/keys"
 
 
 @pytest.mark.parametrize("service", WORKSPACE_SERVICES)
 def test_each_service_mounts_its_own_keys_alone_read_only(service: str) -> None:
-    """The volume of a holder holds only its private key (toolgate.shared.keyring): no other is reachable."""
+    """The volume of a holder holds only its private key (effectgate.shared.config.keyring): no other is reachable."""
     keys = [volume for volume in SERVICES[service]["volumes"] if volume.startswith("keys-")]
     assert keys == [f"keys-{service}:/keys:ro"]
 
 
 def test_executor_sandbox_is_a_volume() -> None:
-    root = environment_of(SERVICES["executor"])["TOOLGATE_EXECUTOR_SANDBOX_ROOT"]
+    root = environment_of(SERVICES["executor"])["EFFECTGATE_EXECUTOR_SANDBOX_ROOT"]
     assert any(volume.split(":")[1] == root for volume in SERVICES["executor"]["volumes"])
 
 

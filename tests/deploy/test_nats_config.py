@@ -1,6 +1,6 @@
 """deploy/nats/nats.conf is the generator's output, and the generator derives every right.
 
-The committed file is what ``toolgate nats-config --placeholders`` prints for
+The committed file is what ``effectgate nats-config --placeholders`` prints for
 ``deploy/policy/principals.toml``: editing one without regenerating fails here. What the
 rights allow and refuse on a running server is tests/deploy/test_nats_permissions.py.
 """
@@ -14,12 +14,12 @@ import nats
 import pytest
 from typer.testing import CliRunner
 
-from toolgate.cli.app import app
-from toolgate.cli.credentials import BusCredentials, env_lines
-from toolgate.contracts import catalog
-from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory, load_directory
-from toolgate.contracts.nats_permissions import (
+from effectgate.cli.app import app
+from effectgate.cli.stack.credentials import BusCredentials, env_lines
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.nats_permissions import (
     ADMIN,
+    AUDITOR,
     MCP_SURFACE,
     OPERATOR,
     SERVICES,
@@ -27,8 +27,15 @@ from toolgate.contracts.nats_permissions import (
     approver_user,
     nats_users,
 )
-from toolgate.devstack.servers import nats_server
-from toolgate.shared.nats_config import SAFE_PASSWORD, generate_passwords, literal, password_variable, placeholders
+from effectgate.contracts.directory import DirectoryInvalid, PrincipalDirectory, load_directory
+from effectgate.devstack.servers import nats_server
+from effectgate.shared.config.nats_server import (
+    SAFE_PASSWORD,
+    generate_passwords,
+    literal,
+    password_variable,
+    placeholders,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "deploy" / "nats" / "nats.conf"
@@ -41,7 +48,8 @@ def test_committed_config_is_the_generators_output() -> None:
     assert printed.exit_code == 0, printed.output
     assert CONFIG.read_text() == printed.stdout, (
         "deploy/nats/nats.conf differs from the generator: run "
-        "`toolgate nats-config --principals deploy/policy/principals.toml --placeholders > deploy/nats/nats.conf`"
+        "`effectgate nats-config --principals deploy/policy/principals.toml --placeholders > deploy/nats/nats.conf`, "
+        "then copy it to deploy/kubernetes/nats/nats.conf"
     )
 
 
@@ -53,7 +61,7 @@ def test_config_leaves_addresses_and_storage_to_the_command_line() -> None:
 def test_committed_config_has_a_user_per_service_agent_and_approver_the_operator_and_no_admin() -> None:
     directory = load_directory(PRINCIPALS)
     users = set(re.findall(r'\{ user: "([^"]+)"', CONFIG.read_text()))
-    expected = {*SERVICES, OPERATOR, MCP_SURFACE, *map(agent_user, directory.principals)}
+    expected = {*SERVICES, OPERATOR, MCP_SURFACE, AUDITOR, *map(agent_user, directory.principals)}
     expected |= set(map(approver_user, directory.approvers))
     assert users == expected
 

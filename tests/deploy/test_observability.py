@@ -17,9 +17,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SERVICES: dict[str, dict[str, Any]] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
 OBSERVABILITY = ("otel-collector", "jaeger", "prometheus", "grafana")
-TOOLGATE = ("registry", "policy", "approvals", "executor", "audit", "chatops")
+EFFECTGATE = ("registry", "policy", "approvals", "executor", "audit", "chatops")
 HTTP_PORTS = {"registry": 9471, "policy": 9472, "approvals": 9473, "executor": 9474, "audit": 9475, "chatops": 9476}
-"""The stable ports of the shared interface (the same as ``toolgate up``'s defaults)."""
+"""The stable ports of the shared interface (the same as ``effectgate up``'s defaults)."""
 
 
 def _bind_sources(service: dict[str, Any]) -> dict[str, Path]:
@@ -62,18 +62,18 @@ def test_every_mounted_config_parses() -> None:
                 assert isinstance(parsed, dict), f"{file} does not parse to a mapping"
 
 
-@pytest.mark.parametrize("service", TOOLGATE)
+@pytest.mark.parametrize("service", EFFECTGATE)
 def test_each_service_serves_http_on_its_stable_port_and_pushes_to_the_collector(service: str) -> None:
     env = environment_of(SERVICES[service])
-    assert env[f"TOOLGATE_{service.upper()}_HTTP_PORT"] == str(HTTP_PORTS[service])
-    assert env[f"TOOLGATE_{service.upper()}_HTTP_HOST"] == "0.0.0.0"
+    assert env[f"EFFECTGATE_{service.upper()}_HTTP_PORT"] == str(HTTP_PORTS[service])
+    assert env[f"EFFECTGATE_{service.upper()}_HTTP_HOST"] == "0.0.0.0"
     assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://otel-collector:4318"
     assert not [port for port in SERVICES[service].get("ports", []) if str(HTTP_PORTS[service]) in str(port)]
 
 
 def test_prometheus_scrapes_every_service_and_the_collector() -> None:
     jobs = {job["job_name"]: job for job in _config("deploy/observability/prometheus.yml")["scrape_configs"]}
-    targets = {target for config in jobs["toolgate"]["static_configs"] for target in config["targets"]}
+    targets = {target for config in jobs["effectgate"]["static_configs"] for target in config["targets"]}
     assert targets == {f"{service}:{port}" for service, port in HTTP_PORTS.items()}
     collector = _config("deploy/observability/otel-collector.yaml")
     exporter_port = collector["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1]
@@ -102,24 +102,24 @@ def test_grafana_reads_prometheus_and_jaeger_and_the_dashboard_queries_existing_
     }
     provider = yaml.safe_load((provisioning / "dashboards/dashboards.yaml").read_text())["providers"][0]
     assert _bind_sources(SERVICES["grafana"])[provider["options"]["path"]].is_dir()
-    dashboard = _config("deploy/observability/grafana/dashboards/toolgate.json")
+    dashboard = _config("deploy/observability/grafana/dashboards/effectgate.json")
     queried = {name for panel in dashboard["panels"] for t in panel["targets"] for name in _metric_names(t["expr"])}
     assert queried and queried <= _exported()
 
 
 def _exported() -> set[str]:
-    """The names Prometheus stores for each metric the README lists (with a histogram's series)."""
-    readme = (ROOT / "README.md").read_text()
-    names = set(re.findall(r"^\| `(toolgate_[a-z_]+)`", readme, re.M))
+    """The names Prometheus stores for each metric docs/reference/metrics.md lists (with a histogram's series)."""
+    documented = (ROOT / "docs" / "reference" / "metrics.md").read_text()
+    names = set(re.findall(r"^\| `(effectgate_[a-z_]+)`", documented, re.M))
     return names | {f"{name}_{series}" for name in names for series in ("bucket", "count", "sum")}
 
 
 def _metric_names(expr: str) -> set[str]:
-    return set(re.findall(r"\btoolgate_[a-z_]+", expr))
+    return set(re.findall(r"\beffectgate_[a-z_]+", expr))
 
 
 def test_ui_and_nats_ports_are_published_on_this_host_only_by_default() -> None:
     for name in ("jaeger", "prometheus", "grafana"):
         assert all(str(port).startswith("127.0.0.1:") for port in SERVICES[name]["ports"]), name
     assert "otel-collector" not in SERVICES or not SERVICES["otel-collector"].get("ports")
-    assert "${TOOLGATE_NATS_BIND:-127.0.0.1}:4222:4222" in SERVICES["nats"]["ports"]
+    assert "${EFFECTGATE_NATS_BIND:-127.0.0.1}:4222:4222" in SERVICES["nats"]["ports"]

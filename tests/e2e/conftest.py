@@ -1,130 +1,61 @@
-"""End-to-end fixtures: one whole toolgate system per test module, real processes.
+"""End-to-end fixtures: one whole effectgate system per test module, real processes.
 
 Each module gets its own nats-server, redis-server and the five services (started by
-:func:`toolgate.cli.stack.running_stack` in a sync fixture, outside the session event
+:func:`effectgate.cli.stack.launch.running_stack` in a sync fixture, outside the session event
 loop). ``NATS_URL`` / ``REDIS_URL`` are removed while a stack starts, so no two modules
 share a stream or a Redis. Tests isolate themselves inside a module by taking fresh
 principals from :meth:`Gate.agent` (the rate limit is per principal and tool) and fresh
 file names.
 
 A module changes its stack by overriding ``stack_env`` (extra service environment),
-``stack_redis_url`` (a Redis URL to use instead of starting one) or
-``stack_policy_required`` (``False``: start although the policy service is not ready).
+``stack_redis_url`` (a Redis URL to use instead of starting one),
+``stack_policy_required`` (``False``: start although the policy service is not ready) or
+``stack_cluster`` (3: the stack of ``effectgate up --cluster 3``, a 3-node NATS cluster with the
+bus at R3, Redis with a replica and three Sentinels, two replicas of every service).
 
-``TOOLGATE_E2E_AUTH`` picks the NATS mode: ``secured`` (default) runs nats-server with the
-generated users and permissions (``toolgate.contracts.nats_permissions``) for the module's
+The drivers the fixtures build (:class:`~support.Gate`, :class:`~support.Paths`,
+:class:`~support.DirWatch`) are typed in ``support.py``, where tests import them from.
+
+``EFFECTGATE_E2E_AUTH`` picks the NATS mode: ``secured`` (default) runs nats-server with the
+generated users and permissions (``effectgate.contracts.bus.nats_permissions``) for the module's
 principal directory; each service, agent and approver connects as its own user, and the
 tests observe (and forge events) as ``admin``. ``open`` runs nats-server without users.
 """
 
 from __future__ import annotations
 
-import asyncio
-import ctypes
-import json
 import os
-import struct
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import nats
 import pytest
 import pytest_asyncio
-from nats.aio.client import Client
-from nats.js.errors import NotFoundError
 
-from toolgate.cli.stack import AuthMode, Stack, running_stack
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.nats_permissions import ADMIN, agent_user, approver_user
-from toolgate.contracts.signing import load_private_key, sign_value
-from toolgate.sdk.client import ToolClient
+from effectgate.cli.stack.launch import AuthMode, running_stack
+from effectgate.cli.stack.system import Stack
+from effectgate.contracts.bus.nats_permissions import ADMIN
 
+from .support import DirWatch, Gate, Paths, make_tree
 from .surface_support import Surfaces
-
-AGENTS_PER_AUTONOMY = 60
-APPROVERS = {
-    "alice": ["operator"],
-    "bob": ["operator", "sre"],
-    "carol": ["sre"],
-    "selfie": ["operator"],
-    "dora": ["finance", "security"],
-    "erin": ["finance", "security"],
-}
-"""``selfie`` is also an agent: the approver named like the requesting principal. Every role the
-shipped policy names has as many approvers as its quorum (else the policy does not load)."""
-
-OPERATOR = "bob"
-"""The approver whose connection lists approvals and reads the audit trail."""
 
 
 def _auth_mode() -> AuthMode:
-    mode = os.environ.get("TOOLGATE_E2E_AUTH", "secured")
+    mode = os.environ.get("EFFECTGATE_E2E_AUTH", "secured")
     if mode not in ("secured", "open"):
-        raise pytest.UsageError(f"TOOLGATE_E2E_AUTH must be secured or open, not {mode!r}")
+        raise pytest.UsageError(f"EFFECTGATE_E2E_AUTH must be secured or open, not {mode!r}")
     return "open" if mode == "open" else "secured"
 
 
 AUTH = _auth_mode()
 
-CONSUMERS_IN_FLOW_ORDER = (
-    catalog.POLICY_CONSUMER.durable,
-    catalog.APPROVALS_CONSUMER.durable,
-    catalog.EXECUTOR_DECISIONS.durable,
-    catalog.EXECUTOR_APPROVALS.durable,
-    catalog.AUDIT_CONSUMER.durable,
-)
-"""Upstream first: a service publishes before it acks, so a clean pass in this order is quiet."""
-
-_receipt = msgspec.json.Decoder(ReceiptIssued)
-
-
-@dataclass(frozen=True)
-class Paths:
-    """The files one module's stack works on."""
-
-    state: Path
-    sandbox: Path
-    sibling: Path
-    outside: Path
-    principals: Path
-
-
-def _directory_toml() -> str:
-    lines = []
-    for autonomy in (1, 2):
-        for index in range(AGENTS_PER_AUTONOMY):
-            lines += [f"[principals.a{autonomy}-{index:02d}]", f"autonomy = {autonomy}", 'roles = ["agent"]', ""]
-    lines += ["[principals.selfie]", "autonomy = 1", 'roles = ["agent"]', ""]
-    for name, roles in APPROVERS.items():
-        lines += [f"[approvers.{name}]", f"roles = {json.dumps(roles)}", ""]
-    return "\n".join(lines)
-
-
-def _make_tree(base: Path) -> Paths:
-    paths = Paths(base / "state", base / "box", base / "box-sibling", base / "outside", base / "principals.toml")
-    for directory in (paths.sandbox / "notes", paths.sibling, paths.outside):
-        directory.mkdir(parents=True)
-    (paths.sandbox / "hello.txt").write_text("hello from the sandbox\n")
-    (paths.sandbox / "notes" / "a.txt").write_text("note a\n")
-    (paths.outside / "secret.txt").write_text("outside secret\n")
-    (paths.sibling / "secret.txt").write_text("sibling secret\n")
-    (paths.sandbox / "escape").symlink_to(paths.outside, target_is_directory=True)
-    (paths.sandbox / "escape.txt").symlink_to(paths.outside / "secret.txt")
-    paths.principals.write_text(_directory_toml())
-    return paths
-
 
 @pytest.fixture(scope="module")
 def e2e_paths(tmp_path_factory: pytest.TempPathFactory) -> Paths:
     """A fresh sandbox (with escaping symlinks), outside dirs and principal directory."""
-    return _make_tree(tmp_path_factory.mktemp("e2e"))
+    return make_tree(tmp_path_factory.mktemp("e2e"))
 
 
 @pytest.fixture(scope="module")
@@ -152,21 +83,28 @@ def stack_policy_required() -> bool:
 
 
 @pytest.fixture(scope="module")
+def stack_cluster() -> int:
+    """NATS nodes of this module's stack: 1, or 3 for a clustered stack (override in a module)."""
+    return 1
+
+
+@pytest.fixture(scope="module")
 def stack(
     e2e_paths: Paths,
     stack_env: dict[str, str],
     stack_redis_url: str | None,
     stack_redis_persistent: bool,
     stack_policy_required: bool,
+    stack_cluster: int,
     repo_root: Path,
 ) -> Iterator[Stack]:
-    """The running system: nats-server, redis-server and the five services."""
+    """The running system: nats-server, redis-server and the five services (clustered: see ``stack_cluster``)."""
     env = {
-        "TOOLGATE_POLICY_POLICY_FILE": str(repo_root / "deploy/policy/policy.cedar"),
-        "TOOLGATE_POLICY_PRINCIPALS_FILE": str(e2e_paths.principals),
-        "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(e2e_paths.principals),
-        "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(repo_root / "deploy/tools"),
-        "TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(e2e_paths.sandbox),
+        "EFFECTGATE_POLICY_POLICY_FILE": str(repo_root / "deploy/policy/policy.cedar"),
+        "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(e2e_paths.principals),
+        "EFFECTGATE_APPROVALS_PRINCIPALS_FILE": str(e2e_paths.principals),
+        "EFFECTGATE_REGISTRY_DESCRIPTORS_DIR": str(repo_root / "deploy/tools"),
+        "EFFECTGATE_EXECUTOR_SANDBOX_ROOT": str(e2e_paths.sandbox),
         **stack_env,
     }
     with pytest.MonkeyPatch.context() as patch:
@@ -182,175 +120,10 @@ def stack(
             redis_persistent=stack_redis_persistent,
             policy_required=stack_policy_required,
             admin=True,
+            cluster=stack_cluster,
         )
         with started as running:
             yield running
-
-
-class Gate:
-    """What a test needs to drive and observe one stack.
-
-    ``nc``/``js`` observe as ``admin`` (every right: counting, reading, forging events);
-    agents and approvers act through connections of their own users.
-    """
-
-    def __init__(self, stack: Stack, paths: Paths, nc: Client) -> None:
-        self.stack, self.paths, self.nc = stack, paths, nc
-        self.js = nc.jetstream()
-        self._clients: dict[str, ToolClient] = {}
-        self._approvers: dict[str, Client] = {}
-        self._taken: dict[int, int] = {1: 0, 2: 0}
-
-    def agent(self, autonomy: int = 1) -> str:
-        """A principal of the directory no other test of the module used."""
-        index = self._taken[autonomy]
-        self._taken[autonomy] = index + 1
-        return f"a{autonomy}-{index:02d}"
-
-    async def client(self, principal: str) -> ToolClient:
-        """A connected :class:`ToolClient` acting as ``principal`` (kept for the module)."""
-        if principal not in self._clients:
-            self._clients[principal] = await self.connect(principal)
-        return self._clients[principal]
-
-    async def connect(self, principal: str) -> ToolClient:
-        """A new :class:`ToolClient` connected as ``principal``'s own NATS user; the caller closes it.
-
-        A principal the directory does not list has no user: only ``admin`` can speak for it,
-        which is how a test shows the policy service refusing it too.
-        """
-        user = agent_user(principal) if self.stack.has_user(agent_user(principal)) else ADMIN
-        options = self.stack.connect_options(user)
-        return await ToolClient.connect(self.stack.nats_url, principal, public_keys=self.stack.public_keys, **options)
-
-    async def approver(self, name: str) -> Client:
-        """The connection of approver ``name``'s own user, or ``admin``'s when the server has no such user.
-
-        Only ``admin`` can speak for a name the directory does not list: that is how a test
-        shows the approvals service refusing it too.
-        """
-        if not self.stack.has_user(approver_user(name)):
-            return self.nc
-        if name not in self._approvers:
-            options = self.stack.connect_options(approver_user(name))
-            self._approvers[name] = await nats.connect(self.stack.nats_url, **options)
-        return self._approvers[name]
-
-    async def call(
-        self,
-        principal: str,
-        operation: str,
-        arguments: dict[str, Any],
-        *,
-        tool: str = "file_system",
-        key: str | None = None,
-        timeout_s: float = 20.0,
-    ) -> ReceiptIssued:
-        """Invoke one tool call as ``principal`` and return its receipt."""
-        client = await self.client(principal)
-        return await client.invoke(tool, operation, arguments, idempotency_key=key, timeout_s=timeout_s)
-
-    async def submit(self, principal: str, operation: str, arguments: dict[str, Any], key: str | None = None) -> str:
-        """Publish one ``file_system`` call; return its request id."""
-        client = await self.client(principal)
-        return await client.submit("file_system", operation, arguments, idempotency_key=key)
-
-    async def receipt(self, principal: str, request_id: str, timeout_s: float = 20.0) -> ReceiptIssued:
-        """The receipt stored on ``tg.receipt.<principal>.<request_id>``, waiting up to ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                stored = await self.js.get_last_msg(catalog.STREAM, Subjects.receipt(principal, request_id))
-                return _receipt.decode(stored.data or b"")
-            except NotFoundError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"no receipt for {principal}/{request_id} in {timeout_s}s") from None
-                await asyncio.sleep(0.1)
-
-    async def count(self, subject: str) -> int:
-        """How many stream messages ``subject`` (wildcards allowed) holds."""
-        info = await self.js.stream_info(catalog.STREAM, subjects_filter=subject)
-        return sum((info.state.subjects or {}).values())
-
-    async def settle(self, timeout_s: float = 30.0) -> None:
-        """Wait until every consumer has handled every message (nothing pending or unacked)."""
-        deadline = time.monotonic() + timeout_s
-        while not await self._quiet():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"consumers still busy after {timeout_s}s")
-            await asyncio.sleep(0.1)
-
-    async def _quiet(self) -> bool:
-        for durable in CONSUMERS_IN_FLOW_ORDER:
-            info = await self.js.consumer_info(catalog.STREAM, durable)
-            if info.num_pending or info.num_ack_pending:
-                return False
-        return True
-
-    async def rpc(
-        self, subject: str, body: dict[str, Any] | list[Any], timeout_s: float = 5.0, *, approver: str = OPERATOR
-    ) -> Any:
-        """A core NATS request with a JSON body, sent as ``approver``; the decoded JSON reply."""
-        nc = await self.approver(approver)
-        reply = await nc.request(subject, json.dumps(body).encode(), timeout=timeout_s)
-        return json.loads(reply.data)
-
-    async def approvals(self) -> list[dict[str, Any]]:
-        """Every pending approval, page after page from ``tg.approvals.list`` (a refused page: what came before)."""
-        found: list[dict[str, Any]] = []
-        after = None
-        while True:
-            page = await self.rpc(Rpc.APPROVALS_LIST, {"after": after})
-            if not page.get("ok"):
-                return found
-            found += page["approvals"]
-            if (after := page["next"]) is None:
-                return found
-
-    async def pending(self, request_id: str, timeout_s: float = 10.0) -> dict[str, Any]:
-        """The pending approval opened for ``request_id``, waiting up to ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            listed = await self.approvals()
-            found = [item for item in listed if item["request_id"] == request_id]
-            if found:
-                return dict(found[0])
-            await asyncio.sleep(0.1)
-        raise TimeoutError(f"no pending approval for {request_id}")
-
-    async def is_pending(self, request_id: str) -> bool:
-        """Whether ``request_id`` has an approval still pending."""
-        return any(item["request_id"] == request_id for item in await self.approvals())
-
-    async def decide(self, approver: str, approval_id: str, approve: bool = True) -> dict[str, Any]:
-        """Answer an approval as ``approver``; the service's reply."""
-        body = {"approval_id": approval_id, "approve": approve}
-        return dict(await self.rpc(Rpc.approvals_decide(approver), body, approver=approver))
-
-    async def trail(self, request_id: str) -> list[dict[str, Any]]:
-        """The audit records of ``request_id``, in chain order."""
-        reply = await self.rpc(Rpc.AUDIT_TRAIL, {"request_id": request_id})
-        assert reply["ok"], reply
-        return list(reply["records"])
-
-    async def publish_tool(self, descriptor: dict[str, Any]) -> dict[str, Any]:
-        """Publish ``descriptor`` over the bus as the operator does: signed with the operator key."""
-        key = load_private_key(self.stack.keys_dir("operator") / "operator.key")
-        body = {"descriptor": descriptor, "signature": sign_value(descriptor, key)}
-        reply = await self.nc.request(Rpc.REGISTRY_PUBLISH, json.dumps(body).encode(), timeout=5)
-        return dict(json.loads(reply.data))
-
-    async def publish_raw(self, subject: str, data: bytes, msg_id: str) -> int:
-        """Publish raw bytes onto the stream with ``Nats-Msg-Id``; return the stream sequence."""
-        ack = await self.js.publish(subject, data, stream=catalog.STREAM, headers={"Nats-Msg-Id": msg_id})
-        assert not ack.duplicate, f"{msg_id} was deduplicated"
-        return int(ack.seq)
-
-    async def close(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        for nc in self._approvers.values():
-            await nc.close()
 
 
 async def _refuses_anonymous(url: str) -> None:
@@ -365,8 +138,8 @@ async def _refuses_anonymous(url: str) -> None:
 async def gate(stack: Stack, e2e_paths: Paths) -> AsyncIterator[Gate]:
     """A :class:`Gate` on this module's stack (a secured stack is checked to refuse anonymous clients)."""
     if stack.credentials:
-        await _refuses_anonymous(stack.nats_url)
-    nc = await nats.connect(stack.nats_url, **stack.connect_options(ADMIN))
+        await _refuses_anonymous(stack.nats_servers[0])
+    nc = await nats.connect(stack.nats_servers, **stack.connect_options(ADMIN))
     driver = Gate(stack, e2e_paths, nc)
     yield driver
     await driver.close()
@@ -385,61 +158,6 @@ def surfaces(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 def new_id() -> Any:
     """``new_id(prefix)``: a fresh subject-safe id (request ids, idempotency keys, file names)."""
     return lambda prefix="t": f"{prefix}{uuid.uuid4().hex[:16]}"
-
-
-IN_ALL_EVENTS = 0xFFF
-"""Every inotify event (open, access, modify, create, delete, moves, ...); ``IN_MOVED_TO`` is 0x80."""
-_EVENT_HEAD = struct.Struct("iIII")
-
-
-class DirWatch:
-    """Linux inotify(7) on directories: every open, read, create, write and rename inside them.
-
-    Used to prove effects: how often a file was replaced (``IN_MOVED_TO``), and that
-    nothing outside the sandbox was opened or created.
-    """
-
-    def __init__(self) -> None:
-        self._libc = ctypes.CDLL(None, use_errno=True)
-        self._libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
-        self._fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        if self._fd < 0:
-            raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-        self._dirs: dict[int, Path] = {}
-        self.events: list[tuple[Path, str, int]] = []
-
-    def watch(self, directory: Path) -> None:
-        """Watch ``directory`` (not recursive)."""
-        wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), IN_ALL_EVENTS)
-        if wd < 0:
-            raise OSError(ctypes.get_errno(), f"inotify_add_watch {directory}")
-        self._dirs[wd] = directory
-
-    def poll(self) -> list[tuple[Path, str, int]]:
-        """Collect pending events; return all events seen so far as ``(dir, name, mask)``."""
-        while True:
-            try:
-                buffer = os.read(self._fd, 65536)
-            except BlockingIOError:
-                return self.events
-            self._parse(buffer)
-
-    def _parse(self, buffer: bytes) -> None:
-        offset = 0
-        while offset < len(buffer):
-            wd, mask, _cookie, length = _EVENT_HEAD.unpack_from(buffer, offset)
-            start = offset + _EVENT_HEAD.size
-            name = buffer[start : start + length].rstrip(b"\0").decode(errors="replace")
-            if wd in self._dirs:
-                self.events.append((self._dirs[wd], name, mask))
-            offset = start + length
-
-    def count(self, name: str, mask: int) -> int:
-        """How many events on ``name`` matched ``mask`` so far."""
-        return sum(1 for _, seen, bits in self.poll() if seen == name and bits & mask)
-
-    def close(self) -> None:
-        os.close(self._fd)
 
 
 @pytest.fixture

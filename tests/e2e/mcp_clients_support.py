@@ -26,11 +26,11 @@ from mcp_types import TextContent
 from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.mcp import MCPToolset
 
-from toolgate.cli.stack import Stack
+from effectgate.cli.stack.system import Stack
 
 from .surface_support import http_client
 
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+EFFECTGATE = str(Path(sys.executable).parent / "effectgate")
 
 CLIENTS = ["pydantic-ai", "pydantic-ai-legacy", "sdk-legacy", "sdk-2026-07-28"]
 """``pydantic-ai``: ``MCPToolset(url, headers=…)`` as a user writes it (its client picks the era);
@@ -90,7 +90,7 @@ def caller(kind: str, url: str, token: str) -> contextlib.AbstractAsyncContextMa
 
 
 def is_pending(answer: Answer) -> bool:
-    return answer.is_error and answer.text.startswith("toolgate: pending")
+    return answer.is_error and answer.text.startswith("effectgate: pending")
 
 
 async def until_outcome(call: Call, name: str, arguments: dict[str, Any], tries: int = 10) -> Answer:
@@ -124,13 +124,13 @@ async def waiting_approval(gate: Any, principal: str, timeout_s: float = 15.0) -
     raise TimeoutError(f"no pending approval of {principal} in {timeout_s}s")
 
 
-def toolgate(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the ``toolgate`` CLI against ``stack`` as an operator does (its state directory holds the credentials)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TOOLGATE_")}
-    env.update({"NATS_URL": stack.nats_url, "TOOLGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "100"})
-    return subprocess.run([TOOLGATE, *args], env=env, capture_output=True, text=True, timeout=60)
+def effectgate(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``effectgate`` CLI against ``stack`` as an operator does (its state directory holds the credentials)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("EFFECTGATE_")}
+    env.update({"NATS_URL": stack.nats_url, "EFFECTGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "100"})
+    return subprocess.run([EFFECTGATE, *args], env=env, capture_output=True, text=True, timeout=60)
 
 
 async def approve_with_cli(stack: Stack, approval_id: str, approver: str) -> subprocess.CompletedProcess[str]:
-    """``toolgate approvals approve <approval_id> --as <approver>``, off the event loop."""
-    return await asyncio.to_thread(toolgate, stack, "approvals", "approve", approval_id, "--as", approver)
+    """``effectgate approvals approve <approval_id> --as <approver>``, off the event loop."""
+    return await asyncio.to_thread(effectgate, stack, "approvals", "approve", approval_id, "--as", approver)

@@ -1,7 +1,7 @@
 """Starting the MCP surface against an e2e stack, and MCP clients that talk to it.
 
-``Surfaces(stack, tmp)`` starts ``python -m toolgate.surface`` processes (HTTP, static token file)
-on free ports, as a user would run ``toolgate mcp serve``; each port is bound here first
+``Surfaces(stack, tmp)`` starts ``python -m effectgate.surface`` processes (HTTP, static token file)
+on free ports, as a user would run ``effectgate mcp serve``; each port is bound here first
 (:meth:`Surfaces.reserve`) and its socket handed down, so no other program takes it first;
 ``http_client(url, token, mode)`` is the SDK's own client with a bearer token, in either
 protocol era (``legacy`` or ``2026-07-28``).
@@ -24,8 +24,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from toolgate.cli.stack import Stack
-from toolgate.surface.adapters.tokens import token_digest
+from effectgate.cli.stack.system import Stack
+from effectgate.surface.adapters.tokens import token_digest
 
 
 def free_port() -> int:
@@ -97,27 +97,27 @@ class Surfaces:
         env = {
             **os.environ,
             "NATS_URL": self.stack.nats_url,
-            "TOOLGATE_SURFACE_PUBLIC_KEYS_DIR": str(self.stack.public_keys),
-            "TOOLGATE_SURFACE_TOKENS_FILE": str(self.tokens_file),
-            "TOOLGATE_SURFACE_PORT": str(port),
+            "EFFECTGATE_SURFACE_PUBLIC_KEYS_DIR": str(self.stack.public_keys),
+            "EFFECTGATE_SURFACE_TOKENS_FILE": str(self.tokens_file),
+            "EFFECTGATE_SURFACE_PORT": str(port),
             **extra,
         }
         if credentials.is_dir():
-            env["TOOLGATE_SURFACE_CREDENTIALS_DIR"] = str(credentials)
+            env["EFFECTGATE_SURFACE_CREDENTIALS_DIR"] = str(credentials)
         return env
 
     def start(self, **extra: str) -> str:
-        """Start one surface (``extra``: more ``TOOLGATE_SURFACE_*``); return its MCP URL."""
+        """Start one surface (``extra``: more ``EFFECTGATE_SURFACE_*``); return its MCP URL."""
         return self.start_on(self.reserve(), **extra)
 
     def start_on(self, port: int, **extra: str) -> str:
         """Start one surface on ``port`` (reserved: its socket is handed down); an empty value in ``extra`` unsets."""
         sock = self._reserved.pop(port, None)
-        handed = {"TOOLGATE_SURFACE_SOCKET_FD": str(sock.fileno())} if sock else {}
+        handed = {"EFFECTGATE_SURFACE_SOCKET_FD": str(sock.fileno())} if sock else {}
         env = {name: value for name, value in self.env(port, **handed, **extra).items() if value != ""}
         with (self.workdir / f"surface-{port}.log").open("ab") as log:
             process = subprocess.Popen(
-                [sys.executable, "-m", "toolgate.surface"],
+                [sys.executable, "-m", "effectgate.surface"],
                 env=env,
                 stdout=log,
                 stderr=log,
@@ -154,11 +154,11 @@ def texts(result: Any) -> str:
 
 
 async def read_whole(client: Client, request_id: str, most_parts: int = 200) -> str:
-    """The whole JSON text of a cut result, read part by part with ``toolgate_result`` from the offsets it names."""
+    """The whole JSON text of a cut result, read part by part with ``effectgate_result`` from the offsets it names."""
     parts, offset = [], 0
     for _ in range(most_parts):
-        part = texts(await client.call_tool("toolgate_result", {"request_id": request_id, "offset_bytes": offset}))
-        data, _, note = part.partition("\n[toolgate: ")
+        part = texts(await client.call_tool("effectgate_result", {"request_id": request_id, "offset_bytes": offset}))
+        data, _, note = part.partition("\n[effectgate: ")
         parts.append(data)
         if not note:
             return "".join(parts)

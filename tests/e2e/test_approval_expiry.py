@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ApprovalRequested
-from toolgate.shared.bus import fetch_last
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ApprovalRequested
+from effectgate.shared.stores.stream import fetch_last
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def stack_env(e2e_paths: Any) -> dict[str, str]:
-    return {"TOOLGATE_APPROVALS_TTL_S": "1", "TOOLGATE_APPROVALS_SWEEP_INTERVAL_S": "0.2"}
+    return {"EFFECTGATE_APPROVALS_TTL_S": "1", "EFFECTGATE_APPROVALS_SWEEP_INTERVAL_S": "0.2"}
 
 
 async def test_unanswered_approval_expires_and_the_request_is_denied(gate: Any, watch: Any, new_id: Any) -> None:

@@ -10,11 +10,11 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, encode, request_hash
-from toolgate.contracts.signing import load_private_key, sign_event
-from toolgate.shared.bus import fetch_last, publish_event
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, encode, request_hash
+from effectgate.contracts.integrity.signing import load_private_key, sign_event
+from effectgate.shared.stores.stream import fetch_last, publish_event
 
 pytestmark = pytest.mark.e2e
 

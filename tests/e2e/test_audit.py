@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Rpc, Subjects
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Rpc, Subjects
 
 pytestmark = pytest.mark.e2e
 

@@ -28,14 +28,14 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.sealing import SEALED_LABEL
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.attributes import load_attributes
-from toolgate.policy.engine import build_engine
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.integrity.sealing import SEALED_LABEL
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.attributes import load_attributes
+from effectgate.policy.cedar.loading import build_engine
 
 pytestmark = pytest.mark.e2e
 
@@ -119,13 +119,13 @@ def stack_env(e2e_paths: Any, repo_root: Path, bank: Bank) -> dict[str, str]:
     quoted = {"python": sys.executable, "server": SERVER, "state": bank.state, "fetch_log": bank.fetch_log}
     servers.write_text(SERVERS_TOML.format(**{name: json.dumps(str(value)) for name, value in quoted.items()}))
     return {
-        "TOOLGATE_POLICY_POLICY_FILE": str(policy),
-        "TOOLGATE_POLICY_PRINCIPALS_FILE": str(principals),
-        "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(principals),
-        "TOOLGATE_POLICY_ATTRIBUTES_FILE": str(BANKING / "attributes.toml"),
-        "TOOLGATE_POLICY_BUDGETS_FILE": str(BANKING / "budgets.toml"),
-        "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
-        "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
+        "EFFECTGATE_POLICY_POLICY_FILE": str(policy),
+        "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(principals),
+        "EFFECTGATE_APPROVALS_PRINCIPALS_FILE": str(principals),
+        "EFFECTGATE_POLICY_ATTRIBUTES_FILE": str(BANKING / "attributes.toml"),
+        "EFFECTGATE_POLICY_BUDGETS_FILE": str(BANKING / "budgets.toml"),
+        "EFFECTGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
+        "EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
     }
 
 

@@ -1,7 +1,7 @@
 """Spend budgets end to end: a budget stops the call that would overspend, receipts settle it, the check agrees.
 
 The module's stack serves ``file_system`` with reads costing 1 and a budget of 3 reads a
-day per principal. ``toolgate budgets check`` runs as the operator's CLI (a process), and
+day per principal. ``effectgate budgets check`` runs as the operator's CLI (a process), and
 finds a difference planted in Redis.
 """
 
@@ -21,11 +21,11 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from toolgate.contracts.catalog import Rpc
-from toolgate.contracts.nats_permissions import OPERATOR
-from toolgate.policy.budget_ports import counter_key
-from toolgate.policy.budgets import window_start
-from toolgate.policy.reconciliation import CountersReply
+from effectgate.contracts.bus.catalog import Rpc
+from effectgate.contracts.bus.nats_permissions import OPERATOR
+from effectgate.policy.budgets.ledger import counter_key
+from effectgate.policy.budgets.reconciliation import CountersReply
+from effectgate.policy.budgets.rules import window_start
 
 BUDGETS = """
 [[budgets]]
@@ -47,15 +47,15 @@ def stack_env(e2e_paths: Any, repo_root: Path) -> dict[str, str]:
     (tools / "file_system.json").write_text(json.dumps(descriptor))
     budgets = e2e_paths.state.parent / "budgets.toml"
     budgets.write_text(BUDGETS)
-    return {"TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(tools), "TOOLGATE_POLICY_BUDGETS_FILE": str(budgets)}
+    return {"EFFECTGATE_REGISTRY_DESCRIPTORS_DIR": str(tools), "EFFECTGATE_POLICY_BUDGETS_FILE": str(budgets)}
 
 
 def _cli(gate: Any, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NATS_URL": gate.stack.url_for(OPERATOR), "COLUMNS": "300"}
-    env["TOOLGATE_STATE_DIR"] = str(gate.paths.state / "no-cli")
+    env["EFFECTGATE_STATE_DIR"] = str(gate.paths.state / "no-cli")
     if prefix := gate.stack.connect_options(OPERATOR).get("inbox_prefix"):
-        env["TOOLGATE_INBOX_PREFIX"] = prefix.decode()
-    command = [sys.executable, "-m", "toolgate.cli", "budgets", *args]
+        env["EFFECTGATE_INBOX_PREFIX"] = prefix.decode()
+    command = [sys.executable, "-m", "effectgate.cli", "budgets", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -25,13 +25,13 @@ import pytest_asyncio
 from nio import AsyncClient, MessageDirection, RoomMessagesResponse
 from nio.api import RelationshipType
 
-from toolgate.cli.synapse import Homeserver, MatrixUser
+from effectgate.devstack.synapse import Homeserver, MatrixUser
 
 pytestmark = [pytest.mark.e2e, pytest.mark.matrix]
 
 T = TypeVar("T")
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
-CARD_KEY = "dev.toolgate.approval"
+EFFECTGATE = str(Path(sys.executable).parent / "effectgate")
+CARD_KEY = "dev.effectgate.approval"
 
 
 @dataclass
@@ -77,13 +77,13 @@ def stack_env(e2e_paths: Any, synapse: Homeserver, people: People, repo_root: Pa
     password.write_text(people.bot.password)
     password.chmod(0o600)
     return {
-        "TOOLGATE_POLICY_POLICY_FILE": str(policy),
-        "TOOLGATE_CHATOPS_PLATFORM": "matrix",
-        "TOOLGATE_CHATOPS_PRINCIPALS_FILE": str(e2e_paths.principals),
-        "TOOLGATE_CHATOPS_MATRIX_HOMESERVER": synapse.url,
-        "TOOLGATE_CHATOPS_MATRIX_USER": people.bot.user_id,
-        "TOOLGATE_CHATOPS_MATRIX_PASSWORD_FILE": str(password),
-        "TOOLGATE_CHATOPS_ROOMS": json.dumps({"operator": people.room}),
+        "EFFECTGATE_POLICY_POLICY_FILE": str(policy),
+        "EFFECTGATE_CHATOPS_PLATFORM": "matrix",
+        "EFFECTGATE_CHATOPS_PRINCIPALS_FILE": str(e2e_paths.principals),
+        "EFFECTGATE_CHATOPS_MATRIX_HOMESERVER": synapse.url,
+        "EFFECTGATE_CHATOPS_MATRIX_USER": people.bot.user_id,
+        "EFFECTGATE_CHATOPS_MATRIX_PASSWORD_FILE": str(password),
+        "EFFECTGATE_CHATOPS_ROOMS": json.dumps({"operator": people.room}),
     }
 
 
@@ -267,7 +267,7 @@ async def test_while_synapse_is_down_the_call_waits_the_cli_works_and_the_card_c
     try:
         request_id = await gate.submit(agent, "write", {"path": name, "content": "z"})
         approval_id = (await gate.pending(request_id))["approval_id"]
-        listed = await asyncio.to_thread(_toolgate, gate.stack, "approvals", "list")
+        listed = await asyncio.to_thread(_effectgate, gate.stack, "approvals", "list")
         assert listed.returncode == 0 and approval_id in listed.stdout, listed.stderr
         await asyncio.sleep(2.0)
         assert await gate.is_pending(request_id)
@@ -282,7 +282,7 @@ async def test_while_synapse_is_down_the_call_waits_the_cli_works_and_the_card_c
     assert len(await views["alice"].cards(approval_id)) == 1
 
 
-def _toolgate(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update({"NATS_URL": stack.nats_url, "TOOLGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "400"})
-    return subprocess.run([TOOLGATE, *args], env=env, capture_output=True, text=True, timeout=60)
+def _effectgate(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")}
+    env.update({"NATS_URL": stack.nats_url, "EFFECTGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "400"})
+    return subprocess.run([EFFECTGATE, *args], env=env, capture_output=True, text=True, timeout=60)

@@ -1,7 +1,7 @@
 """Approving from Slack through the whole stack, against a loopback Slack Web API.
 
 The chat-ops bot runs as a process with ``platform = slack``; its Web API calls go to a
-:class:`~toolgate.chatops.fake_slack.FakeSlack` in this test process, and the approvers'
+:class:`~effectgate.devstack.fake_slack.FakeSlack` in this test process, and the approvers'
 clicks are signed with the app's signing secret and posted over HTTP to the bot's endpoint,
 as Slack would post them.
 """
@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, serving, view_submission
-from toolgate.contracts.catalog import Rpc, Subjects
+from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.devstack.fake_slack import FakeSlack, serving
+from effectgate.devstack.slack_requests import block_action, post_signed, view_submission
 
 pytestmark = pytest.mark.e2e
 
@@ -47,20 +48,20 @@ def stack_env(e2e_paths: Any, fake_slack: FakeSlack, tmp_path_factory: Any) -> d
         directory = directory.replace(f"[approvers.{name}]\n", f'[approvers.{name}]\nslack = "{user}"\n')
     e2e_paths.principals.write_text(directory)
     return {
-        "TOOLGATE_CHATOPS_PLATFORM": "slack",
-        "TOOLGATE_CHATOPS_PRINCIPALS_FILE": str(e2e_paths.principals),
-        "TOOLGATE_CHATOPS_ROOMS": json.dumps({"operator": CHANNEL}),
-        "TOOLGATE_CHATOPS_SLACK_API_URL": fake_slack.api_url,
-        "TOOLGATE_CHATOPS_SLACK_BOT_TOKEN_FILE": str(secrets / "bot_token"),
-        "TOOLGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE": str(secrets / "signing_secret"),
-        "TOOLGATE_CHATOPS_SLACK_PORT": "0",  # any: the stack binds it and hands the socket down
+        "EFFECTGATE_CHATOPS_PLATFORM": "slack",
+        "EFFECTGATE_CHATOPS_PRINCIPALS_FILE": str(e2e_paths.principals),
+        "EFFECTGATE_CHATOPS_ROOMS": json.dumps({"operator": CHANNEL}),
+        "EFFECTGATE_CHATOPS_SLACK_API_URL": fake_slack.api_url,
+        "EFFECTGATE_CHATOPS_SLACK_BOT_TOKEN_FILE": str(secrets / "bot_token"),
+        "EFFECTGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE": str(secrets / "signing_secret"),
+        "EFFECTGATE_CHATOPS_SLACK_PORT": "0",  # any: the stack binds it and hands the socket down
     }
 
 
 @pytest.fixture(scope="module")
 def endpoint(stack: Any) -> str:
     """The bot's Slack endpoint (the stack is running)."""
-    return f"http://127.0.0.1:{stack.listeners.port('chatops', 'TOOLGATE_CHATOPS_SLACK_PORT')}/slack/events"
+    return f"http://127.0.0.1:{stack.listeners.port('chatops', 'EFFECTGATE_CHATOPS_SLACK_PORT')}/slack/events"
 
 
 def _is_card_of(approval_id: str) -> Any:

@@ -1,4 +1,4 @@
-"""The CLI finds its files as ``toolgate up`` gives them to the services, from any working directory.
+"""The CLI finds its files as ``effectgate up`` gives them to the services, from any working directory.
 
 Every command runs as a process from a working directory that is not the repository's and
 holds a decoy ``deploy/policy`` (a command reading relative to where it runs would use it,
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.stack import Stack
+from effectgate.cli.stack.system import Stack
 
 pytestmark = pytest.mark.e2e
 
@@ -36,11 +36,11 @@ def elsewhere(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return work
 
 
-def toolgate(stack: Stack, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """``toolgate ARGS`` as the stack's operator, run in ``cwd`` with no ``TOOLGATE_*`` setting but ``env``."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    clean |= {"NATS_URL": stack.nats_url, "TOOLGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "400", **env}
-    command = [sys.executable, "-m", "toolgate.cli", *args]
+def effectgate(stack: Stack, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``effectgate ARGS`` as the stack's operator, run in ``cwd`` with no ``EFFECTGATE_*`` setting but ``env``."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")}
+    clean |= {"NATS_URL": stack.nats_url, "EFFECTGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "400", **env}
+    command = [sys.executable, "-m", "effectgate.cli", *args]
     return subprocess.run(command, env=clean, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -53,9 +53,9 @@ def test_policy_check_reads_the_files_up_gives_the_policy_service_and_says_which
 ) -> None:
     policy = str(repo_root / "deploy/policy/policy.cedar")
 
-    default = toolgate(stack, elsewhere, "policy", "check", policy)
-    named = toolgate(
-        stack, elsewhere, "policy", "check", policy, TOOLGATE_POLICY_PRINCIPALS_FILE=str(e2e_paths.principals)
+    default = effectgate(stack, elsewhere, "policy", "check", policy)
+    named = effectgate(
+        stack, elsewhere, "policy", "check", policy, EFFECTGATE_POLICY_PRINCIPALS_FILE=str(e2e_paths.principals)
     )
 
     assert default.returncode == 0 and "valid" in default.stdout, default.stdout + default.stderr
@@ -73,7 +73,7 @@ def test_policy_simulate_reads_the_same_files_and_says_which_beside_its_json(
 ) -> None:
     policy = str(repo_root / "deploy/policy/policy.cedar")
 
-    done = toolgate(stack, elsewhere, "policy", "simulate", policy, "--since", "1h", "--json")
+    done = effectgate(stack, elsewhere, "policy", "simulate", policy, "--since", "1h", "--json")
 
     assert done.returncode == 0, done.stderr
     json.loads(done.stdout)
@@ -87,15 +87,15 @@ async def test_policy_explain_says_whether_its_files_are_the_deciding_replicas(
     assert receipt.outcome == "succeeded", receipt
     await gate.settle()
 
-    same = toolgate(
+    same = effectgate(
         stack,
         elsewhere,
         "policy",
         "explain",
         receipt.request_id,
-        TOOLGATE_POLICY_PRINCIPALS_FILE=str(e2e_paths.principals),
+        EFFECTGATE_POLICY_PRINCIPALS_FILE=str(e2e_paths.principals),
     )
-    other = toolgate(stack, elsewhere, "policy", "explain", receipt.request_id)
+    other = effectgate(stack, elsewhere, "policy", "explain", receipt.request_id)
 
     assert same.returncode == 0 and other.returncode == 0, same.stderr + other.stderr
     assert f"read: principal directory {e2e_paths.principals}," in words(same.stdout)
@@ -107,7 +107,7 @@ async def test_policy_explain_says_whether_its_files_are_the_deciding_replicas(
 
 
 def test_budgets_check_reads_no_local_file(stack: Stack, elsewhere: Path) -> None:
-    done = toolgate(stack, elsewhere, "budgets", "check", "--settle-s", "0.5", "--json")
+    done = effectgate(stack, elsewhere, "budgets", "check", "--settle-s", "0.5", "--json")
 
     assert done.returncode in (0, 1), done.stderr
     assert set(json.loads(done.stdout)) == {"counters", "differences", "pending"}
@@ -129,9 +129,9 @@ def test_tools_publish_names_every_mistake_with_the_key_meant_and_its_success_on
     (elsewhere / "good.json").write_text(json.dumps(good))
     (elsewhere / "mistaken.json").write_text(json.dumps(mistaken))
 
-    refused = toolgate(stack, elsewhere, "tools", "publish", "mistaken.json")
-    published = toolgate(stack, elsewhere, "tools", "publish", "good.json")
-    again = toolgate(stack, elsewhere, "tools", "publish", "good.json")
+    refused = effectgate(stack, elsewhere, "tools", "publish", "mistaken.json")
+    published = effectgate(stack, elsewhere, "tools", "publish", "good.json")
+    again = effectgate(stack, elsewhere, "tools", "publish", "good.json")
 
     said = words(refused.stderr)
     assert refused.returncode == 1 and said.startswith("malformed: not a tool descriptor: 3 mistakes:"), said

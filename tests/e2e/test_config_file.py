@@ -1,4 +1,4 @@
-"""A stack configured by one toolgate.toml (TOOLGATE_CONFIG, no MCP variable): the registry and the
+"""A stack configured by one effectgate.toml (EFFECTGATE_CONFIG, no MCP variable): the registry and the
 executor read the same MCP servers, the operator's limits reach the descriptor, and a changed
 listing is published as a new version when the registry restarts."""
 
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.readiness import wait_ready
-from toolgate.contracts.catalog import Rpc
+from effectgate.cli.stack.readiness import wait_ready
+from effectgate.contracts.bus.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 
@@ -39,14 +39,14 @@ def mcp_dir(e2e_paths: Any) -> Path:
 @pytest.fixture(scope="module")
 def stack_env(mcp_dir: Path) -> dict[str, str]:
     write_listing(mcp_dir, "echo")
-    config = mcp_dir / "toolgate.toml"
+    config = mcp_dir / "effectgate.toml"
     arguments = json.dumps([str(SCRIPT), str(mcp_dir / "listing.json")])
     # The limit is well above the default 30 s: the server starts inside the first call.
     config.write_text(
         f'[mcp.servers.cfg]\ncommand = "{sys.executable}"\nargs = {arguments}\ntrust_hints = true\n\n'
         "[tools.limits.mcp_cfg]\ntimeout_s = 45\n"
     )
-    return {"TOOLGATE_CONFIG": str(config)}
+    return {"EFFECTGATE_CONFIG": str(config)}
 
 
 async def latest(gate: Any) -> dict[str, Any]:

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from toolgate.cli.approvals_render import approvals_blocks
-from toolgate.contracts.catalog import Rpc
+from effectgate.cli.render.approvals import approvals_blocks
+from effectgate.contracts.bus.catalog import Rpc
 
-from .conftest import DirWatch, Gate, Paths
+from .support import DirWatch, Gate, Paths
 
 pytestmark = pytest.mark.e2e
 
@@ -67,7 +67,7 @@ def repos(e2e_paths: Paths) -> dict[str, Path]:
 def stack_env(e2e_paths: Paths, repos: dict[str, Path]) -> dict[str, str]:
     servers = Path(e2e_paths.state).parent / "servers.toml"
     servers.write_text(_server("git", repos["git"], file_root=True) + _server("blind", repos["blind"], file_root=False))
-    return {"TOOLGATE_MCP_SERVERS_FILE": str(servers)}
+    return {"EFFECTGATE_MCP_SERVERS_FILE": str(servers)}
 
 
 async def _listed(gate: Gate, tool: str) -> None:
@@ -127,7 +127,7 @@ async def test_an_overwrite_of_a_file_rewritten_before_the_grant_is_refused_and_
     _refused_naming(issued, name)
     assert target.read_text() == "rewritten after the card was shown\n"
     assert watch.count(name, IN_MOVED_TO) == 0  # never replaced
-    assert not [entry for entry in os.listdir(gate.paths.sandbox) if entry.startswith(".toolgate-")]
+    assert not [entry for entry in os.listdir(gate.paths.sandbox) if entry.startswith(".effectgate-")]
 
 
 async def test_an_overwrite_of_unchanged_content_runs_once(gate: Gate, new_id: Any, watch: DirWatch) -> None:

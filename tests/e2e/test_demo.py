@@ -1,4 +1,4 @@
-"""``toolgate demo`` runs secured end to end: the real command, as a person starts it first."""
+"""``effectgate demo`` runs secured end to end: the real command, as a person starts it first."""
 
 from __future__ import annotations
 
@@ -13,18 +13,20 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+EFFECTGATE = str(Path(sys.executable).parent / "effectgate")
 
 
 def test_the_demo_runs_every_step_on_a_secured_stack(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("EFFECTGATE_")
+    }
     done = subprocess.run(
-        [TOOLGATE, "demo"], cwd=tmp_path, env={**env, "COLUMNS": "400"}, capture_output=True, text=True, timeout=600
+        [EFFECTGATE, "demo"], cwd=tmp_path, env={**env, "COLUMNS": "400"}, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "demo finished" in done.stdout and "INSECURE" not in done.stdout
     state = Path(re.search(r"workspace (\S+)", done.stdout)[1]) / "state"  # type: ignore[index]
-    assert f"TOOLGATE_STATE_DIR={state}" in done.stdout, "the approver's command names the demo's credentials"
+    assert f"EFFECTGATE_STATE_DIR={state}" in done.stdout, "the approver's command names the demo's credentials"
     files = {path.stem for path in (state / "credentials").iterdir()}
     assert {"agent-demo-agent", "approver-alice", "operator"} <= files
     assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in (state / "credentials").iterdir())
@@ -36,9 +38,11 @@ def test_the_demo_runs_every_step_on_a_secured_stack(tmp_path: Path) -> None:
 
 @pytest.mark.matrix
 def test_the_chat_demo_approves_a_write_from_a_matrix_room(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("EFFECTGATE_")
+    }
     done = subprocess.run(
-        [TOOLGATE, "demo", "--chat", "matrix"],
+        [EFFECTGATE, "demo", "--chat", "matrix"],
         cwd=tmp_path,
         env={**env, "COLUMNS": "400"},
         capture_output=True,

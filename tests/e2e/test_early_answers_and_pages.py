@@ -21,18 +21,18 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.catalog import Rpc, Subjects
+from effectgate.contracts.bus.catalog import Rpc, Subjects
 
 pytestmark = pytest.mark.e2e
 
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+EFFECTGATE = str(Path(sys.executable).parent / "effectgate")
 REFUSED = Subjects.security("approvals", "approval_refused")
 
 
-def _toolgate(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
-    env.update({"NATS_URL": stack.nats_url, "TOOLGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "200"})
-    return subprocess.run([TOOLGATE, *args], env=env, capture_output=True, text=True, timeout=120)
+def _effectgate(stack: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EFFECTGATE_")}
+    env.update({"NATS_URL": stack.nats_url, "EFFECTGATE_STATE_DIR": str(stack.state_dir), "COLUMNS": "200"})
+    return subprocess.run([EFFECTGATE, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
 async def _answer_until_counted(gate: Any, approval_id: str, timeout_s: float = 20.0) -> tuple[dict[str, Any], int]:
@@ -109,12 +109,12 @@ async def test_twenty_pending_writes_of_60_kb_are_listed_page_after_page(gate: A
     assert first["ok"] and first["next"] is not None, "twenty 60 kB approvals do not fit one message"
     mine = [item for item in await gate.approvals() if item["principal"] in agents]
     assert sorted(item["request_id"] for item in mine) == sorted(sent)
-    listed = await asyncio.to_thread(_toolgate, gate.stack, "approvals", "list", "--json")
+    listed = await asyncio.to_thread(_effectgate, gate.stack, "approvals", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert {item["request_id"] for item in json.loads(listed.stdout)} >= set(sent)
-    summary = await asyncio.to_thread(_toolgate, gate.stack, "approvals", "list", "--summary")
-    assert summary.returncode == 0 and summary.stdout.count("left out: toolgate approvals show") >= 20
-    shown = await asyncio.to_thread(_toolgate, gate.stack, "approvals", "show", mine[0]["approval_id"], "--json")
+    summary = await asyncio.to_thread(_effectgate, gate.stack, "approvals", "list", "--summary")
+    assert summary.returncode == 0 and summary.stdout.count("left out: effectgate approvals show") >= 20
+    shown = await asyncio.to_thread(_effectgate, gate.stack, "approvals", "show", mine[0]["approval_id"], "--json")
     assert len(json.loads(shown.stdout)["request"]["arguments"]["content"]) == 60_002
     for item in mine:
         assert (await gate.decide("alice", item["approval_id"], approve=False))["reason_code"] == "rejected"

@@ -1,6 +1,6 @@
 """Every request ends in exactly one receipt, whatever breaks on its way (guarantee 2).
 
-This module's stack injects faults into single requests (``TOOLGATE_FAILPOINTS``): a
+This module's stack injects faults into single requests (``EFFECTGATE_FAILPOINTS``): a
 policy handler that raises or hangs, an executor handler that hangs, by request id
 prefix. Its backstop acts after seconds, not minutes, so the tests see it do so.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.catalog import Rpc, Subjects
+from effectgate.contracts.bus.catalog import Rpc, Subjects
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 
@@ -24,11 +24,11 @@ FAULTS = "policy.decide=raise@fpraise-;policy.decide=hang@fphangp-;executor.deci
 @pytest.fixture(scope="module")
 def stack_env() -> dict[str, str]:
     return {
-        "TOOLGATE_FAILPOINTS": FAULTS,
-        "TOOLGATE_EXECUTOR_BACKSTOP_UNDECIDED_S": "6",
-        "TOOLGATE_EXECUTOR_BACKSTOP_MARGIN_S": "3",
-        "TOOLGATE_EXECUTOR_STALE_GRACE_S": "2",
-        "TOOLGATE_EXECUTOR_MAX_RESULT_BYTES": "3000000",
+        "EFFECTGATE_FAILPOINTS": FAULTS,
+        "EFFECTGATE_EXECUTOR_BACKSTOP_UNDECIDED_S": "6",
+        "EFFECTGATE_EXECUTOR_BACKSTOP_MARGIN_S": "3",
+        "EFFECTGATE_EXECUTOR_STALE_GRACE_S": "2",
+        "EFFECTGATE_EXECUTOR_MAX_RESULT_BYTES": "3000000",
     }
 
 
@@ -118,7 +118,7 @@ async def _audited_through(gate: Any, subject: str, timeout_s: float = 20.0) -> 
 
     (``gate.settle`` cannot be used here: this module's hung handlers stay in flight.)
     """
-    seq = (await gate.js.get_last_msg("TOOLGATE", subject)).seq
+    seq = (await gate.js.get_last_msg("EFFECTGATE", subject)).seq
     for _ in range(int(timeout_s * 10)):
         verified = await gate.rpc(Rpc.AUDIT_VERIFY, {})
         if verified["audited_last_seq"] >= seq:
@@ -137,7 +137,7 @@ async def test_a_result_larger_than_a_message_arrives_whole_and_replays_whole(ga
     first = await gate.call(agent, "read", {"path": name}, key=key)
     assert first.outcome == "succeeded", first.reason
     assert first.result_ref is not None and first.result["content"] == content
-    stored = await gate.js.get_last_msg("TOOLGATE", Subjects.receipt(agent, first.request_id))
+    stored = await gate.js.get_last_msg("EFFECTGATE", Subjects.receipt(agent, first.request_id))
     assert len(stored.data) < 64 * 1024, "the receipt on the bus carries the result itself"
 
     again = await gate.call(agent, "read", {"path": name}, key=key)

@@ -14,16 +14,16 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.readiness import wait_ready
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
+from effectgate.cli.stack.readiness import wait_ready
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 
 
 @pytest.fixture(scope="module")
 def stack_env() -> dict[str, str]:
-    return {"TOOLGATE_FAILPOINTS": "executor.run=hang@fphold-", "TOOLGATE_EXECUTOR_SHUTDOWN_GRACE_S": "2"}
+    return {"EFFECTGATE_FAILPOINTS": "executor.run=hang@fphold-", "EFFECTGATE_EXECUTOR_SHUTDOWN_GRACE_S": "2"}
 
 
 IN_MOVED_TO = 0x80
@@ -132,7 +132,7 @@ async def _held(gate: Any, new_id: Any, operation: str, autonomy: int) -> tuple[
     client = await gate.client(agent)
     await client.submit("file_system", operation, arguments, request_id=request_id)
     for _ in range(100):
-        held = await gate.js.consumer_info("TOOLGATE", catalog.EXECUTOR_DECISIONS.durable)
+        held = await gate.js.consumer_info("EFFECTGATE", catalog.EXECUTOR_DECISIONS.durable)
         claimed = operation != "write" or await gate.count(f"tg.claim.{agent}.*") == 1
         if held.num_ack_pending >= 1 and claimed:
             return agent, request_id, name
@@ -162,7 +162,7 @@ async def test_sigterm_mid_run_ends_the_call_before_the_executor_exits(
     agent, request_id, _ = await _held(gate, new_id, operation, autonomy)
     gate.stack.stop("executor")  # SIGTERM: a 2 s grace, then what still runs is ended
     try:
-        stored = await gate.js.get_last_msg("TOOLGATE", Subjects.receipt(agent, request_id))
+        stored = await gate.js.get_last_msg("EFFECTGATE", Subjects.receipt(agent, request_id))
     finally:
         gate.stack.start("executor")
     issued = await gate.receipt(agent, request_id)

@@ -1,6 +1,6 @@
 """Each service serves /livez, /readyz and /metrics; governed calls move its counters; NATS down → 503.
 
-The module's stack gets an HTTP port per service (``TOOLGATE_<SERVICE>_HTTP_PORT``, bound by the stack); the
+The module's stack gets an HTTP port per service (``EFFECTGATE_<SERVICE>_HTTP_PORT``, bound by the stack); the
 test scrapes the real endpoints of the real processes. The NATS outage runs last.
 """
 
@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from toolgate.cli.readiness import wait_ready
-from toolgate.contracts import catalog
-from toolgate.contracts.events import Outcome
+from effectgate.cli.stack.readiness import wait_ready
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.events import Outcome
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +31,7 @@ PORTS: dict[str, int] = {}
 @pytest.fixture(scope="module")
 def stack_env() -> dict[str, str]:
     """An HTTP port for each service: any (``0``), bound by the stack itself and handed down, so never lost."""
-    return {f"TOOLGATE_{service.upper()}_HTTP_PORT": "0" for service in SERVICES}
+    return {f"EFFECTGATE_{service.upper()}_HTTP_PORT": "0" for service in SERVICES}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -88,13 +88,13 @@ async def test_governed_calls_move_the_counters(gate: Any) -> None:
     def moved(after: Any, before: Any, name: str, **labels: str) -> float:
         return _total(after, name, **labels) - _total(before, name, **labels)
 
-    assert moved(policy, policy_before, "toolgate_decisions_total", verdict="execute") >= 3
-    assert moved(policy, policy_before, "toolgate_decisions_total", verdict="deny") >= 1
-    assert moved(policy, policy_before, "toolgate_stage_duration_seconds_count", stage="policy") >= 4
-    assert moved(executor, executor_before, "toolgate_receipts_total", outcome="succeeded") >= 3
-    assert moved(executor, executor_before, "toolgate_receipts_total", outcome="denied") >= 1
-    assert moved(executor, executor_before, "toolgate_call_duration_seconds_count") >= 4
-    assert moved(executor, executor_before, "toolgate_stage_duration_seconds_count", stage="execution") >= 3
+    assert moved(policy, policy_before, "effectgate_decisions_total", verdict="execute") >= 3
+    assert moved(policy, policy_before, "effectgate_decisions_total", verdict="deny") >= 1
+    assert moved(policy, policy_before, "effectgate_stage_duration_seconds_count", stage="policy") >= 4
+    assert moved(executor, executor_before, "effectgate_receipts_total", outcome="succeeded") >= 3
+    assert moved(executor, executor_before, "effectgate_receipts_total", outcome="denied") >= 1
+    assert moved(executor, executor_before, "effectgate_call_duration_seconds_count") >= 4
+    assert moved(executor, executor_before, "effectgate_stage_duration_seconds_count", stage="execution") >= 3
 
 
 async def test_sampled_gauges_are_reported(gate: Any) -> None:
@@ -102,15 +102,15 @@ async def test_sampled_gauges_are_reported(gate: Any) -> None:
     deadline = time.monotonic() + 15.0
     while True:
         audit, policy = await _samples("audit"), await _samples("policy")
-        lag = [v for (name, _), v in audit.items() if name == "toolgate_audit_lag_seconds"]
-        pending = {dict(labels).get("durable") for (name, labels) in policy if name == "toolgate_consumer_pending"}
-        approvals = ("toolgate_approvals_pending", frozenset()) in await _samples("approvals")
+        lag = [v for (name, _), v in audit.items() if name == "effectgate_audit_lag_seconds"]
+        pending = {dict(labels).get("durable") for (name, labels) in policy if name == "effectgate_consumer_pending"}
+        approvals = ("effectgate_approvals_pending", frozenset()) in await _samples("approvals")
         if (lag and POLICY_DURABLE in pending and approvals) or time.monotonic() > deadline:
             break
         await asyncio.sleep(1.0)
     assert lag and lag[0] >= 0
     assert POLICY_DURABLE in pending
-    assert approvals, "the approvals service reports no toolgate_approvals_pending gauge"
+    assert approvals, "the approvals service reports no effectgate_approvals_pending gauge"
 
 
 async def _gauge_until(service: str, name: str, at_least: float, timeout_s: float) -> float:
@@ -128,12 +128,12 @@ async def test_an_approval_is_pending_in_the_gauges_and_its_wait_is_recorded(gat
     agent = gate.agent()
     request_id = await gate.submit(agent, "write", {"path": new_id("approved-") + ".txt", "content": "x"})
     pending = await gate.pending(request_id)
-    assert await _gauge_until("approvals", "toolgate_approvals_pending", 1, 15.0) >= 1
-    assert _total(await _samples("approvals"), "toolgate_approval_oldest_age_seconds") >= 0
+    assert await _gauge_until("approvals", "effectgate_approvals_pending", 1, 15.0) >= 1
+    assert _total(await _samples("approvals"), "effectgate_approval_oldest_age_seconds") >= 0
     assert (await gate.decide("alice", pending["approval_id"]))["ok"]
     assert (await gate.receipt(agent, request_id)).outcome is Outcome.SUCCEEDED
     after = await _samples("executor")
-    waited = "toolgate_stage_duration_seconds_count"
+    waited = "effectgate_stage_duration_seconds_count"
     assert _total(after, waited, stage="approval") - _total(before, waited, stage="approval") >= 1
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import nats.js.errors
 import pytest
 
-from toolgate.contracts.catalog import Subjects
+from effectgate.contracts.bus.catalog import Subjects
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,7 +68,7 @@ async def test_a_hard_link_to_an_outside_file_is_refused_and_nothing_is_touched(
     gate: Any, watch: Any, new_id: Any
 ) -> None:
     paths, name = gate.paths, new_id("linked") + ".txt"
-    os.link(paths.outside / "secret.txt", paths.sandbox / name)  # made outside toolgate
+    os.link(paths.outside / "secret.txt", paths.sandbox / name)  # made outside effectgate
     try:
         before = _snapshot(paths.outside)
         watch.watch(paths.outside)
@@ -145,8 +145,8 @@ async def test_malformed_request_gets_a_refusal_receipt_and_is_audited(gate: Any
 @pytest.mark.parametrize(
     ("subject", "body", "reply_to"),
     [
-        ("tg.registry.get", {"tool": "nope"}, "$KV.TOOLGATE_TOOLS.latest.file_system"),
-        ("tg.registry.list", {}, "$KV.TOOLGATE_TOOLS.file_system.9.9.9"),
+        ("tg.registry.get", {"tool": "nope"}, "$KV.EFFECTGATE_TOOLS.latest.file_system"),
+        ("tg.registry.list", {}, "$KV.EFFECTGATE_TOOLS.file_system.9.9.9"),
         ("tg.approvals.list", {}, "tg.approval.granted.{agent}.squat"),
         ("tg.audit.verify", {}, "tg.receipt.{agent}.squat"),
         ("tg.policy.recheck", {}, "tg.decision.{agent}.squat"),
@@ -161,8 +161,8 @@ async def test_a_service_never_answers_onto_a_subject_the_requester_chose(
     await gate.nc.flush()
     await asyncio.sleep(1.0)
     if target.startswith("$KV."):
-        key = target.removeprefix("$KV.TOOLGATE_TOOLS.")
-        kv = await gate.js.key_value("TOOLGATE_TOOLS")
+        key = target.removeprefix("$KV.EFFECTGATE_TOOLS.")
+        kv = await gate.js.key_value("EFFECTGATE_TOOLS")
         entry = await kv.get(key) if key.startswith("latest.") else None
         shipped = json.loads((REPO / "deploy" / "tools" / "file_system.json").read_text())["version"].encode()
         assert entry is None or entry.value == shipped, f"the registry wrote {entry and entry.value!r} into {key}"
@@ -185,7 +185,7 @@ async def test_a_stored_message_aimed_at_a_request_subject_is_refused_not_run(ga
     body |= {"arguments": {"path": f"{request_id}.txt", "content": "smuggled"}, "idempotency_key": request_id}
     stored = Subjects.security("chatops", "smuggled")
     await gate.js.publish(stored, json.dumps({"type": "tool.requested", **body}).encode())
-    await gate.nc.publish(f"$JS.API.DIRECT.GET.TOOLGATE.{stored}", b"", reply=Subjects.request(victim))
+    await gate.nc.publish(f"$JS.API.DIRECT.GET.EFFECTGATE.{stored}", b"", reply=Subjects.request(victim))
     receipt = await gate.receipt(victim, request_id)
     assert (receipt.outcome, receipt.reason_code) == ("refused", "copied_stream_message")
     assert not (gate.paths.sandbox / f"{request_id}.txt").exists()

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ToolRequested, encode
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ToolRequested, encode
 
 pytestmark = pytest.mark.e2e
 

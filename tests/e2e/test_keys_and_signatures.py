@@ -20,15 +20,15 @@ import nats
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.audit.domain import GENESIS, chain_hash
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.nats_permissions import ADMIN, agent_user, approver_user
-from toolgate.contracts.signing import load_private_key, sign_event, sign_value
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.shared.bus import next_message, publish_event
-from toolgate.shared.idempotency import key_digest
-from toolgate.shared.keyring import HOLDERS
+from effectgate.audit.domain import GENESIS, chain_hash
+from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.contracts.bus.nats_permissions import ADMIN, agent_user, approver_user
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.integrity.signing import load_private_key, sign_event, sign_value
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.shared.config.keyring import HOLDERS
+from effectgate.shared.stores.idempotency import key_digest
+from effectgate.shared.stores.stream import next_message, publish_event
 
 pytestmark = pytest.mark.e2e
 
@@ -43,7 +43,7 @@ def _environ(pid: int) -> dict[str, str]:
 def test_each_running_service_is_given_only_its_own_private_key(gate: Any) -> None:
     for service in SERVICES:
         env = _environ(gate.stack.processes[service].pid)
-        keys_dir = Path(env["TOOLGATE_KEYS_DIR"])
+        keys_dir = Path(env["EFFECTGATE_KEYS_DIR"])
         held = sorted(path.stem for path in keys_dir.glob("*.key"))
         own = HOLDERS[service]
         assert held == sorted(name for name in (own.signs, *own.also_holds) if name), (service, held)
@@ -71,8 +71,8 @@ def test_a_service_given_another_holders_private_key_refuses_to_start(
     for source in (gate.stack.keys_dir(service), gate.stack.keys_dir(_holder_of(foreign))):
         for path in source.iterdir():
             (keys / path.name).write_bytes(path.read_bytes())
-    env = {**os.environ, "TOOLGATE_KEYS_DIR": str(keys), "NATS_URL": "nats://127.0.0.1:1"}
-    done = subprocess.run([sys.executable, "-m", f"toolgate.{service}"], env=env, capture_output=True, timeout=60)
+    env = {**os.environ, "EFFECTGATE_KEYS_DIR": str(keys), "NATS_URL": "nats://127.0.0.1:1"}
+    done = subprocess.run([sys.executable, "-m", f"effectgate.{service}"], env=env, capture_output=True, timeout=60)
     assert done.returncode != 0
     assert f"{foreign}.key" in done.stderr.decode(), done.stderr.decode()[-2000:]
 
@@ -178,7 +178,11 @@ async def test_another_agents_genuine_receipt_copied_onto_a_request_is_not_its_a
 
 
 async def test_server_replies_aimed_at_another_agents_subjects_block_nothing(gate: Any, new_id: Any) -> None:
-    """An agent aims the server's answers (its PubAck, a direct get) at another agent's claim subject."""
+    """An agent aims the server's answer (its PubAck) at another agent's claim subject.
+
+    Secured, the agent's NATS account of its own takes the answer back: nothing is stored. Open
+    (one account), the answer is stored on the claim subject and the executor's claim still holds.
+    """
     victim, attacker, name = gate.agent(2), gate.agent(), new_id("squat-") + ".txt"
     key = new_id("predictable-")
     claim_subject = Subjects.claim(victim, key_digest(key))
@@ -193,7 +197,11 @@ async def test_server_replies_aimed_at_another_agents_subjects_block_nothing(gat
     finally:
         await nc.close()
     await gate.settle()
-    assert await gate.count(claim_subject) >= 1, "the server's reply was stored on the claim subject"
+    stored = await gate.count(claim_subject)
+    if secured:
+        assert stored == 0, "the server's answer to an agent left its account and was stored on a claim subject"
+    else:
+        assert stored >= 1, "the server's reply was not stored on the claim subject: this run tests nothing"
 
     issued = await gate.call(victim, "write", {"path": name, "content": "mine"}, key=key)
     assert (issued.outcome, issued.reason_code) == ("succeeded", "ok"), issued.reason
@@ -203,10 +211,10 @@ async def test_server_replies_aimed_at_another_agents_subjects_block_nothing(gat
 
 
 def _cli(gate: Any, user: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NATS_URL": gate.stack.url_for(user), "TOOLGATE_STATE_DIR": str(gate.paths.state / "no-cli")}
+    env = {**os.environ, "NATS_URL": gate.stack.url_for(user), "EFFECTGATE_STATE_DIR": str(gate.paths.state / "no-cli")}
     if prefix := gate.stack.connect_options(user).get("inbox_prefix"):
-        env["TOOLGATE_INBOX_PREFIX"] = prefix.decode()
-    command = [sys.executable, "-m", "toolgate.cli", *args]
+        env["EFFECTGATE_INBOX_PREFIX"] = prefix.decode()
+    command = [sys.executable, "-m", "effectgate.cli", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
 
 

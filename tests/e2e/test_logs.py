@@ -1,6 +1,6 @@
 """The services' logs as an operator reads them: JSON lines, one request line per service, no argument values.
 
-The module's stack writes JSON lines (``TOOLGATE_LOG_FORMAT=json``), so every line of every
+The module's stack writes JSON lines (``EFFECTGATE_LOG_FORMAT=json``), so every line of every
 service's log must parse: a blank line, a colour code or a framework banner would not.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.catalog import Rpc
+from effectgate.contracts.bus.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 
@@ -25,7 +25,7 @@ SERVICES = ("registry", "policy", "approvals", "executor", "audit")
 @pytest.fixture(scope="module")
 def stack_env() -> dict[str, str]:
     """JSON lines from every service."""
-    return {"TOOLGATE_LOG_FORMAT": "json"}
+    return {"EFFECTGATE_LOG_FORMAT": "json"}
 
 
 def _records(gate: Any, service: str) -> list[dict[str, Any]]:
@@ -41,7 +41,7 @@ def _records(gate: Any, service: str) -> list[dict[str, Any]]:
 
 def _request_lines(gate: Any, service: str, request_id: str) -> list[dict[str, Any]]:
     return [
-        r for r in _records(gate, service) if r["logger"] == "toolgate.requests" and r.get("request_id") == request_id
+        r for r in _records(gate, service) if r["logger"] == "effectgate.requests" and r.get("request_id") == request_id
     ]
 
 
@@ -114,7 +114,7 @@ async def test_a_registry_request_is_one_line_naming_the_method_and_its_result(g
     assert reply["ok"] and not unknown["ok"]
     lines = await _eventually(lambda: _records(gate, "registry")[before:], 2)
 
-    found, refused = (line for line in lines if line["logger"] == "toolgate.requests")
+    found, refused = (line for line in lines if line["logger"] == "effectgate.requests")
     _has(found, message="answered", method=Rpc.REGISTRY_GET, result="ok", reason_code="found", tool="file_system")
     _has(refused, message="answered", method=Rpc.REGISTRY_GET, result="refused", reason_code="unknown_tool")
 

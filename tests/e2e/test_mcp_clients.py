@@ -7,7 +7,7 @@ approval):
 
 - lists the principal's tools, one per operation, as the client presents them;
 - reads: the file's content comes back;
-- writes: the call answers *pending approval ap-…*; an approver runs ``toolgate approvals
+- writes: the call answers *pending approval ap-…*; an approver runs ``effectgate approvals
   approve``; the same call with the same arguments returns the outcome, and the tool ran once;
 - reads outside the sandbox: an error, nothing read;
 - cancels a write while it waits for its approval: the request ends ``denied`` / ``withdrawn``
@@ -55,7 +55,7 @@ pytestmark = pytest.mark.e2e
 
 APPROVAL = re.compile(r"pending approval (ap-[0-9a-f]{12})")
 APPROVAL_ID = re.compile(r"\bap-[0-9a-f]{12}\b")
-OPERATIONS = {"file_system__read", "file_system__list", "file_system__write", "toolgate_result"}
+OPERATIONS = {"file_system__read", "file_system__list", "file_system__write", "effectgate_result"}
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ class Urls:
 
 @pytest.fixture(scope="module")
 def urls(surfaces: Surfaces) -> Urls:
-    quick = surfaces.start(TOOLGATE_SURFACE_HOLD_S="2", TOOLGATE_SURFACE_PROGRESS_S="1")
-    return Urls(quick, surfaces.start(TOOLGATE_SURFACE_HOLD_S="120"))
+    quick = surfaces.start(EFFECTGATE_SURFACE_HOLD_S="2", EFFECTGATE_SURFACE_PROGRESS_S="1")
+    return Urls(quick, surfaces.start(EFFECTGATE_SURFACE_HOLD_S="120"))
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -115,7 +115,7 @@ async def test_a_read_outside_the_sandbox_is_an_error(kind: str, gate: Any, surf
     async with caller(kind, urls.quick, surfaces.token_of(gate.agent(1))) as call:
         answer = await call("file_system__read", {"path": "../outside/secret.txt"})
 
-    assert answer.is_error and re.match(r"toolgate: (refused|denied|failed) \(", answer.text), answer.text
+    assert answer.is_error and re.match(r"effectgate: (refused|denied|failed) \(", answer.text), answer.text
     assert "outside secret" not in answer.text
 
 
@@ -192,7 +192,7 @@ def transcript(messages: list[ModelMessage]) -> list[str]:
             lines.append(f"model    > calls {part.tool_name} {part.args_as_json_str()}")
         elif isinstance(part, ToolReturnPart):
             content = part.content if isinstance(part.content, str) else json.dumps(part.content)
-            lines.append(f"toolgate < ({part.outcome}) {content}")
+            lines.append(f"effectgate < ({part.outcome}) {content}")
         elif isinstance(part, TextPart):
             lines.append(f"model    > {part.content}")
     return [line.replace("\n", "\n           ") for line in lines]
@@ -214,7 +214,7 @@ async def test_a_framework_agent_waits_for_the_approval_then_gets_the_outcome(
         assert approved.returncode == 0, approved.stdout + approved.stderr
         second = await agent.run("It is approved now: go on.", message_history=first.all_messages())
 
-    command = f"$ toolgate approvals approve {approval[0]} --as alice\n{approved.stdout.strip()}"
+    command = f"$ effectgate approvals approve {approval[0]} --as alice\n{approved.stdout.strip()}"
     client = f"pydantic-ai {version('pydantic-ai-slim')} MCPToolset, fastmcp {version('fastmcp-slim')}, MCP {era}"
     print(
         "\n".join(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.catalog import Rpc
+from effectgate.contracts.bus.catalog import Rpc
 
 pytestmark = pytest.mark.e2e
 
@@ -68,7 +68,7 @@ def stack_env(mcp_dir: Path) -> dict[str, str]:
         tables.append(f'[servers.{server}]\ncommand = "{sys.executable}"\nargs = {arguments}\n{settings}\n')
     servers = mcp_dir / "servers.toml"
     servers.write_text("\n".join(tables))
-    return {"TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers), "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers)}
+    return {"EFFECTGATE_REGISTRY_MCP_SERVERS_FILE": str(servers), "EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers)}
 
 
 def server_pids(directory: Path, server: str) -> list[int]:

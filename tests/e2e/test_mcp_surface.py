@@ -1,6 +1,6 @@
 """The MCP surface on a real stack: who may call, what they see, how calls end, and the limits.
 
-Every call goes through ``python -m toolgate.surface`` (HTTP, static token file) as the SDK's own
+Every call goes through ``python -m effectgate.surface`` (HTTP, static token file) as the SDK's own
 client, to a stack whose services run as processes on a secured NATS and a real Redis.
 """
 
@@ -20,9 +20,9 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, ToolListChangedNotification
 
-from toolgate.contracts.catalog import Subjects
+from effectgate.contracts.bus.catalog import Subjects
 
-from .conftest import Gate, Paths
+from .support import Gate, Paths
 from .surface_support import Surfaces, http_client, read_whole
 
 pytestmark = pytest.mark.e2e
@@ -34,7 +34,7 @@ LIMIT = 2048
 
 @pytest.fixture(scope="module")
 def url(surfaces: Surfaces) -> str:
-    return surfaces.start(TOOLGATE_SURFACE_HOLD_S="2", TOOLGATE_SURFACE_RESULT_LIMIT_BYTES=str(LIMIT))
+    return surfaces.start(EFFECTGATE_SURFACE_HOLD_S="2", EFFECTGATE_SURFACE_RESULT_LIMIT_BYTES=str(LIMIT))
 
 
 def text_of(result: Any) -> str:
@@ -50,7 +50,7 @@ async def test_a_principal_lists_what_the_policy_lets_it_call_named_for_mcp(
     async with http_client(url, surfaces.token_of(principal), mode) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     pairs = {f"{d.name}__{op}" for d in expected for op in d.operations}
-    assert set(tools) == pairs | {"toolgate_result"}
+    assert set(tools) == pairs | {"effectgate_result"}
     read, write = tools["file_system__read"], tools["file_system__write"]
     assert read.input_schema["type"] == "object" and "$schema" not in read.input_schema
     assert read.annotations is not None and read.annotations.read_only_hint is True
@@ -69,7 +69,7 @@ async def test_a_read_runs_and_returns_content_and_structured_content(
     assert result.is_error is False
     assert result.structured_content is not None
     assert result.structured_content["content"] == "hello from the sandbox\n"
-    receipt = result.meta["io.toolgate/receipt"] if result.meta else {}
+    receipt = result.meta["io.effectgate/receipt"] if result.meta else {}
     assert receipt["outcome"] == "succeeded"
     assert (await gate.receipt(principal, receipt["request_id"])).outcome == "succeeded"
 
@@ -82,7 +82,7 @@ async def test_a_refused_call_is_an_error_result_that_names_what_was_wrong(
         result = await client.call_tool("file_system__read", arguments)
     assert result.is_error is True
     text = text_of(result)
-    assert text.startswith("toolgate: refused (") and "fix what the reason names" in text
+    assert text.startswith("effectgate: refused (") and "fix what the reason names" in text
     assert "outside secret" not in text
 
 
@@ -100,16 +100,16 @@ async def test_a_write_is_pending_then_after_an_approval_the_same_call_returns_t
     arguments = {"path": name, "content": "approved once\n"}
     async with http_client(url, surfaces.token_of(principal), "legacy") as client:
         pending = await client.call_tool("file_system__write", arguments)
-        held = pending.meta["io.toolgate/pending"] if pending.meta else {}
+        held = pending.meta["io.effectgate/pending"] if pending.meta else {}
         assert pending.is_error is True and "pending approval ap-" in text_of(pending)
         again = await client.call_tool("file_system__write", arguments)  # a re-send while pending: no new approval
-        assert (again.meta or {})["io.toolgate/pending"] == held
+        assert (again.meta or {})["io.effectgate/pending"] == held
         assert (await gate.decide("bob", held["approval_id"]))["ok"]
         outcome = await client.call_tool("file_system__write", arguments)
         replayed = await client.call_tool("file_system__write", arguments)  # a re-send after the outcome
     assert outcome.is_error is False, text_of(outcome)
     assert (e2e_paths.sandbox / name).read_text() == "approved once\n"
-    assert (replayed.meta or {})["io.toolgate/receipt"]["request_id"] == held["request_id"]
+    assert (replayed.meta or {})["io.effectgate/receipt"]["request_id"] == held["request_id"]
     assert await gate.count(f"tg.receipt.{principal}.*") == 1
     assert await gate.count(Subjects.request(principal)) == 1
 
@@ -119,13 +119,13 @@ async def test_two_deliberate_calls_with_their_own_keys_are_two_calls_and_a_reus
 ) -> None:
     principal, arguments = gate.agent(), {"path": "hello.txt"}
     async with http_client(url, surfaces.token_of(principal), "legacy") as client:
-        first = await client.call_tool("file_system__read", arguments, meta={"io.toolgate/idempotency-key": "k-1"})
-        second = await client.call_tool("file_system__read", arguments, meta={"io.toolgate/idempotency-key": "k-2"})
-        resent = await client.call_tool("file_system__read", arguments, meta={"io.toolgate/idempotency-key": "k-1"})
+        first = await client.call_tool("file_system__read", arguments, meta={"io.effectgate/idempotency-key": "k-1"})
+        second = await client.call_tool("file_system__read", arguments, meta={"io.effectgate/idempotency-key": "k-2"})
+        resent = await client.call_tool("file_system__read", arguments, meta={"io.effectgate/idempotency-key": "k-1"})
         other = await client.call_tool(
-            "file_system__read", {"path": "notes/a.txt"}, meta={"io.toolgate/idempotency-key": "k-1"}
+            "file_system__read", {"path": "notes/a.txt"}, meta={"io.effectgate/idempotency-key": "k-1"}
         )
-    ids = [(r.meta or {})["io.toolgate/receipt"]["request_id"] for r in (first, second, resent)]
+    ids = [(r.meta or {})["io.effectgate/receipt"]["request_id"] for r in (first, second, resent)]
     assert ids[0] != ids[1] and ids[2] == ids[0]
     assert other.is_error is True and "idempotency_key_reused" in text_of(other)
 
@@ -140,8 +140,8 @@ async def test_a_result_over_the_limit_is_cut_with_a_marker_and_the_rest_is_read
         cut = await client.call_tool("file_system__read", {"path": name})
         marker = text_of(cut)
         assert cut.is_error is True  # the tool declares an output schema: a cut result cannot fit it
-        assert "[toolgate: result cut at 2048 of" in marker and len(marker) < LIMIT + 400
-        request_id = (cut.meta or {})["io.toolgate/receipt"]["request_id"]
+        assert "[effectgate: result cut at 2048 of" in marker and len(marker) < LIMIT + 400
+        request_id = (cut.meta or {})["io.effectgate/receipt"]["request_id"]
         whole = await read_whole(client, request_id)
     assert json.loads(whole)["content"] == body
 
@@ -150,9 +150,9 @@ async def test_one_principal_reads_no_other_principals_result(gate: Gate, surfac
     owner, other = gate.agent(), gate.agent()
     async with http_client(url, surfaces.token_of(owner), "legacy") as client:
         read = await client.call_tool("file_system__read", {"path": "hello.txt"})
-    request_id = (read.meta or {})["io.toolgate/receipt"]["request_id"]
+    request_id = (read.meta or {})["io.effectgate/receipt"]["request_id"]
     async with http_client(url, surfaces.token_of(other), "legacy") as client:
-        stolen = await client.call_tool("toolgate_result", {"request_id": request_id})
+        stolen = await client.call_tool("effectgate_result", {"request_id": request_id})
     assert stolen.is_error is True and "hello from the sandbox" not in text_of(stolen)
 
 
@@ -174,9 +174,17 @@ async def test_no_valid_token_is_401_with_the_bearer_challenge(url: str, token: 
     assert answer.headers["www-authenticate"].startswith("Bearer ")
 
 
+async def test_the_probes_answer_without_a_token_beside_the_mcp_path(url: str) -> None:
+    base = url.rsplit("/", 1)[0]
+    async with httpx2.AsyncClient(timeout=30) as http:
+        live, ready = await http.get(f"{base}/livez"), await http.get(f"{base}/readyz")
+    assert (live.status_code, live.json()) == (200, {"live": True})
+    assert (ready.status_code, ready.json()) == (200, {"ready": True, "not_ready": {}})
+
+
 async def test_a_token_without_the_scope_is_403(surfaces: Surfaces, url: str, gate: Gate) -> None:
     token = "tok-unscoped-" + gate.agent()
-    from toolgate.surface.adapters.tokens import token_digest
+    from effectgate.surface.adapters.tokens import token_digest
 
     entry = f'\n[tokens.unscoped]\nprincipal = "a1-59"\nsha256 = "{token_digest(token)}"\nscopes = ["read:other"]\n'
     surfaces.tokens_file.write_text(surfaces.tokens_file.read_text() + entry)
@@ -205,7 +213,7 @@ async def test_malformed_json_rpc_is_refused_and_the_surface_keeps_serving(
 
 async def test_a_cancelled_pending_call_is_withdrawn(gate: Gate, surfaces: Surfaces, new_id: Any) -> None:
     principal = gate.agent()
-    held_url = surfaces.start(TOOLGATE_SURFACE_HOLD_S="60")
+    held_url = surfaces.start(EFFECTGATE_SURFACE_HOLD_S="60")
     async with http_client(held_url, surfaces.token_of(principal), "legacy") as client:
         call = asyncio.create_task(
             client.call_tool("file_system__write", {"path": f"{new_id('c')}.txt", "content": "x"})
@@ -236,8 +244,8 @@ def test_the_token_file_keeps_digests_only(surfaces: Surfaces, gate: Gate) -> No
 
 def _stdio(surfaces: Surfaces, principal: str) -> StdioServerParameters:
     env = surfaces.env(0)
-    env.pop("TOOLGATE_SURFACE_TOKENS_FILE")
-    command = [str(ROOT / ".venv/bin/toolgate"), "mcp", "serve", "--stdio", "--principal", principal]
+    env.pop("EFFECTGATE_SURFACE_TOKENS_FILE")
+    command = [str(ROOT / ".venv/bin/effectgate"), "mcp", "serve", "--stdio", "--principal", principal]
     return StdioServerParameters(command=command[0], args=command[1:], env=env)
 
 
@@ -259,8 +267,8 @@ async def test_a_desktop_client_over_stdio_is_its_principal_and_hears_list_chang
         await asyncio.wait_for(heard.wait(), 15)
         after = {t.name for t in (await client.list_tools()).tools}
     assert read.is_error is False
-    assert (read.meta or {})["io.toolgate/receipt"]["request_id"] in {
-        r.request_id for r in [await gate.receipt(principal, (read.meta or {})["io.toolgate/receipt"]["request_id"])]
+    assert (read.meta or {})["io.effectgate/receipt"]["request_id"] in {
+        r.request_id for r in [await gate.receipt(principal, (read.meta or {})["io.effectgate/receipt"]["request_id"])]
     }
     assert f"{tool}__read" in after - before
 
@@ -274,10 +282,10 @@ def oauth(surfaces: Surfaces, tmp_path_factory: pytest.TempPathFactory) -> tuple
     port = surfaces.reserve()
     resource = f"http://127.0.0.1:{port}/mcp"
     settings = {
-        "TOOLGATE_SURFACE_OAUTH_JWKS": str(jwks),
-        "TOOLGATE_SURFACE_OAUTH_ISSUER": ISSUER,
-        "TOOLGATE_SURFACE_RESOURCE_URL": resource,
-        "TOOLGATE_SURFACE_TOKENS_FILE": "",
+        "EFFECTGATE_SURFACE_OAUTH_JWKS": str(jwks),
+        "EFFECTGATE_SURFACE_OAUTH_ISSUER": ISSUER,
+        "EFFECTGATE_SURFACE_RESOURCE_URL": resource,
+        "EFFECTGATE_SURFACE_TOKENS_FILE": "",
     }
     return surfaces.start_on(port, **settings), key
 
@@ -286,7 +294,7 @@ ISSUER = "https://login.example"
 
 
 def _access(key: Any, resource: str, **claims: Any) -> str:
-    body = {"iss": ISSUER, "aud": resource, "sub": "a1-58", "exp": time.time() + 300, "scope": "toolgate:tools"}
+    body = {"iss": ISSUER, "aud": resource, "sub": "a1-58", "exp": time.time() + 300, "scope": "effectgate:tools"}
     return jwt.encode({**body, **claims}, key, algorithm="ES256", headers={"kid": "k1"})
 
 
@@ -325,7 +333,7 @@ async def test_a_desktop_client_is_asked_whether_to_keep_waiting_and_its_answer_
         return ElicitResult(action="accept", content={"keep_waiting": True})
 
     parameters = _stdio(surfaces, principal)
-    parameters.env = {**(parameters.env or {}), "TOOLGATE_SURFACE_HOLD_S": "4", "TOOLGATE_SURFACE_PROGRESS_S": "1"}
+    parameters.env = {**(parameters.env or {}), "EFFECTGATE_SURFACE_HOLD_S": "4", "EFFECTGATE_SURFACE_PROGRESS_S": "1"}
     async with Client(parameters, mode="legacy", elicitation_callback=elicit) as client:
         result = await client.call_tool("file_system__write", {"path": f"{new_id('e')}.txt", "content": "x"})
     text = text_of(result)
@@ -342,7 +350,7 @@ async def test_a_desktop_client_is_asked_whether_to_keep_waiting_and_its_answer_
 
 def _request_id_in(result: Any) -> str:
     meta = result.meta or {}
-    found = meta.get("io.toolgate/receipt") or meta.get("io.toolgate/pending")
+    found = meta.get("io.effectgate/receipt") or meta.get("io.effectgate/pending")
     return str(found["request_id"])
 
 
@@ -354,7 +362,7 @@ async def test_a_denied_call_is_an_error_result_that_says_not_to_retry_unchanged
         results = [await client.call_tool("file_system__list", {"path": "."}) for _ in range(6)]
     assert [r.is_error for r in results] == [False] * 5 + [True]
     text = text_of(results[-1])
-    assert text.startswith("toolgate: denied (rate_limited)") and "fits again in" in text
+    assert text.startswith("effectgate: denied (rate_limited)") and "fits again in" in text
 
 
 @pytest.mark.parametrize(
@@ -369,10 +377,10 @@ async def test_a_denied_call_is_an_error_result_that_says_not_to_retry_unchanged
         {"request_id": "r1", "principal": "a1-00"},
     ],
 )
-async def test_toolgate_result_refuses_what_it_cannot_read(
+async def test_effectgate_result_refuses_what_it_cannot_read(
     gate: Gate, surfaces: Surfaces, url: str, arguments: dict[str, Any]
 ) -> None:
     async with http_client(url, surfaces.token_of(gate.agent()), "legacy") as client:
-        refused = await client.call_tool("toolgate_result", arguments)
-        assert refused.is_error is True and text_of(refused).startswith("toolgate: refused")
+        refused = await client.call_tool("effectgate_result", arguments)
+        assert refused.is_error is True and text_of(refused).startswith("effectgate: refused")
         assert (await client.call_tool("file_system__read", {"path": "hello.txt"})).is_error is False

@@ -4,7 +4,7 @@ Identity (claims in headers, ``_meta``, arguments and params; reading, cancellin
 another principal's calls; the surface's own NATS user), the calls ledger across two replicas
 (simultaneous re-sends, a replica killed while holding a call, a reused client key, hostile
 ``_meta``), bad input on HTTP and stdio, settings that must be refused, and results (secrets,
-the size limit, ``toolgate_result`` with hostile offsets and ids).
+the size limit, ``effectgate_result`` with hostile offsets and ids).
 """
 
 from __future__ import annotations
@@ -23,17 +23,18 @@ import httpx2
 import nats
 import pytest
 
-from toolgate.cli.stack import Stack
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.nats_credentials import credentials_file, load_credentials
-from toolgate.contracts.nats_permissions import MCP_SURFACE, agent_user
-from toolgate.surface.adapters.tokens import token_digest
+from effectgate.cli.stack.system import Stack
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.bus.nats_credentials import credentials_file, load_credentials
+from effectgate.contracts.bus.nats_permissions import MCP_SURFACE, agent_user
+from effectgate.devstack.timing import scaled
+from effectgate.surface.adapters.tokens import token_digest
 
-from .conftest import Gate, Paths
+from .support import Gate, Paths
 from .surface_support import Surfaces, free_port, http_client, read_whole
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timing]
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 2048
@@ -44,12 +45,12 @@ GITHUB = "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 
 @pytest.fixture(scope="module")
 def url(surfaces: Surfaces) -> str:
-    return surfaces.start(TOOLGATE_SURFACE_HOLD_S="2", TOOLGATE_SURFACE_RESULT_LIMIT_BYTES=str(LIMIT))
+    return surfaces.start(EFFECTGATE_SURFACE_HOLD_S="2", EFFECTGATE_SURFACE_RESULT_LIMIT_BYTES=str(LIMIT))
 
 
 @pytest.fixture(scope="module")
 def replicas(surfaces: Surfaces) -> list[str]:
-    return [surfaces.start(TOOLGATE_SURFACE_HOLD_S="2") for _ in range(2)]
+    return [surfaces.start(EFFECTGATE_SURFACE_HOLD_S="2") for _ in range(2)]
 
 
 def text_of(result: Any) -> str:
@@ -123,7 +124,7 @@ class Violations:
         self.callback = record
 
     async def wait_for(self, words: str, timeout_s: float = 5.0) -> bool:
-        for _ in range(int(timeout_s * 20)):
+        for _ in range(int(scaled(timeout_s) * 20)):
             if any(words.lower() in seen.lower() for seen in self.seen):
                 return True
             await asyncio.sleep(0.05)
@@ -145,8 +146,8 @@ async def test_identity_claimed_in_headers_meta_and_params_grants_nothing(
 ) -> None:
     caller, victim = gate.agent(), gate.agent()
     token = surfaces.token_of(caller)
-    claims = {"principal": victim, "io.toolgate/principal": victim, "client_id": victim}
-    headers = {"X-Toolgate-Principal": victim, "X-Principal": victim, "X-Forwarded-User": victim}
+    claims = {"principal": victim, "io.effectgate/principal": victim, "client_id": victim}
+    headers = {"X-Effectgate-Principal": victim, "X-Principal": victim, "X-Forwarded-User": victim}
     answer = await raw_call(url, token, "file_system__read", {"path": "hello.txt"}, headers=headers, _meta=claims)
     assert answer["result"]["isError"] is False
     extra = await raw_call(url, token, "file_system__read", {"path": "hello.txt"}, rpc_id=2, principal=victim)
@@ -164,10 +165,10 @@ async def test_a_token_for_a_reads_no_cut_result_of_b_at_any_offset(
     (e2e_paths.sandbox / name).write_text("owner-only-data " * 400)
     async with http_client(url, surfaces.token_of(owner), "legacy") as client:
         cut = await client.call_tool("file_system__read", {"path": name})
-    request_id = (cut.meta or {})["io.toolgate/receipt"]["request_id"]
+    request_id = (cut.meta or {})["io.effectgate/receipt"]["request_id"]
     async with http_client(url, surfaces.token_of(thief), "legacy") as client:
         for offset in (0, LIMIT, 10):
-            stolen = await client.call_tool("toolgate_result", {"request_id": request_id, "offset_bytes": offset})
+            stolen = await client.call_tool("effectgate_result", {"request_id": request_id, "offset_bytes": offset})
             assert stolen.is_error is True and "owner-only-data" not in text_of(stolen)
 
 
@@ -175,7 +176,7 @@ async def test_a_cannot_cancel_bs_pending_call_with_bs_client_id_and_json_rpc_id
     gate: Gate, surfaces: Surfaces, new_id: Any
 ) -> None:
     owner, attacker = gate.agent(), gate.agent()
-    held = surfaces.start(TOOLGATE_SURFACE_HOLD_S="6")
+    held = surfaces.start(EFFECTGATE_SURFACE_HOLD_S="6")
     session = {"Mcp-Session-Id": SESSION}
     arguments = {"path": f"{new_id('v')}.txt", "content": "keep me\n"}
     call = asyncio.create_task(
@@ -198,7 +199,7 @@ async def test_a_listing_is_the_tokens_principal_whatever_the_request_claims(
     own = await raw_call(url, surfaces.token_of(low), "x", {})  # warm-up: the principal is connected
     assert own
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"principal": high}}})
-    claimed = messages(await post(url, surfaces.token_of(low), body.encode(), {"X-Toolgate-Principal": high}))
+    claimed = messages(await post(url, surfaces.token_of(low), body.encode(), {"X-Effectgate-Principal": high}))
     plain = messages(await post(url, surfaces.token_of(low), body.encode()))
     assert claimed[-1]["result"]["tools"] == plain[-1]["result"]["tools"]
 
@@ -242,7 +243,7 @@ async def test_two_identical_writes_at_once_on_two_replicas_are_one_request_and_
     first, second = await asyncio.gather(
         *(raw_call(replica, token, "file_system__write", arguments) for replica in replicas)
     )
-    held = [m["result"]["_meta"]["io.toolgate/pending"] for m in (first, second)]
+    held = [m["result"]["_meta"]["io.effectgate/pending"] for m in (first, second)]
     assert held[0] == held[1]
     assert (await gate.decide("bob", held[0]["approval_id"]))["ok"]
     outcomes = await asyncio.gather(
@@ -259,7 +260,7 @@ async def test_a_replica_killed_holding_a_pending_call_the_resend_elsewhere_gets
 ) -> None:
     principal, name = gate.agent(), f"{new_id('kill')}.txt"
     token, arguments = surfaces.token_of(principal), {"path": name, "content": "survives\n"}
-    doomed = surfaces.start(TOOLGATE_SURFACE_HOLD_S="120")
+    doomed = surfaces.start(EFFECTGATE_SURFACE_HOLD_S="120")
     call = asyncio.create_task(raw_call(doomed, token, "file_system__write", arguments))
     item = await pending_of(gate, principal)
     surfaces.processes[-1].send_signal(signal.SIGKILL)
@@ -269,7 +270,7 @@ async def test_a_replica_killed_holding_a_pending_call_the_resend_elsewhere_gets
     assert (await gate.decide("bob", item["approval_id"]))["ok"]
     outcome = await raw_call(replicas[0], token, "file_system__write", arguments)
     assert outcome["result"]["isError"] is False, outcome
-    assert outcome["result"]["_meta"]["io.toolgate/receipt"]["request_id"] == item["request_id"]
+    assert outcome["result"]["_meta"]["io.effectgate/receipt"]["request_id"] == item["request_id"]
     assert (e2e_paths.sandbox / name).read_text() == "survives\n"
     assert await gate.count(Subjects.request(principal)) == 1
 
@@ -277,26 +278,26 @@ async def test_a_replica_killed_holding_a_pending_call_the_resend_elsewhere_gets
 async def test_a_client_key_reused_with_other_arguments_on_another_replica_is_refused(
     gate: Gate, surfaces: Surfaces, replicas: list[str], new_id: Any
 ) -> None:
-    principal, key = gate.agent(), {"io.toolgate/idempotency-key": new_id("k")}
+    principal, key = gate.agent(), {"io.effectgate/idempotency-key": new_id("k")}
     token = surfaces.token_of(principal)
     first = await raw_call(replicas[0], token, "file_system__write", {"path": "k1.txt", "content": "a"}, _meta=key)
     other = await raw_call(replicas[1], token, "file_system__write", {"path": "k2.txt", "content": "b"}, _meta=key)
     assert "pending approval" in result_text(first)
     assert other["result"]["isError"] is True and "idempotency_key_reused" in result_text(other)
     assert await gate.count(Subjects.request(principal)) == 1
-    await gate.decide("bob", first["result"]["_meta"]["io.toolgate/pending"]["approval_id"], approve=False)
+    await gate.decide("bob", first["result"]["_meta"]["io.effectgate/pending"]["approval_id"], approve=False)
 
 
 async def test_a_client_key_reused_for_another_tool_with_the_same_arguments_is_not_the_first_calls_outcome(
     gate: Gate, surfaces: Surfaces, url: str, new_id: Any
 ) -> None:
-    token, key = surfaces.token_of(gate.agent()), {"io.toolgate/idempotency-key": new_id("k")}
+    token, key = surfaces.token_of(gate.agent()), {"io.effectgate/idempotency-key": new_id("k")}
     arguments = {"path": "notes"}
     listed = await raw_call(url, token, "file_system__list", arguments, _meta=key)
     other = await raw_call(url, token, "file_system__read", arguments, rpc_id=2, _meta=key)
-    first = listed["result"]["_meta"]["io.toolgate/receipt"]["request_id"]
+    first = listed["result"]["_meta"]["io.effectgate/receipt"]["request_id"]
     refused = other["result"]["isError"] is True and "idempotency_key_reused" in result_text(other)
-    second = other["result"].get("_meta", {}).get("io.toolgate/receipt", {}).get("request_id")
+    second = other["result"].get("_meta", {}).get("io.effectgate/receipt", {}).get("request_id")
     assert refused or second != first, other
 
 
@@ -313,10 +314,10 @@ async def test_a_hostile_client_key_is_refused_by_name_and_sends_nothing(
         surfaces.token_of(principal),
         "file_system__read",
         {"path": "hello.txt"},
-        _meta={"io.toolgate/idempotency-key": value},
+        _meta={"io.effectgate/idempotency-key": value},
     )
     said = answer.get("error", {}).get("message", "") + result_text(answer)
-    assert "io.toolgate/idempotency-key" in said, answer
+    assert "io.effectgate/idempotency-key" in said, answer
     assert await gate.count(Subjects.request(principal)) == 0
 
 
@@ -440,7 +441,7 @@ async def test_two_thousand_idle_and_slow_connections_do_not_stop_a_read(
 
 def _stdio_env(surfaces: Surfaces) -> dict[str, str]:
     env = surfaces.env(0)
-    env.pop("TOOLGATE_SURFACE_TOKENS_FILE")
+    env.pop("EFFECTGATE_SURFACE_TOKENS_FILE")
     return env
 
 
@@ -456,7 +457,7 @@ def _stdio_session(
     surfaces: Surfaces, principal: str, lines: list[bytes]
 ) -> tuple[list[dict[str, Any]], str, int | None]:
     """Send ``lines`` to a stdio surface, read its answers until id 100 is answered (or 40 s), then end it."""
-    command = [str(ROOT / ".venv/bin/toolgate"), "mcp", "serve", "--stdio", "--principal", principal]
+    command = [str(ROOT / ".venv/bin/effectgate"), "mcp", "serve", "--stdio", "--principal", principal]
     process = subprocess.Popen(
         command, env=_stdio_env(surfaces), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -523,7 +524,7 @@ def test_stdio_a_principal_without_credentials_is_refused_by_name(surfaces: Surf
 
 
 def _serve(surfaces: Surfaces, args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
-    command = [str(ROOT / ".venv/bin/toolgate"), "mcp", "serve", *args]
+    command = [str(ROOT / ".venv/bin/effectgate"), "mcp", "serve", *args]
     environment = {**_stdio_env(surfaces), **env}
     return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=60)
 
@@ -551,9 +552,9 @@ def test_a_bad_token_file_is_refused_at_start_naming_the_problem(surfaces: Surfa
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(TOKEN_FILES[name].replace("{d}", token_digest("t" * 20)))
     port = free_port()
-    env = {**surfaces.env(port), "TOOLGATE_SURFACE_TOKENS_FILE": str(tokens)}
+    env = {**surfaces.env(port), "EFFECTGATE_SURFACE_TOKENS_FILE": str(tokens)}
     done = subprocess.run(
-        [sys.executable, "-m", "toolgate.surface"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "effectgate.surface"], env=env, capture_output=True, text=True, timeout=60
     )
     said = done.stdout + done.stderr
     assert done.returncode != 0 and (str(tokens) in said or "[tokens.a]" in said), done
@@ -600,7 +601,7 @@ def _tokens(entries: dict[str, tuple[str, str]]) -> str:
 
 
 def _start_with(surfaces: Surfaces, tokens: Path, port: int) -> str:
-    return surfaces.start_on(port, TOOLGATE_SURFACE_TOKENS_FILE=str(tokens))
+    return surfaces.start_on(port, EFFECTGATE_SURFACE_TOKENS_FILE=str(tokens))
 
 
 # ---------------------------------------------------------------- results
@@ -616,9 +617,9 @@ async def test_a_secret_in_a_tool_result_is_scrubbed_through_the_surface_whole_a
     async with http_client(url, surfaces.token_of(gate.agent()), "legacy") as client:
         whole = await client.call_tool("file_system__read", {"path": small})
         cut = await client.call_tool("file_system__read", {"path": big})
-        request_id = (cut.meta or {})["io.toolgate/receipt"]["request_id"]
+        request_id = (cut.meta or {})["io.effectgate/receipt"]["request_id"]
         rest = [
-            await client.call_tool("toolgate_result", {"request_id": request_id, "offset_bytes": offset})
+            await client.call_tool("effectgate_result", {"request_id": request_id, "offset_bytes": offset})
             for offset in range(0, 8 * LIMIT, LIMIT)
         ]
     seen = text_of(whole) + json.dumps(whole.structured_content) + text_of(cut) + "".join(map(text_of, rest))
@@ -643,7 +644,7 @@ async def test_a_result_exactly_at_the_limit_is_whole_and_one_byte_over_is_cut(
         at = await client.call_tool("file_system__read", {"path": exact})
         above = await client.call_tool("file_system__read", {"path": over})
     assert at.is_error is False and at.structured_content is not None, text_of(at)
-    assert above.is_error is True and "[toolgate: result cut at" in text_of(above)
+    assert above.is_error is True and "[effectgate: result cut at" in text_of(above)
 
 
 async def test_a_cut_result_of_multibyte_text_reads_back_whole(
@@ -653,7 +654,7 @@ async def test_a_cut_result_of_multibyte_text_reads_back_whole(
     (e2e_paths.sandbox / name).write_text(body)
     async with http_client(url, surfaces.token_of(gate.agent()), "legacy") as client:
         cut = await client.call_tool("file_system__read", {"path": name})
-        request_id = (cut.meta or {})["io.toolgate/receipt"]["request_id"]
+        request_id = (cut.meta or {})["io.effectgate/receipt"]["request_id"]
         whole = await read_whole(client, request_id)
     assert json.loads(whole)["content"] == body
 
@@ -694,14 +695,14 @@ RESULT_ARG_IDS = [
 
 
 @pytest.mark.parametrize("arguments", HOSTILE_RESULT_ARGS, ids=RESULT_ARG_IDS)
-async def test_toolgate_result_with_hostile_arguments_is_refused_by_name(
+async def test_effectgate_result_with_hostile_arguments_is_refused_by_name(
     gate: Gate, surfaces: Surfaces, url: str, arguments: dict[str, Any]
 ) -> None:
     token = surfaces.token_of(gate.agent(2))
     own = await raw_call(url, token, "file_system__read", {"path": "hello.txt"})
-    request_id = own["result"]["_meta"]["io.toolgate/receipt"]["request_id"]
+    request_id = own["result"]["_meta"]["io.effectgate/receipt"]["request_id"]
     filled = {k: request_id if v == "{own}" else v for k, v in arguments.items()}
-    answer = await raw_call(url, token, "toolgate_result", filled, rpc_id=2)
+    answer = await raw_call(url, token, "effectgate_result", filled, rpc_id=2)
     refused = "error" in answer or answer["result"].get("isError") is True
     said = answer.get("error", {}).get("message", "") + result_text(answer)
     assert refused and said.strip(), answer
@@ -715,7 +716,7 @@ async def test_a_request_id_longer_than_a_nats_control_line_leaves_the_principal
     """Observed: the principal's NATS connection is closed by the server and stays closed on this replica."""
     token = surfaces.token_of(gate.agent())
     await still_serves(url, token)
-    answer = await raw_call(url, token, "toolgate_result", {"request_id": "x" * 5000}, rpc_id=2)
+    answer = await raw_call(url, token, "effectgate_result", {"request_id": "x" * 5000}, rpc_id=2)
     assert "error" in answer or answer["result"]["isError"] is True
     again = await raw_call(url, token, "file_system__read", {"path": "hello.txt"}, rpc_id=3)
     assert "result" in again and again["result"]["isError"] is False, again

@@ -1,7 +1,7 @@
 """The MCP surface under a second attack, on a secured stack: each test asserts the safe behaviour.
 
 The fixes of the first attack (a client key reused across tools, arguments, principals and
-replicas; ``toolgate_result`` offsets; closed NATS connections; stdio garbage; ids JSON-RPC does
+replicas; ``effectgate_result`` offsets; closed NATS connections; stdio garbage; ids JSON-RPC does
 not allow; token rotation and revocation; a stdio principal without credentials), and the
 parts not attacked before: the legacy GET stream of changes, the body check, the cancellation
 relay, OAuth tokens and the keep-waiting question over stdio.
@@ -31,10 +31,10 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult
 
-from toolgate.cli.stack import Stack
-from toolgate.contracts.catalog import Subjects
+from effectgate.cli.stack.system import Stack
+from effectgate.contracts.bus.catalog import Subjects
 
-from .conftest import Gate, Paths
+from .support import Gate, Paths
 from .surface_support import Surfaces, texts
 from .test_mcp_surface_attacks import (
     INITIALIZE,
@@ -56,7 +56,7 @@ pytestmark = pytest.mark.e2e
 LIMIT = 2048
 BODY_LIMIT = 1_048_576
 PING = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}).encode()
-KEY = "io.toolgate/idempotency-key"
+KEY = "io.effectgate/idempotency-key"
 
 
 @pytest.fixture(scope="module")
@@ -68,12 +68,12 @@ def surfaces(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 @pytest.fixture(scope="module")
 def url(surfaces: Surfaces) -> str:
-    return surfaces.start(TOOLGATE_SURFACE_HOLD_S="3", TOOLGATE_SURFACE_RESULT_LIMIT_BYTES=str(LIMIT))
+    return surfaces.start(EFFECTGATE_SURFACE_HOLD_S="3", EFFECTGATE_SURFACE_RESULT_LIMIT_BYTES=str(LIMIT))
 
 
 @pytest.fixture(scope="module")
 def replicas(surfaces: Surfaces) -> list[str]:
-    return [surfaces.start(TOOLGATE_SURFACE_HOLD_S="2") for _ in range(2)]
+    return [surfaces.start(EFFECTGATE_SURFACE_HOLD_S="2") for _ in range(2)]
 
 
 def refused(message: dict[str, Any]) -> bool:
@@ -96,8 +96,8 @@ async def test_one_client_key_sent_at_once_with_other_arguments_on_two_replicas_
     )
     assert sum("idempotency_key_reused" in result_text(a) for a in answers) == 1, answers
     assert await gate.count(Subjects.request(principal)) == 1
-    held = next(a for a in answers if "io.toolgate/pending" in a["result"].get("_meta", {}))
-    await gate.decide("bob", held["result"]["_meta"]["io.toolgate/pending"]["approval_id"], approve=False)
+    held = next(a for a in answers if "io.effectgate/pending" in a["result"].get("_meta", {}))
+    await gate.decide("bob", held["result"]["_meta"]["io.effectgate/pending"]["approval_id"], approve=False)
 
 
 async def test_one_client_key_of_two_principals_is_two_calls(gate: Gate, surfaces: Surfaces, url: str) -> None:
@@ -105,25 +105,25 @@ async def test_one_client_key_of_two_principals_is_two_calls(gate: Gate, surface
     a = await raw_call(url, surfaces.token_of(first), "file_system__read", {"path": "hello.txt"}, _meta=meta)
     b = await raw_call(url, surfaces.token_of(second), "file_system__read", {"path": "hello.txt"}, _meta=meta)
     assert a["result"]["isError"] is False and b["result"]["isError"] is False, (a, b)
-    ids = {m["result"]["_meta"]["io.toolgate/receipt"]["request_id"] for m in (a, b)}
+    ids = {m["result"]["_meta"]["io.effectgate/receipt"]["request_id"] for m in (a, b)}
     assert len(ids) == 2
     assert await gate.count(Subjects.request(second)) == 1
 
 
-# ---------------------------------------------------------------- toolgate_result
+# ---------------------------------------------------------------- effectgate_result
 
 
 async def _cut_request(url: str, token: str, e2e_paths: Paths, name: str, body: str) -> tuple[str, int]:
     """Read ``body`` through a file so its result is cut; its request id and the whole result's size in bytes."""
     (e2e_paths.sandbox / name).write_text(body)
     cut = await raw_call(url, token, "file_system__read", {"path": name})
-    marker = result_text(cut).rpartition("[toolgate: result cut at ")[2]
+    marker = result_text(cut).rpartition("[effectgate: result cut at ")[2]
     assert marker, cut
     size = int(marker.split(" of ")[1].split(" bytes")[0])
-    return str(cut["result"]["_meta"]["io.toolgate/receipt"]["request_id"]), size
+    return str(cut["result"]["_meta"]["io.effectgate/receipt"]["request_id"]), size
 
 
-async def test_toolgate_result_followed_by_its_own_offsets_reads_multibyte_text_whole(
+async def test_effectgate_result_followed_by_its_own_offsets_reads_multibyte_text_whole(
     gate: Gate, surfaces: Surfaces, url: str, e2e_paths: Paths, new_id: Any
 ) -> None:
     token, body = surfaces.token_of(gate.agent()), "a€😀é" * 900
@@ -132,10 +132,10 @@ async def test_toolgate_result_followed_by_its_own_offsets_reads_multibyte_text_
     for rpc_id in range(2, 40):
         part = result_text(
             await raw_call(
-                url, token, "toolgate_result", {"request_id": request_id, "offset_bytes": offset}, rpc_id=rpc_id
+                url, token, "effectgate_result", {"request_id": request_id, "offset_bytes": offset}, rpc_id=rpc_id
             )
         )
-        data, _, note = part.partition("\n[toolgate: ")
+        data, _, note = part.partition("\n[effectgate: ")
         parts.append(data)
         if not note:
             break
@@ -143,17 +143,17 @@ async def test_toolgate_result_followed_by_its_own_offsets_reads_multibyte_text_
     assert json.loads("".join(parts))["content"] == body
 
 
-async def test_toolgate_result_at_hostile_offsets_is_refused_or_whole_characters(
+async def test_effectgate_result_at_hostile_offsets_is_refused_or_whole_characters(
     gate: Gate, surfaces: Surfaces, url: str, e2e_paths: Paths, new_id: Any
 ) -> None:
     token, body = surfaces.token_of(gate.agent()), "😀" * 1500
     request_id, size = await _cut_request(url, token, e2e_paths, f"{new_id('h')}.txt", body)
     for offset in (1, 13, 14, 15, size - 3):  # inside a four-byte character
-        answer = await raw_call(url, token, "toolgate_result", {"request_id": request_id, "offset_bytes": offset})
+        answer = await raw_call(url, token, "effectgate_result", {"request_id": request_id, "offset_bytes": offset})
         assert not refused(answer) and "\ufffd" not in result_text(answer), (offset, answer)
     hostile: list[Any] = [size, size + 1, 2**63, 2**64 + 1, -(2**63), 0.0, 3.0, True, False, "0", 1e300]
     for value in hostile:
-        answer = await raw_call(url, token, "toolgate_result", {"request_id": request_id, "offset_bytes": value})
+        answer = await raw_call(url, token, "effectgate_result", {"request_id": request_id, "offset_bytes": value})
         assert refused(answer) and "Internal" not in result_text(answer), (value, answer)
     await still_serves(url, token)
 
@@ -234,7 +234,7 @@ def test_stdio_a_line_the_sdk_cannot_parse_is_answered_naming_the_json_pointer(g
 
 
 def test_stdio_a_principal_without_credentials_exits_2_naming_the_credentials_file(surfaces: Surfaces) -> None:
-    command = [str(ROOT / ".venv/bin/toolgate"), "mcp", "serve", "--stdio", "--principal", "nobody"]
+    command = [str(ROOT / ".venv/bin/effectgate"), "mcp", "serve", "--stdio", "--principal", "nobody"]
     process = subprocess.Popen(
         command, env=_stdio_env(surfaces), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -337,7 +337,7 @@ async def test_a_token_rotated_with_cp_p_is_refused_and_revoke_refuses_at_once(
     subprocess.run(["cp", "-p", str(staged), str(tokens)], check=True)  # noqa: ASYNC221
     assert (await post(url, old, PING)).status_code == 401
     assert (await post(url, new, PING)).status_code == 200
-    command = [str(ROOT / ".venv/bin/toolgate"), "mcp", "token", "revoke", "--label", "rot", "--file", str(tokens)]
+    command = [str(ROOT / ".venv/bin/effectgate"), "mcp", "token", "revoke", "--label", "rot", "--file", str(tokens)]
     assert subprocess.run(command, capture_output=True, timeout=60).returncode == 0  # noqa: ASYNC221
     assert (await post(url, new, PING)).status_code == 401
 
@@ -434,7 +434,7 @@ async def test_another_client_of_the_same_principal_cannot_cancel_a_call_by_its_
     gate: Gate, surfaces: Surfaces, new_id: Any
 ) -> None:
     principal = gate.agent()
-    held, token = surfaces.start(TOOLGATE_SURFACE_HOLD_S="6"), surfaces.token_of(principal)
+    held, token = surfaces.start(EFFECTGATE_SURFACE_HOLD_S="6"), surfaces.token_of(principal)
     arguments = {"path": f"{new_id('c')}.txt", "content": "keep\n"}
     session = {"Mcp-Session-Id": "owner-client-0123456789"}
     call = asyncio.create_task(raw_call(held, token, "file_system__write", arguments, rpc_id=7, headers=session))
@@ -462,16 +462,16 @@ def oauth(surfaces: Surfaces, tmp_path_factory: pytest.TempPathFactory) -> tuple
     jwks.write_text(json.dumps({"keys": [{**public, "kid": "k1", "use": "sig", "alg": "ES256"}]}))
     port = surfaces.reserve()
     settings = {
-        "TOOLGATE_SURFACE_OAUTH_JWKS": str(jwks),
-        "TOOLGATE_SURFACE_OAUTH_ISSUER": ISSUER,
-        "TOOLGATE_SURFACE_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
-        "TOOLGATE_SURFACE_TOKENS_FILE": "",
+        "EFFECTGATE_SURFACE_OAUTH_JWKS": str(jwks),
+        "EFFECTGATE_SURFACE_OAUTH_ISSUER": ISSUER,
+        "EFFECTGATE_SURFACE_RESOURCE_URL": f"http://127.0.0.1:{port}/mcp",
+        "EFFECTGATE_SURFACE_TOKENS_FILE": "",
     }
     return surfaces.start_on(port, **settings), key
 
 
 def _claims(url: str, **claims: Any) -> dict[str, Any]:
-    body = {"iss": ISSUER, "aud": url, "sub": "a1-58", "exp": time.time() + 300, "scope": "toolgate:tools"}
+    body = {"iss": ISSUER, "aud": url, "sub": "a1-58", "exp": time.time() + 300, "scope": "effectgate:tools"}
     return {key: value for key, value in {**body, **claims}.items() if value is not None}
 
 
@@ -500,7 +500,7 @@ def _forged(url: str, key: Any, name: str) -> str:
         "missing-aud": {"aud": None},
         "not-yet-valid": {"nbf": time.time() + 3600},
         "no-scope": {"scope": None},
-        "other-scope": {"scope": "toolgate:toolsx profile"},
+        "other-scope": {"scope": "effectgate:toolsx profile"},
         "scope-a-number": {"scope": 7},
         "sub-wildcard": {"sub": "a1-58.>"},
         "sub-a-number": {"sub": 58},
@@ -541,8 +541,8 @@ async def test_oauth_a_forged_or_misfit_token_is_refused_401_or_403(oauth: tuple
 
 
 def _stdio(surfaces: Surfaces, principal: str) -> StdioServerParameters:
-    env = {**_stdio_env(surfaces), "TOOLGATE_SURFACE_HOLD_S": "4", "TOOLGATE_SURFACE_PROGRESS_S": "1"}
-    command = [str(ROOT / ".venv/bin/toolgate"), "mcp", "serve", "--stdio", "--principal", principal]
+    env = {**_stdio_env(surfaces), "EFFECTGATE_SURFACE_HOLD_S": "4", "EFFECTGATE_SURFACE_PROGRESS_S": "1"}
+    command = [str(ROOT / ".venv/bin/effectgate"), "mcp", "serve", "--stdio", "--principal", principal]
     return StdioServerParameters(command=command[0], args=command[1:], env=env)
 
 
@@ -608,7 +608,7 @@ async def test_an_unanswered_keep_waiting_question_does_not_hide_a_call_approved
         raise AssertionError("no approval was opened")
 
     parameters = _stdio(surfaces, principal)
-    parameters.env = {**(parameters.env or {}), "TOOLGATE_SURFACE_HOLD_S": "60", "TOOLGATE_SURFACE_PROGRESS_S": "1"}
+    parameters.env = {**(parameters.env or {}), "EFFECTGATE_SURFACE_HOLD_S": "60", "EFFECTGATE_SURFACE_PROGRESS_S": "1"}
     async with Client(parameters, mode="legacy", elicitation_callback=elicit) as client:
         approving = asyncio.create_task(approve_when_asked())
         result = await asyncio.wait_for(client.call_tool("file_system__write", {"path": name, "content": "x"}), 45)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Gate, Paths
+from .support import Gate, Paths
 from .surface_support import Surfaces, http_client
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,7 @@ def stack_env(e2e_paths: Paths) -> dict[str, str]:
         arguments = json.dumps([str(SCRIPT), str(directory / f"{server}.json")])
         tables.append(f'[servers.{server}]\ncommand = "{sys.executable}"\nargs = {arguments}\ntrust_hints = true\n')
     (directory / "servers.toml").write_text("\n".join(tables))
-    return {"TOOLGATE_MCP_SERVERS_FILE": str(directory / "servers.toml")}
+    return {"EFFECTGATE_MCP_SERVERS_FILE": str(directory / "servers.toml")}
 
 
 def text_of(result: Any) -> str:
@@ -65,7 +65,7 @@ async def test_a_broken_upstream_fails_only_its_own_tools(gate: Gate, surfaces: 
 
 
 async def test_a_held_call_reports_progress_to_a_client_that_asked(gate: Gate, surfaces: Surfaces, new_id: Any) -> None:
-    url = surfaces.start(TOOLGATE_SURFACE_HOLD_S="3", TOOLGATE_SURFACE_PROGRESS_S="1")
+    url = surfaces.start(EFFECTGATE_SURFACE_HOLD_S="3", EFFECTGATE_SURFACE_PROGRESS_S="1")
     progress: list[tuple[float, str | None]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:

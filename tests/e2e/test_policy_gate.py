@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from toolgate.contracts.catalog import Subjects
-from toolgate.shared.idempotency import record_key
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.shared.stores.idempotency import record_key
 
 pytestmark = pytest.mark.e2e
 

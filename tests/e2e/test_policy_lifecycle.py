@@ -2,8 +2,8 @@
 
 The module's stack decides with a copy of the shipped policy (seeded into the policy
 bucket at start). The tests run in order: the recorded decisions are replayed through
-the unchanged and a changed policy (``toolgate policy simulate``), the changed policy is
-published (``toolgate policy publish``) while two policy replicas run and both switch
+the unchanged and a changed policy (``effectgate policy simulate``), the changed policy is
+published (``effectgate policy publish``) while two policy replicas run and both switch
 without a restart, an invalid one is refused, a decision is explained under the version
 that made it and the one in force, and a restart keeps the publication unless the file
 changed. The replicas poll the bucket only every 60 s: a switch within seconds is the
@@ -25,12 +25,12 @@ import msgspec
 import nats
 import pytest
 
-from toolgate.cli.stack import Stack
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.events import DecisionMade
-from toolgate.contracts.signing import load_public_key, verify_body
-from toolgate.shared.policy_kv import policy_digest
+from effectgate.cli.stack.system import Stack
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.contracts.events import DecisionMade
+from effectgate.contracts.integrity.signing import load_public_key, verify_body
+from effectgate.shared.stores.policy_kv import policy_digest
 
 pytestmark = pytest.mark.e2e
 
@@ -58,7 +58,7 @@ def policy_file(e2e_paths: Any, repo_root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def stack_env(policy_file: Path) -> dict[str, str]:
-    return {"TOOLGATE_POLICY_POLICY_FILE": str(policy_file), "TOOLGATE_POLICY_FOLLOW_INTERVAL_S": "60"}
+    return {"EFFECTGATE_POLICY_POLICY_FILE": str(policy_file), "EFFECTGATE_POLICY_FOLLOW_INTERVAL_S": "60"}
 
 
 @pytest.fixture(scope="module")
@@ -91,17 +91,17 @@ def recorded() -> dict[str, list[str]]:
     return {}
 
 
-async def toolgate(stack: Stack, e2e_paths: Any, repo_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the ``toolgate`` command as the operator of ``stack``, as a person would."""
-    env = {k: v for k, v in os.environ.items() if k != "TOOLGATE_CREDENTIALS"}
+async def effectgate(stack: Stack, e2e_paths: Any, repo_root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``effectgate`` command as the operator of ``stack``, as a person would."""
+    env = {k: v for k, v in os.environ.items() if k != "EFFECTGATE_CREDENTIALS"}
     env |= {
         "NATS_URL": stack.nats_url,
-        "TOOLGATE_STATE_DIR": str(stack.state_dir),
-        "TOOLGATE_POLICY_PRINCIPALS_FILE": str(e2e_paths.principals),
-        "TOOLGATE_POLICY_ATTRIBUTES_FILE": str(repo_root / "deploy/policy/attributes.toml"),
+        "EFFECTGATE_STATE_DIR": str(stack.state_dir),
+        "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(e2e_paths.principals),
+        "EFFECTGATE_POLICY_ATTRIBUTES_FILE": str(repo_root / "deploy/policy/attributes.toml"),
         "COLUMNS": "400",
     }
-    command = [sys.executable, "-m", "toolgate.cli", *args]
+    command = [sys.executable, "-m", "effectgate.cli", *args]
     run = lambda: subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)  # noqa: E731
     return await asyncio.to_thread(run)
 
@@ -163,20 +163,20 @@ async def test_simulate_gives_the_live_verdicts_for_the_policy_in_force_and_name
     assert (await gate.call(agent, "read", {"path": 5})).reason_code == "schema_invalid"  # never reaches the policy
     await gate.settle()
 
-    same = await toolgate(stack, e2e_paths, repo_root, "policy", "simulate", str(policy_file), "--json")
+    same = await effectgate(stack, e2e_paths, repo_root, "policy", "simulate", str(policy_file), "--json")
     assert same.returncode == 0, same.stderr
     unchanged = json.loads(same.stdout)
     assert unchanged["changes"] == [] and unchanged["compared"] >= 4, unchanged
     assert any("schema_invalid" in why for why in unchanged["not_comparable"]), unchanged
 
-    changed = await toolgate(stack, e2e_paths, repo_root, "policy", "simulate", str(changed_file), "--json")
+    changed = await effectgate(stack, e2e_paths, repo_root, "policy", "simulate", str(changed_file), "--json")
     assert changed.returncode == 0, changed.stderr
     changes = json.loads(changed.stdout)["changes"]
     assert sorted(c["request_id"] for c in changes) == sorted(recorded["forbidden"]), changes
     assert {(c["tool"], c["principal"], c["before"], c["after"], c["after_code"]) for c in changes} == {
         ("file_system", agent, "execute", "deny", "forbidden")
     }
-    table = await toolgate(stack, e2e_paths, repo_root, "policy", "simulate", str(changed_file), "--since", "1h")
+    table = await effectgate(stack, e2e_paths, repo_root, "policy", "simulate", str(changed_file), "--since", "1h")
     assert "execute → deny" in table.stdout and all(rid in table.stdout for rid in recorded["forbidden"]), table.stdout
     assert "2 would change" in " ".join(table.stdout.split()), table.stdout
 
@@ -188,7 +188,7 @@ async def test_a_publish_switches_both_replicas_without_a_restart_and_decisions_
     first, second = stack.processes["policy"], stack.processes["policy-2"]
     await until_all(gate, policy_digest(shipped), replicas=2, timeout_s=60)
 
-    done = await toolgate(stack, e2e_paths, repo_root, "policy", "publish", str(changed_file))
+    done = await effectgate(stack, e2e_paths, repo_root, "policy", "publish", str(changed_file))
     new = policy_digest(changed)
     assert done.returncode == 0 and new in done.stdout, done.stdout + done.stderr
     await until_all(gate, new, replicas=2, timeout_s=30)  # seconds on a loaded machine; no restart either way
@@ -219,8 +219,8 @@ async def test_a_publish_switches_both_replicas_without_a_restart_and_decisions_
 async def test_an_invalid_policy_or_a_malformed_request_is_refused_at_publish_and_the_old_one_stays(
     gate: Any, stack: Stack, e2e_paths: Any, repo_root: Path, changed: str, invalid_file: Path
 ) -> None:
-    checked = await toolgate(stack, e2e_paths, repo_root, "policy", "check", str(invalid_file))
-    done = await toolgate(stack, e2e_paths, repo_root, "policy", "publish", str(invalid_file))
+    checked = await effectgate(stack, e2e_paths, repo_root, "policy", "check", str(invalid_file))
+    done = await effectgate(stack, e2e_paths, repo_root, "policy", "publish", str(invalid_file))
 
     for said in (checked, done):
         text = " ".join(said.stderr.split())
@@ -244,7 +244,7 @@ async def test_explain_shows_the_policies_that_decided_under_each_version(
     gate: Any, stack: Stack, e2e_paths: Any, repo_root: Path, shipped: str, changed: str, recorded: Any
 ) -> None:
     request_id = recorded["forbidden"][0]
-    shown = await toolgate(stack, e2e_paths, repo_root, "policy", "explain", request_id)
+    shown = await effectgate(stack, e2e_paths, repo_root, "policy", "explain", request_id)
     text = shown.stdout
     assert shown.returncode == 0, shown.stderr
     assert policy_digest(shipped) in text and policy_digest(changed) in text
@@ -255,7 +255,7 @@ async def test_explain_shows_the_policies_that_decided_under_each_version(
     assert 'context.args.path == "forbidden.txt"' in now  # the rule's source
     assert "\\n" not in text, "line breaks are breaks, not escapes"
 
-    missing = await toolgate(stack, e2e_paths, repo_root, "policy", "explain", "no-such-request")
+    missing = await effectgate(stack, e2e_paths, repo_root, "policy", "explain", "no-such-request")
     assert missing.returncode == 1 and "no recorded decision" in missing.stderr
 
 

@@ -1,7 +1,7 @@
 """A stack whose policy service holds no usable policy is not reported up: the reason is printed instead.
 
 Each test starts its own servers and services (no shared stack): one through
-``toolgate up`` as a user runs it, one through :func:`toolgate.cli.stack.running_stack`
+``effectgate up`` as a user runs it, one through :func:`effectgate.cli.stack.launch.running_stack`
 as the end-to-end fixtures do.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.readiness import PolicyNotReady
-from toolgate.cli.stack import running_stack
+from effectgate.cli.stack.launch import running_stack
+from effectgate.cli.stack.readiness import PolicyNotReady
 
 pytestmark = pytest.mark.e2e
 
@@ -37,11 +37,11 @@ def test_up_refuses_a_policy_that_can_never_match_and_prints_why(tmp_path: Path,
     shipped = (repo_root / "deploy/policy/policy.cedar").read_text()
     deploy = _deploy_copy(repo_root, tmp_path / "deploy", shipped + NEVER_MATCHES)
     env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL")}
-    env.update({"TOOLGATE_DEPLOY_DIR": str(deploy), "COLUMNS": "400"})
-    command = [sys.executable, "-m", "toolgate.cli", "up", "--state-dir", str(tmp_path / "state")]
+    env.update({"EFFECTGATE_DEPLOY_DIR": str(deploy), "COLUMNS": "400"})
+    command = [sys.executable, "-m", "effectgate.cli", "up", "--state-dir", str(tmp_path / "state")]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "toolgate is up" not in done.stdout
+    assert "effectgate is up" not in done.stdout
     printed = " ".join((done.stdout + done.stderr).split())
     assert "the policy service is not ready" in printed, printed
     assert "'payments-team-writes'" in printed and "principal.department" in printed, printed
@@ -54,9 +54,9 @@ def test_an_empty_policy_keeps_the_stack_from_starting(
     empty.write_text("// every permit was removed\n")
     monkeypatch.delenv("NATS_URL", raising=False)
     monkeypatch.delenv("REDIS_URL", raising=False)
-    env = {"TOOLGATE_POLICY_POLICY_FILE": str(empty)}
+    env = {"EFFECTGATE_POLICY_POLICY_FILE": str(empty)}
     with pytest.raises(PolicyNotReady, match=r"holds no policy: every request will be denied"):
-        auth = "open" if os.environ.get("TOOLGATE_E2E_AUTH") == "open" else "secured"  # as tests/e2e/conftest.py
+        auth = "open" if os.environ.get("EFFECTGATE_E2E_AUTH") == "open" else "secured"  # as tests/e2e/conftest.py
         with running_stack(tmp_path / "state", env, auth=auth):
             pass
     log = (tmp_path / "state" / "logs" / "policy.log").read_text()

@@ -1,7 +1,7 @@
 """A stack whose chosen ports are taken before it binds them still comes up, beside another stack.
 
-The test hook is ``running_stack``'s port chooser: it chooses as ``toolgate up`` does
-(:func:`toolgate.cli.ports.stable_ports`) and then, before anything binds, has every chosen
+The test hook is ``running_stack``'s port chooser: it chooses as ``effectgate up`` does
+(:func:`effectgate.cli.stack.ports.stable_ports`) and then, before anything binds, has every chosen
 port taken: by listening sockets, or by a second stack already running on them (two checkouts
 on one host: a real nats-server, redis-server and services answer there). Every port moves
 (nats, its monitoring, redis, each service's health port), the stack serves on the new ones,
@@ -19,16 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.cli.ports import DEFAULT_PORTS, Ports, stable_ports
-from toolgate.cli.stack import SERVICES, Stack, running_stack
-from toolgate.devstack.starting import free_port
+from effectgate.cli.stack.launch import SERVICES, running_stack
+from effectgate.cli.stack.ports import DEFAULT_PORTS, Ports, stable_ports
+from effectgate.cli.stack.system import Stack
+from effectgate.devstack.starting import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 def _env(base: Path) -> dict[str, str]:
     (base / "box").mkdir(parents=True, exist_ok=True)
-    return {"TOOLGATE_EXECUTOR_SANDBOX_ROOT": str(base / "box")}
+    return {"EFFECTGATE_EXECUTOR_SANDBOX_ROOT": str(base / "box")}
 
 
 def _listening(port: int) -> socket.socket:

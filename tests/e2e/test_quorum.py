@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from nats.js.errors import NotFoundError
 
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.events import ApprovalGranted, ApprovalRequested, ApprovalVoted, decode_event
+from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.contracts.events import ApprovalGranted, ApprovalRequested, ApprovalVoted, decode_event
 
 pytestmark = pytest.mark.e2e
 
@@ -40,9 +40,9 @@ def stack_env(e2e_paths: Any, repo_root: Path) -> dict[str, str]:
     extra.append('[principals.opagent]\nautonomy = 1\nroles = ["agent"]\noperator = "alice"\n')
     principals.write_text(e2e_paths.principals.read_text() + "\n" + "\n".join(extra))
     return {
-        "TOOLGATE_POLICY_POLICY_FILE": str(policy),
-        "TOOLGATE_POLICY_PRINCIPALS_FILE": str(principals),
-        "TOOLGATE_APPROVALS_PRINCIPALS_FILE": str(principals),
+        "EFFECTGATE_POLICY_POLICY_FILE": str(policy),
+        "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(principals),
+        "EFFECTGATE_APPROVALS_PRINCIPALS_FILE": str(principals),
     }
 
 
@@ -65,7 +65,7 @@ async def _events(gate: Any, subject: str) -> list[Any]:
     found, seq = [], 1
     while True:
         try:
-            message = await gate.js.get_msg("TOOLGATE", seq=seq, subject=subject, next=True)
+            message = await gate.js.get_msg("EFFECTGATE", seq=seq, subject=subject, next=True)
         except NotFoundError:
             return found
         found.append(decode_event(message.data))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.descriptors import RateLimit
+from effectgate.contracts.tools.descriptors import RateLimit
 
 pytestmark = pytest.mark.e2e
 
@@ -53,11 +53,11 @@ def stack_env(e2e_paths: Any, repo_root: Path) -> dict[str, str]:
         "[servers.ticker.overrides.ping]\nrate_limit = { calls = 1, period_s = 60 }\n"
     )
     return {
-        "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(tools),
-        "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(mcp / "servers.toml"),
-        "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(mcp / "servers.toml"),
-        "TOOLGATE_APPROVALS_TTL_S": str(APPROVAL_TTL_S),
-        "TOOLGATE_APPROVALS_SWEEP_INTERVAL_S": "0.5",
+        "EFFECTGATE_REGISTRY_DESCRIPTORS_DIR": str(tools),
+        "EFFECTGATE_REGISTRY_MCP_SERVERS_FILE": str(mcp / "servers.toml"),
+        "EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE": str(mcp / "servers.toml"),
+        "EFFECTGATE_APPROVALS_TTL_S": str(APPROVAL_TTL_S),
+        "EFFECTGATE_APPROVALS_SWEEP_INTERVAL_S": "0.5",
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.readiness import wait_ready
+from effectgate.cli.stack.readiness import wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 
@@ -37,7 +37,7 @@ def policy_files(e2e_paths: Any, repo_root: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def stack_env(policy_files: tuple[Path, Path]) -> dict[str, str]:
     policy, directory = policy_files
-    return {"TOOLGATE_POLICY_POLICY_FILE": str(policy), "TOOLGATE_POLICY_PRINCIPALS_FILE": str(directory)}
+    return {"EFFECTGATE_POLICY_POLICY_FILE": str(policy), "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(directory)}
 
 
 async def _restart_policy(gate: Any) -> None:
@@ -131,7 +131,7 @@ async def test_a_decision_that_waited_is_rechecked_by_the_executor_before_it_run
     try:
         agent, name = gate.agent(2), new_id("waited-") + ".txt"
         request_id = await gate.submit(agent, "write", {"path": name, "content": "x"})
-        await asyncio.sleep(6)  # older than TOOLGATE_EXECUTOR_RECHECK_AFTER_S when the executor sees it
+        await asyncio.sleep(6)  # older than EFFECTGATE_EXECUTOR_RECHECK_AFTER_S when the executor sees it
         await edits.freeze_writes()
     finally:
         gate.stack.start("executor")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.catalog import Subjects
+from effectgate.contracts.bus.catalog import Subjects
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from toolgate.sdk import DuplicateRequest
+from effectgate.sdk import DuplicateRequest
 
 pytestmark = pytest.mark.e2e
 

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 import redis.asyncio as redis
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ToolRequested, encode
-from toolgate.contracts.nats_permissions import ADMIN, agent_user
-from toolgate.contracts.sealing import SEALED_LABEL
-from toolgate.sdk import SealingKeyMissing
-from toolgate.sdk.client import ToolClient
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.bus.nats_permissions import ADMIN, agent_user
+from effectgate.contracts.events import ToolRequested, encode
+from effectgate.contracts.integrity.sealing import SEALED_LABEL
+from effectgate.sdk import SealingKeyMissing
+from effectgate.sdk.client import ToolClient
 
 pytestmark = [pytest.mark.e2e]
 
@@ -38,7 +38,7 @@ def stack_env(e2e_paths: Any, repo_root: Path) -> dict[str, str]:
     descriptor = json.loads((repo_root / "deploy/tools/file_system.json").read_text())
     descriptor["operations"]["write"]["input_schema"]["properties"]["content"]["writeOnly"] = True
     (tools / "file_system.json").write_text(json.dumps(descriptor))
-    return {"TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(tools)}
+    return {"EFFECTGATE_REGISTRY_DESCRIPTORS_DIR": str(tools)}
 
 
 async def _agent(gate: Any, principal: str, keys: Path | None) -> ToolClient:

@@ -2,7 +2,7 @@
 
 A scripted MCP server answers with errors and results that carry a database URL with its
 password, a token, and credentials the operator configured (the server's ``env`` value and
-a line of ``TOOLGATE_EXECUTOR_SECRETS_FILE``) that no detector could recognise. After the
+a line of ``EFFECTGATE_EXECUTOR_SECRETS_FILE``) that no detector could recognise. After the
 calls, every message of the streams, every Redis value and every byte of the audit
 database and of the service logs (the server's own stderr included) is searched for them.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import redis.asyncio as redis
 
-from toolgate.contracts import catalog
+from effectgate.contracts.bus import catalog
 
 pytestmark = pytest.mark.e2e
 
@@ -57,9 +57,9 @@ def stack_env(e2e_paths: Any) -> dict[str, str]:
     secrets = directory / "secrets.txt"
     secrets.write_text(f"short\n{FILE_SECRET}\n")
     return {
-        "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
-        "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
-        "TOOLGATE_EXECUTOR_SECRETS_FILE": str(secrets),
+        "EFFECTGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
+        "EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
+        "EFFECTGATE_EXECUTOR_SECRETS_FILE": str(secrets),
     }
 
 

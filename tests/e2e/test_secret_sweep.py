@@ -5,7 +5,7 @@ One stack, traced (every service exports its spans over OTLP/HTTP to a collector
 module runs): a ``file_system`` whose ``write.content`` is ``writeOnly`` (sealed by the SDK),
 and a scripted MCP server whose tools fail with, flag, and return credentials — a database
 URL's password, a token, and values the operator configured (the server's ``env``, a line of
-``TOOLGATE_EXECUTOR_SECRETS_FILE``). After the calls, every message of every stream (the
+``EFFECTGATE_EXECUTOR_SECRETS_FILE``). After the calls, every message of every stream (the
 tools bucket included), every Redis key and value, every file under the state directory
 (the JetStream store, the audit database, every service log) and every exported span is
 searched for each sentinel, its JSON form and their base64.
@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import redis.asyncio as redis
 
-from toolgate.contracts import catalog
+from effectgate.contracts.bus import catalog
 
 pytestmark = pytest.mark.e2e
 
@@ -97,10 +97,10 @@ def stack_env(e2e_paths: Any, repo_root: Path, spans: tuple[str, list[bytes]]) -
     )
     (work / "secrets.txt").write_text(f"{FILE_SECRET}\n")
     return {
-        "TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(work / "tools"),
-        "TOOLGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
-        "TOOLGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
-        "TOOLGATE_EXECUTOR_SECRETS_FILE": str(work / "secrets.txt"),
+        "EFFECTGATE_REGISTRY_DESCRIPTORS_DIR": str(work / "tools"),
+        "EFFECTGATE_REGISTRY_MCP_SERVERS_FILE": str(servers),
+        "EFFECTGATE_EXECUTOR_MCP_SERVERS_FILE": str(servers),
+        "EFFECTGATE_EXECUTOR_SECRETS_FILE": str(work / "secrets.txt"),
         "OTEL_EXPORTER_OTLP_ENDPOINT": spans[0],
     }
 

@@ -5,7 +5,7 @@ On a real secured stack: approvers answer through their own NATS users, the test
 alarm, received by an approver watching ``tg.alarm.*``; forged decisions and grants are
 reported by the executor (which runs nothing) and by the audit's signature check on
 intake; a reply subject the service may not publish to is reported by the service that
-was refused; ``toolgate audit alarms`` lists and follows them; the chain still verifies.
+was refused; ``effectgate audit alarms`` lists and follows them; the chain still verifies.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import pytest
 import pytest_asyncio
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, encode, request_hash
-from toolgate.contracts.nats_permissions import approver_user, private_inbox
-from toolgate.contracts.signing import load_private_key, sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.shared.bus import publish_event
+from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.contracts.bus.nats_permissions import approver_user, private_inbox
+from effectgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, encode, request_hash
+from effectgate.contracts.integrity.signing import load_private_key, sign_event
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.shared.stores.stream import publish_event
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +47,7 @@ Match = Callable[[dict[str, Any]], bool]
 
 @pytest.fixture(scope="module")
 def stack_env() -> dict[str, str]:
-    return {"TOOLGATE_APPROVALS_TTL_S": str(TTL_S)}
+    return {"EFFECTGATE_APPROVALS_TTL_S": str(TTL_S)}
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -196,7 +196,7 @@ def _forged_execute(agent: str, request_id: str, name: str) -> DecisionMade:
 
 async def _copied_decision(gate: Any, agent: str) -> bytes:
     issued = await gate.call(agent, "read", {"path": "hello.txt"})
-    stored = await gate.js.get_last_msg("TOOLGATE", Subjects.decision(agent, issued.request_id))
+    stored = await gate.js.get_last_msg("EFFECTGATE", Subjects.decision(agent, issued.request_id))
     return bytes(stored.data)
 
 
@@ -269,7 +269,7 @@ async def test_a_publish_the_server_refuses_a_service_is_reported_by_that_servic
 ) -> None:
     """A caller names a reply inbox of a user that does not exist: the service's answer is refused by the server.
 
-    Without NATS users (``TOOLGATE_E2E_AUTH=open``) nothing is refused, and nothing is reported.
+    Without NATS users (``EFFECTGATE_E2E_AUTH=open``) nothing is refused, and nothing is reported.
     """
     reply_to = f"{private_inbox('ghost' + new_id(''))}.1"
     await gate.nc.publish(rpc, b'{"request_id": "r1"}', reply=reply_to)
@@ -288,10 +288,10 @@ def _cli(gate: Any, *args: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "NATS_URL": gate.stack.url_for(user),
-        "TOOLGATE_INBOX_PREFIX": private_inbox(user) if gate.stack.credentials else "_INBOX",
+        "EFFECTGATE_INBOX_PREFIX": private_inbox(user) if gate.stack.credentials else "_INBOX",
         "COLUMNS": "250",
     }
-    command = [sys.executable, "-m", "toolgate.cli", "audit", "alarms", *args]
+    command = [sys.executable, "-m", "effectgate.cli", "audit", "alarms", *args]
     return subprocess.Popen(
         command,
         env=env,

@@ -1,6 +1,6 @@
-"""Restarting everything, as a restart of ``toolgate up`` does, loses no pending approval and no key.
+"""Restarting everything, as a restart of ``effectgate up`` does, loses no pending approval and no key.
 
-``toolgate up`` runs redis-server with an append-only file fsynced before every reply and
+``effectgate up`` runs redis-server with an append-only file fsynced before every reply and
 nats-server with its JetStream store under the state directory; this module's stack does
 the same, then stops every service and both servers and starts them again.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.cli.readiness import wait_ready
-from toolgate.cli.stack import SERVICES
+from effectgate.cli.stack.launch import SERVICES
+from effectgate.cli.stack.readiness import wait_ready
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault]
 

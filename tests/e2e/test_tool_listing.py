@@ -19,10 +19,10 @@ import msgspec
 import nats
 import pytest
 
-from toolgate.contracts.catalog import Rpc
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.nats_permissions import agent_user
-from toolgate.sdk.client import RegistryUnavailable
+from effectgate.contracts.bus.catalog import Rpc
+from effectgate.contracts.bus.nats_permissions import agent_user
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.sdk import RegistryUnavailable
 
 pytestmark = pytest.mark.e2e
 
@@ -70,7 +70,7 @@ def stack_env(e2e_paths: Any, repo_root: Path) -> dict[str, str]:
     shutil.copy(repo_root / "deploy/tools/file_system.json", tools)
     for descriptor in TOOLS:
         (tools / f"{descriptor['name']}.json").write_text(json.dumps(descriptor))
-    return {"TOOLGATE_REGISTRY_DESCRIPTORS_DIR": str(tools)}
+    return {"EFFECTGATE_REGISTRY_DESCRIPTORS_DIR": str(tools)}
 
 
 async def _seen(gate: Any, principal: str) -> dict[str, set[str]]:
@@ -93,7 +93,7 @@ async def test_an_autonomy_2_listing_adds_the_irreversible_write(gate: Any) -> N
 
 @pytest.mark.parametrize("approver", ["bob", "alice"])
 async def test_operators_and_approvers_still_see_every_tool(gate: Any, approver: str) -> None:
-    """``toolgate tools list`` asks ``tg.registry.list`` with an approver's credentials."""
+    """``effectgate tools list`` asks ``tg.registry.list`` with an approver's credentials."""
     listed = await gate.rpc(Rpc.REGISTRY_LIST, {}, approver=approver)
     assert {d["name"]: set(d["operations"]) for d in listed["descriptors"]} == EVERYTHING
 

@@ -109,7 +109,7 @@ def services_in(collector: Collector, trace_id: bytes, wanted: set[str]) -> dict
     return spans if wanted <= set(spans) else {}
 
 
-WANTED = {"toolgate-policy", "toolgate-executor", "toolgate-audit"}
+WANTED = {"effectgate-policy", "effectgate-executor", "effectgate-audit"}
 
 
 async def test_an_agents_trace_continues_through_policy_executor_and_audit(gate: Any, collector: Collector) -> None:
@@ -120,30 +120,30 @@ async def test_an_agents_trace_continues_through_policy_executor_and_audit(gate:
 
     def whole() -> dict[str, list[Any]]:  # the audit records the request, the decision and the receipt, in batches
         spans = services_in(collector, trace_id, WANTED)
-        return spans if len(spans.get("toolgate-audit", [])) >= 3 else {}
+        return spans if len(spans.get("effectgate-audit", [])) >= 3 else {}
 
     spans = until(whole) or services_in(collector, trace_id, WANTED)
     assert receipt.outcome == "succeeded" and spans, f"services in the trace: {set(spans)}"
-    policy = spans["toolgate-policy"]
+    policy = spans["effectgate-policy"]
     assert any(int.from_bytes(s.parent_span_id, "big") == agent_span for s in policy), "policy's span is not a child"
     policy_ids = {s.span_id for s in policy}
-    assert any(s.parent_span_id in policy_ids for s in spans["toolgate-executor"]), "executor: parent not policy"
-    assert len(spans["toolgate-audit"]) >= 3  # the request, the decision and the receipt, each in this trace
+    assert any(s.parent_span_id in policy_ids for s in spans["effectgate-executor"]), "executor: parent not policy"
+    assert len(spans["effectgate-audit"]) >= 3  # the request, the decision and the receipt, each in this trace
 
 
 async def test_a_call_without_an_agent_trace_is_one_trace_from_the_policy_on(gate: Any, collector: Collector) -> None:
     receipt = await gate.call(gate.agent(), "read", {"path": "hello.txt"})
 
     def executor_span() -> Any:
-        named = (s for service, s in collector.spans() if service == "toolgate-executor")
+        named = (s for service, s in collector.spans() if service == "effectgate-executor")
         return next((s for s in named if receipt.request_id in _subject(s)), None)
 
     executed = until(executor_span)
     assert executed is not None, "no executor span for the call"
-    spans = until(lambda: services_in(collector, executed.trace_id, {"toolgate-policy", "toolgate-executor"}))
-    roots = [s for s in spans.get("toolgate-policy", []) if s.parent_span_id == b""]
+    spans = until(lambda: services_in(collector, executed.trace_id, {"effectgate-policy", "effectgate-executor"}))
+    roots = [s for s in spans.get("effectgate-policy", []) if s.parent_span_id == b""]
     assert roots, "the policy did not start the call's trace"
-    assert executed.parent_span_id in {s.span_id for s in spans["toolgate-policy"]}
+    assert executed.parent_span_id in {s.span_id for s in spans["effectgate-policy"]}
 
 
 async def test_metrics_recorded_during_a_call_carry_its_trace_id_as_exemplars(gate: Any, collector: Collector) -> None:

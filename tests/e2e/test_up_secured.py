@@ -1,8 +1,8 @@
-"""``toolgate up`` is secured by default: the real command, its credentials files, and the CLI identities.
+"""``effectgate up`` is secured by default: the real command, its credentials files, and the CLI identities.
 
-Each stack here is the real ``toolgate up`` process (nats-server, redis-server and the five
+Each stack here is the real ``effectgate up`` process (nats-server, redis-server and the five
 services, principals from ``deploy/policy/principals.toml``), driven through the real
-``toolgate`` command and the SDK, as a person would from a fresh checkout.
+``effectgate`` command and the SDK, as a person would from a fresh checkout.
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ from pathlib import Path
 import nats
 import pytest
 
-from toolgate.cli import rpc
-from toolgate.cli.fitted import short_digest
-from toolgate.contracts.catalog import Rpc
-from toolgate.contracts.nats_credentials import load_credentials
-from toolgate.contracts.nats_permissions import OPERATOR
-from toolgate.sdk import ToolClient
-from toolgate.shared.policy_kv import policy_digest
+from effectgate.cli.client import rpc
+from effectgate.cli.render.fitted import short_digest
+from effectgate.contracts.bus.catalog import Rpc
+from effectgate.contracts.bus.nats_credentials import load_credentials
+from effectgate.contracts.bus.nats_permissions import AUDITOR, OPERATOR
+from effectgate.sdk import ToolClient
+from effectgate.shared.stores.policy_kv import policy_digest
 
 pytestmark = pytest.mark.e2e
 
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+EFFECTGATE = str(Path(sys.executable).parent / "effectgate")
 CLIENT_USERS = {
     "mcp-surface",
     "agent-bench-agent",
@@ -44,13 +44,14 @@ CLIENT_USERS = {
     "approver-bob",
     "approver-carol",
     OPERATOR,
+    AUDITOR,
 }
-"""The agents and approvers of deploy/policy/principals.toml, and the operator."""
+"""The agents and approvers of deploy/policy/principals.toml, the operator and the auditor."""
 
 
 @dataclass
 class Up:
-    """A running ``toolgate up``: its working directory, process, output and NATS URL."""
+    """A running ``effectgate up``: its working directory, process, output and NATS URL."""
 
     cwd: Path
     process: subprocess.Popen[bytes]
@@ -59,7 +60,7 @@ class Up:
 
     @property
     def state(self) -> Path:
-        return self.cwd / ".toolgate"
+        return self.cwd / ".effectgate"
 
     @property
     def credentials(self) -> Path:
@@ -75,7 +76,9 @@ class Up:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("EFFECTGATE_")
+    }
     env.update({"COLUMNS": "400", **extra})
     return env
 
@@ -85,7 +88,9 @@ def _up(cwd: Path, *args: str) -> Iterator[Up]:
     cwd.mkdir(parents=True, exist_ok=True)
     output = cwd / "up.out"
     with output.open("wb") as sink:
-        process = subprocess.Popen([TOOLGATE, "up", *args], cwd=cwd, env=_env(), stdout=sink, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [EFFECTGATE, "up", *args], cwd=cwd, env=_env(), stdout=sink, stderr=subprocess.STDOUT
+        )
     running = Up(cwd, process, output)
     try:
         running.nats_url = _wait_until_up(running)
@@ -102,14 +107,14 @@ def _up(cwd: Path, *args: str) -> Iterator[Up]:
 def _wait_until_up(running: Up, timeout_s: float = 120.0) -> str:
     deadline = time.monotonic() + timeout_s
     while not (found := re.search(r"NATS_URL=(nats://\S+)", running.text())):
-        assert running.process.poll() is None, f"toolgate up exited: {running.text()}"
-        assert time.monotonic() < deadline, f"toolgate up not up after {timeout_s}s: {running.text()}"
+        assert running.process.poll() is None, f"effectgate up exited: {running.text()}"
+        assert time.monotonic() < deadline, f"effectgate up not up after {timeout_s}s: {running.text()}"
         time.sleep(0.2)
     return found[1]
 
 
-def _toolgate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([TOOLGATE, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=60)
+def _effectgate(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EFFECTGATE, *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=60)
 
 
 async def _quiet(error: Exception) -> None:
@@ -120,17 +125,17 @@ async def _quiet(error: Exception) -> None:
 
 
 def test_up_refuses_a_server_it_cannot_secure_unless_insecure(tmp_path: Path) -> None:
-    refused = _toolgate(tmp_path, "up", NATS_URL="nats://127.0.0.1:9")
+    refused = _effectgate(tmp_path, "up", NATS_URL="nats://127.0.0.1:9")
     assert refused.returncode == 2
     assert "NATS_URL is set" in refused.stderr and "--insecure" in refused.stderr
-    assert not (tmp_path / ".toolgate").exists(), "nothing may start before the refusal"
+    assert not (tmp_path / ".effectgate").exists(), "nothing may start before the refusal"
 
 
 async def test_insecure_is_loud_and_the_only_way_to_an_open_server(tmp_path: Path) -> None:
     with _up(tmp_path / "open", "--insecure") as running:
         text = running.text()
-        assert text.index("INSECURE") < text.index("toolgate is up"), "the banner comes before anything starts"
-        assert re.search(r"toolgate is up — INSECURE", text), text
+        assert text.index("INSECURE") < text.index("effectgate is up"), "the banner comes before anything starts"
+        assert re.search(r"effectgate is up — INSECURE", text), text
         assert not running.credentials.exists()
         anonymous = await nats.connect(running.nats_url, allow_reconnect=False)
         await anonymous.close()
@@ -171,7 +176,7 @@ async def test_each_credentials_file_connects_and_nothing_else_does(up: Up, user
 
 async def test_the_printed_agent_connection_works(up: Up) -> None:
     continued = r" \\\n +"  # the export is printed over lines joined by backslashes, as a shell reads it
-    exports = rf"export NATS_URL=(\S+){continued}AGENT_CREDENTIALS=(\S+){continued}TOOLGATE_PUBLIC_KEYS_DIR=(\S+)"
+    exports = rf"export NATS_URL=(\S+){continued}AGENT_CREDENTIALS=(\S+){continued}EFFECTGATE_PUBLIC_KEYS_DIR=(\S+)"
     printed = re.search(exports, up.text())
     assert printed, up.text()
     call = 'ToolClient.connect(os.environ["NATS_URL"], "demo-agent", credentials=os.environ["AGENT_CREDENTIALS"])'
@@ -236,12 +241,14 @@ async def test_only_alices_credentials_answer_as_alice(up: Up) -> None:
         approval_id = await _pending_approval(up, request_id)
         for holder, (user, refusal) in HOLDERS.items():
             held = str(up.credentials / f"{user}.json")
-            refused = _toolgate(up.cwd, "approvals", "approve", approval_id, "--as", "alice", TOOLGATE_CREDENTIALS=held)
+            refused = _effectgate(
+                up.cwd, "approvals", "approve", approval_id, "--as", "alice", EFFECTGATE_CREDENTIALS=held
+            )
             assert refused.returncode == 2, (holder, refused.stdout, refused.stderr)
             assert refusal in " ".join(refused.stderr.split()), (holder, refused.stderr)
             assert "needs alice's own credentials" in " ".join(refused.stderr.split())
         assert await _pending_approval(up, request_id) == approval_id, "no refused attempt answered it"
-        granted = _toolgate(up.cwd, "approvals", "approve", approval_id, "--as", "alice")
+        granted = _effectgate(up.cwd, "approvals", "approve", approval_id, "--as", "alice")
         assert granted.returncode == 0, granted.stderr
         assert "granted" in granted.stdout
         receipt = await agent.receipt(request_id, timeout_s=30)
@@ -254,8 +261,8 @@ def test_a_caller_without_the_approvers_file_is_told_which_file_is_missing(up: U
     bob = tmp_path / "credentials" / "approver-bob.json"
     bob.write_bytes((up.credentials / "approver-bob.json").read_bytes())
     bob.chmod(0o600)
-    refused = _toolgate(
-        up.cwd, "approvals", "approve", "ap-000000000000", "--as", "alice", TOOLGATE_STATE_DIR=str(tmp_path)
+    refused = _effectgate(
+        up.cwd, "approvals", "approve", "ap-000000000000", "--as", "alice", EFFECTGATE_STATE_DIR=str(tmp_path)
     )
     assert refused.returncode == 2
     assert f"no credentials for approver 'alice': {tmp_path}/credentials/approver-alice.json does not exist" in (
@@ -267,7 +274,7 @@ def test_a_credentials_file_others_may_read_is_refused(up: Up, tmp_path: Path) -
     loose = tmp_path / "operator.json"
     loose.write_bytes((up.credentials / "operator.json").read_bytes())
     loose.chmod(0o644)
-    refused = _toolgate(up.cwd, "approvals", "list", TOOLGATE_CREDENTIALS=str(loose))
+    refused = _effectgate(up.cwd, "approvals", "list", EFFECTGATE_CREDENTIALS=str(loose))
     assert refused.returncode == 2
     assert "may be read by others (mode 0644)" in " ".join(refused.stderr.split())
 
@@ -281,10 +288,10 @@ def test_a_credentials_file_others_may_read_is_refused(up: Up, tmp_path: Path) -
     ],
 )
 def test_other_commands_connect_as_the_operator(up: Up, args: tuple[str, ...], shows: str, agent_may: bool) -> None:
-    done = _toolgate(up.cwd, *args)
+    done = _effectgate(up.cwd, *args)
     assert done.returncode == 0, done.stderr
     assert shows in done.stdout
-    as_agent = _toolgate(up.cwd, *args, TOOLGATE_CREDENTIALS=str(up.credentials / "agent-demo-agent.json"))
+    as_agent = _effectgate(up.cwd, *args, EFFECTGATE_CREDENTIALS=str(up.credentials / "agent-demo-agent.json"))
     if agent_may:
         assert as_agent.returncode == 0, as_agent.stderr
     else:
@@ -299,11 +306,11 @@ def test_up_names_the_policy_in_force_and_only_the_operator_publishes_one(up: Up
     while line not in up.text():
         assert time.monotonic() < deadline, up.text()
         time.sleep(0.1)
-    done = _toolgate(up.cwd, "policy", "publish", str(shipped))
+    done = _effectgate(up.cwd, "policy", "publish", str(shipped))
     assert done.returncode == 0 and "already in force" in done.stdout, done.stdout + done.stderr
     for holder in ("agent-demo-agent", "approver-alice"):
-        refused = _toolgate(
-            up.cwd, "policy", "publish", str(shipped), TOOLGATE_CREDENTIALS=str(up.credentials / f"{holder}.json")
+        refused = _effectgate(
+            up.cwd, "policy", "publish", str(shipped), EFFECTGATE_CREDENTIALS=str(up.credentials / f"{holder}.json")
         )
         said = " ".join(refused.stderr.split())
         assert refused.returncode == 2 and f"{holder} may not publish to tg.policy.publish" in said, said

@@ -1,7 +1,7 @@
-"""``toolgate up`` with an MCP server slower to start than its deadline: it says what it waits for, then runs on.
+"""``effectgate up`` with an MCP server slower to start than its deadline: it says what it waits for, then runs on.
 
-The real ``toolgate up`` process, ``TOOLGATE_UP_READY_TIMEOUT_S`` set to a few seconds, and an
-MCP server listed at once by the registry but taking 60 s to start in the executor
+The real ``effectgate up`` process, ``EFFECTGATE_UP_READY_TIMEOUT_S`` set to a few seconds, and an
+MCP server listed at once by the registry but taking 42 s to start in the executor
 (``tests/fixtures/mcp/slow_server.py``). ``up`` says which server it is waiting for, is up
 with the server listed as ``starting`` (calls to it refused ``tool_unavailable``, nothing
 sent), prints when it becomes ready, and serves its calls from then on; SIGTERM stops it all
@@ -22,16 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.sdk import ToolClient
+from effectgate.devstack.timing import scaled
+from effectgate.sdk import ToolClient
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timing, pytest.mark.timeout(300)]
 
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
+EFFECTGATE = str(Path(sys.executable).parent / "effectgate")
 SLOW = Path(__file__).resolve().parents[1] / "fixtures" / "mcp" / "slow_server.py"
-READY_TIMEOUT_S = 40
-START_S = 60
+READY_TIMEOUT_S = 25
+START_S = 42
 START_TIMEOUT_S = 150
-"""The executor's own limit for one start (``TOOLGATE_EXECUTOR_MCP_START_TIMEOUT_S``): the slow one is not cut."""
+"""The executor's own limit for one start (``EFFECTGATE_EXECUTOR_MCP_START_TIMEOUT_S``): the slow one is not cut."""
 
 
 def _text(output: Path) -> str:
@@ -41,7 +42,7 @@ def _text(output: Path) -> str:
 def _wait_for(process: subprocess.Popen[bytes], output: Path, pattern: str, timeout_s: float) -> re.Match[str]:
     deadline = time.monotonic() + timeout_s
     while not (found := re.search(pattern, _text(output))):
-        assert process.poll() is None, f"toolgate up exited waiting for {pattern!r}: {_text(output)}"
+        assert process.poll() is None, f"effectgate up exited waiting for {pattern!r}: {_text(output)}"
         assert time.monotonic() < deadline, f"no {pattern!r} after {timeout_s}s: {_text(output)}"
         time.sleep(0.2)
     return found
@@ -60,17 +61,19 @@ def test_a_server_still_starting_is_listed_as_starting_and_the_stack_runs_on(tmp
         f'[servers.slow]\ncommand = "{sys.executable}"\nargs = ["slow_server.py", "{START_S}", "2"]\n'
         "trust_hints = true\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
-    env |= {"TOOLGATE_UP_READY_TIMEOUT_S": str(READY_TIMEOUT_S), "COLUMNS": "400"}
-    env |= {"TOOLGATE_EXECUTOR_MCP_START_TIMEOUT_S": str(START_TIMEOUT_S)}
-    output, state = tmp_path / "up.out", tmp_path / ".toolgate"
-    command = [TOOLGATE, "up", "--mcp-servers", "servers.toml"]
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("EFFECTGATE_")
+    }
+    env |= {"EFFECTGATE_UP_READY_TIMEOUT_S": str(READY_TIMEOUT_S), "COLUMNS": "400"}
+    env |= {"EFFECTGATE_EXECUTOR_MCP_START_TIMEOUT_S": str(START_TIMEOUT_S)}
+    output, state = tmp_path / "up.out", tmp_path / ".effectgate"
+    command = [EFFECTGATE, "up", "--mcp-servers", "servers.toml"]
     with output.open("wb") as sink:
         process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=sink, stderr=subprocess.STDOUT)
     try:
         _wait_for(process, output, "Ctrl-C stops everything", timeout_s=180)
-        url = _wait_for(process, output, r"NATS_URL=(nats://\S+)", timeout_s=5)[1]
-        _wait_for(process, output, r"mcp_slow: starting since \S+: its first start is under way", timeout_s=20)
+        url = _wait_for(process, output, r"NATS_URL=(nats://\S+)", timeout_s=scaled(5))[1]
+        _wait_for(process, output, r"mcp_slow: starting since \S+: its first start is under way", timeout_s=scaled(20))
         said = _text(output)
         assert "waiting for registry" in said and "waiting for executor" in said, said
         assert "waiting for MCP server slow to start" in said, said

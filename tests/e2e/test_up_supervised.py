@@ -1,8 +1,8 @@
-"""``toolgate up`` keeps the stack running: deaths reported and restarted, a give-up exits 3, stable ports.
+"""``effectgate up`` keeps the stack running: deaths reported and restarted, a give-up exits 3, stable ports.
 
-The real ``toolgate up`` process with its nats-server, redis-server and five services;
+The real ``effectgate up`` process with its nats-server, redis-server and five services;
 processes are killed with SIGKILL as a crash would. Backoff and limit are small
-(``TOOLGATE_UP_RESTART_*``) so each test takes seconds once the stack is up. The
+(``EFFECTGATE_UP_RESTART_*``) so each test takes seconds once the stack is up. The
 tests run in order on one state directory: the last ones give up and start again.
 """
 
@@ -24,17 +24,17 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.sdk import ToolClient
+from effectgate.sdk import ToolClient
 
 pytestmark = [pytest.mark.e2e, pytest.mark.fault, pytest.mark.timeout(300)]
 
-TOOLGATE = str(Path(sys.executable).parent / "toolgate")
-SUPERVISION = {"TOOLGATE_UP_RESTART_BACKOFF_S": "0.2", "TOOLGATE_UP_RESTART_LIMIT": "2", "COLUMNS": "80"}
+EFFECTGATE = str(Path(sys.executable).parent / "effectgate")
+SUPERVISION = {"EFFECTGATE_UP_RESTART_BACKOFF_S": "0.2", "EFFECTGATE_UP_RESTART_LIMIT": "2", "COLUMNS": "80"}
 
 
 @dataclass
 class Up:
-    """A running ``toolgate up``: its working directory, process and output file."""
+    """A running ``effectgate up``: its working directory, process and output file."""
 
     cwd: Path
     process: subprocess.Popen[bytes]
@@ -42,7 +42,7 @@ class Up:
 
     @property
     def state(self) -> Path:
-        return self.cwd / ".toolgate"
+        return self.cwd / ".effectgate"
 
     def text(self) -> str:
         return self.output.read_text(errors="replace")
@@ -50,9 +50,9 @@ class Up:
     def ports(self) -> dict[str, int]:
         return dict(json.loads((self.state / "ports.json").read_text()))
 
-    def toolgate(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """``toolgate <args>`` run where ``up`` runs (it finds the stack in ``./.toolgate``)."""
-        return subprocess.run([TOOLGATE, *args], cwd=self.cwd, env=_env(), capture_output=True, text=True, timeout=60)
+    def effectgate(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``effectgate <args>`` run where ``up`` runs (it finds the stack in ``./.effectgate``)."""
+        return subprocess.run([EFFECTGATE, *args], cwd=self.cwd, env=_env(), capture_output=True, text=True, timeout=60)
 
     def child(self, needle: str, parent: int | None = None) -> int:
         """The pid of the child of ``parent`` (default: ``up``) whose command line contains ``needle``."""
@@ -70,8 +70,10 @@ FLAKY = Path(__file__).resolve().parents[1] / "fixtures" / "mcp" / "flaky_server
 
 
 def _env() -> dict[str, str]:
-    """The environment of a person at a terminal: no stack named by a variable, no ``TOOLGATE_*`` setting."""
-    return {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("TOOLGATE_")}
+    """The environment of a person at a terminal: no stack named by a variable, no ``EFFECTGATE_*`` setting."""
+    return {
+        k: v for k, v in os.environ.items() if k not in ("NATS_URL", "REDIS_URL") and not k.startswith("EFFECTGATE_")
+    }
 
 
 def _start(cwd: Path, name: str) -> Up:
@@ -79,10 +81,10 @@ def _start(cwd: Path, name: str) -> Up:
     output = cwd / f"{name}.out"
     shutil.copy(FLAKY, cwd / "flaky.py")
     never = f'[mcp.servers.never]\ncommand = "{sys.executable}"\nargs = ["missing.py"]\n'  # broken from the start
-    (cwd / "toolgate.toml").write_text(
+    (cwd / "effectgate.toml").write_text(
         f'[mcp.servers.flaky]\ncommand = "{sys.executable}"\nargs = ["flaky.py"]\n' + never
     )
-    command = [TOOLGATE, "up", "--config", "toolgate.toml"]
+    command = [EFFECTGATE, "up", "--config", "effectgate.toml"]
     with output.open("wb") as sink:
         process = subprocess.Popen(command, cwd=cwd, env={**env, **SUPERVISION}, stdout=sink, stderr=subprocess.STDOUT)
     running = Up(cwd, process, output)
@@ -102,7 +104,7 @@ def _stop(running: Up) -> int:
 def _wait_for(running: Up, pattern: str, timeout_s: float = 60.0) -> re.Match[str]:
     deadline = time.monotonic() + timeout_s
     while not (found := re.search(pattern, running.text())):
-        assert running.process.poll() is None, f"toolgate up exited waiting for {pattern!r}: {running.text()}"
+        assert running.process.poll() is None, f"effectgate up exited waiting for {pattern!r}: {running.text()}"
         assert time.monotonic() < deadline, f"no {pattern!r} after {timeout_s}s: {running.text()}"
         time.sleep(0.2)
     return found
@@ -169,7 +171,7 @@ async def test_redis_killed_is_reported_and_restarted_with_its_data(up: Up) -> N
 
 
 async def test_a_killed_service_is_reported_and_restarted(up: Up) -> None:
-    os.kill(up.child("-m toolgate.executor"), signal.SIGKILL)
+    os.kill(up.child("-m effectgate.executor"), signal.SIGKILL)
     _wait_for(up, r"executor exited \(killed by SIGKILL\); restarting in 0\.2s\n  \| ")
     _wait_for(up, "executor restarted")
     await _a_call_succeeds(up, "after-executor.txt")
@@ -178,7 +180,7 @@ async def test_a_killed_service_is_reported_and_restarted(up: Up) -> None:
 def test_an_mcp_server_that_breaks_and_mends_is_reported_by_up(up: Up) -> None:
     _wait_for(up, r"mcp_flaky: ready since \d\d:\d\d:\d\d")  # the state once the stack is up
     (up.cwd / "BROKEN").write_text("")
-    os.kill(up.child("flaky.py", parent=up.child("-m toolgate.executor")), signal.SIGKILL)
+    os.kill(up.child("flaky.py", parent=up.child("-m effectgate.executor")), signal.SIGKILL)
 
     _wait_for(up, r"mcp_flaky: unavailable since [\d:]+: .*refusing to start: BROKEN is present")
     (up.cwd / "BROKEN").unlink()
@@ -188,8 +190,8 @@ def test_an_mcp_server_that_breaks_and_mends_is_reported_by_up(up: Up) -> None:
 def test_a_server_broken_from_the_start_is_reported_and_listed_as_not_registered(up: Up) -> None:
     _wait_for(up, r"mcp_never: unavailable since [\d:]+: .*missing\.py")
 
-    listed = up.toolgate("tools", "list")
-    described = up.toolgate("tools", "describe", "mcp_never")
+    listed = up.effectgate("tools", "list")
+    described = up.effectgate("tools", "describe", "mcp_never")
 
     told = " ".join(listed.stdout.split())
     assert listed.returncode == 0 and "mcp_never: not registered yet (its MCP server could not be listed)" in told
@@ -201,7 +203,7 @@ def test_a_service_that_dies_at_once_every_time_is_given_up_on(up: Up) -> None:
     database.rename(up.state / "audit.kept")
     database.mkdir()  # the audit service cannot open its database: it exits at start, every time
     try:
-        os.kill(up.child("-m toolgate.audit"), signal.SIGKILL)
+        os.kill(up.child("-m effectgate.audit"), signal.SIGKILL)
         assert up.process.wait(120) == 3, up.text()
     finally:
         database.rmdir()
@@ -210,7 +212,7 @@ def test_a_service_that_dies_at_once_every_time_is_given_up_on(up: Up) -> None:
     assert text.count("audit exited (") == 3, text
     assert re.search(r"audit exited \(exit status \d+\); giving up", text), text
     assert "gave up on audit: it exited 3 times within 300s" in " ".join(text.split())
-    assert "toolgate stopped" in text
+    assert "effectgate stopped" in text
 
 
 def test_up_again_listens_on_the_same_ports_and_stops_cleanly(up: Up, checkout: Path) -> None:
@@ -228,4 +230,4 @@ def test_up_again_listens_on_the_same_ports_and_stops_cleanly(up: Up, checkout: 
     finally:
         code = _stop(again)
     assert code == 0, again.text()
-    assert again.text().rstrip().endswith("toolgate stopped")
+    assert again.text().rstrip().endswith("effectgate stopped")

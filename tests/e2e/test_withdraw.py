@@ -14,10 +14,10 @@ from typing import Any
 import nats
 import pytest
 
-from toolgate.contracts.approval_ids import approval_id_for
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.nats_permissions import agent_user
-from toolgate.contracts.vocabulary import Verdict
+from effectgate.contracts.approval_ids import approval_id_for
+from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.contracts.bus.nats_permissions import agent_user
+from effectgate.contracts.vocabulary import Verdict
 
 pytestmark = pytest.mark.e2e
 
@@ -91,7 +91,7 @@ async def test_another_principal_cannot_withdraw_a_call_through_its_own_subject(
 
 
 async def test_an_agent_cannot_publish_on_another_principals_withdraw_subject(gate: Any, new_id: Any) -> None:
-    """Without NATS users (``TOOLGATE_E2E_AUTH=open``) nothing is refused: the subject token is then anyone's."""
+    """Without NATS users (``EFFECTGATE_E2E_AUTH=open``) nothing is refused: the subject token is then anyone's."""
     owner, request_id, _ = await _pending_write(gate, new_id)
     errors: list[str] = []
 

@@ -4,9 +4,16 @@ For each entry: replace its one line, run its tests, write the file's original b
 A test run that fails (pytest exit 1) caught the removal; one that passes means the
 mechanism is not tested (SURVIVED); anything else (no tests, a collection error, a
 timeout) is an error. Exits non-zero on any survivor or error, and when one of the
-guarantees 1-8 of docs/architecture.md has no entry.
+guarantees 1-8 of docs/explanation/architecture.md has no entry.
 
-    .venv/bin/python tests/mutations/run.py [--only NAME ...] [--list FILE]
+The listed tests first pass unchanged in a child forked from this process (warm,
+tests/mutations/warm.py), which then imports the installed distributions those tests imported;
+each removal's tests then run warm, without seconds of imports each. Tests that fail warm must
+pass unchanged in a new pytest process (cold), and a removal they test runs cold.
+``--shard K/N`` takes every Nth entry from the Kth (CI runs the shards side by side, each in a
+copy of its own, as a removal edits the sources).
+
+    .venv/bin/python tests/mutations/run.py [--only NAME ...] [--shard K/N] [--list FILE]
 """
 
 from __future__ import annotations
@@ -14,23 +21,28 @@ from __future__ import annotations
 import argparse
 import shlex
 import signal
-import subprocess
 import sys
 import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from subprocess import PIPE, STDOUT
 from types import FrameType
+
+from warm import WarmPytest  # next to this file: the script's directory is on sys.path
 
 ROOT = Path(__file__).resolve().parents[2]
 LIST = Path(__file__).with_name("mutations.toml")
-PYTEST = ROOT / ".venv" / "bin" / "pytest"
 GUARANTEES = range(1, 9)
-RUN_TIMEOUT_S = 300
+RUN_TIMEOUT_S = 600
+"""How long one removal's tests may run, seconds (niced beside another run, they may wait for the CPU)."""
+BASELINE_TIMEOUT_S = 1800
+"""How long the unchanged listed tests may run, seconds."""
 VERDICTS: dict[int | None, str] = {0: "SURVIVED", 1: "caught"}
 """pytest's exit status → the verdict on a removal; any other status is an error."""
 FIELDS = ("name", "guarantee", "mechanism", "file", "find", "replace", "tests")
+RUNS = WarmPytest(ROOT)
+COLD: set[str] = set()
+"""Test ids (or prefixes) that failed the warm baseline: a removal they test runs cold."""
 
 
 class Invalid(Exception):
@@ -103,38 +115,25 @@ def mutated(mutation: Mutation, original: bytes) -> bytes:
     return changed.encode("utf-8")
 
 
-def pytest_command(tests: list[str]) -> list[str]:
-    """pytest on ``tests`` with the project's addopts, stopping at the first failure."""
+def pytest_command(tests: list[str], first_failure: bool = True) -> list[str]:
+    """pytest's arguments for ``tests`` with the project's addopts, stopping at the first failure."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     addopts = config["tool"]["pytest"]["ini_options"].get("addopts", [])
     addopts = addopts if isinstance(addopts, str) else shlex.join(addopts)
-    return [str(PYTEST), "-q", "-x", "-p", "no:cacheprovider", "-o", f"addopts={addopts}", *tests]
+    return ["-q", *(["-x"] if first_failure else []), "-p", "no:cacheprovider", "-o", f"addopts={addopts}", *tests]
 
 
-def run_tests(tests: list[str]) -> tuple[int | None, str]:
-    """pytest's exit status (``None``: no result in time) and the last lines it printed."""
-    command = pytest_command(tests)
-    # its own session: a Ctrl-C reaches only this script, which interrupts pytest exactly once
-    with subprocess.Popen(command, cwd=ROOT, stdout=PIPE, stderr=STDOUT, text=True, start_new_session=True) as pytest:
-        try:
-            printed, _ = pytest.communicate(timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            stop(pytest)
-            return None, f"no result within {RUN_TIMEOUT_S}s"
-        except KeyboardInterrupt:
-            stop(pytest)
-            raise
-    return pytest.returncode, "\n".join([f"pytest exit {pytest.returncode}", *printed.strip().splitlines()[-15:]])
+def run_tests(tests: list[str], cold: bool = True, timeout_s: float = RUN_TIMEOUT_S) -> tuple[int | None, str]:
+    """pytest's exit status (``None``: no result in time) and the last lines it printed.
 
-
-def stop(pytest: subprocess.Popen[str]) -> None:
-    """Interrupt pytest once, so its fixtures stop the servers they started; kill it if that hangs."""
-    pytest.send_signal(signal.SIGINT)
-    try:
-        pytest.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        pytest.kill()
-        pytest.communicate()
+    Cold: a new pytest process. Warm: a child forked from :data:`RUNS`, which by then imported
+    what earlier runs imported from outside the checkout: the project's modules are imported
+    afresh (with the removal in place), the installed distributions are not imported again.
+    """
+    status, printed = RUNS.run(pytest_command(tests), timeout_s, cold=cold)
+    if status is None:
+        return None, f"no result within {timeout_s:.0f}s"
+    return status, "\n".join([f"pytest exit {status}", *printed.strip().splitlines()[-15:]])
 
 
 def apply_and_test(mutation: Mutation, originals: dict[str, bytes]) -> Result:
@@ -154,7 +153,7 @@ def _removed_and_tested(mutation: Mutation, original: bytes) -> tuple[int | None
         raise Invalid(f"{mutation.file} changed while the check ran; not touching it")
     try:
         path.write_bytes(change)
-        return run_tests(mutation.tests)
+        return run_tests(mutation.tests, cold=runs_cold(mutation.tests))
     finally:
         path.write_bytes(original)
 
@@ -190,11 +189,12 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", metavar="NAME", help="run only this entry (repeatable)")
+    parser.add_argument("--shard", metavar="K/N", help="run every Nth entry from the Kth")
     parser.add_argument("--list", type=Path, default=LIST, help="the list of removals (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         mutations = load(args.list)
-        originals, chosen = snapshot(mutations), select(mutations, args.only)
+        originals, chosen = snapshot(mutations), select(mutations, args.only, args.shard)
     except Invalid as error:
         print(f"mutations: {error}", file=sys.stderr)
         return 2
@@ -206,24 +206,60 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def select(mutations: list[Mutation], only: list[str] | None) -> list[Mutation]:
-    """The entries named in ``only`` (all of them without it)."""
+def select(mutations: list[Mutation], only: list[str] | None, shard: str | None = None) -> list[Mutation]:
+    """The entries named in ``only`` (all of them without it), of them those of ``shard`` (``K/N``)."""
     unknown = sorted(set(only or []) - {m.name for m in mutations})
     if unknown:
         raise Invalid(f"no entry named {', '.join(unknown)}")
-    return [m for m in mutations if not only or m.name in only]
+    named = [m for m in mutations if not only or m.name in only]
+    index, count = shard_of(shard) if shard else (1, 1)
+    return named[index - 1 :: count]
+
+
+def shard_of(text: str) -> tuple[int, int]:
+    """``K/N`` as ``(K, N)`` with ``1 <= K <= N``.
+
+    Raises:
+        Invalid: ``text`` is not of that form.
+    """
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise Invalid(f"--shard takes K/N with 1 <= K <= N, not {text!r}")
+    return int(index), int(count)
 
 
 def baseline(chosen: list[Mutation]) -> bool:
-    """Whether every listed test passes with nothing removed (else a failing test proves nothing)."""
+    """Whether every listed test passes with nothing removed (else a failing test proves nothing).
+
+    Run warm; those that fail warm (every one when the run ended otherwise) must pass cold, and a
+    removal they test runs cold, so that a warm failure is always the removal's doing.
+    """
     tests = list(dict.fromkeys(test for m in chosen for test in m.tests))
     started = time.monotonic()
-    status, detail = run_tests(tests)
+    status, printed = RUNS.run(["-rfE", *pytest_command(tests, first_failure=False)], BASELINE_TIMEOUT_S)
+    failed = {line.split()[1] for line in printed.splitlines() if line.startswith(("FAILED ", "ERROR "))}
+    COLD.update(failed if status in (0, 1) or failed else {""})  # "": every test id starts with it
     seconds = time.monotonic() - started
-    print(f"baseline: the {len(tests)} listed test ids pass unchanged: {status == 0} ({seconds:.0f}s)", flush=True)
+    print(f"baseline, warm: {len(tests)} test ids, exit {status}, {len(failed)} failed ({seconds:.0f}s)", flush=True)
+    return not COLD or cold_baseline(tests if "" in COLD else sorted(failed))
+
+
+def cold_baseline(tests: list[str]) -> bool:
+    """Whether ``tests``, which failed warm, pass unchanged in a new pytest process."""
+    started = time.monotonic()
+    status, detail = run_tests(tests, timeout_s=BASELINE_TIMEOUT_S)
+    seconds = time.monotonic() - started
+    print(f"baseline, cold: {len(tests)} test ids pass unchanged: {status == 0} ({seconds:.0f}s)", flush=True)
+    for test in tests:
+        print(f"    cold: {test}", flush=True)
     if status != 0:
         print("mutations: the listed tests must pass before anything is removed\n" + detail, file=sys.stderr)
     return status == 0
+
+
+def runs_cold(tests: list[str]) -> bool:
+    """Whether a removal of these tests runs cold: one of them failed the warm baseline."""
+    return any(failed.startswith(test) or test.startswith(failed) for failed in COLD for test in tests)
 
 
 def run_all(chosen: list[Mutation], originals: dict[str, bytes]) -> list[Result]:

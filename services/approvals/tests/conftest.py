@@ -11,18 +11,18 @@ import pytest
 import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.approvals.adapters.redis_store import RedisApprovalStore
-from toolgate.approvals.domain import DecideCommand
-from toolgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
-from toolgate.approvals.ports import ApprovalStore
-from toolgate.approvals.service import Approvals
-from toolgate.contracts.approval_ids import approval_id_for
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import BoundRequest, DecisionMade
-from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.approvals.adapters.redis_store import RedisApprovalStore
+from effectgate.approvals.domain import DecideCommand
+from effectgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
+from effectgate.approvals.ports import ApprovalStore
+from effectgate.approvals.service import Approvals
+from effectgate.contracts.approval_ids import approval_id_for
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import BoundRequest, DecisionMade
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 DIRECTORY = PrincipalDirectory.from_toml(
     """

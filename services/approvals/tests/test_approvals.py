@@ -9,17 +9,19 @@ import pytest
 import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.approvals.adapters.redis_store import RedisApprovalStore
-from toolgate.approvals.domain import ApprovalState, DecideCommand
-from toolgate.approvals.errors import ApprovalStoreUnavailable, IndexLost
-from toolgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
-from toolgate.approvals.ports import ApprovalStore
-from toolgate.approvals.rebuild import rebuild_approvals
-from toolgate.approvals.service import Approvals
-from toolgate.contracts.approval_ids import approval_id_for
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import (
+from effectgate.approvals.adapters.redis_store import RedisApprovalStore
+from effectgate.approvals.domain import ApprovalState, DecideCommand
+from effectgate.approvals.errors import ApprovalStoreUnavailable
+from effectgate.approvals.handlers import answer_bytes, decision_bytes
+from effectgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
+from effectgate.approvals.ports import ApprovalStore
+from effectgate.approvals.rebuild import rebuild_approvals
+from effectgate.approvals.service import Approvals
+from effectgate.contracts.approval_ids import approval_id_for
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.errors import IndexLost
+from effectgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
@@ -27,12 +29,12 @@ from toolgate.contracts.events import (
     DecisionMade,
     encode,
 )
-from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
-from toolgate.contracts.security import digest
-from toolgate.contracts.signing import sign_event, verify_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.settle import Settle
+from effectgate.contracts.integrity.signing import sign_event, verify_event
+from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
+from effectgate.contracts.security import digest
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.shared.consumer.acks import Settle
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 APPROVERS = PrincipalDirectory.from_toml(
@@ -144,9 +146,9 @@ async def test_a_copy_on_a_subject_not_its_own_opens_nothing(store: ApprovalStor
         "the decision subject": Subjects.decision("demo-agent", ns),
         "junk": "tg.needs_approval.demo-agent",
     }[subject]
-    assert await approvals.on_decision_bytes(encode(decision), on) is Settle.TERM
+    assert await decision_bytes(approvals, encode(decision), on) is Settle.TERM
     assert await store.get(approval_id_for("demo-agent", ns)) is None
-    assert await approvals.on_decision_bytes(encode(decision), Subjects.needs_approval("demo-agent", ns)) is Settle.ACK
+    assert await decision_bytes(approvals, encode(decision), Subjects.needs_approval("demo-agent", ns)) is Settle.ACK
     assert await store.get(approval_id_for("demo-agent", ns)) is not None
 
 
@@ -411,7 +413,7 @@ async def test_each_refused_answer_is_reported_once(
     await approvals.on_decision(_decision(ns))
     approval_id = approval_id_for("demo-agent", ns)
     data = body if body is not None else f'{{"approval_id": "{approval_id}", "approve": true}}'.encode()
-    reply = await approvals.answer_bytes(approver, data)
+    reply = await answer_bytes(approvals, approver, data)
     await approvals.reporter.flush()
     assert (reply.ok, reply.reason_code) == (False, code)
     [(subject, event)] = reports
@@ -483,7 +485,7 @@ async def test_a_decision_that_needs_no_approval_is_passed_over_without_its_sign
     store: ApprovalStore, ns: str, verdict: Verdict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checked: list[object] = []
-    monkeypatch.setattr("toolgate.approvals.service.verify_event", lambda *args: checked.append(args) or True)
+    monkeypatch.setattr("effectgate.approvals.service.opening.verify_event", lambda *args: checked.append(args) or True)
     approvals = _approvals(store, Clock(), [])
     assert await approvals.on_decision(_decision(ns, verdict))
     assert checked == [] and await store.get(approval_id_for("demo-agent", ns)) is None

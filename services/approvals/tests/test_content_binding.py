@@ -9,13 +9,13 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.approvals.errors import ContentsUnavailable
-from toolgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
-from toolgate.approvals.rebuild import rebuild_approvals
-from toolgate.contracts.contents import ContentKind, ContentState
-from toolgate.contracts.events import ApprovalGranted, ApprovalRequested
-from toolgate.contracts.rpc.contents import ContentAnswer, ContentQuery
-from toolgate.contracts.signing import sign_event
+from effectgate.approvals.errors import ContentsUnavailable
+from effectgate.approvals.memory import InMemoryApprovalsBus, InMemoryApprovalStore
+from effectgate.approvals.rebuild import rebuild_approvals
+from effectgate.contracts.events import ApprovalGranted, ApprovalRequested
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.rpc.contents import ContentAnswer, ContentQuery
+from effectgate.contracts.tools.contents import ContentKind, ContentState
 
 SEEN = (
     ContentState(pointer="/path", path="notes.txt", kind=ContentKind.FILE, sha256="sha256:" + "a" * 64, size_bytes=5),

@@ -12,11 +12,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.approvals.domain import ApprovalState, DecideCommand
-from toolgate.approvals.early import EarlyAnswers
-from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalVoted
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
+from effectgate.approvals.domain import ApprovalState, DecideCommand
+from effectgate.approvals.early import EarlyAnswers
+from effectgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalVoted
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Verdict
 
 PRINCIPAL = "demo-agent"
 

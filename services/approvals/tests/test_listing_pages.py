@@ -19,15 +19,15 @@ import pytest
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
 
-from toolgate.approvals.handlers import ApprovalsRuntime, build_router
-from toolgate.approvals.listing import SUMMARY_ARGUMENT_BYTES, list_page, page, show
-from toolgate.approvals.rebuild import Rebuilder
-from toolgate.contracts.catalog import Rpc
-from toolgate.contracts.paging import PageQuery
-from toolgate.contracts.signing import sign_event
-from toolgate.devstack.servers import nats_server
-from toolgate.shared.paging import HEADROOM_BYTES
-from toolgate.shared.service import RuntimeCell
+from effectgate.approvals.handlers import ApprovalsRuntime, build_router
+from effectgate.approvals.listing import SUMMARY_ARGUMENT_BYTES, list_page, page, show
+from effectgate.approvals.rebuild import Rebuilder
+from effectgate.contracts.bus.catalog import Rpc
+from effectgate.contracts.bus.paging import PageQuery
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.devstack.servers import nats_server
+from effectgate.shared.consumer.paging import HEADROOM_BYTES
+from effectgate.shared.runtime.assembly import RuntimeCell
 
 SMALL = 65_536
 

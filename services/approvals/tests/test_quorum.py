@@ -10,12 +10,13 @@ import pytest
 import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.approvals.domain import ApprovalState
-from toolgate.approvals.memory import InMemoryApprovalStore
-from toolgate.approvals.ports import ApprovalStore, ReceiptSeen, VoteStatus
-from toolgate.approvals.rebuild import rebuild_approvals
-from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted
-from toolgate.contracts.signing import sign_event, verify_event
+from effectgate.approvals.domain import ApprovalState
+from effectgate.approvals.handlers import answer_bytes
+from effectgate.approvals.memory import InMemoryApprovalStore
+from effectgate.approvals.ports import ApprovalStore, ReceiptSeen, VoteStatus
+from effectgate.approvals.rebuild import rebuild_approvals
+from effectgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested, ApprovalVoted
+from effectgate.contracts.integrity.signing import sign_event, verify_event
 
 
 def _kinds(kit: Any) -> list[str]:
@@ -100,7 +101,7 @@ async def test_a_withdrawn_vote_no_longer_counts(kit: Any) -> None:
 async def test_a_withdraw_that_also_approves_is_refused_as_malformed(kit: Any) -> None:
     await kit.approvals.on_decision(kit.decision("a"))
     body = f'{{"approval_id": "{kit.approval_id("a")}", "approve": true, "withdraw": true}}'.encode()
-    reply = await kit.approvals.answer_bytes("alice", body)
+    reply = await answer_bytes(kit.approvals, "alice", body)
     assert (reply.ok, reply.reason_code) == (False, "malformed") and "withdraw" in reply.reason
     assert (await kit.store.get(kit.approval_id("a"))).votes == ()
 

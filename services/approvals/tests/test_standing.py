@@ -13,14 +13,14 @@ import pytest
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
 
-from toolgate.approvals.early import EarlyAnswers
-from toolgate.approvals.handlers import ApprovalsRuntime, build_router
-from toolgate.approvals.rebuild import Rebuilder
-from toolgate.approvals.standing import status
-from toolgate.contracts.catalog import Rpc
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.shared.service import RuntimeCell
+from effectgate.approvals.early import EarlyAnswers
+from effectgate.approvals.handlers import ApprovalsRuntime, build_router
+from effectgate.approvals.rebuild import Rebuilder
+from effectgate.approvals.standing import status
+from effectgate.contracts.bus.catalog import Rpc
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.shared.runtime.assembly import RuntimeCell
 
 AGENT = "demo-agent"
 
@@ -126,7 +126,7 @@ async def test_a_bad_status_query_is_refused_naming_why(early: Any, client: Clie
 
 @pytest.mark.parametrize("stage", ["undecided", "decided_not_opened"])
 async def test_a_withdrawal_before_the_approval_opens_is_not_open_then_withdraws(early: Any, stage: str) -> None:
-    from toolgate.approvals.withdrawal import withdraw_bytes
+    from effectgate.approvals.withdrawal import withdraw_bytes
 
     body = json.dumps({"request_id": early.ns + "a"}).encode()
     early.bus.undecided.append((AGENT, early.ns + "a"))

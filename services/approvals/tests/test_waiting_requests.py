@@ -20,21 +20,21 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from toolgate.approvals.adapters.redis_store import RedisApprovalStore
-from toolgate.approvals.adapters.stream import StreamApprovalsBus
-from toolgate.approvals.domain import DecideCommand
-from toolgate.approvals.early import EarlyAnswers
-from toolgate.approvals.service import Approvals
-from toolgate.contracts import catalog
-from toolgate.contracts.approval_ids import approval_id_for
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import BoundRequest, DecisionMade, encode
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.devstack.executor_reading import no_files_read
-from toolgate.devstack.servers import nats_server
-from toolgate.shared.provision import ensure_bus
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.approvals.adapters.redis_store import RedisApprovalStore
+from effectgate.approvals.adapters.stream import StreamApprovalsBus
+from effectgate.approvals.domain import DecideCommand
+from effectgate.approvals.early import EarlyAnswers
+from effectgate.approvals.service import Approvals
+from effectgate.contracts.approval_ids import approval_id_for
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import BoundRequest, DecisionMade, encode
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.devstack.executor_reading import no_files_read
+from effectgate.devstack.servers import nats_server
+from effectgate.shared.runtime.reporting import SecurityReporter
+from effectgate.shared.stores.provision import ensure_bus
 
 pytestmark = pytest.mark.connected
 
@@ -148,7 +148,7 @@ async def stack(own_nats: str, redis_client: aioredis.Redis, ns: str) -> AsyncIt
 
 
 def _directory() -> Any:
-    from toolgate.contracts.directory import PrincipalDirectory
+    from effectgate.contracts.directory import PrincipalDirectory
 
     return PrincipalDirectory.from_toml(
         '[principals.demo-agent]\nautonomy = 1\n[approvers.alice]\nroles = ["operator"]\n'

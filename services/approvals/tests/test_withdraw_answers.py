@@ -11,11 +11,11 @@ import pytest
 from faststream.nats import NatsBroker
 from nats.aio.client import Client
 
-from toolgate.approvals.domain import ApprovalState
-from toolgate.approvals.handlers import ApprovalsRuntime, build_router
-from toolgate.approvals.rebuild import Rebuilder
-from toolgate.contracts.catalog import Rpc
-from toolgate.shared.service import RuntimeCell
+from effectgate.approvals.domain import ApprovalState
+from effectgate.approvals.handlers import ApprovalsRuntime, build_router
+from effectgate.approvals.rebuild import Rebuilder
+from effectgate.contracts.bus.catalog import Rpc
+from effectgate.shared.runtime.assembly import RuntimeCell
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from toolgate.approvals.domain import ApprovalState
-from toolgate.approvals.memory import InMemoryApprovalStore
-from toolgate.approvals.withdrawal import withdraw_bytes
-from toolgate.contracts.events import ApprovalGranted, ApprovalRejected
-from toolgate.contracts.rpc.approvals import MAX_WITHDRAW_BYTES, WithdrawReply
-from toolgate.contracts.signing import verify_event
+from effectgate.approvals.domain import ApprovalState
+from effectgate.approvals.memory import InMemoryApprovalStore
+from effectgate.approvals.withdrawal import withdraw_bytes
+from effectgate.contracts.events import ApprovalGranted, ApprovalRejected
+from effectgate.contracts.integrity.signing import verify_event
+from effectgate.contracts.rpc.approvals import MAX_WITHDRAW_BYTES, WithdrawReply
 
 
 async def _withdraw(kit: Any, rid: str, principal: str = "demo-agent") -> WithdrawReply:

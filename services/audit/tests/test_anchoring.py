@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 import msgspec
 import pytest
 
-from toolgate.audit.anchoring import Anchoring, differs
-from toolgate.audit.domain import AuditRecord, next_record
-from toolgate.audit.intake import entry_of
+from effectgate.audit.anchoring import Anchoring, differs
+from effectgate.audit.domain import AuditRecord, next_record
+from effectgate.audit.intake import entry_of
 
 DATA = b'{"type": "receipt.issued", "request_id": "r1", "principal": "p", "occurred_at": "2026-11-30T10:00:00Z"}'
 SUBJECT = "tg.receipt.p.r1"

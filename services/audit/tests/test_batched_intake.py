@@ -17,19 +17,20 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from toolgate.audit.adapters.sqlite import SqliteAuditStore
-from toolgate.audit.adapters.stream_reads import next_reader
-from toolgate.audit.domain import AuditEntry, AuditRecord
-from toolgate.audit.handlers import consumers
-from toolgate.audit.service import Audit
-from toolgate.contracts.catalog import STREAM, ConsumerSpec, Subjects
-from toolgate.contracts.events import DecisionMade, encode
-from toolgate.contracts.security import SecurityKind
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.shared.handling import DurableWorker
-from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.service import RuntimeCell
+from effectgate.audit.adapters.sqlite import SqliteAuditStore
+from effectgate.audit.adapters.stream_reads import next_reader
+from effectgate.audit.domain import AuditEntry, AuditRecord
+from effectgate.audit.handlers import consumers
+from effectgate.audit.ports import Writer
+from effectgate.audit.service import Audit
+from effectgate.contracts.bus.catalog import STREAM, ConsumerSpec, Subjects
+from effectgate.contracts.events import DecisionMade, encode
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.security import SecurityKind
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.shared.consumer.worker import DurableWorker
+from effectgate.shared.runtime.assembly import RuntimeCell
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 pytestmark = pytest.mark.connected
 
@@ -42,8 +43,10 @@ class CrashingStore(SqliteAuditStore):
     appended: asyncio.Event
     sizes: list[int]
 
-    async def append_batch(self, entries: Sequence[AuditEntry]) -> list[AuditRecord | None]:
-        records = await super().append_batch(entries)
+    async def append_batch(
+        self, entries: Sequence[AuditEntry], writer: Writer | None = None
+    ) -> list[AuditRecord | None]:
+        records = await super().append_batch(entries, writer)
         self.sizes.append(len(entries))
         self.appended.set()
         await asyncio.Event().wait()
@@ -55,14 +58,16 @@ class StoppedStore(SqliteAuditStore):
 
     reached: asyncio.Event
 
-    async def append_batch(self, entries: Sequence[AuditEntry]) -> list[AuditRecord | None]:
+    async def append_batch(
+        self, entries: Sequence[AuditEntry], writer: Writer | None = None
+    ) -> list[AuditRecord | None]:
         self.reached.set()
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
 
 class Intake:
-    """A durable consumer of one principal's decisions on the toolgate stream, and audit workers on one chain."""
+    """A durable consumer of one principal's decisions on the effectgate stream, and audit workers on one chain."""
 
     def __init__(self, nc: Client, js: JetStreamContext, ns: str, path: Path) -> None:
         self.nc, self.js, self.ns, self.path = nc, js, ns, path

@@ -7,17 +7,18 @@ import hashlib
 import msgspec
 import pytest
 
-from toolgate.audit.domain import (
+from effectgate.audit.domain import (
     GENESIS,
     AuditEntry,
     AuditRecord,
     ChainFault,
     chain_hash,
     next_record,
+    raise_if_broken,
     verify_chain,
 )
-from toolgate.audit.errors import ChainBroken
-from toolgate.contracts.canonical import sha256_hex
+from effectgate.audit.errors import ChainBroken
+from effectgate.contracts.integrity.canonical import sha256_hex
 
 
 def _event(i: int) -> dict[str, object]:
@@ -71,7 +72,7 @@ def test_a_chain_of_five_verifies() -> None:
     assert result.checked == 5
     assert result.first_broken is None
     assert result.reason_code is None
-    result.raise_if_broken()
+    raise_if_broken(result)
 
 
 def test_empty_chain_verifies() -> None:
@@ -165,7 +166,7 @@ def test_raise_if_broken_carries_the_fields() -> None:
     chain = _chain(5)
     chain[2] = msgspec.structs.replace(chain[2], payload="{}")
     with pytest.raises(ChainBroken) as info:
-        verify_chain(chain).raise_if_broken()
+        raise_if_broken(verify_chain(chain))
     assert info.value.sequence == 3
     assert info.value.reason_code == "hash_mismatch"
     assert "record 3" in info.value.reason

@@ -8,10 +8,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from toolgate.audit.adapters.sqlite import SqliteAuditStore
-from toolgate.audit.intake import entry_of
-from toolgate.audit.queries import EXPORT_PAGE, ExportQuery
-from toolgate.audit.service import EXPORT_PAGE_BYTES, Audit
+from effectgate.audit.adapters.sqlite import SqliteAuditStore
+from effectgate.audit.intake import entry_of
+from effectgate.audit.service import EXPORT_PAGE_BYTES, Audit
+from effectgate.contracts.rpc.audit import EXPORT_PAGE, ExportQuery
 
 
 async def _no_seq() -> int | None:
@@ -46,7 +46,7 @@ async def test_a_page_out_of_bounds_is_refused_naming_them(audit: Audit, after: 
     "body", [b"", b"not json", b"[]", b'{"after": "1"}', b'{"after": 0, "limit": 10, "as": "admin"}', b"{" * 5000]
 )
 def test_a_body_that_is_not_a_query_is_refused_by_the_decoder(body: bytes) -> None:
-    from toolgate.contracts.events import decode_untrusted
+    from effectgate.contracts.events import decode_untrusted
 
     with pytest.raises(msgspec.DecodeError):
         decode_untrusted(msgspec.json.Decoder(ExportQuery), body)

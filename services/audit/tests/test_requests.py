@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.audit.adapters.sqlite import SqliteAuditStore
-from toolgate.audit.intake import entry_of
-from toolgate.audit.queries import MAX_REQUESTS, RequestsQuery
-from toolgate.audit.service import Audit
+from effectgate.audit.adapters.sqlite import SqliteAuditStore
+from effectgate.audit.intake import entry_of
+from effectgate.audit.service import Audit
+from effectgate.contracts.rpc.audit import MAX_REQUESTS, RequestsQuery
 
 
 async def _no_seq() -> int | None:

@@ -11,12 +11,12 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.audit.adapters.sqlite import SqliteAuditStore
-from toolgate.audit.intake import entry_of
-from toolgate.audit.sentinel import SIGNED, forgery
-from toolgate.audit.service import Audit
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import (
+from effectgate.audit.adapters.sqlite import SqliteAuditStore
+from effectgate.audit.intake import entry_of
+from effectgate.audit.sentinel import SIGNED, forgery
+from effectgate.audit.service import Audit
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
@@ -27,11 +27,11 @@ from toolgate.contracts.events import (
     SecurityEvent,
     encode,
 )
-from toolgate.contracts.security import SecurityKind, digest
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.shared.alarms import Alarm
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.rpc.audit import Alarm
+from effectgate.contracts.security import SecurityKind, digest
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 KEYS = {"policy": POLICY.public_key(), "approvals": APPROVALS.public_key()}

@@ -9,11 +9,11 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.audit.domain import AuditEntry, AuditRecord, next_record
-from toolgate.audit.signatures import SIGNED_BY, SignatureCheck, signature_fault
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome
+from effectgate.audit.domain import AuditEntry, AuditRecord, next_record
+from effectgate.audit.signatures import SIGNED_BY, SignatureCheck, signature_fault
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Outcome
 
 KEYS = {name: Ed25519PrivateKey.generate() for name in set(SIGNED_BY.values())}
 PUBLIC = {name: key.public_key() for name, key in KEYS.items()}
@@ -58,7 +58,7 @@ def test_a_field_added_by_a_newer_signer_still_verifies() -> None:
     body = msgspec.to_builtins(_receipt())
     body.pop("signature")
     body["added_later"] = "x"
-    from toolgate.contracts.signing import sign_value
+    from effectgate.contracts.integrity.signing import sign_value
 
     body["signature"] = sign_value(body, KEYS["receipts"])
     assert signature_fault(_record(json.dumps(body)), PUBLIC) is None

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.audit.adapters.sqlite import SqliteAuditStore
-from toolgate.audit.domain import GENESIS, AuditEntry, ChainFault
-from toolgate.audit.errors import StoreError
+from effectgate.audit.adapters.sqlite import SqliteAuditStore
+from effectgate.audit.domain import GENESIS, AuditEntry, ChainFault
+from effectgate.audit.errors import StoreError
 
 
 @pytest.fixture

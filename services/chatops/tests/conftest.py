@@ -11,12 +11,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.chatops.domain import Card, ChatAnswer
-from toolgate.chatops.errors import ChatUnavailable
-from toolgate.chatops.ports import AnswerSink, MemoryCardStore
-from toolgate.chatops.service import ChatOps
-from toolgate.contracts.events import ApprovalRequested, BoundRequest, Related
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.chatops.answers import ChatAnswer
+from effectgate.chatops.domain import Card
+from effectgate.chatops.errors import ChatUnavailable
+from effectgate.chatops.memory import MemoryCardStore
+from effectgate.chatops.ports import AnswerSink
+from effectgate.chatops.service import ChatOps
+from effectgate.contracts.events import ApprovalRequested, BoundRequest, Related
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 

@@ -9,17 +9,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.chatops.domain import (
-    Action,
-    CardState,
-    card_for,
-    command_of,
-    outcome_text,
-    reaction_action,
-    thread_parts,
-)
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.vocabulary import Outcome
+from effectgate.chatops.answers import Action, command_of, reaction_action
+from effectgate.chatops.domain import CardState, card_for, outcome_text, thread_parts
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.vocabulary import Outcome
 
 
 @pytest.mark.parametrize("length", [41, 500, 10_000])
@@ -85,7 +78,7 @@ def test_related_calls_are_warned_about(
     [
         ("!approve ap-0123456789ab", (Action.APPROVE, "ap-0123456789ab", "")),
         ("!reject ap-0123456789ab not today", (Action.REJECT, "ap-0123456789ab", "not today")),
-        ("/toolgate reject ap-0123456789ab  too\nrisky ", (Action.REJECT, "ap-0123456789ab", "too\nrisky")),
+        ("/effectgate reject ap-0123456789ab  too\nrisky ", (Action.REJECT, "ap-0123456789ab", "too\nrisky")),
         ("!withdraw ap-0123456789ab", (Action.WITHDRAW, "ap-0123456789ab", "")),
         ("!approve", (Action.APPROVE, "", "")),
         ("please !approve ap-0123456789ab", None),

@@ -6,10 +6,11 @@ from typing import Any
 
 import msgspec
 
-from toolgate.chatops.adapters import slack_blocks
-from toolgate.chatops.adapters.matrix_card import card_content
-from toolgate.chatops.domain import ListedApproval, card_for, listed_card
-from toolgate.contracts.contents import ContentKind, ContentState
+from effectgate.chatops.adapters.matrix.card import card_content
+from effectgate.chatops.adapters.slack.platform import blocks
+from effectgate.chatops.domain import card_for, listed_card
+from effectgate.contracts.rpc.approvals import PendingApproval
+from effectgate.contracts.tools.contents import ContentKind, ContentState
 
 NOTES = ContentState(
     pointer="/files/0", path="notes.txt", kind=ContentKind.FILE, sha256="sha256:" + "ab" * 32, size_bytes=9
@@ -51,7 +52,7 @@ def test_matrix_and_slack_show_the_lines_as_inert_text(make_requested: Any) -> N
     card = card_for(make_requested(contents=(NOTES, hostile)), fold_chars=40)
 
     matrix = card_content(card, {})
-    slack = [block.to_dict() for block in slack_blocks.card_blocks(card, {}, part_chars=3000)]
+    slack = [block.to_dict() for block in blocks.card_blocks(card, {}, part_chars=3000)]
 
     assert "files (as the approval binds them):\n" + LINES[0] in matrix["body"]
     assert "<a href=" not in matrix["formatted_body"] and "&lt;a href=" in matrix["formatted_body"]
@@ -62,7 +63,7 @@ def test_matrix_and_slack_show_the_lines_as_inert_text(make_requested: Any) -> N
 def test_a_card_built_at_resync_from_the_listing_shows_the_same_lines(make_requested: Any) -> None:
     event = make_requested(contents=(NOTES, NEW, REMOTE))
     listed = msgspec.convert(
-        {**msgspec.to_builtins(event), "votes": [], "joined": []}, ListedApproval, from_attributes=False
+        {**msgspec.to_builtins(event), "votes": [], "joined": []}, PendingApproval, from_attributes=False
     )
 
     assert listed_card(listed, fold_chars=40).contents == LINES

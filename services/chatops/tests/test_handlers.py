@@ -9,13 +9,14 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.chatops.errors import ChatRefused
-from toolgate.chatops.handlers import ChatOpsRuntime, consumers
-from toolgate.chatops.service import ChatOps
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.shared.handling import Delivery, Later, Settle
+from effectgate.chatops.errors import ChatRefused
+from effectgate.chatops.handlers import ChatOpsRuntime, consumers
+from effectgate.chatops.service import ChatOps
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.shared.consumer.consumers import Delivery
+from effectgate.shared.consumer.worker import Later, Settle
 
 KEY, RECEIPTS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 

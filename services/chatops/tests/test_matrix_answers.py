@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from toolgate.chatops.adapters.matrix_answers import Reaction, SyncState, answer_of
-from toolgate.chatops.domain import Action
+from effectgate.chatops.adapters.matrix.answers import Reaction, SyncState, answer_of
+from effectgate.chatops.answers import Action
 
 ROOM, BOT, ALICE, CAROL = "!r:hs", "@bot:hs", "@alice:hs", "@carol:hs"
 

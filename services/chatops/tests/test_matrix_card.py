@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from html.parser import HTMLParser
 from typing import Any
 
-from toolgate.chatops.adapters.matrix_card import CARD_KEY, card_content, edit_content, thread_content
-from toolgate.chatops.domain import Card, CardState
-from toolgate.contracts.events import Related
+from effectgate.chatops.adapters.matrix.card import CARD_KEY, card_content, edit_content, thread_content
+from effectgate.chatops.domain import Card, CardState
+from effectgate.contracts.events import Related
 
 MENTIONS = {"alice": "@alice:hs", "bob": "@bob:hs", "mallory": "@mallory:hs"}
 

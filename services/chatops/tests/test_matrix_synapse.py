@@ -22,10 +22,11 @@ import pytest
 import pytest_asyncio
 from nio import AsyncClient, RoomGetEventResponse
 
-from toolgate.chatops.adapters.matrix import MatrixChat
-from toolgate.chatops.domain import Action, Card, CardState, ChatAnswer
-from toolgate.chatops.errors import ChatRefused, ChatUnavailable
-from toolgate.cli.synapse import Homeserver, MatrixUser
+from effectgate.chatops.adapters.matrix.platform import MatrixChat
+from effectgate.chatops.answers import Action, ChatAnswer
+from effectgate.chatops.domain import Card, CardState
+from effectgate.chatops.errors import ChatRefused, ChatUnavailable
+from effectgate.devstack.synapse import Homeserver, MatrixUser
 
 pytestmark = pytest.mark.matrix
 
@@ -48,7 +49,7 @@ class World:
             self.hs.url,
             self.bot.user_id,
             password or self.bot.password,
-            "TOOLGATEBOT",
+            "EFFECTGATEBOT",
             {self.room},
             mentions,
             state_dir,

@@ -11,13 +11,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from toolgate.chatops.adapters.slack import SlackChat, slack_chat
-from toolgate.chatops.domain import Action, ChatAnswer
-from toolgate.chatops.errors import ChatRefused, ChatUnavailable
-from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, slash_command, view_submission
-from toolgate.chatops.settings import ChatopsSettings
-from toolgate.contracts.security import SecurityKind, digest
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.chatops.adapters.slack.platform import SlackChat
+from effectgate.chatops.answers import Action, ChatAnswer
+from effectgate.chatops.app import slack_chat
+from effectgate.chatops.errors import ChatRefused, ChatUnavailable
+from effectgate.chatops.settings import ChatopsSettings
+from effectgate.contracts.security import SecurityKind, digest
+from effectgate.devstack.fake_slack import FakeSlack
+from effectgate.devstack.slack_requests import block_action, post_signed, slash_command, view_submission
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 MENTIONS = {"alice": "U0ALICE", "bob": "U0BOB"}
@@ -74,7 +76,7 @@ async def test_a_card_is_posted_with_its_metadata_and_mentions(slack: Any, fake:
     ts = await posted(adapter, make_card())
     message = fake.message(CHANNEL, ts)
     assert message is not None
-    metadata = {"event_type": "toolgate_approval", "event_payload": {"approval_id": "ap-0123456789ab"}}
+    metadata = {"event_type": "effectgate_approval", "event_payload": {"approval_id": "ap-0123456789ab"}}
     assert message["metadata"] == metadata
     assert "<@U0ALICE>" in message["text"] and "<@U0BOB>" in message["text"]
     assert fake.called("chat.postMessage")[0]["unfurl_links"] is False
@@ -230,7 +232,7 @@ async def test_the_slash_command_answers_and_replies_to_the_user_alone(slack: An
     ephemeral = await fake.wait_for("chat.postEphemeral")
     assert (ephemeral["channel"], ephemeral["user"]) == (CHANNEL, "U0BOB")
     status, text = await post_signed(adapter.url, slash_command("U0BOB", CHANNEL, "approve everything"), SECRET)
-    assert status == 200 and "usage: /toolgate" in text and sink.answers.empty()
+    assert status == 200 and "usage: /effectgate" in text and sink.answers.empty()
 
 
 async def test_a_reply_to_a_click_goes_to_the_cards_thread(slack: Any, fake: FakeSlack, make_card: Any) -> None:
@@ -255,15 +257,15 @@ async def test_a_failing_workflow_does_not_stop_the_receiver(slack: Any, make_ca
 def test_a_missing_or_empty_secret_is_refused_naming_its_setting(tmp_path: Path) -> None:
     configured = settings(tmp_path, "http://127.0.0.1:9/api/")
     (tmp_path / "slack_signing_secret_file").write_text("\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="TOOLGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE=.*: the file is empty"):
+    with pytest.raises(ValueError, match="EFFECTGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE=.*: the file is empty"):
         slack_chat(configured, MENTIONS)
     missing = configured.model_copy(update={"slack_signing_secret_file": None, "slack_bot_token_file": None})
-    expected = "needs TOOLGATE_CHATOPS_SLACK_BOT_TOKEN_FILE, TOOLGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE"
+    expected = "needs EFFECTGATE_CHATOPS_SLACK_BOT_TOKEN_FILE, EFFECTGATE_CHATOPS_SLACK_SIGNING_SECRET_FILE"
     with pytest.raises(ValueError, match=expected):
         slack_chat(missing, MENTIONS)
     socket = configured.model_copy(update={"slack_mode": "socket"})
-    with pytest.raises(ValueError, match="socket mode.* needs TOOLGATE_CHATOPS_SLACK_APP_TOKEN_FILE"):
+    with pytest.raises(ValueError, match="socket mode.* needs EFFECTGATE_CHATOPS_SLACK_APP_TOKEN_FILE"):
         slack_chat(socket, MENTIONS)
     gone = configured.model_copy(update={"slack_bot_token_file": tmp_path / "nope"})
-    with pytest.raises(ValueError, match="TOOLGATE_CHATOPS_SLACK_BOT_TOKEN_FILE=.*nope: No such file"):
+    with pytest.raises(ValueError, match="EFFECTGATE_CHATOPS_SLACK_BOT_TOKEN_FILE=.*nope: No such file"):
         slack_chat(gone, MENTIONS)

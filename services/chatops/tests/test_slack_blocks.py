@@ -9,11 +9,12 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from toolgate.chatops.adapters import slack_blocks as blocks
-from toolgate.chatops.adapters.slack_answers import click_of, command_answer, rejection_answer
-from toolgate.chatops.domain import Action, CardState
-from toolgate.chatops.fake_slack import block_action, slash_command, view_submission
-from toolgate.contracts.events import Related
+from effectgate.chatops.adapters.slack.answers import click_of, command_answer, rejection_answer
+from effectgate.chatops.adapters.slack.platform import blocks as blocks
+from effectgate.chatops.answers import Action
+from effectgate.chatops.domain import CardState
+from effectgate.contracts.events import Related
+from effectgate.devstack.slack_requests import block_action, slash_command, view_submission
 
 HOSTILE = "<@U999> <!channel> <https://evil.example|click> *bold* &amp; @here"
 MENTIONS = {"alice": "U0ALICE", "bob": "U0BOB"}
@@ -142,4 +143,4 @@ def test_the_reject_dialog_returns_to_its_card_with_the_reason() -> None:
     answer = rejection_answer(body)
     assert answer is not None and answer.action is Action.REJECT and answer.note == "wrong file"
     assert (answer.approval_id, answer.room, answer.message_id) == ("ap-0123456789ab", "C0CARDS", "17.000001")
-    assert rejection_answer(form_body(view_submission("U0BOB", "toolgate_reject", "not json", None))) is None
+    assert rejection_answer(form_body(view_submission("U0BOB", "effectgate_reject", "not json", None))) is None

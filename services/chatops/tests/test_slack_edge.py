@@ -16,13 +16,14 @@ import pytest
 import pytest_asyncio
 from slack_sdk.web.async_client import AsyncWebClient
 
-from toolgate.chatops.adapters.slack_edge import Body, SeenRequests, check_fresh
-from toolgate.chatops.adapters.slack_receiver import Listen, SlackReceiver
-from toolgate.chatops.domain import Action, ChatAnswer
-from toolgate.chatops.errors import RequestRefused
-from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, slash_command
-from toolgate.contracts.security import SecurityKind, digest
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.chatops.adapters.slack.edge import Body, SeenRequests, check_fresh
+from effectgate.chatops.adapters.slack.receiver import Listen, SlackReceiver
+from effectgate.chatops.answers import Action, ChatAnswer
+from effectgate.chatops.errors import RequestRefused
+from effectgate.contracts.security import SecurityKind, digest
+from effectgate.devstack.fake_slack import FakeSlack
+from effectgate.devstack.slack_requests import block_action, post_signed, slash_command
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 SECRET = "edge-signing-secret-0123456789"
 CHANNEL = "C0CARDS"
@@ -182,13 +183,13 @@ async def test_an_oversized_body_gets_413_and_a_report_of_its_digest(
 async def test_a_signed_command_under_the_limit_is_answered(endpoint: Endpoint, reports: list[Any]) -> None:
     command = slash_command("U0ALICE", CHANNEL, "approve ap-" + "a" * 900_000)
     status, text = await post_signed(endpoint[0], command, SECRET)
-    assert (status, "usage: /toolgate" in text, reports) == (200, True, [])
+    assert (status, "usage: /effectgate" in text, reports) == (200, True, [])
 
 
 async def test_a_request_whose_headers_cannot_be_read_gets_400_and_a_report(
     endpoint: Endpoint, reports: list[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="toolgate.chatops.slack.http")
+    caplog.set_level(logging.DEBUG, logger="effectgate.chatops.slack.http")
     click = block_action("U0ALICE", CHANNEL, "1.000001", "approve", AP)
     status, _ = await post_signed(endpoint[0], click, SECRET, headers={"X-Junk": "j" * 65_000})
     assert status == 400

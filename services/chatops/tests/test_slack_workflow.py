@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest_asyncio
 
-from toolgate.chatops.adapters.slack import slack_chat
-from toolgate.chatops.domain import card_for
-from toolgate.chatops.fake_slack import FakeSlack, block_action, post_signed, slash_command
-from toolgate.chatops.ports import MemoryCardStore
-from toolgate.chatops.service import ChatOps
-from toolgate.chatops.settings import ChatopsSettings
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.chatops.app import slack_chat
+from effectgate.chatops.domain import card_for
+from effectgate.chatops.memory import MemoryCardStore
+from effectgate.chatops.service import ChatOps
+from effectgate.chatops.settings import ChatopsSettings
+from effectgate.devstack.fake_slack import FakeSlack
+from effectgate.devstack.slack_requests import block_action, post_signed, slash_command
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 SECRET = "workflow-signing-secret"
 CHANNEL = "C0CARDS"

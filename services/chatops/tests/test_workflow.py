@@ -8,12 +8,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.chatops.domain import Action, CardState, ChatAnswer, ListedApproval
-from toolgate.chatops.errors import ChatRefused, ChatUnavailable
-from toolgate.chatops.handlers import retry_delay_s
-from toolgate.chatops.service import ChatOps
-from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalVoted, ReceiptIssued
-from toolgate.contracts.vocabulary import Outcome
+from effectgate.chatops.answers import Action, ChatAnswer
+from effectgate.chatops.domain import CardState
+from effectgate.chatops.errors import ChatRefused, ChatUnavailable
+from effectgate.chatops.handlers import retry_delay_s
+from effectgate.chatops.service import ChatOps
+from effectgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalVoted, ReceiptIssued
+from effectgate.contracts.rpc.approvals import PendingApproval
+from effectgate.contracts.vocabulary import Outcome
 
 AP = "ap-0123456789ab"
 
@@ -253,7 +255,7 @@ async def test_resync_posts_cards_for_pending_approvals_without_one(
     chatops: ChatOps, chat: Any, approvals: Any, make_requested: Any
 ) -> None:
     listed = msgspec.convert(
-        msgspec.to_builtins(make_requested()) | {"votes": ["bob"], "joined": ["r9"]}, ListedApproval
+        msgspec.to_builtins(make_requested()) | {"votes": ["bob"], "joined": ["r9"]}, PendingApproval
     )
     approvals.pending_list = [listed]
     assert await chatops.resync() == 1
@@ -307,10 +309,10 @@ async def test_a_resynced_card_whose_arguments_the_listing_left_out_never_shows_
 ) -> None:
     listed = msgspec.convert(
         msgspec.to_builtins(make_requested(arguments={})) | {"omitted": ["arguments"], "arguments_bytes": 2_000_000},
-        ListedApproval,
+        PendingApproval,
     )
     approvals.pending_list = [listed]
     assert await chatops.resync() == 1
     ((_, card, _),) = chat.posted
-    assert "2000000 bytes" in card.arguments and f"toolgate approvals show {AP}" in card.arguments
+    assert "2000000 bytes" in card.arguments and f"effectgate approvals show {AP}" in card.arguments
     assert card.arguments != "{}"

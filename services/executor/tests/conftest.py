@@ -11,26 +11,27 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.contents import ContentState
-from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, request_hash
-from toolgate.contracts.recheck import RecheckAnswer, RecheckQuery
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.executor.adapters.contents import ContentReader
-from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.adapters.tool_host import LocalToolHost
-from toolgate.executor.backstop import Backstop, Deadlines
-from toolgate.executor.binding import Guard
-from toolgate.executor.claims import DurableClaims
-from toolgate.executor.memory import InMemoryBus, InMemoryIdempotencyStore
-from toolgate.executor.outlet import ScrubbingBus
-from toolgate.executor.permission import Permission
-from toolgate.executor.running import Runner, ToolHost
-from toolgate.executor.service import Executor, Keys
-from toolgate.executor.timing import Timing
-from toolgate.shared.redaction import Redactor
-from toolgate.shared.secret_detectors import find_secrets
+from effectgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, request_hash
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
+from effectgate.contracts.tools.contents import ContentState
+from effectgate.contracts.tools.descriptors import ToolDescriptor, descriptor_digest
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.executor.adapters.contents import ContentReader
+from effectgate.executor.adapters.file_system import FileSystemTool
+from effectgate.executor.adapters.tool_host import LocalToolHost
+from effectgate.executor.background.backstop import Backstop, Deadlines
+from effectgate.executor.effects.binding import Guard
+from effectgate.executor.effects.claims import DurableClaims
+from effectgate.executor.effects.permission import Permission
+from effectgate.executor.effects.running import Runner, ToolHost
+from effectgate.executor.effects.timing import Timing
+from effectgate.executor.memory import InMemoryBus, InMemoryIdempotencyStore
+from effectgate.executor.receipts.outlet import ScrubbingBus
+from effectgate.executor.service import Executor
+from effectgate.executor.verification import Keys
+from effectgate.shared.secrets.detectors import find_secrets
+from effectgate.shared.secrets.redaction import Redactor
 
 POLICY, APPROVALS = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
 
@@ -51,6 +52,9 @@ class Descriptors:
 
     async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
         return self.by_name.get(tool)
+
+    async def list(self) -> list[ToolDescriptor]:
+        return sorted(self.by_name.values(), key=lambda d: d.name)
 
 
 def answer_with(

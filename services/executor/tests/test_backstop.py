@@ -10,13 +10,13 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.events import ApprovalRequested
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.executor.backstop import Deadlines, deadline
-from toolgate.executor.ports import ApprovalTrail, ClaimRequest
-from toolgate.executor.timing import Timing
-from toolgate.shared.settle import Later, Settle
+from effectgate.contracts.events import ApprovalRequested
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.executor.background.backstop import Deadlines, deadline
+from effectgate.executor.effects.timing import Timing
+from effectgate.executor.ports import ApprovalTrail, ClaimRequest
+from effectgate.shared.consumer.acks import Later, Settle
 
 WRITE = {"path": "late.txt", "content": "x"}
 

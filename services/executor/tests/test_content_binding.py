@@ -13,18 +13,18 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.contents import MAX_REFERENCES, ContentKind, ContentState
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor, descriptor_digest
-from toolgate.contracts.events import BoundRequest, request_hash
-from toolgate.contracts.rpc.contents import ContentQuery, valid_contents
-from toolgate.contracts.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
-from toolgate.executor.adapters.contents import ContentReader
-from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.binding import ContentGuard, ContentReporter
-from toolgate.executor.errors import ToolRefused
-from toolgate.shared.settle import Settle
+from effectgate.contracts.events import BoundRequest, request_hash
+from effectgate.contracts.rpc.contents import ContentQuery, valid_contents
+from effectgate.contracts.tools.contents import MAX_REFERENCES, ContentKind, ContentState
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor, descriptor_digest
+from effectgate.contracts.vocabulary import Outcome, RiskTier, SideEffectClass, Verdict
+from effectgate.executor.adapters.contents import ContentReader
+from effectgate.executor.adapters.file_system import FileSystemTool
+from effectgate.executor.effects.binding import ContentGuard, ContentReporter
+from effectgate.executor.errors import ToolRefused
+from effectgate.shared.consumer.acks import Settle
 
-FILES = {"type": "array", "items": {"type": "string"}, "x-toolgate-file": True}
+FILES = {"type": "array", "items": {"type": "string"}, "x-effectgate-file": True}
 GIT = ToolDescriptor(
     name="mcp_git",
     version="1.0.0",
@@ -166,7 +166,7 @@ def test_the_write_guard_runs_after_the_new_bytes_are_ready_and_a_refusal_leaves
     with pytest.raises(ToolRefused):
         asyncio.run(tool.call("write", {"path": "t.txt", "content": "new"}, guard))
 
-    assert len(seen) == 1 and any(name.startswith(".toolgate-") for name in seen[0])  # only the rename remained
+    assert len(seen) == 1 and any(name.startswith(".effectgate-") for name in seen[0])  # only the rename remained
     assert sorted(os.listdir(tmp_path)) == ["t.txt"] and (tmp_path / "t.txt").read_text() == "old"
 
 
@@ -245,6 +245,9 @@ async def test_a_granted_read_of_a_file_rewritten_since_the_approval_opened_retu
 class _Descriptors:
     async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
         return GIT if tool == GIT.name else None
+
+    async def list(self) -> list[ToolDescriptor]:
+        return [GIT]
 
 
 def _query(files: list[str], digest: str | None = None) -> ContentQuery:

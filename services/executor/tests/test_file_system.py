@@ -12,10 +12,10 @@ import jsonschema_rs
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.executor.adapters.file_system import INLINE_READ_BYTES, FileSystemTool
-from toolgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.executor.adapters.file_system import INLINE_READ_BYTES, FileSystemTool
+from effectgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
 
 DESCRIPTOR_PATH = Path(__file__).resolve().parents[3] / "deploy" / "tools" / "file_system.json"
 
@@ -472,7 +472,7 @@ async def test_no_write_takes_effect_once_the_lease_lapsed(root: Path) -> None:
             await lapsed.call("write", {"path": path, "content": "after"})
         assert caught.value.reason_code == "lease_lost"
     assert (root / "kept.txt").read_text() == "before" and not (root / "new.txt").exists()
-    assert not [p for p in _tree(root) if p.name.startswith(".toolgate-")], "a temporary file was left behind"
+    assert not [p for p in _tree(root) if p.name.startswith(".effectgate-")], "a temporary file was left behind"
 
 
 @pytest.mark.parametrize(
@@ -487,7 +487,7 @@ async def test_a_small_file_is_read_on_the_loop_a_larger_one_in_a_thread_with_th
         handed.append(work)
         return work(*args)
 
-    monkeypatch.setattr("toolgate.executor.adapters.file_system.asyncio.to_thread", to_thread)
+    monkeypatch.setattr("effectgate.executor.adapters.file_system.asyncio.to_thread", to_thread)
     data = b"y" * size_bytes
     (root / "sized.txt").write_bytes(data)
     found = await tool.call("read", {"path": "sized.txt"})
@@ -506,5 +506,5 @@ async def test_a_large_file_read_in_the_thread_is_checked_again_from_the_start(
         os.symlink(outside / "secret.txt", root / "big.txt")
         return await real(work, *args)
 
-    monkeypatch.setattr("toolgate.executor.adapters.file_system.asyncio.to_thread", swap_then_thread)
+    monkeypatch.setattr("effectgate.executor.adapters.file_system.asyncio.to_thread", swap_then_thread)
     assert (await refused(tool, "read", {"path": "big.txt"})).reason_code == "path_outside_sandbox"

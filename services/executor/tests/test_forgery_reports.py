@@ -11,15 +11,15 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ApprovalRejected, encode, request_hash
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.executor.handlers import consumers
-from toolgate.shared.handling import Delivery
-from toolgate.shared.reporting import SecurityReporter
-from toolgate.shared.settle import Later, Settle
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ApprovalRejected, encode, request_hash
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.executor.handlers import consumers
+from effectgate.shared.consumer.acks import Later, Settle
+from effectgate.shared.consumer.consumers import Delivery
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 WRITE = {"path": "f.txt", "content": "x"}
 
@@ -171,7 +171,7 @@ async def test_a_decision_that_needs_approval_is_passed_over_without_its_signatu
     harness: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checked: list[object] = []
-    monkeypatch.setattr("toolgate.executor.service.verify_event", lambda *args: checked.append(args) or True)
+    monkeypatch.setattr("effectgate.executor.verification.verify_event", lambda *args: checked.append(args) or True)
     decision = harness.decision("write", WRITE, verdict=Verdict.NEEDS_APPROVAL)
     assert await harness.executor.on_decision(decision) is Settle.ACK
     assert checked == [] and harness.receipts == []
@@ -181,7 +181,7 @@ async def test_a_young_request_is_scheduled_by_the_backstop_without_its_body_dec
     harness: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     decoded: list[object] = []
-    monkeypatch.setattr("toolgate.executor.handlers.request_identity", lambda *args: decoded.append(args) or "r1")
+    monkeypatch.setattr("effectgate.executor.handlers.request_identity", lambda *args: decoded.append(args) or "r1")
     runtime = SimpleNamespace(executor=harness.executor, backstop=harness.backstop, upkeep=None)
     handle = next(c.handle for c in consumers(lambda: runtime) if c.spec is catalog.BACKSTOP_CONSUMER)  # type: ignore[arg-type]
     settle = await handle(_delivery(Subjects.request("demo-agent"), b'{"request_id": "r1"}'))

@@ -12,11 +12,13 @@ import redis.asyncio as aioredis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
-from toolgate.executor.errors import IdempotencyStoreUnavailable, IndexLost
-from toolgate.executor.memory import InMemoryIdempotencyStore
-from toolgate.executor.ports import Claim, ClaimRequest, ClaimState, IdempotencyStore, Restored
-from toolgate.shared.idempotency import EPOCH_KEY, key_digest, record_key
+from effectgate.contracts.errors import IndexLost
+from effectgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
+from effectgate.executor.domain import Claim, ClaimState
+from effectgate.executor.errors import IdempotencyStoreUnavailable
+from effectgate.executor.memory import InMemoryIdempotencyStore
+from effectgate.executor.ports import ClaimRequest, IdempotencyStore, Restored
+from effectgate.shared.stores.idempotency import EPOCH_KEY, key_digest, record_key
 
 TTL_S = 30.0
 

@@ -10,11 +10,15 @@ from typing import Any
 import jsonschema_rs
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.executor.adapters.mcp_client import McpToolHost
-from toolgate.executor.errors import ToolFailed, ToolRefused, ToolTimeout
-from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.shared.mcp_config import McpServerConfig, resolve_command
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.devstack.timing import scaled
+from effectgate.executor.adapters.mcp.client import McpToolHost
+from effectgate.executor.errors import ToolFailed, ToolRefused, ToolTimeout
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.shared.mcp.loading import resolve_command
+from effectgate.shared.mcp.servers import McpServerConfig
+
+pytestmark = pytest.mark.timing  # waits on the MCP server processes it starts (limits: scaled)
 
 TEST_SERVER = """
 import asyncio
@@ -82,8 +86,9 @@ async def host(configs: dict[str, McpServerConfig]) -> AsyncIterator[McpToolHost
 
 @pytest.fixture(scope="module")
 async def registered(configs: dict[str, McpServerConfig]) -> dict[str, ToolDescriptor]:
-    """What the registry publishes for each server: the operations the calls run under."""
-    return {name: await import_mcp_server(config) for name, config in configs.items()}
+    """What the registry publishes for each server: the operations the calls run under (imported together)."""
+    imported = await asyncio.gather(*(import_mcp_server(config) for config in configs.values()))
+    return dict(zip(configs, imported, strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +120,7 @@ def server_pids(fragment: str) -> set[int]:
 
 
 async def wait_until(predicate: Any, timeout_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
+    deadline = asyncio.get_running_loop().time() + scaled(timeout_s)
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
         await asyncio.sleep(0.05)

@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.file_references import FILE_MARKER
-from toolgate.executor.adapters.contents import ContentReader
-from toolgate.executor.adapters.mcp_client import McpToolHost
-from toolgate.executor.binding import ContentGuard
-from toolgate.executor.errors import ToolRefused
-from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.shared.mcp_config import McpServerConfig, Override, resolve_command
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.tools.file_references import FILE_MARKER
+from effectgate.executor.adapters.contents import ContentReader
+from effectgate.executor.adapters.mcp.client import McpToolHost
+from effectgate.executor.effects.binding import ContentGuard
+from effectgate.executor.errors import ToolRefused
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.shared.mcp.loading import resolve_command
+from effectgate.shared.mcp.servers import McpServerConfig, Override
 
 
 def _git(repo: Path, *args: str) -> str:

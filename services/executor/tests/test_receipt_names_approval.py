@@ -15,11 +15,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.executor.ports import ApprovalTrail
-from toolgate.shared.settle import Settle
+from effectgate.contracts.events import ApprovalGranted, ApprovalRejected, ApprovalRequested
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.executor.ports import ApprovalTrail
+from effectgate.shared.consumer.acks import Settle
 
 WRITE = {"path": "named.txt", "content": "x"}
 
@@ -133,8 +133,8 @@ async def test_a_call_that_needed_no_approval_names_none_even_while_another_is_g
 
 
 def test_only_the_receipt_of_the_request_being_handled_is_stamped(harness: Any) -> None:
-    from toolgate.executor.domain import receipt
-    from toolgate.executor.waiting_on import stamped, waiting_on
+    from effectgate.executor.domain import receipt
+    from effectgate.executor.receipts.waiting_on import stamped, waiting_on
 
     own, other = (harness.decision("read", {"path": "a.txt"}, rid=rid) for rid in ("r1", "r2"))
     with waiting_on("demo-agent", "r1", "ap-ffffffffffff"):

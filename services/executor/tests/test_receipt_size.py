@@ -15,13 +15,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.events import ReceiptIssued, ResultRef
-from toolgate.contracts.receipt_detail import REASON_CHARS, ReceiptDetail, with_detail
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown
-from toolgate.executor.fitting import MIN_LIMIT_BYTES, fit, last_resort, size_bytes
-from toolgate.executor.ports import ClaimRequest, ClaimState
+from effectgate.contracts.events import ReceiptIssued, ResultRef
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.receipt_detail import REASON_CHARS, ReceiptDetail, with_detail
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.executor.domain import ClaimState
+from effectgate.executor.errors import ToolFailed, ToolOutcomeUnknown
+from effectgate.executor.ports import ClaimRequest
+from effectgate.executor.receipts.fitting import MIN_LIMIT_BYTES, fit, last_resort, size_bytes
 
 LIMIT = 65_536
 CONFIGURED = "Op3rator-Only-Credential"

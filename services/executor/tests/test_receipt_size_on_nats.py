@@ -18,29 +18,32 @@ import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.aio.client import Client
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.descriptors import ToolDescriptor, descriptor_digest
-from toolgate.contracts.events import BoundRequest, DecisionMade, request_hash
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.devstack.servers import ServerProcess, nats_server
-from toolgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
-from toolgate.executor.adapters.stream import StreamBus
-from toolgate.executor.claims import DurableClaims
-from toolgate.executor.errors import ToolFailed
-from toolgate.executor.outlet import ScrubbingBus
-from toolgate.executor.permission import Permission
-from toolgate.executor.running import Runner
-from toolgate.executor.service import Executor, Keys
-from toolgate.executor.timing import Timing
-from toolgate.sdk import ToolClient
-from toolgate.sdk.receipts import ReceiptVerifier
-from toolgate.shared.bus import next_message
-from toolgate.shared.idempotency import EPOCH_KEY
-from toolgate.shared.provision import ensure_bus
-from toolgate.shared.redaction import Redactor
-from toolgate.shared.secret_detectors import find_secrets
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import BoundRequest, DecisionMade, request_hash
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.tools.descriptors import ToolDescriptor, descriptor_digest
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.devstack.records_reading import records_answered
+from effectgate.devstack.servers import ServerProcess, nats_server
+from effectgate.executor.adapters.contents import ContentReader
+from effectgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
+from effectgate.executor.adapters.stream import StreamBus
+from effectgate.executor.effects.claims import DurableClaims
+from effectgate.executor.effects.permission import Permission
+from effectgate.executor.effects.running import Runner
+from effectgate.executor.effects.timing import Timing
+from effectgate.executor.errors import ToolFailed
+from effectgate.executor.receipts.outlet import ScrubbingBus
+from effectgate.executor.service import Executor
+from effectgate.executor.verification import Keys
+from effectgate.sdk import ToolClient
+from effectgate.sdk.receipts import ReceiptVerifier
+from effectgate.shared.secrets.detectors import find_secrets
+from effectgate.shared.secrets.redaction import Redactor
+from effectgate.shared.stores.idempotency import EPOCH_KEY
+from effectgate.shared.stores.provision import ensure_bus
+from effectgate.shared.stores.stream import next_message
 
 pytestmark = pytest.mark.connected
 
@@ -86,6 +89,9 @@ class _Descriptors:
 
     async def get(self, tool: str, version: str | None = None) -> ToolDescriptor | None:
         return self.descriptor
+
+    async def list(self) -> list[ToolDescriptor]:
+        return [self.descriptor]
 
 
 @dataclass
@@ -143,7 +149,9 @@ async def stack(nc: Client, redis_client: aioredis.Redis, repo_root: Path, ns: s
         store=store,
         bus=outlet,
         descriptors=_Descriptors(descriptor),
-        runner=Runner(tool, outlet, clock, inline_result_bytes=262_144, max_result_bytes=2**26),
+        runner=Runner(
+            tool, outlet, clock, inline_result_bytes=262_144, max_result_bytes=2**26, contents=ContentReader({})
+        ),
         permission=Permission(outlet, POLICY.public_key(), clock, timing),
         claims=DurableClaims(outlet, store, clock, "exec-1", timing.idempotency_ttl_s),
         keys=Keys(policy=POLICY.public_key(), approvals=APPROVALS.public_key()),
@@ -152,7 +160,8 @@ async def stack(nc: Client, redis_client: aioredis.Redis, repo_root: Path, ns: s
         timing=timing,
     )
     agent = ToolClient(nc, f"agent-{ns}", ReceiptVerifier(RECEIPTS.public_key()))
-    yield Stack(executor, tool, descriptor, agent, nc, f"agent-{ns}")
+    async with records_answered(nc):  # the agent reads kept details back as from the executor
+        yield Stack(executor, tool, descriptor, agent, nc, f"agent-{ns}")
 
 
 WRITE = ("write", {"path": "a.txt", "content": "x"})

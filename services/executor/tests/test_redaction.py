@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.executor.memory import InMemoryBus
-from toolgate.executor.outlet import INLINE_SCRUB_BYTES, ScrubbingBus
-from toolgate.shared.log_scrubbing import ScrubbingLogFilter
-from toolgate.shared.redaction import Redactor, placeholder, pointer
-from toolgate.shared.secret_detectors import find_secrets
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.executor.memory import InMemoryBus
+from effectgate.executor.receipts.outlet import INLINE_SCRUB_BYTES, ScrubbingBus
+from effectgate.shared.secrets.detectors import find_secrets
+from effectgate.shared.secrets.log_scrubbing import ScrubbingLogFilter
+from effectgate.shared.secrets.redaction import Redactor, placeholder, pointer
 
 CONFIGURED = "Zq9-configured-value"
 """An operator-configured secret no detector recognises."""
@@ -246,7 +246,7 @@ async def test_a_small_result_is_scrubbed_on_the_loop_a_large_one_in_a_thread_an
         handed.append(work)
         return work(*args)
 
-    monkeypatch.setattr("toolgate.executor.outlet.asyncio.to_thread", to_thread)
+    monkeypatch.setattr("effectgate.executor.receipts.outlet.asyncio.to_thread", to_thread)
     outlet = ScrubbingBus(InMemoryBus(), REDACTOR)
     clean, redactions = await outlet.scrub_result({"out": f"key {CONFIGURED}", "filler": "x" * filler_bytes})
     assert redactions == ("/result/out",) and CONFIGURED not in str(clean)

@@ -9,11 +9,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.events import ReceiptIssued, ResultRef
-from toolgate.contracts.replays import ended_as, outcome_label
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.executor.domain import replay_receipt
-from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
+from effectgate.contracts.events import ReceiptIssued, ResultRef
+from effectgate.contracts.replays import ended_as, outcome_label
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.executor.domain import replay_receipt
+from effectgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 
 READ, WRITE = ("read", {"path": "a.txt"}), ("write", {"path": "a.txt", "content": "x"})
 SECRET = "AKIA" + "Z" * 16

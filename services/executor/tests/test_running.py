@@ -12,9 +12,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
-from toolgate.shared.settle import Settle
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
+from effectgate.shared.consumer.acks import Settle
 
 READ, WRITE = ("read", {"path": "a.txt"}), ("write", {"path": "a.txt", "content": "x"})
 
@@ -195,8 +195,8 @@ async def test_the_request_line_of_a_run_gives_the_tool_time(
     scripted: Any, member: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     harness, _ = scripted(ENDINGS[member][0])
-    with caplog.at_level(logging.INFO, logger="toolgate.requests"):
+    with caplog.at_level(logging.INFO, logger="effectgate.requests"):
         await harness.executor.on_decision(harness.decision(*WRITE))
-    (line,) = [record for record in caplog.records if record.name == "toolgate.requests"]
+    (line,) = [record for record in caplog.records if record.name == "effectgate.requests"]
     assert line.getMessage() == "receipt" and line.outcome != "succeeded"
     assert isinstance(line.tool_ms, float) and line.tool_ms >= 0

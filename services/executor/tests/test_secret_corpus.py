@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from toolgate.shared.redaction import Redactor
-from toolgate.shared.secret_detectors import find_secrets
+from effectgate.shared.secrets.detectors import find_secrets
+from effectgate.shared.secrets.redaction import Redactor
 
 REDACTOR = Redactor(find_secrets)
 

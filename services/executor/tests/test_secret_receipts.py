@@ -14,10 +14,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, Verdict
-from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused
-from toolgate.executor.ports import ClaimRequest, ClaimState
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Outcome, Verdict
+from effectgate.executor.domain import ClaimState
+from effectgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused
+from effectgate.executor.ports import ClaimRequest
 
 CONFIGURED = "Op3rator-Only-Credential"
 SECRETS = ("hunter2", "Ab12Cd34Ef56Gh78", CONFIGURED)

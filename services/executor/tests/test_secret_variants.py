@@ -19,8 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from toolgate.shared.redaction import Redactor
-from toolgate.shared.secret_detectors import find_secrets
+from effectgate.shared.secrets.detectors import find_secrets
+from effectgate.shared.secrets.redaction import Redactor
 
 REDACTOR = Redactor(find_secrets)
 

@@ -11,13 +11,14 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.events import ApprovalRejected
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome, SideEffectClass, Verdict
-from toolgate.executor.domain import Step, next_step
-from toolgate.executor.errors import IdempotencyStoreUnavailable, IndexLost
-from toolgate.executor.ports import Claim, ClaimRequest, ClaimState
-from toolgate.shared.settle import Later, Settle
+from effectgate.contracts.errors import IndexLost
+from effectgate.contracts.events import ApprovalRejected
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Outcome, SideEffectClass, Verdict
+from effectgate.executor.domain import Claim, ClaimState, Step, next_step
+from effectgate.executor.errors import IdempotencyStoreUnavailable
+from effectgate.executor.ports import ClaimRequest
+from effectgate.shared.consumer.acks import Later, Settle
 
 WRITE = {"path": "b.txt", "content": "one"}
 
@@ -59,7 +60,7 @@ async def test_grant_runs_only_the_approved_arguments(harness: Any, sandbox: Pat
     decision = harness.decision("write", {"path": "d.txt", "content": "approved"}, verdict=Verdict.NEEDS_APPROVAL)
     assert await harness.executor.on_decision(decision) is Settle.ACK and harness.receipts == []
     other = msgspec.structs.replace(decision.request, arguments={"path": "d.txt", "content": "other"})
-    from toolgate.contracts.events import request_hash
+    from effectgate.contracts.events import request_hash
 
     assert await harness.executor.on_granted(harness.grant(decision, request_hash(other))) is Settle.TERM
     foreign = harness.grant(decision, key=Ed25519PrivateKey.generate())
@@ -274,7 +275,7 @@ async def test_a_key_the_index_lost_is_found_in_the_stream_and_never_runs_twice(
 
 
 async def test_a_lost_index_refuses_every_claim_until_rebuilt(harness: Any, sandbox: Path) -> None:
-    from toolgate.executor.rebuild import rebuild_index
+    from effectgate.executor.background.rebuild import rebuild_index
 
     done = harness.decision("write", {"path": "o.txt", "content": "x"})
     await harness.executor.on_decision(done)
@@ -288,7 +289,7 @@ async def test_a_lost_index_refuses_every_claim_until_rebuilt(harness: Any, sand
 
 async def test_a_write_whose_request_already_has_a_receipt_does_not_run(harness: Any, sandbox: Path) -> None:
     decision = harness.decision("write", {"path": "p.txt", "content": "x"})
-    from toolgate.executor.domain import undecided_receipt
+    from effectgate.executor.domain import undecided_receipt
 
     harness.bus.receipts["r1"] = undecided_receipt("demo-agent", "r1", harness.clock(), "ended by the backstop")
     assert await harness.executor.on_decision(decision) is Settle.ACK
@@ -350,7 +351,7 @@ async def test_other_arguments_under_a_key_only_the_stream_remembers_are_refused
 
 
 async def test_a_rebuilt_index_waits_for_a_run_that_is_still_live(harness: Any) -> None:
-    from toolgate.executor.rebuild import rebuild_index
+    from effectgate.executor.background.rebuild import rebuild_index
 
     await _crashed_run(harness, harness.decision("write", {"path": "w.txt", "content": "x"}), instance="exec-live")
     harness.store.lose_everything()
@@ -362,7 +363,7 @@ async def test_a_rebuilt_index_waits_for_a_run_that_is_still_live(harness: Any) 
 
 
 async def test_a_rebuild_whose_index_is_lost_again_midway_starts_over(harness: Any) -> None:
-    from toolgate.executor.rebuild import rebuild_index
+    from effectgate.executor.background.rebuild import rebuild_index
 
     for n in range(2):
         await harness.executor.on_decision(
@@ -401,7 +402,7 @@ async def test_an_executor_whose_lease_lapsed_starts_no_write_and_frees_the_key(
 
 
 def test_the_lease_lapses_without_heartbeats() -> None:
-    from toolgate.executor.upkeep import Lease
+    from effectgate.executor.background.upkeep import Lease
 
     now = [100.0]
     lease = Lease(valid_s=3.0, clock=lambda: now[0])

@@ -10,14 +10,14 @@ import msgspec
 import pytest
 from nacl.public import PrivateKey
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.sealing import SEALED_LABEL, seal
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.adapters.tool_host import LocalToolHost
-from toolgate.executor.errors import ToolFailed
-from toolgate.executor.unsealing import Unsealer, redact
-from toolgate.shared.settle import Settle
+from effectgate.contracts.integrity.sealing import SEALED_LABEL, seal
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.executor.adapters.file_system import FileSystemTool
+from effectgate.executor.adapters.tool_host import LocalToolHost
+from effectgate.executor.effects.unsealing import Unsealer, redact
+from effectgate.executor.errors import ToolFailed
+from effectgate.shared.consumer.acks import Settle
 
 from .conftest import Harness, ScriptedTool
 

@@ -13,15 +13,17 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import RateLimit, ToolDescriptor, rate_limit_problem, rate_of
-from toolgate.contracts.events import DecisionMade, ToolRequested, encode, request_identity
-from toolgate.contracts.recheck import RecheckQuery
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import load_policy
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex, ReplayState
-from toolgate.policy.recheck import recheck
+from effectgate.contracts.events import DecisionMade, ToolRequested, encode, request_identity
+from effectgate.contracts.rpc.recheck import RecheckQuery
+from effectgate.contracts.tools.descriptors import RateLimit, ToolDescriptor, rate_limit_problem, rate_of
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.pipeline.recheck import recheck
+from effectgate.policy.ports import ReplayState
+from effectgate.policy.service import Envelope, PolicyPorts
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 WRITE = {"path": "a.txt", "content": "x"}

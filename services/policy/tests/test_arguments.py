@@ -8,18 +8,19 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ToolRequested, encode
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.args_schema import Vocabulary
-from toolgate.policy.attributes import parse_attributes
-from toolgate.policy.domain import Envelope, PolicyPorts
-from toolgate.policy.domain import decide as domain_decide
-from toolgate.policy.engine import PolicyEngine, PolicyOutcome, build_engine
-from toolgate.policy.errors import PolicyInvalid
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import ToolRequested, encode
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.args_schema import Vocabulary
+from effectgate.policy.cedar.attributes import parse_attributes
+from effectgate.policy.cedar.engine import PolicyEngine, PolicyOutcome
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.errors import PolicyInvalid
+from effectgate.policy.handlers.requests import decide as domain_decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
 
 SE, RT = SideEffectClass, RiskTier
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

@@ -10,12 +10,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.js import JetStreamContext
 
-from toolgate.contracts.catalog import STREAM, Subjects
-from toolgate.contracts.events import DecisionMade, decode_event, encode
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.adapters.asking import ask_for_approval
-from toolgate.shared.bus import next_message, publish_once
+from effectgate.contracts.bus.catalog import STREAM, Subjects
+from effectgate.contracts.events import DecisionMade, decode_event, encode
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.adapters.asking import ask_for_approval
+from effectgate.shared.stores.stream import next_message, publish_once
 
 pytestmark = pytest.mark.connected
 

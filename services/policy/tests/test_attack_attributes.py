@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.policy.attributes import parse_attributes
-from toolgate.policy.engine import build_engine
-from toolgate.policy.errors import PolicyInvalid
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.policy.cedar.attributes import parse_attributes
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.errors import PolicyInvalid
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
 
@@ -44,7 +44,7 @@ def test_an_allowed_host_no_destination_host_can_equal_is_refused(entry: str) ->
 
     Now: accepted; ``context.destination_host`` is always a lower-case bare host, so the
     entry never matches and every read of that site silently waits for an operator (fail
-    closed, but a silent never-match the README says policies cannot have). Should:
+    closed, but a silent never-match docs/how-to/write-policies.md says policies cannot have). Should:
     ``PolicyInvalid`` naming ``agents.a1.allowed_hosts`` and the entry.
     """
     with pytest.raises(PolicyInvalid, match="agents.a1.allowed_hosts"):

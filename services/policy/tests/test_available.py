@@ -9,19 +9,21 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ToolRequested, encode
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.app import _ports
-from toolgate.policy.attributes import Attributes
-from toolgate.policy.available import AvailableDescriptors
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import build_engine
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.policy.settings import PolicySettings
-from toolgate.policy.tool_listing import get_for, list_for
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import ToolRequested, encode
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.app import _ports
+from effectgate.policy.cedar.attributes import Attributes
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.handlers.listings import get_for
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.available import AvailableDescriptors
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.in_force.tool_listing import list_for
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
+from effectgate.policy.settings import PolicySettings
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 DIRECTORY = '[principals.a1]\nautonomy = 1\n[approvers.ops]\nroles = ["operator", "sre", "finance", "security"]\n'
@@ -81,7 +83,7 @@ async def test_only_descriptors_whose_references_exist_are_listed(ports: PolicyP
 async def test_a_dangling_descriptor_is_called_and_looked_up_like_a_missing_tool(
     ports: PolicyPorts, tool: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, "toolgate.policy")
+    caplog.set_level(logging.ERROR, "effectgate.policy")
     denied, missing = await decide(_call(tool), ports), await decide(_call("nothing"), ports)
 
     assert (denied.verdict, denied.reason_code) == (Verdict.DENY, "unknown_tool")

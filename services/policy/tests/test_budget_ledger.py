@@ -14,18 +14,11 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
-from toolgate.policy.budget_ports import (
-    BudgetCounter,
-    BudgetLedger,
-    Charge,
-    Held,
-    InMemoryBudgetLedger,
-    RecordState,
-    counter_key,
-    record_key,
-)
-from toolgate.policy.errors import BudgetsLost, BudgetUnavailable
+from effectgate.policy.adapters.redis_budgets import RedisBudgetLedger
+from effectgate.policy.budgets.ledger import BudgetCounter, Charge, Held, RecordState, counter_key, record_key
+from effectgate.policy.errors import BudgetsLost, BudgetUnavailable
+from effectgate.policy.memory import InMemoryBudgetLedger
+from effectgate.policy.ports import BudgetLedger
 
 DAY = 86_400
 START = 1_796_083_200  # 2026-12-01T00:00:00Z

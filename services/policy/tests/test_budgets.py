@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.policy.budgets import (
+from effectgate.contracts.tools.descriptors import OperationSpec
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.policy.budgets.rules import (
     ANY_PRINCIPAL,
     Budget,
     CostUnknown,
@@ -21,7 +21,7 @@ from toolgate.policy.budgets import (
     units_of,
     window_start,
 )
-from toolgate.policy.errors import PolicyInvalid
+from effectgate.policy.errors import PolicyInvalid
 
 DAILY = """
 [[budgets]]
@@ -167,8 +167,8 @@ def test_units_print_back_as_the_exact_cost() -> None:
 
 def test_an_invalid_budgets_file_leaves_no_policy_in_force(repo_root: Path, tmp_path: Path) -> None:
     """Same as an invalid policy: not ready, every request denied, and the reason names the entry and field."""
-    from toolgate.policy.app import _holder
-    from toolgate.policy.settings import PolicySettings
+    from effectgate.policy.app import _holder
+    from effectgate.policy.settings import PolicySettings
 
     budgets = tmp_path / "budgets.toml"
     budgets.write_text('[[budgets]]\nname = "daily"\nprincipal = "*"\nlimit = 3\nwindow_s = 86400\nwindow = 1\n')

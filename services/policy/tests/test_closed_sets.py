@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.policy.attributes import Attributes
-from toolgate.policy.engine import PolicyEngine, build_engine, load_policy
-from toolgate.policy.errors import PolicyInvalid
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.policy.cedar.attributes import Attributes
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import build_engine, load_policy
+from effectgate.policy.errors import PolicyInvalid
 
 DIRECTORY = PrincipalDirectory.from_toml(
     '[principals.a1]\nautonomy = 1\n[approvers.alice]\nroles = ["operator", "finance"]\n'
@@ -144,8 +145,8 @@ def test_an_argument_some_registered_operation_leaves_open_takes_any_value() -> 
             "@approvals_requird",
             "did you mean @approvals_required?",
         ),
-        ('@approver_role("operator") @reasn("x")', "@reasn", "is no annotation toolgate reads"),
-        ('@approver_role("operator") @approver', "@approver", "is no annotation toolgate reads"),
+        ('@approver_role("operator") @reasn("x")', "@reasn", "is no annotation effectgate reads"),
+        ('@approver_role("operator") @approver', "@approver", "is no annotation effectgate reads"),
     ],
 )
 def test_an_annotation_naming_nothing_that_exists_is_refused(annotations: str, value: str, fragment: str) -> None:
@@ -179,6 +180,6 @@ def test_a_misspelled_annotation_is_named_before_what_it_leaves_missing() -> Non
     refused = _refused(text)
 
     assert refused.problems == (
-        "2:1: policy 'ask': @aprover_role is no annotation toolgate reads (it reads @id, @approver_role, "
+        "2:1: policy 'ask': @aprover_role is no annotation effectgate reads (it reads @id, @approver_role, "
         "@approvals_required, @reason); did you mean @approver_role?",
     )

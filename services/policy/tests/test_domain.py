@@ -9,21 +9,19 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import RateLimit, ToolDescriptor
-from toolgate.contracts.events import ToolRequested, encode, request_hash, request_identity
-from toolgate.contracts.tool_states import ToolState
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.domain import MAX_REASON_CHARS, Envelope, PolicyPorts, decide
-from toolgate.policy.engine import PolicyEngine, load_policy
-from toolgate.policy.errors import LimiterUnavailable, PolicyError
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import (
-    InMemoryDescriptorSource,
-    InMemoryRateLimiter,
-    InMemoryReplayIndex,
-    LimitDecision,
-    ReplayState,
-)
+from effectgate.contracts.events import ToolRequested, encode, request_hash, request_identity
+from effectgate.contracts.tools.descriptors import RateLimit, ToolDescriptor
+from effectgate.contracts.tools.tool_states import ToolState
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.domain import LimitDecision
+from effectgate.policy.errors import LimiterUnavailable, PolicyError
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.ports import ReplayState
+from effectgate.policy.service import MAX_REASON_CHARS, Envelope, PolicyPorts
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -135,7 +133,7 @@ async def test_unknown_or_invalid_identifiers(ports: PolicyPorts, fields: dict[s
 
 async def test_a_copy_of_a_stored_message_is_refused_not_decided(ports: PolicyPorts) -> None:
     data = _request()
-    copied = Envelope(principal="demo-agent", data=data, request_id="r1", copied_from="TOOLGATE")
+    copied = Envelope(principal="demo-agent", data=data, request_id="r1", copied_from="EFFECTGATE")
     decision = await decide(copied, ports)
     assert (decision.verdict, decision.reason_code) == (Verdict.REFUSE, "copied_stream_message")
     assert (await decide(_env(data), ports)).verdict is Verdict.EXECUTE

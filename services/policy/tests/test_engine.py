@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.engine import PolicyEngine, PolicyOutcome, load_policy
-from toolgate.policy.errors import PolicyInvalid
+from effectgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.engine import PolicyEngine, PolicyOutcome
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.errors import PolicyInvalid
 
 
 def decide_op(

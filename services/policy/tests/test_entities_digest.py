@@ -13,15 +13,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ToolRequested, encode, request_identity
-from toolgate.policy.attributes import parse_attributes
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import build_engine
-from toolgate.policy.entities import entities_digest
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import ToolRequested, encode, request_identity
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.policy.cedar.attributes import parse_attributes
+from effectgate.policy.cedar.entities import entities_digest
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

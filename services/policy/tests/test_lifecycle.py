@@ -10,24 +10,27 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import PolicyPublished, SecurityEvent, ToolRequested, encode
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.attributes import Attributes
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import PolicyEngine, build_engine
-from toolgate.policy.following import Follower
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import (
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import PolicyPublished, SecurityEvent, ToolRequested, encode
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.cedar.attributes import Attributes
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.handlers.operator import policy_text
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.following import Follower
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.in_force.publishing import Publisher, PublishReply, should_seed
+from effectgate.policy.memory import (
     InMemoryDescriptorSource,
     InMemoryPolicyStore,
     InMemoryRateLimiter,
     InMemoryReplayIndex,
 )
-from toolgate.policy.publishing import Publisher, PublishReply, policy_text, should_seed
-from toolgate.shared.policy_kv import CurrentEntry, PolicyConflict, PublishedPolicy, policy_digest
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.policy.service import Envelope, PolicyPorts
+from effectgate.shared.runtime.reporting import SecurityReporter
+from effectgate.shared.stores.policy_kv import CurrentEntry, PolicyConflict, PublishedPolicy, policy_digest
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 READS = """@id("reads") permit (principal, action == Action::"execute", resource)

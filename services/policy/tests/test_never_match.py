@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.policy.engine import PolicyEngine, load_policy
-from toolgate.policy.errors import PolicyInvalid
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.errors import PolicyInvalid
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a1]\nautonomy = 1\n")
 HEAD = 'permit (principal is Agent, action == Action::"execute", resource is Tool)'
@@ -30,13 +31,13 @@ def load(text: str) -> PolicyEngine:
         ("action has risky", "action.risky"),
     ],
 )
-def test_has_on_a_field_toolgate_never_provides_is_refused(condition: str, field: str) -> None:
+def test_has_on_a_field_effectgate_never_provides_is_refused(condition: str, field: str) -> None:
     text = f'@id("ok") {HEAD} when {{ context.side_effect == "READ_ONLY" }};\n'
     text += f'@id("guarded") {HEAD} when {{ {condition} }};'
     with pytest.raises(PolicyInvalid) as raised:
         load(text)
     assert "can never match" in raised.value.reason
-    assert f"policy 'guarded' tests `has` on {field}, which toolgate never provides" in raised.value.reason
+    assert f"policy 'guarded' tests `has` on {field}, which effectgate never provides" in raised.value.reason
     assert "'ok'" not in raised.value.reason
 
 
@@ -76,7 +77,7 @@ def test_a_condition_that_is_always_false_is_refused(clause: str) -> None:
     ],
 )
 def test_reading_an_undeclared_field_without_has_is_a_cedar_validation_error(condition: str) -> None:
-    with pytest.raises(PolicyInvalid, match="fails validation against the toolgate Cedar schema"):
+    with pytest.raises(PolicyInvalid, match="fails validation against the effectgate Cedar schema"):
         load(f'@id("direct") {HEAD} when {{ {condition} }};')
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.policy.attributes import Attributes
-from toolgate.policy.engine import build_engine, load_policy
-from toolgate.policy.errors import PolicyInvalid
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.policy.cedar.attributes import Attributes
+from effectgate.policy.cedar.loading import build_engine, load_policy
+from effectgate.policy.errors import PolicyInvalid
 
 SHIPPED = (Path(__file__).resolve().parents[3] / "deploy/policy/policy.cedar").read_text(encoding="utf-8")
 DIRECTORY = PrincipalDirectory.from_toml(
@@ -122,7 +122,7 @@ def test_one_misspelled_word_is_one_problem_at_its_position(old: str, new: str, 
 
     refused = _refused(text)
 
-    assert refused.reason.startswith("policy fails validation against the toolgate Cedar schema: ")
+    assert refused.reason.startswith("policy fails validation against the effectgate Cedar schema: ")
     assert len(refused.problems) == 1, refused.problems  # not once per action, no "no applicable action" echo
     assert _at(text, refused.problems[0]).startswith(token), refused.problems
 
@@ -155,7 +155,7 @@ def test_a_never_matching_has_and_an_enum_typo_are_placed_together_in_order() ->
 
 
 def test_past_the_search_bound_the_refusal_still_names_cedars_message(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("toolgate.policy.locations.MAX_PROBES", 3)
+    monkeypatch.setattr("effectgate.policy.cedar.locations.MAX_PROBES", 3)
     text = _typo(
         'action == Action::"execute_with_approval", resource is Tool)\nwhen {\n  principal.autonomy >= 2',
         'action == Action::"execute_with_approval", resource is Tool)\nwhen {\n  principal.autonomy >= 2 && &&',

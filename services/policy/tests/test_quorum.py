@@ -8,17 +8,19 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ToolRequested, encode, request_identity
-from toolgate.contracts.recheck import RecheckQuery
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import PolicyEngine, PolicyOutcome, load_policy
-from toolgate.policy.errors import PolicyInvalid
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.policy.recheck import recheck
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import ToolRequested, encode, request_identity
+from effectgate.contracts.rpc.recheck import RecheckQuery
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.engine import PolicyEngine, PolicyOutcome
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.errors import PolicyInvalid
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.pipeline.recheck import recheck
+from effectgate.policy.service import Envelope, PolicyPorts
 
 
 def decide_op(

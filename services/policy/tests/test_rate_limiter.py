@@ -14,10 +14,12 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from toolgate.contracts.descriptors import RateLimit
-from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
-from toolgate.policy.errors import LimiterUnavailable
-from toolgate.policy.ports import InMemoryRateLimiter, RateLimiter, admitted_key, limiter_key
+from effectgate.contracts.tools.descriptors import RateLimit
+from effectgate.policy.adapters.redis_limiter import RedisRateLimiter
+from effectgate.policy.domain import admitted_key, limiter_key
+from effectgate.policy.errors import LimiterUnavailable
+from effectgate.policy.memory import InMemoryRateLimiter
+from effectgate.policy.ports import RateLimiter
 
 FIVE_PER_MINUTE = RateLimit(calls=5, period_s=60.0)
 

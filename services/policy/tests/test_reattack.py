@@ -13,16 +13,17 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.schemas import check_schema
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.attributes import Attributes, parse_attributes
-from toolgate.policy.engine import PolicyEngine, build_engine
-from toolgate.policy.errors import PolicyInvalid
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource
-from toolgate.policy.refresh import refresh_once
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.tools.schemas import check_schema
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.attributes import Attributes, parse_attributes
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.errors import PolicyInvalid
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.in_force.refresh import refresh_once
+from effectgate.policy.memory import InMemoryDescriptorSource
 
 DIRECTORY = PrincipalDirectory.from_toml(
     '[principals.a1]\nautonomy = 1\n[approvers.ops]\nroles = ["operator", "sre", "finance", "security"]\n'

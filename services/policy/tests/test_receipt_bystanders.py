@@ -11,18 +11,19 @@ import pytest_asyncio
 import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.catalog import Subjects
-from toolgate.contracts.events import ReceiptIssued, SecurityEvent
-from toolgate.contracts.signing import sign_event
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.policy.adapters.redis_budgets import RedisBudgetLedger
-from toolgate.policy.admission import Spending
-from toolgate.policy.budget_ports import Charge, record_key
-from toolgate.policy.budgets import BudgetBook, parse_budgets, window_start
-from toolgate.policy.handlers import BudgetRuntime, budget_consumers
-from toolgate.policy.settling import may_hold_reservation
-from toolgate.shared.handling import Delivery, Settle
-from toolgate.shared.reporting import SecurityReporter
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.events import ReceiptIssued, SecurityEvent
+from effectgate.contracts.integrity.signing import sign_event
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.policy.adapters.redis_budgets import RedisBudgetLedger
+from effectgate.policy.budgets.ledger import Charge, record_key
+from effectgate.policy.budgets.rules import BudgetBook, parse_budgets, window_start
+from effectgate.policy.budgets.settlement import may_hold_reservation
+from effectgate.policy.handlers.settlement import BudgetRuntime, budget_consumers
+from effectgate.policy.pipeline.admission import Spending
+from effectgate.shared.consumer.consumers import Delivery
+from effectgate.shared.consumer.worker import Settle
+from effectgate.shared.runtime.reporting import SecurityReporter
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 RECEIPTS_KEY = Ed25519PrivateKey.generate()

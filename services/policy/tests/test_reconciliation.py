@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from toolgate.policy.budget_ports import BudgetCounter, Held
-from toolgate.policy.reconciliation import differences, pending, receipt_outcomes
+from effectgate.policy.budgets.ledger import BudgetCounter, Held
+from effectgate.policy.budgets.reconciliation import differences, pending, receipt_outcomes
 
 
 def counter(records: dict[str, Held], used: int | None = None, reserved: int | None = None) -> BudgetCounter:

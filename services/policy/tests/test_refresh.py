@@ -5,14 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.attributes import Attributes
-from toolgate.policy.engine import PolicyEngine, build_engine
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource
-from toolgate.policy.refresh import refresh_once
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.attributes import Attributes
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.in_force.refresh import refresh_once
+from effectgate.policy.memory import InMemoryDescriptorSource
 
 DIRECTORY = PrincipalDirectory.from_toml("[principals.a]\nautonomy = 1\n")
 RULE = """@id("to-bob") permit (principal, action == Action::"execute", resource)
@@ -68,7 +69,7 @@ async def test_a_registry_change_that_breaks_the_policy_leaves_the_engine_in_for
     before = holder.engine
     registry.add(tool("2.0.0", {"to": {"type": "integer"}}))  # latest now types `to` otherwise
     seen = await refresh_once(holder, registry, seen)
-    assert holder.engine is before and "to" in (holder.problem or "")
+    assert holder.engine is before and "Long and String are not compatible" in (holder.problem or "")
 
     registry.failing = True  # an unreadable registry changes nothing either
     assert await refresh_once(holder, registry, seen) == seen and holder.engine is before

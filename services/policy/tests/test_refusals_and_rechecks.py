@@ -10,18 +10,21 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import DecisionMade, request_identity
-from toolgate.contracts.recheck import RecheckQuery
-from toolgate.contracts.signing import sign_event, verify_event
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.domain import Envelope, PolicyPorts, decide, fault_denial
-from toolgate.policy.engine import PolicyEngine, load_policy
-from toolgate.policy.errors import IndexLost
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex, ReplayState
-from toolgate.policy.recheck import recheck
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.errors import IndexLost
+from effectgate.contracts.events import DecisionMade, request_identity
+from effectgate.contracts.integrity.signing import sign_event, verify_event
+from effectgate.contracts.rpc.recheck import RecheckQuery
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.pipeline.recheck import recheck
+from effectgate.policy.ports import ReplayState
+from effectgate.policy.service import Envelope, PolicyPorts, fault_denial
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KEY = Ed25519PrivateKey.generate()

@@ -11,23 +11,21 @@ import pytest
 import pytest_asyncio
 import redis.asyncio as aioredis
 
-from toolgate.contracts.descriptors import RateLimit, ToolDescriptor
-from toolgate.contracts.events import DecisionMade, ToolRequested, encode, request_identity
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.adapters.redis_gate import RedisReplayGate
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import load_policy
-from toolgate.policy.errors import IndexLost, PolicyError
-from toolgate.policy.gate import AdmitAsk, ReplayGate, SequentialGate
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import (
-    InMemoryDescriptorSource,
-    InMemoryRateLimiter,
-    InMemoryReplayIndex,
-    ReplayState,
-    admitted_key,
-)
-from toolgate.shared.idempotency import EPOCH_KEY, record_key
+from effectgate.contracts.errors import IndexLost
+from effectgate.contracts.events import DecisionMade, ToolRequested, encode, request_identity
+from effectgate.contracts.tools.descriptors import RateLimit, ToolDescriptor
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.adapters.redis_gate import RedisReplayGate
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.domain import admitted_key
+from effectgate.policy.errors import PolicyError
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.pipeline.gate import SequentialGate
+from effectgate.policy.ports import AdmitAsk, ReplayGate, ReplayState
+from effectgate.policy.service import Envelope, PolicyPorts
+from effectgate.shared.stores.idempotency import EPOCH_KEY, record_key
 
 TWO_PER_MINUTE = RateLimit(calls=2, period_s=60.0)
 HASH, OTHER = "sha256:" + "a" * 64, "sha256:" + "b" * 64

@@ -18,16 +18,17 @@ import pytest
 import redis.asyncio as aioredis
 from nats.js import JetStreamContext
 
-from toolgate.contracts import catalog
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.events import ToolRequested, encode
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.adapters.redis_limiter import RedisRateLimiter
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import load_policy
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryReplayIndex
-from toolgate.shared.tools_kv import ToolsBucket
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.events import ToolRequested, encode
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.adapters.redis_limiter import RedisRateLimiter
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
+from effectgate.shared.stores.tools_kv import ToolsBucket
 
 PLAIN = {"type": "object"}
 

@@ -17,9 +17,9 @@ import cedarpy
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.policy.engine import load_policy
-from toolgate.policy.scoping import ScopedPolicies, scope_of
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.cedar.scoping import ScopedPolicies, scope_of
 
 TOOLS = [f"t{n}" for n in range(8)]
 ACTIONS = ["execute", "execute_with_approval"]

@@ -10,14 +10,15 @@ import msgspec
 import pytest
 from nacl.public import PrivateKey
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.events import ToolRequested, encode, request_hash, request_identity
-from toolgate.contracts.sealing import seal
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import load_policy
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.contracts.events import ToolRequested, encode, request_hash, request_identity
+from effectgate.contracts.integrity.sealing import seal
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.cedar.loading import load_policy
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KEY = PrivateKey.generate()

@@ -9,17 +9,19 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ToolRequested, encode
-from toolgate.contracts.vocabulary import Verdict
-from toolgate.policy.attributes import Attributes
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import PolicyEngine, build_engine
-from toolgate.policy.explain import explain
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.policy.simulation import Report, cases_from, replay, wanted
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import ToolRequested, encode
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.vocabulary import Verdict
+from effectgate.policy.cedar.attributes import Attributes
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.cedar.loading import build_engine
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
+from effectgate.policy.what_if.explain import explain
+from effectgate.policy.what_if.simulation import Report, cases_from, replay, wanted
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 READS = """@id("reads") @reason("reads run")

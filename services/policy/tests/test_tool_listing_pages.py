@@ -13,16 +13,17 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.paging import PageQuery
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.policy.domain import PolicyPorts
-from toolgate.policy.engine import PolicyEngine
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.policy.tool_listing import list_for, list_page
-from toolgate.shared.paging import HEADROOM_BYTES
+from effectgate.contracts.bus.paging import PageQuery
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.handlers.listings import list_page
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.in_force.tool_listing import list_for
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import PolicyPorts
+from effectgate.shared.consumer.paging import HEADROOM_BYTES
 
 DIRECTORY = (
     '[principals.a1]\nautonomy = 1\n[approvers.alice]\nroles = ["operator", "sre", "finance", "security"]\n'

@@ -9,16 +9,18 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor
-from toolgate.contracts.directory import PrincipalDirectory
-from toolgate.contracts.events import ToolRequested, encode
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
-from toolgate.policy.domain import Envelope, PolicyPorts, decide
-from toolgate.policy.engine import PolicyEngine
-from toolgate.policy.holder import PolicyHolder
-from toolgate.policy.ports import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
-from toolgate.policy.tool_listing import get_for, list_for, principal_of
-from toolgate.policy.visibility import visible_operations
+from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.events import ToolRequested, encode
+from effectgate.contracts.tools.descriptors import OperationSpec, RateLimit, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass, Verdict
+from effectgate.policy.cedar.engine import PolicyEngine
+from effectgate.policy.handlers.listings import get_for, principal_of
+from effectgate.policy.handlers.requests import decide
+from effectgate.policy.in_force.holder import PolicyHolder
+from effectgate.policy.in_force.tool_listing import list_for
+from effectgate.policy.in_force.visibility import visible_operations
+from effectgate.policy.memory import InMemoryDescriptorSource, InMemoryRateLimiter, InMemoryReplayIndex
+from effectgate.policy.service import Envelope, PolicyPorts
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SE, RT = SideEffectClass, RiskTier

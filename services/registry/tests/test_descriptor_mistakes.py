@@ -2,7 +2,7 @@
 
 The variants are generated: each field of a descriptor, of an operation and of a rate limit,
 mistyped (its last letter doubled), in place of the right key, whether the descriptor comes
-from a descriptor file (start-up) or signed over the bus (``toolgate tools publish``).
+from a descriptor file (start-up) or signed over the bus (``effectgate tools publish``).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.signing import sign_value
-from toolgate.registry.domain import MAX_MISTAKES_SHOWN, parse_descriptor, parse_publish_request
-from toolgate.registry.errors import PublishRefused
+from effectgate.contracts.integrity.signing import sign_value
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.registry.domain import MAX_MISTAKES_SHOWN, parse_descriptor, parse_publish_request
+from effectgate.registry.errors import PublishRefused
 
 OPERATOR = Ed25519PrivateKey.generate()
 SHIPPED: dict[str, Any] = json.loads((Path(__file__).parents[3] / "deploy/tools/file_system.json").read_text())

@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from toolgate.contracts.file_references import FILE_MARKER
-from toolgate.registry.domain import parse_descriptor
-from toolgate.registry.errors import PublishRefused
-from toolgate.shared.mcp_config import McpServerConfig, Override
-from toolgate.shared.mcp_mapping import McpToolInfo, descriptor_from_mcp
+from effectgate.contracts.tools.file_references import FILE_MARKER
+from effectgate.registry.domain import parse_descriptor
+from effectgate.registry.errors import PublishRefused
+from effectgate.shared.mcp.mapping import McpToolInfo, descriptor_from_mcp
+from effectgate.shared.mcp.servers import McpServerConfig, Override
 
 ADD = McpToolInfo(
     name="git_add",
@@ -45,4 +45,4 @@ def test_the_registry_refuses_a_file_marker_where_nothing_would_be_bound() -> No
     with pytest.raises(PublishRefused) as refused:
         parse_descriptor(msgspec.json.encode(hostile))
 
-    assert refused.value.reason_code == "schema_invalid" and "/$defs/p/x-toolgate-file" in refused.value.reason
+    assert refused.value.reason_code == "schema_invalid" and "/$defs/p/x-effectgate-file" in refused.value.reason

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.errors import described
-from toolgate.registry.importing import McpImports, summary
-from toolgate.shared.mcp_config import parse_servers
+from effectgate.contracts.errors import described
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.registry.importing import McpImports, summary
+from effectgate.shared.mcp.loading import parse_servers
 
 
 @pytest.mark.parametrize(
@@ -27,9 +28,9 @@ async def test_a_server_listed_too_slowly_is_logged_with_how_long_it_was_given(
 ) -> None:
     (tmp_path / "hang.py").write_text("import time\ntime.sleep(60)\n")
     table = {"slow": {"command": sys.executable, "args": ["hang.py"]}}
-    imports = McpImports(parse_servers(table, tmp_path, "mcp.servers").values(), 1.0)
+    imports = McpImports(parse_servers(table, tmp_path, "mcp.servers").values(), 1.0, import_mcp_server)
 
-    with caplog.at_level(logging.ERROR, logger="toolgate.registry"):
+    with caplog.at_level(logging.ERROR, logger="effectgate.registry"):
         assert await imports.first() == []
 
     (line,) = [record.getMessage() for record in caplog.records if "'slow' not imported" in record.getMessage()]

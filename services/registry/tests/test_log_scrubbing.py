@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.registry.app import create_app
-from toolgate.registry.settings import RegistrySettings
+from effectgate.registry.app import create_app
+from effectgate.registry.settings import RegistrySettings
 
 SECRET = "FloodSecretXYZ-4411"
 
@@ -36,7 +36,7 @@ def test_a_configured_env_value_is_scrubbed_from_every_registry_record(
     (tmp_path / "keys").mkdir()
     create_app(RegistrySettings(descriptors_dir=None, mcp_servers_file=servers, keys_dir=tmp_path / "keys"))
 
-    logging.getLogger("toolgate.registry").error("MCP server %r stderr: it printed %s", "floody", SECRET)
+    logging.getLogger("effectgate.registry").error("MCP server %r stderr: it printed %s", "floody", SECRET)
 
     written = root_output.getvalue()
     assert SECRET not in written and "it printed [redacted:configured sha256:" in written

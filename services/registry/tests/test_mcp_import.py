@@ -7,13 +7,14 @@ from pathlib import Path
 import jsonschema_rs
 import pytest
 
-from toolgate.contracts.descriptors import SEMVER, ToolDescriptor
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.registry.adapters.mcp_import import import_mcp_server, list_mcp_tools
-from toolgate.registry.app import _seed, _servers
-from toolgate.registry.importing import McpImports
-from toolgate.registry.settings import RegistrySettings
-from toolgate.shared.mcp_config import McpServerConfig, Override, resolve_command
+from effectgate.contracts.tools.descriptors import SEMVER, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.registry.adapters.mcp_import import import_mcp_server, list_mcp_tools
+from effectgate.registry.app import _seed, _servers
+from effectgate.registry.importing import McpImports
+from effectgate.registry.settings import RegistrySettings
+from effectgate.shared.mcp.loading import resolve_command
+from effectgate.shared.mcp.servers import McpServerConfig, Override
 
 
 @pytest.fixture(scope="module")
@@ -136,11 +137,11 @@ async def test_a_server_that_crashes_at_start_up_is_named_and_does_not_stop_the_
     servers.write_text(f'[servers.notes]\ncommand = {json.dumps(sys.executable)}\nargs = ["-c", {json.dumps(crash)}]\n')
     settings = RegistrySettings(descriptors_dir=None, mcp_servers_file=servers)
 
-    with caplog.at_level(logging.DEBUG, logger="toolgate.registry"):
-        seeded = await _seed(settings, McpImports(_servers(settings), 10.0))
+    with caplog.at_level(logging.DEBUG, logger="effectgate.registry"):
+        seeded = await _seed(settings, McpImports(_servers(settings), 10.0, import_mcp_server))
 
     assert seeded == []
-    lines = [record.getMessage() for record in caplog.records if record.name == "toolgate.registry"]
+    lines = [record.getMessage() for record in caplog.records if record.name == "effectgate.registry"]
     assert "MCP server 'notes' stderr: boom" in lines  # the server's stderr, one record per line
     (line,) = [line for line in lines if "not imported" in line]
     assert line.startswith("MCP server 'notes' not imported, it could not be listed (retried in the background): ")

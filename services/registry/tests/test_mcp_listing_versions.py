@@ -13,14 +13,14 @@ import msgspec
 import pytest
 from nats.js import JetStreamContext
 
-from toolgate.contracts.descriptors import RateLimit
-from toolgate.contracts.vocabulary import SideEffectClass
-from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.registry.app import _publish
-from toolgate.registry.revisions import descriptor_changes, listing_version, next_patch
-from toolgate.registry.service import Registry
-from toolgate.shared.mcp_config import McpServerConfig
-from toolgate.shared.tools_kv import ToolsBucket
+from effectgate.contracts.tools.descriptors import RateLimit
+from effectgate.contracts.vocabulary import SideEffectClass
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.registry.app import _publish
+from effectgate.registry.revisions import descriptor_changes, listing_version, next_patch
+from effectgate.registry.service import Registry
+from effectgate.shared.mcp.servers import McpServerConfig
+from effectgate.shared.stores.tools_kv import ToolsBucket
 
 SCRIPT = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "mcp" / "scripted_server.py"
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
@@ -71,7 +71,7 @@ async def test_a_changed_listing_is_a_new_version_and_an_identical_one_is_not(
     assert await restart(registry, listing) == ("unchanged", "1.0.0")
 
     listing.write("1.0.0", read_only=False, schema=TARGET_SCHEMA)  # same reported version, other tools
-    with caplog.at_level(logging.WARNING, logger="toolgate.registry"):
+    with caplog.at_level(logging.WARNING, logger="effectgate.registry"):
         assert await restart(registry, listing) == ("published", "1.0.1")
 
     warning = next(record for record in caplog.records if record.levelno == logging.WARNING)
@@ -84,7 +84,7 @@ async def test_a_changed_listing_is_a_new_version_and_an_identical_one_is_not(
     assert "upstream version 1.0.0" in new.description
 
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="toolgate.registry"):
+    with caplog.at_level(logging.WARNING, logger="effectgate.registry"):
         assert await restart(registry, listing) == ("unchanged", "1.0.1")
     assert caplog.records == []
 

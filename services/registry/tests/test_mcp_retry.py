@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.registry import importing
-from toolgate.registry.importing import McpImports
-from toolgate.shared.mcp_config import parse_servers
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.registry import importing
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.registry.importing import McpImports
+from effectgate.registry.ports import ServerImporter
+from effectgate.shared.mcp.loading import parse_servers
+from effectgate.shared.mcp.servers import McpServerConfig
 
 FLAKY = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "mcp" / "flaky_server.py"
 """Refuses to start while a file named BROKEN is in its working directory."""
@@ -28,9 +31,9 @@ def flaky(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def imports_of(directory: Path) -> McpImports:
+def imports_of(directory: Path, importer: ServerImporter = import_mcp_server) -> McpImports:
     table = {"flaky": {"command": sys.executable, "args": ["flaky.py"]}}
-    return McpImports(parse_servers(table, directory, "mcp.servers").values(), 20.0)
+    return McpImports(parse_servers(table, directory, "mcp.servers").values(), 20.0, importer)
 
 
 async def published_by(imports: McpImports, timeout_s: float) -> ToolDescriptor:
@@ -47,7 +50,7 @@ async def test_a_server_broken_at_start_up_is_published_once_it_starts(
 ) -> None:
     monkeypatch.setattr(importing, "RETRY_FIRST_S", 0.2)
     imports = imports_of(flaky)
-    with caplog.at_level(logging.INFO, logger="toolgate.registry"):
+    with caplog.at_level(logging.INFO, logger="effectgate.registry"):
         assert await imports.first() == [] and imports.missing == ["flaky"]
     assert "its last line on stderr: refusing to start: BROKEN is present" in caplog.text
 
@@ -76,14 +79,12 @@ async def test_a_server_still_broken_is_tried_again_with_growing_delays(
 ) -> None:
     monkeypatch.setattr(importing, "RETRY_FIRST_S", 0.1)
     attempts: list[float] = []
-    real = importing.import_mcp_server
 
-    async def counted(*args: object, **kwargs: object) -> ToolDescriptor:
+    async def counted(config: McpServerConfig, timeout_s: float = 30.0) -> ToolDescriptor:
         attempts.append(asyncio.get_running_loop().time())
-        return await real(*args, **kwargs)  # type: ignore[arg-type]
+        return await import_mcp_server(config, timeout_s)
 
-    monkeypatch.setattr(importing, "import_mcp_server", counted)
-    imports = imports_of(flaky)
+    imports = imports_of(flaky, counted)
     await imports.first()
     with pytest.raises(TimeoutError):
         await published_by(imports, timeout_s=6.0)
@@ -96,7 +97,7 @@ async def test_a_server_still_broken_is_tried_again_with_growing_delays(
 async def test_servers_that_hang_at_start_up_cost_one_timeout_together_not_one_each(tmp_path: Path) -> None:
     (tmp_path / "hang.py").write_text("import time\ntime.sleep(60)\n")
     table = {name: {"command": sys.executable, "args": ["hang.py"]} for name in ("one", "two", "three")}
-    imports = McpImports(parse_servers(table, tmp_path, "mcp.servers").values(), 2.0)
+    imports = McpImports(parse_servers(table, tmp_path, "mcp.servers").values(), 2.0, import_mcp_server)
     started = asyncio.get_running_loop().time()
 
     assert await imports.first() == []
@@ -126,9 +127,9 @@ async def test_a_listing_quoting_a_configured_secret_is_refused_never_published(
     (tmp_path / "quoting.py").write_text(QUOTING)
     value = f"1.0.0-{secret}" if where == "IN_VERSION" else secret
     table = {"quoting": {"command": sys.executable, "args": ["quoting.py"], "env": {"TOKEN": secret, where: value}}}
-    imports = McpImports(parse_servers(table, tmp_path, "mcp.servers").values(), 20.0)
+    imports = McpImports(parse_servers(table, tmp_path, "mcp.servers").values(), 20.0, import_mcp_server)
 
-    with caplog.at_level(logging.ERROR, logger="toolgate.registry"):
+    with caplog.at_level(logging.ERROR, logger="effectgate.registry"):
         assert await imports.first() == []
 
     assert imports.missing == []  # refused for good: trying again would list the same

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from toolgate.contracts.signing import sign_value
-from toolgate.registry.domain import MAX_DESCRIPTOR_BYTES, parse_publish_request
-from toolgate.registry.errors import PublishRefused
+from effectgate.contracts.integrity.signing import sign_value
+from effectgate.registry.domain import MAX_DESCRIPTOR_BYTES, parse_publish_request
+from effectgate.registry.errors import PublishRefused
 
 OPERATOR = Ed25519PrivateKey.generate()
 DESCRIPTOR: dict[str, Any] = json.loads((Path(__file__).parents[3] / "deploy/tools/file_system.json").read_text())

@@ -10,15 +10,16 @@ import msgspec
 import pytest
 from nats.js import JetStreamContext
 
-from toolgate.contracts.descriptors import OperationSpec, RateLimit, ToolDescriptor, descriptor_digest
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.registry.app import _seed
-from toolgate.registry.domain import parse_descriptor
-from toolgate.registry.errors import PublishRefused
-from toolgate.registry.importing import McpImports
-from toolgate.registry.service import Registry
-from toolgate.registry.settings import RegistrySettings
-from toolgate.shared.tools_kv import ToolsBucket
+from effectgate.contracts.tools.descriptors import OperationSpec, RateLimit, ToolDescriptor, descriptor_digest
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.registry.app import _seed
+from effectgate.registry.domain import parse_descriptor
+from effectgate.registry.errors import PublishRefused
+from effectgate.registry.importing import McpImports
+from effectgate.registry.service import Registry
+from effectgate.registry.settings import RegistrySettings
+from effectgate.shared.stores.tools_kv import ToolsBucket
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": False}
 
@@ -153,7 +154,7 @@ async def test_a_descriptor_file_the_registry_refuses_is_logged_and_the_others_a
         (tmp_path / f"{descriptor.name}.json").write_bytes(msgspec.json.encode(descriptor))
     settings = RegistrySettings(descriptors_dir=[tmp_path], mcp_servers_file=None)
 
-    seeded = await _seed(settings, McpImports([], 1.0))
+    seeded = await _seed(settings, McpImports([], 1.0, import_mcp_server))
 
     assert [d.name for d in seeded] == ["good"]
     logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]

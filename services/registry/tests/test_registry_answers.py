@@ -14,11 +14,11 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
-from toolgate.contracts.catalog import Rpc
-from toolgate.registry.handlers import build_router
-from toolgate.registry.service import Registry
-from toolgate.shared.service import RuntimeCell
-from toolgate.shared.tools_kv import ToolsBucket
+from effectgate.contracts.bus.catalog import Rpc
+from effectgate.registry.handlers import build_router
+from effectgate.registry.service import Registry
+from effectgate.shared.runtime.assembly import RuntimeCell
+from effectgate.shared.stores.tools_kv import ToolsBucket
 
 
 async def _announce(subject: str, event: Any) -> object:

@@ -18,17 +18,17 @@ import msgspec
 import pytest
 from nats.js import JetStreamContext
 
-from toolgate.contracts.descriptors import OperationSpec, ToolDescriptor
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.registry.app import _seed, _servers
-from toolgate.registry.domain import parse_descriptor
-from toolgate.registry.errors import PublishRefused
-from toolgate.registry.importing import McpImports
-from toolgate.registry.service import Registry
-from toolgate.registry.settings import RegistrySettings
-from toolgate.shared.mcp_config import McpServerConfig
-from toolgate.shared.tools_kv import ToolsBucket
+from effectgate.contracts.tools.descriptors import OperationSpec, ToolDescriptor
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.registry.app import _seed, _servers
+from effectgate.registry.domain import parse_descriptor
+from effectgate.registry.errors import PublishRefused
+from effectgate.registry.importing import McpImports
+from effectgate.registry.service import Registry
+from effectgate.registry.settings import RegistrySettings
+from effectgate.shared.mcp.servers import McpServerConfig
+from effectgate.shared.stores.tools_kv import ToolsBucket
 
 PLAIN = {"type": "object"}
 
@@ -163,8 +163,8 @@ async def test_registry_start_up_logs_the_refused_server_and_publishes_nothing_f
     servers.write_text(f"[servers.lister]\ncommand = {json.dumps(config.command)}\nargs = {json.dumps(config.args)}\n")
     settings = RegistrySettings(descriptors_dir=None, mcp_servers_file=servers)
 
-    with caplog.at_level(logging.ERROR, logger="toolgate.registry"):
-        seeded = await _seed(settings, imports := McpImports(_servers(settings), 30.0))
+    with caplog.at_level(logging.ERROR, logger="effectgate.registry"):
+        seeded = await _seed(settings, imports := McpImports(_servers(settings), 30.0, import_mcp_server))
 
     assert seeded == [] and not imports.missing  # refused: trying again would refuse the same listing
     assert "MCP server 'lister' not imported" in caplog.text and "/properties/u/$ref" in caplog.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgate.surface.calls import arguments_digest, call_key, fresh_entry, reusable, settled
+from effectgate.surface.calls import arguments_digest, call_key, fresh_entry, reusable, settled
 
 ARGS = {"path": "a.txt", "content": "x"}
 

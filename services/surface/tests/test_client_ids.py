@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolgate.surface.adapters.client_ids import CLIENT_ID, ClientIds
+from effectgate.surface.adapters.client_ids import ClientIds
+from effectgate.surface.cancels import CLIENT_ID
 
 
 async def serve(headers: list[tuple[bytes, bytes]]) -> tuple[str, list[tuple[bytes, bytes]]]:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from toolgate.surface.naming import MAX_NAME, mcp_name, name_all
+from effectgate.surface.naming import MAX_NAME, mcp_name, name_all
 
 SAFE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from toolgate.contracts.events import ReceiptIssued
-from toolgate.contracts.vocabulary import Outcome
-from toolgate.surface.results import as_result, pending_result
+from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.vocabulary import Outcome
+from effectgate.surface.results import as_result, pending_result
 
 
 def receipt(outcome: Outcome, reason_code: str = "ok", result: Any = None, **more: Any) -> ReceiptIssued:
@@ -32,7 +32,7 @@ def test_a_success_carries_content_and_structured_content_and_the_receipt() -> N
     result = as_result(receipt(Outcome.SUCCEEDED, result={"a": 1}), False, True, 1000)
     assert result.is_error is False and result.structured_content == {"a": 1}
     assert json.loads(result.content[0].text) == {"a": 1}  # type: ignore[union-attr]
-    assert result.meta and result.meta["io.toolgate/receipt"]["request_id"] == "r1"
+    assert result.meta and result.meta["io.effectgate/receipt"]["request_id"] == "r1"
 
 
 def test_an_mcp_upstreams_blocks_pass_through() -> None:
@@ -56,7 +56,7 @@ def test_an_mcp_upstreams_blocks_pass_through() -> None:
 def test_every_other_outcome_is_an_error_result_that_says_what_to_do(outcome: Outcome, code: str, advice: str) -> None:
     result = as_result(receipt(outcome, code), False, True, 1000)
     text = result.content[0].text  # type: ignore[union-attr]
-    assert result.is_error is True and text.startswith(f"toolgate: {outcome.value} ({code})") and advice in text
+    assert result.is_error is True and text.startswith(f"effectgate: {outcome.value} ({code})") and advice in text
 
 
 def test_a_rate_limited_denial_says_when_to_come_back() -> None:
@@ -80,7 +80,7 @@ def test_a_pending_call_names_its_approval_and_how_to_get_the_outcome() -> None:
 def test_a_cut_never_splits_a_character_and_names_the_offset_it_cut_at() -> None:
     result = as_result(receipt(Outcome.SUCCEEDED, result={"a": "é" * 5000}), False, False, 1001)
     text = result.content[0].text  # type: ignore[union-attr]
-    head, _, marker = text.partition("\n[toolgate: result cut at ")
+    head, _, marker = text.partition("\n[effectgate: result cut at ")
     cut = int(marker.split(" ")[0])
     assert cut <= 1001 and len(head.encode()) == cut and '"offset_bytes": ' + str(cut) in marker
 
@@ -102,16 +102,16 @@ def test_a_replayed_failure_reads_as_that_failure_with_its_reason_marked_as_a_re
     )
     result = as_result(replay, False, True, 1000)
     text = result.content[0].text  # type: ignore[union-attr]
-    assert result.is_error is True and text.startswith(f"toolgate: replayed {stored.value} ({code}): {reason}\n")
+    assert result.is_error is True and text.startswith(f"effectgate: replayed {stored.value} ({code}): {reason}\n")
     assert "replay of request r0" in text and "did not run again" in text and advice in text
-    assert result.meta and result.meta["io.toolgate/receipt"]["replay_outcome"] == stored.value
+    assert result.meta and result.meta["io.effectgate/receipt"]["replay_outcome"] == stored.value
 
 
 def test_a_replayed_success_is_a_success_with_its_result() -> None:
     replay = receipt(Outcome.REPLAYED, result={"a": 1}, replay_of="r0", replay_outcome=Outcome.SUCCEEDED)
     result = as_result(replay, False, True, 1000)
     assert result.is_error is False and result.structured_content == {"a": 1}
-    assert result.meta and result.meta["io.toolgate/receipt"]["replay_of"] == "r0"
+    assert result.meta and result.meta["io.effectgate/receipt"]["replay_of"] == "r0"
 
 
 def test_a_reason_longer_than_the_limit_is_cut_whole_characters() -> None:

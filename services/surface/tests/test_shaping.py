@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec
-from toolgate.contracts.vocabulary import RiskTier, SideEffectClass
-from toolgate.surface.shaping import Target, hints, input_schema, mcp_tool, output_schema
+from effectgate.contracts.tools.descriptors import OperationSpec
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
+from effectgate.surface.shaping import Target, hints, input_schema, mcp_tool, output_schema
 
 OBJ = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": {}}
 

@@ -13,23 +13,25 @@ import pytest
 import pytest_asyncio
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.js.api import DiscardPolicy, StreamConfig
+from nats.js.api import StreamConfig
 
-from toolgate.contracts import catalog
-from toolgate.contracts.catalog import Rpc, Subjects
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.contracts.listing import ToolsReply
-from toolgate.contracts.signing import generate_keypair
-from toolgate.contracts.stream_limits import store_full
-from toolgate.devstack.servers import ServerProcess, nats_server
-from toolgate.shared.provision import ensure_bus, stream_config
-from toolgate.surface.adapters.agents import Agents
-from toolgate.surface.adapters.ledger import Ledger
-from toolgate.surface.gateway import Client as Asking
-from toolgate.surface.gateway import Gateway, Waiting
-from toolgate.surface.listings import Listing
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.contracts.integrity.signing import generate_keypair
+from effectgate.contracts.rpc.listing import ToolsReply
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.devstack.full_store import fill_record_stream
+from effectgate.devstack.records_reading import records_answered
+from effectgate.devstack.servers import ServerProcess, nats_server
+from effectgate.shared.stores.provision import ensure_bus, stream_config
+from effectgate.surface.adapters.agents import Agents
+from effectgate.surface.adapters.ledger import Ledger
+from effectgate.surface.gateway import Gateway
+from effectgate.surface.holding import Client as Asking
+from effectgate.surface.holding import Waiting
+from effectgate.surface.listings import Listing
 
-pytestmark = pytest.mark.connected
+pytestmark = [pytest.mark.connected, pytest.mark.nats_2_10]
 
 AGENT = "mcp-agent"
 
@@ -60,7 +62,8 @@ async def nc(server: ServerProcess, repo_root: Path) -> AsyncIterator[Client]:
         await msg.respond(reply)
 
     await connection.subscribe(Rpc.tools_get(AGENT), cb=answer)
-    yield connection
+    async with records_answered(connection):  # and for the executor's tg.records.get (the SDK reads decisions)
+        yield connection
     await connection.close()
 
 
@@ -77,16 +80,7 @@ async def gateway(server: ServerProcess, nc: Client, tmp_path: Path, repo_root: 
 
 
 async def _full(nc: Client, max_bytes: int) -> None:
-    js = nc.jetstream()
-    await js.update_stream(
-        StreamConfig.from_response({**stream_config().as_dict(), "max_bytes": max_bytes, "discard": DiscardPolicy.NEW})
-    )
-    while True:
-        try:
-            await js.publish(Subjects.request("filler"), b"x" * 200, stream=catalog.STREAM)
-        except nats.js.errors.APIError as error:
-            assert store_full(error), error
-            return
+    await fill_record_stream(nc.jetstream(), max_bytes=max_bytes)
 
 
 @pytest.mark.parametrize("max_bytes", [2_048, 16_384])
@@ -98,7 +92,7 @@ async def test_a_call_the_full_stream_cannot_take_is_a_tool_error_naming_the_ful
     result = await gateway.call(AGENT, name, {"path": "a.txt"}, None, Asking())
     text = result.content[0].text  # type: ignore[union-attr]
     assert result.is_error is True
-    assert text.startswith("toolgate: not accepted (gateway_store_full): the gateway's store is full (maximum bytes")
+    assert text.startswith("effectgate: not accepted (gateway_store_full): the gateway's store is full (maximum bytes")
     assert "was not accepted and will not run" in text
     with pytest.raises(nats.js.errors.NotFoundError):
         await nc.jetstream().get_last_msg(catalog.STREAM, Subjects.request(AGENT))

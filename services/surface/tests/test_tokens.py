@@ -11,7 +11,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from toolgate.surface.adapters.tokens import JwtTokens, StaticTokens, TokensInvalid, token_digest
+from effectgate.surface.adapters.tokens import JwtTokens, StaticTokens, TokensInvalid, token_digest
 
 RESOURCE = "https://gate.example/mcp"
 ISSUER = "https://login.example"
@@ -26,7 +26,7 @@ def write_tokens(path: Path, *entries: tuple[str, str, str]) -> Path:
 async def test_a_listed_token_acts_as_its_principal_and_nothing_else_does(tmp_path: Path) -> None:
     tokens = StaticTokens(write_tokens(tmp_path / "t.toml", ("a", "alice-agent", "secret-1")), RESOURCE)
     found = await tokens.verify_token("secret-1")
-    assert found is not None and found.client_id == "alice-agent" and found.scopes == ["toolgate:tools"]
+    assert found is not None and found.client_id == "alice-agent" and found.scopes == ["effectgate:tools"]
     assert found.token != "secret-1"  # the token itself is not kept
     assert await tokens.verify_token("secret-2") is None
     assert await tokens.verify_token("") is None
@@ -71,14 +71,14 @@ def signer(tmp_path: Path) -> tuple[Any, Path]:
 
 
 def issue(key: Any, **claims: Any) -> str:
-    body = {"iss": ISSUER, "aud": RESOURCE, "sub": "agent-7", "exp": time.time() + 300, "scope": "toolgate:tools"}
+    body = {"iss": ISSUER, "aud": RESOURCE, "sub": "agent-7", "exp": time.time() + 300, "scope": "effectgate:tools"}
     return jwt.encode({**body, **claims}, key, algorithm="ES256", headers={"kid": "k1"})
 
 
 async def test_a_valid_access_token_names_its_principal_and_scopes(signer: tuple[Any, Path]) -> None:
     key, jwks = signer
-    found = await JwtTokens(str(jwks), ISSUER, RESOURCE).verify_token(issue(key, scope="toolgate:tools other"))
-    assert found is not None and found.client_id == "agent-7" and found.scopes == ["toolgate:tools", "other"]
+    found = await JwtTokens(str(jwks), ISSUER, RESOURCE).verify_token(issue(key, scope="effectgate:tools other"))
+    assert found is not None and found.client_id == "agent-7" and found.scopes == ["effectgate:tools", "other"]
     assert found.resource == RESOURCE
 
 

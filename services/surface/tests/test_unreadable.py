@@ -10,10 +10,10 @@ from typing import Any, cast
 import msgspec
 import pytest
 
-from toolgate.contracts.descriptors import ToolDescriptor
-from toolgate.surface.adapters.envelopes import Envelopes, unreadable
-from toolgate.surface.gateway import Gateway
-from toolgate.surface.listings import Listing
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.surface.adapters.envelopes import Envelopes, unreadable
+from effectgate.surface.gateway import Gateway
+from effectgate.surface.listings import Listing
 
 ROOT = Path(__file__).resolve().parents[3]
 

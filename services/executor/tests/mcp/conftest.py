@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.descriptors import OperationSpec
-from toolgate.shared.mcp_config import McpServerConfig
-from toolgate.shared.mcp_mapping import operation_from_mcp, tool_from_wire
+from effectgate.contracts.tools.descriptors import OperationSpec
+from effectgate.shared.mcp.mapping import operation_from_mcp, tool_from_wire
+from effectgate.shared.mcp.servers import McpServerConfig
 
 SCRIPT = Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "mcp" / "scripted_server.py"
 

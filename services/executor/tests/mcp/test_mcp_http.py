@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 
-from toolgate.executor.adapters.mcp_client import McpToolHost
-from toolgate.executor.errors import ToolRefused
-from toolgate.registry.adapters.mcp_import import list_mcp_tools
-from toolgate.shared.mcp_config import McpServerConfig
-from toolgate.shared.mcp_mapping import operation_from_mcp
+from effectgate.devstack.timing import scaled
+from effectgate.executor.adapters.mcp.client import McpToolHost
+from effectgate.executor.errors import ToolRefused
+from effectgate.registry.adapters.mcp_import import list_mcp_tools
+from effectgate.shared.mcp.mapping import operation_from_mcp
+from effectgate.shared.mcp.servers import McpServerConfig
+
+pytestmark = pytest.mark.timing  # waits on the MCP server processes it starts (limits: scaled)
 
 SERVER = Path(__file__).resolve().parents[4] / "tests" / "fixtures" / "mcp" / "http_server.py"
 SECRET = "Bearer tok-7c1e2d9a4b5f6e3d8c2a1b0f9e8d7c6b"
@@ -44,7 +47,7 @@ def upstream(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def _wait_listening(port: int, timeout_s: float = 20.0) -> None:
-    for _ in range(int(timeout_s / 0.05)):
+    for _ in range(int(scaled(timeout_s) / 0.05)):
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 return

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from mcp.client.session import ClientSession
 
-from toolgate.executor.adapters.mcp_client import McpToolHost
-from toolgate.executor.adapters.mcp_session import Connection
-from toolgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolTimeout
+from effectgate.executor.adapters.mcp.client import McpToolHost
+from effectgate.executor.adapters.mcp.connection import Connection
+from effectgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolTimeout
 
 WRITE = {"readOnlyHint": False, "destructiveHint": False}
 

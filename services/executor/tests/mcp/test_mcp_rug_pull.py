@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from toolgate.contracts.vocabulary import SideEffectClass
-from toolgate.executor.adapters.file_system import FileSystemTool
-from toolgate.executor.adapters.mcp_client import McpToolHost
-from toolgate.executor.adapters.tool_host import LocalToolHost
-from toolgate.executor.errors import ToolRefused
-from toolgate.registry.adapters.mcp_import import import_mcp_server
-from toolgate.shared.mcp_config import Override
+from effectgate.contracts.vocabulary import SideEffectClass
+from effectgate.executor.adapters.file_system import FileSystemTool
+from effectgate.executor.adapters.mcp.client import McpToolHost
+from effectgate.executor.adapters.tool_host import LocalToolHost
+from effectgate.executor.errors import ToolRefused
+from effectgate.registry.adapters.mcp_import import import_mcp_server
+from effectgate.shared.mcp.servers import Override
 
 READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}
 TARGET_SCHEMA = {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}

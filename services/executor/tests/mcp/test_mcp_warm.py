@@ -11,21 +11,24 @@ from typing import Any
 
 import pytest
 
-from toolgate.executor.adapters.mcp_client import McpToolHost
-from toolgate.executor.adapters.mcp_session import McpSession
-from toolgate.executor.adapters.mcp_warden import Backoff, ServerState, Warden
-from toolgate.executor.breaker import Breaker
-from toolgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused
-from toolgate.shared.mcp_config import McpServerConfig
+from effectgate.devstack.timing import scaled
+from effectgate.executor.adapters.mcp.breaker import Breaker
+from effectgate.executor.adapters.mcp.client import McpToolHost
+from effectgate.executor.adapters.mcp.session import McpSession
+from effectgate.executor.adapters.mcp.warden import Backoff, ServerState, Warden
+from effectgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused
+from effectgate.shared.mcp.servers import McpServerConfig
 
 from .test_mcp_outcomes import WRITE, call, started
+
+pytestmark = pytest.mark.timing  # waits on the MCP server processes it starts (limits: scaled)
 
 READ = {"readOnlyHint": True}
 DIES = "import sys; print('notes: NOTES_DIR is not set', file=sys.stderr); sys.exit(1)"
 
 
 async def wait_for(predicate: Any, timeout_s: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
+    deadline = asyncio.get_running_loop().time() + scaled(timeout_s)
     while not predicate():
         assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
         await asyncio.sleep(0.05)
@@ -46,7 +49,7 @@ async def test_servers_start_before_the_first_call_and_a_dead_one_names_itself(
 ) -> None:
     notes = McpServerConfig(name="notes", command=sys.executable, args=["-c", DIES])
     host = McpToolHost({"git": git.config, "notes": notes})
-    caplog.set_level(logging.INFO, "toolgate.executor")
+    caplog.set_level(logging.INFO, "effectgate.executor")
     try:
         await host.start()
         assert len(started(git.workdir)) == 1  # started by start(), before any call

@@ -1,0 +1,1 @@
+"""The effectgate command line."""

@@ -1,0 +1,1 @@
+"""What ``config check`` finds in a configuration and its references."""

@@ -1,0 +1,1 @@
+"""The command shells: each subcommand group of ``effectgate``."""

@@ -1,0 +1,1 @@
+"""The scripted demo, and its chat variant."""

@@ -1,1 +1,0 @@
-"""The toolgate command line."""

@@ -1,0 +1,167 @@
+"""Which NATS account each user of effectgate lives in, and what crosses between accounts.
+
+Pure: derived from :func:`~effectgate.contracts.bus.nats_permissions.nats_users` (no subject is
+spelled here). The streams, the buckets, the services and the operator share :data:`CORE`;
+the auditor (:data:`AUDITOR_ACCOUNT`), each agent principal and each approver has an account of
+its own, holding its one user. A client account imports exactly what its user's rules name, its
+own concrete subjects: a service import per subject it publishes (its requests, its RPCs, the
+auditor's one consumer's JetStream API and acks), a stream import per subject it subscribes to
+(its receipts, alarms). :data:`CORE` exports each of those subjects to the accounts importing it only.
+
+Why: nats-server does not check a reply subject against the publisher's rights, so a client
+that may ask anything of the server (a JetStream API, a service's RPC) could have the answer
+(consumer info, a pull's messages, an error) published onto a stream subject. Across accounts
+a reply is mapped by the server (``_R_.…`` in :data:`CORE`) and lands back in the requester's
+own account, where no stream is and only its own imports lead anywhere. A client account answers
+``$JS.API.>`` itself (JetStream not enabled), so the auditor's API comes under another name
+(:attr:`Rule.core_subject`, :data:`~effectgate.contracts.bus.catalog.AUDITOR_JS_API`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from effectgate.contracts.bus.nats_permissions import (
+    AUDITOR,
+    NatsUser,
+    Rule,
+    agent_user,
+    approver_user,
+    nats_users,
+    private_inbox,
+)
+from effectgate.contracts.directory import PrincipalDirectory
+
+__all__ = [
+    "AUDITOR_ACCOUNT",
+    "CORE",
+    "Export",
+    "Import",
+    "NatsAccount",
+    "agent_account",
+    "approver_account",
+    "nats_accounts",
+]
+
+CORE = "EFFECTGATE"
+"""The account of the streams, the buckets, every service, the operator (and admin)."""
+
+AUDITOR_ACCOUNT = "AUDITOR"
+"""The auditor's account: no JetStream; its one consumer's API and acks imported from :data:`CORE`."""
+
+Kind = Literal["service", "stream"]
+Response = Literal["singleton", "stream"]
+"""How many answers a service import's request gets: one, or a stream of them (a pull's deliveries)."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One subject a client account takes from :data:`CORE`.
+
+    Attributes:
+        kind: ``service`` (the client publishes requests to it) or ``stream`` (it receives messages on it).
+        rule: the user's rule the import comes from (its subject and why).
+    """
+
+    kind: Kind
+    rule: Rule
+
+    @property
+    def subject(self) -> str:
+        """The subject in :data:`CORE` (:attr:`Rule.core_subject`, else the rule's own)."""
+        return self.rule.core_subject or self.rule.subject
+
+    @property
+    def to(self) -> str | None:
+        """The name it is imported under in the client's account, when not :attr:`subject`."""
+        return self.rule.subject if self.rule.core_subject else None
+
+    @property
+    def response(self) -> Response:
+        """``stream`` for a service whose requests get several answers (:attr:`Rule.streamed`), else ``singleton``."""
+        return "stream" if self.rule.streamed else "singleton"
+
+
+@dataclass(frozen=True)
+class Export:
+    """One subject :data:`CORE` offers, and the only accounts that may import it.
+
+    Attributes:
+        kind: ``service`` or ``stream``.
+        subject: the exported subject (each client's own concrete subject).
+        accounts: the importing accounts, sorted.
+        response: a service's answers per request (nats-server ``response_type``); ``singleton`` for a stream.
+    """
+
+    kind: Kind
+    subject: str
+    accounts: tuple[str, ...]
+    response: Response = "singleton"
+
+
+@dataclass(frozen=True)
+class NatsAccount:
+    """One NATS account and what it holds.
+
+    Attributes:
+        name: the account name (:data:`CORE`, :data:`AUDITOR_ACCOUNT`, ``AGENT_<principal>``, ``APPROVER_<name>``).
+        users: its users.
+        jetstream: whether JetStream is enabled in it (only :data:`CORE`).
+        imports: what it takes from :data:`CORE`.
+        exports: what it offers other accounts.
+    """
+
+    name: str
+    users: tuple[NatsUser, ...]
+    jetstream: bool = False
+    imports: tuple[Import, ...] = ()
+    exports: tuple[Export, ...] = ()
+
+
+def agent_account(principal: str) -> str:
+    """The account of agent ``principal``: ``AGENT_<principal>``."""
+    return f"AGENT_{principal}"
+
+
+def approver_account(approver: str) -> str:
+    """The account of approver ``approver``: ``APPROVER_<approver>``."""
+    return f"APPROVER_{approver}"
+
+
+def nats_accounts(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[NatsAccount, ...]:
+    """Every account of effectgate for ``directory``: :data:`CORE` first, then the auditor's, approvers, agents.
+
+    Raises:
+        DirectoryInvalid: as :func:`~effectgate.contracts.bus.nats_permissions.nats_users`.
+    """
+    users = {user.name: user for user in nats_users(directory, admin=admin)}
+    clients = {AUDITOR_ACCOUNT: users.pop(AUDITOR)}
+    clients |= {approver_account(n): users.pop(approver_user(n)) for n in sorted(directory.approvers)}
+    clients |= {agent_account(p): users.pop(agent_user(p)) for p in sorted(directory.principals)}
+    accounts = tuple(NatsAccount(name, (user,), imports=imports_of(user)) for name, user in clients.items())
+    core = NatsAccount(CORE, tuple(users.values()), jetstream=True, exports=_exports(accounts))
+    return (core, *accounts)
+
+
+def imports_of(user: NatsUser) -> tuple[Import, ...]:
+    """A service import per subject ``user`` publishes, a stream import per subject it subscribes to.
+
+    Its own inbox is its account's business. A JetStream API or ack subject crosses like any
+    other (the client accounts have no JetStream): the auditor reaches its one consumer so.
+    """
+    own = f"{user.inbox_prefix or private_inbox(user.name)}."
+    services = tuple(Import("service", rule) for rule in user.publish if not rule.subject.startswith(own))
+    streams = tuple(Import("stream", rule) for rule in user.subscribe if not rule.subject.startswith(own))
+    return services + streams
+
+
+def _exports(accounts: tuple[NatsAccount, ...]) -> tuple[Export, ...]:
+    """One export per imported subject, restricted to the accounts importing it (stable order)."""
+    importers: dict[tuple[Kind, str, Response], list[str]] = {}
+    for account in accounts:
+        for one in account.imports:
+            importers.setdefault((one.kind, one.subject, one.response), []).append(account.name)
+    return tuple(
+        Export(kind, subject, tuple(sorted(names)), response) for (kind, subject, response), names in importers.items()
+    )

@@ -1,0 +1,1 @@
+"""Canonical JSON and hashes, Ed25519 signatures, sealed envelopes."""

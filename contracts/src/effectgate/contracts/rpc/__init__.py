@@ -1,0 +1,1 @@
+"""Request and reply bodies of every request/reply subject (:class:`effectgate.contracts.bus.catalog.Rpc`)."""

@@ -1,5 +1,0 @@
-"""What every toolgate service and agent speaks.
-
-Events, catalog, descriptors, vocabulary, canonical form, signing, sealing,
-request/reply types and the error root.
-"""

@@ -1,0 +1,1 @@
+"""Matrix: the platform, card contents, what room events mean as answers."""

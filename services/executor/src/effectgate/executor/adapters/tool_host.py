@@ -1,0 +1,51 @@
+"""Dispatches a call to the adapter its descriptor names: ``file_system`` or ``mcp:<server>``.
+
+The adapters are declared once, in :mod:`effectgate.contracts.tools.adapters`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from effectgate.contracts.tools.adapters import FILE_SYSTEM, MCP, adapter_kind
+from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.executor.adapters.file_system import FileSystemTool
+from effectgate.executor.effects.binding import Guard
+from effectgate.executor.errors import ToolRefused
+
+if TYPE_CHECKING:  # the MCP client stack (~20 MiB resident) is imported only where MCP servers are configured
+    from effectgate.executor.adapters.mcp.client import McpToolHost
+
+__all__ = ["LocalToolHost"]
+
+
+class LocalToolHost:
+    """:class:`~effectgate.executor.service.ToolHost` over the in-process and MCP adapters."""
+
+    def __init__(self, file_system: FileSystemTool, mcp: McpToolHost | None) -> None:
+        self._file_system = file_system
+        self._mcp = mcp
+
+    async def call(
+        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Guard | None = None
+    ) -> Any:
+        """Run ``operation`` of ``descriptor`` with ``arguments``.
+
+        An MCP call also gets the registered operation, which the live tool must still
+        match (:meth:`McpToolHost.call`). ``guard`` goes to the adapter, which calls it
+        right before the effect.
+
+        Raises:
+            ToolRefused: ``unknown_adapter`` when no adapter serves the descriptor,
+                ``unknown_operation`` when the descriptor has no such operation.
+            ExecutorError: whatever the adapter raises.
+        """
+        kind, server = adapter_kind(descriptor.adapter) or ("", "")
+        if kind == FILE_SYSTEM:
+            return await self._file_system.call(operation, arguments, guard)
+        if kind == MCP and self._mcp is not None:
+            expected = descriptor.operations.get(operation)
+            if expected is None:
+                raise ToolRefused("unknown_operation", f"{descriptor.name} has no operation {operation!r}")
+            return await self._mcp.call(server, operation, arguments, descriptor.timeout_s, expected, guard)
+        raise ToolRefused("unknown_adapter", f"no adapter {descriptor.adapter!r} is configured in this executor")

@@ -1,0 +1,1 @@
+"""Spend budgets: the rules, the ledger, settlement by receipts, reconciliation and rebuild."""

@@ -1,0 +1,1 @@
+"""Questions asked of a policy without deciding a call: previews, explanations, simulations."""

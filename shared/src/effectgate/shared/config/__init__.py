@@ -1,0 +1,1 @@
+"""Configuration files and settings: effectgate.toml, service settings, NATS server config, key directories."""

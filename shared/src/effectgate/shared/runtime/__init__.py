@@ -1,0 +1,1 @@
+"""A service's life: building it, connections, health, metrics, traces, logs, child processes, security reports."""

@@ -1,0 +1,1 @@
+"""Secret detection and redaction: detectors, key=value credentials, invisible characters, scrubbed logs."""
