@@ -172,6 +172,18 @@ def test_a_recorded_port_taken_between_starts_is_reported_and_replaced(tmp_path:
     assert ports.notes[:2] == [f"redis: port {taken[0]} is taken", f"redis: port {taken[1]} is taken"]
 
 
+def test_a_recorded_port_an_earlier_name_now_has_is_reported_and_replaced(tmp_path: Path) -> None:
+    with _taken() as holder:
+        taken = holder.getsockname()[1]
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            free = sock.getsockname()[1]
+        (tmp_path / "ports.json").write_text(json.dumps({"audit": free}))
+        ports = stable_ports(tmp_path, {"executor": free, "audit": taken})
+    assert ports.chosen["executor"] == free and ports.chosen["audit"] not in (free, taken)
+    assert ports.notes[:2] == [f"audit: port {taken} is taken", f"audit: port {free} is taken"]
+
+
 def test_a_free_default_is_used_and_an_unreadable_record_is_reported(tmp_path: Path) -> None:
     (tmp_path / "ports.json").write_text("{not json")
     with socket.socket() as sock:

@@ -75,11 +75,11 @@ def http_port_env(ports: Ports) -> dict[str, str]:
 
 
 def _choose(name: str, preferred: tuple[int, int | None], used: set[int], notes: list[str]) -> int:
-    """The first free port of ``preferred`` not in ``used``, else a free one; a note for each one taken."""
+    """The first free port of ``preferred`` not in ``used``, else a free one; a note for each one taken (here too)."""
     for port in dict.fromkeys(preferred):
-        if port is None or port in used:
+        if port is None:
             continue
-        if _free(port):
+        if port not in used and _free(port):
             return port
         notes.append(f"{name}: port {port} is taken")
     port = _any_free(used)
