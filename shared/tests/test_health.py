@@ -22,6 +22,7 @@ from effectgate.shared.runtime import metrics
 from effectgate.shared.runtime.assembly import Lifecycle
 from effectgate.shared.runtime.health import HealthServer, not_ready
 from effectgate.shared.runtime.monitor import base_checks
+from effectgate.shared.runtime.nats_watch import ConnectionWatch
 from effectgate.shared.runtime.sampling import Sampler
 
 
@@ -203,6 +204,15 @@ async def test_a_service_without_consumers_says_it_is_still_building_before_it_s
     assert not_ready(checks)["consumers"] == "starting: connecting and building"
     started.set()
     assert "consumers" not in not_ready(checks)
+
+
+async def test_nats_readiness_names_what_the_connection_is_doing_and_its_last_error() -> None:
+    watch, started = ConnectionWatch("registry", refused_exit_s=60.0), asyncio.Event()
+    checks = base_checks(NatsBroker("nats://127.0.0.1:1"), Lifecycle(), [], started, watch)
+    await watch.on_disconnected()
+    await watch.on_error(ConnectionRefusedError("connect call failed"))
+
+    assert not_ready(checks)["nats"] == "not connected to NATS: reconnecting (last error: connect call failed)"
 
 
 async def _never(_delivery: Any) -> Any:

@@ -6,7 +6,7 @@ import contextlib
 import time
 from pathlib import Path
 
-__all__ = ["Identity", "command_line", "descendants", "identity", "runs", "survivors"]
+__all__ = ["Identity", "command_line", "descendants", "group_runs", "identity", "runs", "survivors"]
 
 Identity = tuple[int, str]
 """A process: its pid and its start time (``/proc/<pid>/stat`` field 22), so a reused pid is another one."""
@@ -31,6 +31,16 @@ def runs(process: Identity) -> bool:
     """Whether ``process`` exists and is no zombie (a zombie has ended: only its parent has not reaped it)."""
     fields = _stat(process[0])
     return fields is not None and fields[19] == process[1] and fields[0] != "Z"
+
+
+def group_runs(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (zombies have ended)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            state, _, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            if group == str(pgid) and state != "Z":
+                return True
+    return False
 
 
 def descendants(root: int) -> set[Identity]:

@@ -6,12 +6,17 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+from effectgate.devstack.descendants import group_runs
 from effectgate.shared.runtime.lifetime import die_with_parent
 
-__all__ = ["end", "kill", "listening_ports", "owned", "signal_group", "spawn"]
+__all__ = ["GROUP_GONE_S", "end", "kill", "listening_ports", "owned", "signal_group", "spawn"]
+
+GROUP_GONE_S = 5.0
+"""How long :func:`end` waits for the SIGKILLed rest of a group to end, seconds."""
 
 
 def owned() -> dict[str, Any]:
@@ -38,7 +43,8 @@ def signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
 def end(process: subprocess.Popen[bytes], timeout_s: float = 10.0, sig: signal.Signals | None = signal.SIGTERM) -> None:
     """End ``process`` and its group: ``sig`` (``None``: already sent), SIGKILL after ``timeout_s`` seconds.
 
-    What is left of the group once its leader ended (the leader's own children) is killed too.
+    What is left of the group once its leader ended (the leader's own children) is killed too,
+    and waited for (up to :data:`GROUP_GONE_S`), so nothing of it runs on return.
     """
     if process.poll() is None:
         if sig is not None:
@@ -50,6 +56,9 @@ def end(process: subprocess.Popen[bytes], timeout_s: float = 10.0, sig: signal.S
             process.wait()
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)  # members that outlived their leader (its own children)
+        deadline = time.monotonic() + GROUP_GONE_S
+        while group_runs(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)  # a SIGKILLed process ends once the kernel next schedules it
 
 
 def kill(process: subprocess.Popen[bytes]) -> None:
