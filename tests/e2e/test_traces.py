@@ -118,9 +118,11 @@ async def test_an_agents_trace_continues_through_policy_executor_and_audit(gate:
         receipt = await gate.call(gate.agent(), "read", {"path": "hello.txt"})
     trace_id, agent_span = span.get_span_context().trace_id.to_bytes(16, "big"), span.get_span_context().span_id
 
-    def whole() -> dict[str, list[Any]]:  # the audit records the request, the decision and the receipt, in batches
+    def whole() -> dict[str, list[Any]]:  # spans are exported in batches: wait for the executor's and the audit's
         spans = services_in(collector, trace_id, WANTED)
-        return spans if len(spans.get("effectgate-audit", [])) >= 3 else {}
+        policy_ids = {s.span_id for s in spans.get("effectgate-policy", [])}
+        executed = any(s.parent_span_id in policy_ids for s in spans.get("effectgate-executor", []))
+        return spans if executed and len(spans.get("effectgate-audit", [])) >= 3 else {}
 
     spans = until(whole) or services_in(collector, trace_id, WANTED)
     assert receipt.outcome == "succeeded" and spans, f"services in the trace: {set(spans)}"

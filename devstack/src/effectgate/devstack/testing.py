@@ -177,3 +177,21 @@ def redis_sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
     """A primary, a replica and three Sentinels (:func:`~effectgate.devstack.sentinels.sentinel_group`)."""
     with sentinel_group(tmp_path / "sentinels") as group:
         yield group
+
+
+SUMMARY_PROPERTY = "summary"
+"""A test's ``record_property`` name for lines the run prints at its end (also from xdist workers)."""
+
+_SUMMARIES: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep the :data:`SUMMARY_PROPERTY` lines of each test's call (reports reach the controller under xdist)."""
+    if report.when == "call":
+        _SUMMARIES.extend(str(value) for name, value in report.user_properties if name == SUMMARY_PROPERTY)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the kept summaries (the chaos test's counts, for one) after the run's own."""
+    for summary in _SUMMARIES:
+        terminalreporter.write_line(summary)
