@@ -20,6 +20,7 @@ from effectgate.cli.commands.budgets import budgets_app
 from effectgate.cli.commands.call import call
 from effectgate.cli.commands.config import ConfigPath, McpServersPath, config_app, up_env
 from effectgate.cli.commands.mcp import mcp_app
+from effectgate.cli.commands.nats_jwt import nats_jwt_app
 from effectgate.cli.commands.policy import policy_app
 from effectgate.cli.commands.requests import requests_command
 from effectgate.cli.commands.tools import publish_refusal, tools_describe, tools_list
@@ -46,6 +47,7 @@ for sub, name in (
     (keys_app, "keys"),
     (tls_app, "tls"),
     (mcp_app, "mcp"),
+    (nats_jwt_app, "nats-jwt"),
 ):
     app.add_typer(sub, name=name)
 tools_app.command("list")(tools_list)
