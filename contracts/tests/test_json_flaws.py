@@ -139,9 +139,9 @@ def test_a_flaw_of_the_whole_text_is_left_to_the_decoders_message(text: bytes) -
     ids=["escaped-quotes", "long-array", "many-strings", "deep-objects"],
 )
 def test_locating_takes_linear_time(text: bytes) -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: not stretched by a loaded machine
     flaw_of(text)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 @pytest.mark.parametrize(

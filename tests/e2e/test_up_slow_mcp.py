@@ -75,8 +75,7 @@ def test_a_server_still_starting_is_listed_as_starting_and_the_stack_runs_on(tmp
         url = _wait_for(process, output, r"NATS_URL=(nats://\S+)", timeout_s=scaled(5))[1]
         _wait_for(process, output, r"mcp_slow: starting since \S+: its first start is under way", timeout_s=scaled(20))
         said = _text(output)
-        assert "waiting for registry" in said and "waiting for executor" in said, said
-        assert "waiting for MCP server slow to start" in said, said
+        assert "waiting for MCP server slow to start" in said, said  # a service may be ready when first asked
         assert f"MCP server slow still starting after {READY_TIMEOUT_S} s" in said, said
 
         early = asyncio.run(_greet(state, url))

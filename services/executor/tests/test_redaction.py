@@ -166,9 +166,9 @@ def test_a_configured_value_shorter_than_eight_characters_is_ignored() -> None:
     ],
 )
 def test_scrubbing_a_hostile_text_takes_linear_time(text: str) -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a loaded machine does not stretch it as it does the wall clock
     REDACTOR.value({"content": text}, "/result")
-    assert time.perf_counter() - started < 5.0, "scrubbing is not linear in the size of the text"
+    assert time.process_time() - started < 5.0, "scrubbing is not linear in the size of the text"
 
 
 def _receipt(reason: str, result: Any = None, redactions: tuple[str, ...] | None = None) -> ReceiptIssued:
