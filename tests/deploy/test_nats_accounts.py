@@ -27,6 +27,7 @@ from effectgate.contracts.bus.catalog import Rpc, Subjects
 from effectgate.contracts.bus.nats_accounts import (
     AUDITOR_ACCOUNT,
     CORE,
+    OWN_ACCOUNTS,
     Import,
     NatsAccount,
     agent_account,
@@ -36,8 +37,7 @@ from effectgate.contracts.bus.nats_accounts import (
 from effectgate.contracts.bus.nats_permissions import (
     ADMIN,
     AUDITOR,
-    MCP_SURFACE,
-    OPERATOR,
+    CHATOPS,
     SERVICES,
     Rule,
     agent_user,
@@ -82,12 +82,12 @@ SENDS = {  # caller: how it gets an answer sent to the reply subject it chose
 }
 
 
-def test_every_agent_and_approver_and_the_auditor_has_an_account_of_its_own_without_jetstream() -> None:
+def test_every_client_has_an_account_of_its_own_without_jetstream() -> None:
     core, *clients = nats_accounts(DIRECTORY, admin=True)
     assert core.name == CORE and core.jetstream
-    assert {user.name for user in core.users} == {*SERVICES, MCP_SURFACE, OPERATOR, ADMIN}
+    assert {user.name for user in core.users} == {*SERVICES, ADMIN} - {CHATOPS}
     names = {*map(agent_account, DIRECTORY.principals), *map(approver_account, DIRECTORY.approvers)}
-    assert {account.name for account in clients} == {AUDITOR_ACCOUNT, *names}
+    assert {account.name for account in clients} == {*OWN_ACCOUNTS.values(), *names}
     assert all(len(account.users) == 1 and not account.jetstream and not account.exports for account in clients)
 
 
@@ -103,7 +103,7 @@ def test_the_auditor_imports_its_one_consumers_api_and_acks_only() -> None:
 
 def test_an_agent_imports_only_its_own_concrete_subjects() -> None:
     for account in nats_accounts(DIRECTORY)[1:]:
-        if account.name == AUDITOR_ACCOUNT:
+        if account.name in OWN_ACCOUNTS.values():
             continue
         (user,) = account.users
         own = user.name.split("-", 1)[1]
@@ -280,6 +280,12 @@ def _with_api(account: NatsAccount) -> NatsAccount:
         (agent_account("other-agent"), Import("stream", Rule(Subjects.receipts_of("demo-agent")))),
         (agent_account("other-agent"), Import("service", Rule(Subjects.request("demo-agent")))),
         (approver_account("alice"), Import("service", Rule(Rpc.approvals_decide("bob")))),
+        (agent_account("other-agent"), Import("service", Rule(f"$KV.{catalog.CARDS_BUCKET}.>"))),  # the bot's
+        (approver_account("alice"), Import("service", Rule(f"$JS.API.DIRECT.GET.KV_{catalog.POLICY_BUCKET}.>"))),
+        (
+            agent_account("demo-agent"),
+            Import("service", Rule(f"$JS.API.CONSUMER.MSG.NEXT.{catalog.STREAM}.{catalog.CHATOPS_RECEIPTS.durable}")),
+        ),
     ],
 )
 def test_an_account_cannot_import_what_was_exported_to_another(tmp_path: Path, account: str, stolen: Import) -> None:

@@ -26,6 +26,7 @@ from nats.js import JetStreamContext
 from effectgate.cli.stack.credentials import BusCredentials, write_private
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Rpc, Subjects
+from effectgate.contracts.bus.nats_accounts import js_api_of
 from effectgate.contracts.bus.nats_permissions import OPERATOR, SERVICES, agent_user, approver_user
 from effectgate.contracts.directory import PrincipalDirectory
 from effectgate.devstack.servers import nats_server
@@ -141,10 +142,12 @@ class Conn:
 
     nc: Client
     errors: list[str] = field(default_factory=list)
+    user: str | None = None
 
     @property
     def js(self) -> JetStreamContext:
-        return self.nc.jetstream()
+        """On the API prefix its user calls: the bot's and the operator's accounts import it under another name."""
+        return self.nc.jetstream(prefix=js_api_of(self.user))
 
     def violated(self, kind: str, subject: str) -> bool:
         needle = f'permissions violation for {kind} to "{subject.lower()}"'  # whole: not a longer subject's
@@ -159,7 +162,7 @@ async def connect(url: str, options: dict[str, Any]) -> Conn:
         errors.append(str(error).lower())
 
     nc = await nats.connect(url, error_cb=on_error, allow_reconnect=False, **options)
-    return Conn(nc, errors)
+    return Conn(nc, errors, options.get("user"))
 
 
 async def allowed(conn: Conn, subject: str, action: Awaitable[Any], kind: str = "publish") -> bool:
@@ -441,16 +444,15 @@ async def test_nobody_asks_where_another_principals_call_stands(
 @pytest.mark.parametrize(
     ("caller", "subject", "responder"),
     [
-        (OPERATOR, Rpc.REGISTRY_PUBLISH, "registry"),
-        (OPERATOR, Rpc.APPROVALS_LIST, "approvals"),
-        (OPERATOR, Rpc.AUDIT_VERIFY, "audit"),
         ("executor", Rpc.POLICY_RECHECK, "policy"),
+        ("approvals", Rpc.POLICY_RECHECK, "policy"),
     ],
 )
 async def test_a_reply_subject_cannot_borrow_the_responders_rights(
     conns: dict[str, Conn], caller: str, subject: str, responder: str, ns: str
 ) -> None:
-    """Callers in the services' account; an agent's or approver's reply stays in its account (test_nats_accounts)."""
+    """Callers in the services' account (only services are); every client's reply stays in its own account
+    (tests/deploy/test_nats_accounts.py, test_component_accounts.py)."""
     victim = Subjects.request(f"victim-{ns}")  # not allow_responses: a reply goes only to an inbox
     await conns[caller].nc.publish(subject, b"{}", reply=victim)
     await conns[caller].nc.flush()
@@ -505,7 +507,7 @@ async def test_service_pulls_and_acks_its_own_consumer(
     ids=str,
 )
 async def test_service_cannot_pull_from_another_consumer(conns: dict[str, Conn], user: str, durable: str) -> None:
-    subject = f"$JS.API.CONSUMER.MSG.NEXT.{catalog.STREAM}.{durable}"
+    subject = f"{js_api_of(user)}.CONSUMER.MSG.NEXT.{catalog.STREAM}.{durable}"
     conn = conns[user]
     assert not await allowed(conn, subject, conn.nc.request(subject, b'{"batch": 1, "no_wait": true}', timeout=WAIT_S))
 
@@ -518,7 +520,7 @@ async def test_only_policy_and_executor_read_the_tools_bucket(conns: dict[str, C
     async def read() -> None:
         assert (await (await conns[user].js.key_value(catalog.TOOLS_BUCKET)).get(f"{ns}.1")).value == b"descriptor"
 
-    subject = f"$JS.API.STREAM.INFO.KV_{catalog.TOOLS_BUCKET}"
+    subject = f"{js_api_of(user)}.STREAM.INFO.KV_{catalog.TOOLS_BUCKET}"
     assert await allowed(conns[user], subject, read()) is (user in ("registry", "policy", "executor"))
 
 
@@ -532,7 +534,7 @@ async def test_only_the_policy_service_and_the_operator_read_the_policy_bucket(
     async def read() -> None:
         assert (await (await conns[user].js.key_value(catalog.POLICY_BUCKET)).get(f"v.{ns}")).value == b"policy"
 
-    subject = f"$JS.API.STREAM.INFO.KV_{catalog.POLICY_BUCKET}"
+    subject = f"{js_api_of(user)}.STREAM.INFO.KV_{catalog.POLICY_BUCKET}"
     assert await allowed(conns[user], subject, read()) is (user in ("registry", "policy", OPERATOR))
 
 
@@ -553,7 +555,7 @@ async def test_only_services_that_need_it_read_events_by_subject(conns: dict[str
         assert (await conns[user].js.get_last_msg(catalog.STREAM, subject)).data == b"signed decision"
 
     expected = user in ("registry", "policy", "approvals", "executor", "audit")  # audit: verify; policy: rebuild
-    assert await allowed(conns[user], f"$JS.API.STREAM.MSG.GET.{catalog.STREAM}", read()) is expected
+    assert await allowed(conns[user], f"{js_api_of(user)}.STREAM.MSG.GET.{catalog.STREAM}", read()) is expected
 
 
 EXECUTOR_READS: dict[str, tuple[str, Callable[[str], str]]] = {
@@ -593,7 +595,7 @@ async def test_approvals_reads_the_floor_of_the_policys_request_consumer_and_pul
 @pytest.mark.parametrize("user", [u for u in USERS if u != "registry"])
 async def test_only_audit_and_policy_read_the_stream_state(conns: dict[str, Conn], user: str) -> None:
     """Audit verifies how far the stream is ahead; policy how full it is (new requests are denied near its limit)."""
-    subject = f"$JS.API.STREAM.INFO.{catalog.STREAM}"
+    subject = f"{js_api_of(user)}.STREAM.INFO.{catalog.STREAM}"
 
     async def read() -> None:
         assert (await conns[user].js.stream_info(catalog.STREAM)).config.name == catalog.STREAM

@@ -87,9 +87,9 @@ async def descriptors(
 
 async def published(bus: rpc.Bus, version: str) -> PublishedPolicy | None:
     """The published policy of ``version`` from the policy bucket, or ``None``."""
-    return await (await PolicyBucket.open(bus.nc.jetstream())).version(version)
+    return await (await PolicyBucket.open(bus.jetstream())).version(version)
 
 
 async def in_force(bus: rpc.Bus) -> PublishedPolicy | None:
     """The policy in force (``current``), or ``None``."""
-    return (await (await PolicyBucket.open(bus.nc.jetstream())).current()).policy
+    return (await (await PolicyBucket.open(bus.jetstream())).current()).policy

@@ -11,8 +11,12 @@ from typing import Any, TypeVar
 import msgspec
 import nats
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 
 from effectgate.contracts.bus.catalog import TOKEN, Rpc
+from effectgate.contracts.bus.nats_accounts import js_api_of
+from effectgate.contracts.bus.nats_credentials import connect_arguments
+from effectgate.contracts.bus.nats_permissions import JS_API
 from effectgate.contracts.errors import Problem
 from effectgate.contracts.rpc.approvals import APPROVAL_NOT_OPEN, DecideCommand, DecideReply
 from effectgate.shared.runtime.connections import connect_once
@@ -42,6 +46,7 @@ class Bus:
     def __init__(self, user: str | None) -> None:
         self.user = user
         self.nc: Client
+        self.js_api = JS_API
         self._refusal: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     @classmethod
@@ -53,7 +58,16 @@ class Bus:
         """
         bus = cls(user)
         bus.nc = await connect_once(url, error_cb=bus._on_error, **options)
+        bus.js_api = js_api_of(connect_arguments(url, options)[1].get("user"))  # the URL's user counts too
         return bus
+
+    def jetstream(self) -> JetStreamContext:
+        """A JetStream context on the API prefix the connection's user calls (the operator's account imports it).
+
+        ``$JS.API`` without a user (an open server has no accounts):
+        :func:`~effectgate.contracts.bus.nats_accounts.js_api_of` of the user the options or the URL name.
+        """
+        return self.nc.jetstream(prefix=self.js_api)
 
     async def _on_error(self, error: Exception) -> None:
         if (found := _VIOLATION.search(str(error))) and not self._refusal.done():

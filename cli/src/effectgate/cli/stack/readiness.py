@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 import msgspec
 import nats
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from effectgate.cli.stack.waiting import Note, Said, mcp_settled, not_ready_reasons
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Rpc
+from effectgate.contracts.bus.nats_accounts import js_api_of
 from effectgate.contracts.bus.nats_permissions import OPERATOR
 from effectgate.contracts.errors import Problem
 from effectgate.contracts.rpc.listing import Readiness
@@ -92,11 +94,12 @@ async def wait_ready(
 
 async def _one_ready(stack: Stack, service: str, deadline: float, timeout_s: float, say: Said) -> None:
     """Wait for ``service``, saying why it is not ready yet about once a second."""
-    watcher = OPERATOR if service == "registry" else service
-    nc = await connect_once(stack.nats_url, **stack.connect_options(watcher))
+    options = stack.connect_options(OPERATOR if service == "registry" else service)
+    nc = await connect_once(stack.nats_url, **options)
+    js = nc.jetstream(prefix=js_api_of(options.get("user")))  # the bot's account imports its consumers' API
     try:
         for tick in itertools.count():
-            if await _ready(nc, service, _pullers(stack, service)):
+            if await _ready(nc, js, service, _pullers(stack, service)):
                 return
             if dead := stack.dead():
                 said = "; ".join(f"{name}: {stack.last_words(name)}" for name in dead)
@@ -143,7 +146,7 @@ def _pullers(stack: Stack, service: str) -> int:
     return 1 if service == "audit" else max(1, len(stack.replicas(service)))
 
 
-async def _ready(nc: Client, service: str, pullers: int = 1) -> bool:
+async def _ready(nc: Client, js: JetStreamContext, service: str, pullers: int = 1) -> bool:
     if service == "registry":
         try:
             await nc.request(Rpc.REGISTRY_LIST, b"{}", timeout=1)
@@ -151,7 +154,7 @@ async def _ready(nc: Client, service: str, pullers: int = 1) -> bool:
             return False
         return True
     try:
-        info = await nc.jetstream().consumer_info(catalog.STREAM, _CONSUMERS[service].durable)
+        info = await js.consumer_info(catalog.STREAM, _CONSUMERS[service].durable)
     except (NotFoundError, nats.errors.TimeoutError):
         return False
     return (info.num_waiting or 0) >= pullers

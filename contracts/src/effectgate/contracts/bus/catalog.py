@@ -16,6 +16,7 @@ __all__ = [
     "APPROVALS_CONSUMER",
     "AUDITED_SUBJECTS",
     "AUDITOR_CONSUMER",
+    "ACCOUNT_JS_API",
     "AUDITOR_JS_API",
     "AUDIT_CONSUMER",
     "BACKSTOP_CONSUMER",
@@ -380,10 +381,13 @@ AUDITOR_CONSUMER: Final = ConsumerSpec(
 """The auditor's export (e.g. to a SIEM): one record out at a time, so a redelivery after a crash comes
 before any later record and the export stays in stream order; redelivered 5 s after a lost ack."""
 
-AUDITOR_JS_API: Final = f"JS.{STREAM}.API"
-"""The auditor's JetStream API prefix (nats-py ``nc.jetstream(prefix=...)``): its account has no JetStream
-and imports its one consumer's ``$JS.API`` subjects under this name (its own ``$JS.API.>`` answers that
-JetStream is not enabled there)."""
+ACCOUNT_JS_API: Final = f"JS.{STREAM}.API"
+"""The JetStream API prefix (nats-py ``nc.jetstream(prefix=...)``) of a client account without JetStream
+(the auditor's, the chat-ops bot's, the MCP surface's, the operator's): each imports the ``$JS.API``
+subjects its user needs under this name (its own ``$JS.API.>`` answers that JetStream is not enabled there)."""
+
+AUDITOR_JS_API: Final = ACCOUNT_JS_API
+"""The auditor's JetStream API prefix (:data:`ACCOUNT_JS_API`): its one consumer's API, imported."""
 
 CONSUMERS: Final = (
     POLICY_CONSUMER,

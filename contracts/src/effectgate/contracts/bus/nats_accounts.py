@@ -1,20 +1,24 @@
 """Which NATS account each user of effectgate lives in, and what crosses between accounts.
 
 Pure: derived from :func:`~effectgate.contracts.bus.nats_permissions.nats_users` (no subject is
-spelled here). The streams, the buckets, the services and the operator share :data:`CORE`;
-the auditor (:data:`AUDITOR_ACCOUNT`), each agent principal and each approver has an account of
-its own, holding its one user. A client account imports exactly what its user's rules name, its
-own concrete subjects: a service import per subject it publishes (its requests, its RPCs, the
-auditor's one consumer's JetStream API and acks), a stream import per subject it subscribes to
-(its receipts, alarms). :data:`CORE` exports each of those subjects to the accounts importing it only.
+spelled here). The streams, the buckets and the services share :data:`CORE`; every other user has
+an account of its own, holding its one user: the auditor (:data:`AUDITOR_ACCOUNT`), the chat-ops bot
+(:data:`CHATOPS_ACCOUNT`), the MCP surface (:data:`SURFACE_ACCOUNT`), the operator
+(:data:`OPERATOR_ACCOUNT`), each agent principal and each approver. A client account imports exactly
+what its user's rules name: a service import per subject it publishes (its requests, its RPCs, KV
+puts, the JetStream API of its consumers and buckets and their acks), a stream import per subject it
+subscribes to (its receipts, alarms, tool states, KV changes). A subject its user uses only among its
+own replicas (:attr:`Rule.local`: the surface's MCP cancels) stays in its account. :data:`CORE`
+exports each imported subject to the accounts importing it only.
 
 Why: nats-server does not check a reply subject against the publisher's rights, so a client
 that may ask anything of the server (a JetStream API, a service's RPC) could have the answer
 (consumer info, a pull's messages, an error) published onto a stream subject. Across accounts
 a reply is mapped by the server (``_R_.…`` in :data:`CORE`) and lands back in the requester's
 own account, where no stream is and only its own imports lead anywhere. A client account answers
-``$JS.API.>`` itself (JetStream not enabled), so the auditor's API comes under another name
-(:attr:`Rule.core_subject`, :data:`~effectgate.contracts.bus.catalog.AUDITOR_JS_API`).
+``$JS.API.>`` itself (JetStream not enabled), so a client's API comes under another name
+(:attr:`Rule.core_subject`, :data:`~effectgate.contracts.bus.catalog.ACCOUNT_JS_API`; :func:`js_api_of`).
+So only the services hold JetStream API rights in :data:`CORE`.
 """
 
 from __future__ import annotations
@@ -22,8 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.nats_permissions import (
     AUDITOR,
+    CHATOPS,
+    JS_API,
+    MCP_SURFACE,
+    OPERATOR,
     NatsUser,
     Rule,
     agent_user,
@@ -35,20 +44,42 @@ from effectgate.contracts.directory import PrincipalDirectory
 
 __all__ = [
     "AUDITOR_ACCOUNT",
+    "CHATOPS_ACCOUNT",
     "CORE",
+    "OPERATOR_ACCOUNT",
+    "OWN_ACCOUNTS",
+    "SURFACE_ACCOUNT",
     "Export",
     "Import",
     "NatsAccount",
     "agent_account",
     "approver_account",
+    "js_api_of",
     "nats_accounts",
 ]
 
 CORE = "EFFECTGATE"
-"""The account of the streams, the buckets, every service, the operator (and admin)."""
+"""The account of the streams, the buckets and the services (and admin)."""
 
 AUDITOR_ACCOUNT = "AUDITOR"
 """The auditor's account: no JetStream; its one consumer's API and acks imported from :data:`CORE`."""
+
+CHATOPS_ACCOUNT = "CHATOPS"
+"""The chat-ops bot's account: no JetStream; its consumers', lease's and cards bucket's API imported."""
+
+SURFACE_ACCOUNT = "MCP_SURFACE"
+"""The MCP surface's account: no JetStream; its calls bucket's API imported; its replicas' cancels stay in it."""
+
+OPERATOR_ACCOUNT = "OPERATOR"
+"""The operator's account: no JetStream; its RPCs and the policy bucket's reads imported."""
+
+OWN_ACCOUNTS = {
+    AUDITOR: AUDITOR_ACCOUNT,
+    CHATOPS: CHATOPS_ACCOUNT,
+    MCP_SURFACE: SURFACE_ACCOUNT,
+    OPERATOR: OPERATOR_ACCOUNT,
+}
+"""The users with a fixed name and an account of their own (besides agents and approvers), by user."""
 
 Kind = Literal["service", "stream"]
 Response = Literal["singleton", "stream"]
@@ -105,7 +136,7 @@ class NatsAccount:
     """One NATS account and what it holds.
 
     Attributes:
-        name: the account name (:data:`CORE`, :data:`AUDITOR_ACCOUNT`, ``AGENT_<principal>``, ``APPROVER_<name>``).
+        name: the account name (:data:`CORE`, one of :data:`OWN_ACCOUNTS`, ``AGENT_<principal>``, ``APPROVER_<name>``).
         users: its users.
         jetstream: whether JetStream is enabled in it (only :data:`CORE`).
         imports: what it takes from :data:`CORE`.
@@ -129,14 +160,24 @@ def approver_account(approver: str) -> str:
     return f"APPROVER_{approver}"
 
 
+def js_api_of(user: str | None) -> str:
+    """The JetStream API prefix ``user`` calls (nats-py ``nc.jetstream(prefix=...)``).
+
+    :data:`~effectgate.contracts.bus.catalog.ACCOUNT_JS_API` for a user of :data:`OWN_ACCOUNTS` (its
+    account imports the API under that name), else ``$JS.API``: the services, and no user at all (an
+    open server has no accounts). Agents and approvers have no JetStream API either way.
+    """
+    return catalog.ACCOUNT_JS_API if user in OWN_ACCOUNTS else JS_API
+
+
 def nats_accounts(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[NatsAccount, ...]:
-    """Every account of effectgate for ``directory``: :data:`CORE` first, then the auditor's, approvers, agents.
+    """Every account of effectgate for ``directory``: :data:`CORE` first, then :data:`OWN_ACCOUNTS`, approvers, agents.
 
     Raises:
         DirectoryInvalid: as :func:`~effectgate.contracts.bus.nats_permissions.nats_users`.
     """
     users = {user.name: user for user in nats_users(directory, admin=admin)}
-    clients = {AUDITOR_ACCOUNT: users.pop(AUDITOR)}
+    clients = {account: users.pop(user) for user, account in OWN_ACCOUNTS.items()}
     clients |= {approver_account(n): users.pop(approver_user(n)) for n in sorted(directory.approvers)}
     clients |= {agent_account(p): users.pop(agent_user(p)) for p in sorted(directory.principals)}
     accounts = tuple(NatsAccount(name, (user,), imports=imports_of(user)) for name, user in clients.items())
@@ -147,13 +188,19 @@ def nats_accounts(directory: PrincipalDirectory, *, admin: bool = False) -> tupl
 def imports_of(user: NatsUser) -> tuple[Import, ...]:
     """A service import per subject ``user`` publishes, a stream import per subject it subscribes to.
 
-    Its own inbox is its account's business. A JetStream API or ack subject crosses like any
-    other (the client accounts have no JetStream): the auditor reaches its one consumer so.
+    Its own inbox and its :attr:`Rule.local` subjects are its account's business. A JetStream API or
+    ack subject crosses like any other (the client accounts have no JetStream): the auditor reaches
+    its one consumer so, the bot its consumers and buckets.
     """
     own = f"{user.inbox_prefix or private_inbox(user.name)}."
-    services = tuple(Import("service", rule) for rule in user.publish if not rule.subject.startswith(own))
-    streams = tuple(Import("stream", rule) for rule in user.subscribe if not rule.subject.startswith(own))
-    return services + streams
+
+    def crossing(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+        return tuple(rule for rule in rules if not rule.local and not rule.subject.startswith(own))
+
+    return (
+        *(Import("service", rule) for rule in crossing(user.publish)),
+        *(Import("stream", rule) for rule in crossing(user.subscribe)),
+    )
 
 
 def _exports(accounts: tuple[NatsAccount, ...]) -> tuple[Export, ...]:

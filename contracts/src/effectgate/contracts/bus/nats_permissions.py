@@ -19,8 +19,8 @@ __all__ = [
     "ACCOUNT_REPLIES",
     "ADMIN",
     "AUDITOR",
-    "CORE_CLIENTS",
     "CHATOPS",
+    "JS_API",
     "MCP_SURFACE",
     "OPERATOR",
     "SERVICES",
@@ -61,9 +61,6 @@ AUDITOR = "auditor"
 ACCOUNT_REPLIES = "_R_.>"
 """Replies into another account: nats-server maps a reply crossing a service import to ``_R_.<token>``."""
 
-CORE_CLIENTS = (OPERATOR, CHATOPS, MCP_SURFACE)
-"""The clients with a private inbox that share the services' account; agents and approvers have their own."""
-
 SERVICE_INBOXES = "_INBOX.>"
 """Replies to the services, which keep nats-py's default inbox prefix."""
 
@@ -87,12 +84,15 @@ class Rule:
         streamed: a request on it is answered with several messages (a pull's deliveries), not one.
         core_subject: the subject it stands for in the services' account when its own account imports
             it under another name (``subject``); empty: the same subject.
+        local: used only among the user's own connections (its replicas), inside its own account:
+            never imported from the services' account.
     """
 
     subject: str
     why: str = ""
     streamed: bool = False
     core_subject: str = ""
+    local: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,21 +159,29 @@ def _api_as(prefix: str, call: str, why: str) -> Rule:
     return Rule(f"{prefix}.{call}", why, core_subject="" if prefix == JS_API else _api(call))
 
 
-def _kv_reads(stream: str = KV_STREAM, bucket: str = "tools", what: str = "descriptors") -> tuple[Rule, ...]:
-    """Bind a bucket (default: the tools bucket) and read its entries (direct get once the bucket allows it)."""
+def _kv_reads(
+    stream: str = KV_STREAM, bucket: str = "tools", what: str = "descriptors", prefix: str = JS_API
+) -> tuple[Rule, ...]:
+    """Bind a bucket (default: the tools bucket) and read its entries (direct get once the bucket allows it).
+
+    ``prefix``: the JetStream API prefix its user calls the API by (:func:`_consumer`).
+    """
     return (
-        Rule(_api("STREAM.INFO", stream), f"bind the {bucket} bucket"),
-        Rule(_api("STREAM.MSG.GET", stream), f"read {what}"),
-        Rule(_api("DIRECT.GET", stream), "... by direct get"),
-        Rule(_api("DIRECT.GET", stream, ">")),
+        _api_as(prefix, f"STREAM.INFO.{stream}", f"bind the {bucket} bucket"),
+        _api_as(prefix, f"STREAM.MSG.GET.{stream}", f"read {what}"),
+        _api_as(prefix, f"DIRECT.GET.{stream}", "... by direct get"),
+        _api_as(prefix, f"DIRECT.GET.{stream}.>", ""),
     )
 
 
-def _lease(key: str) -> tuple[Rule, ...]:
-    """Take and renew one lease of the leases bucket (:mod:`effectgate.shared.runtime.leadership`)."""
+def _lease(key: str, prefix: str = JS_API) -> tuple[Rule, ...]:
+    """Take and renew one lease of the leases bucket (:mod:`effectgate.shared.runtime.leadership`).
+
+    ``prefix``: the JetStream API prefix its user calls the API by (:func:`_consumer`).
+    """
     return (
-        Rule(_api("STREAM.INFO", LEASES_STREAM), "bind the leases bucket"),
-        Rule(_api("STREAM.MSG.GET", LEASES_STREAM), "read a lease on a refused create (JSON-wrapped; no direct get)"),
+        _api_as(prefix, f"STREAM.INFO.{LEASES_STREAM}", "bind the leases bucket"),
+        _api_as(prefix, f"STREAM.MSG.GET.{LEASES_STREAM}", "read a lease on a refused create (no direct get)"),
         Rule(f"$KV.{catalog.LEASES_BUCKET}.{key}", f"take and renew the {key} lease (revision-checked)"),
     )
 
@@ -184,16 +192,14 @@ def _reports(service: str) -> Rule:
 
 
 def _replies_to(clients: Iterable[str]) -> tuple[Rule, ...]:
-    """Answers to the services' default inboxes, to each core client's private inbox, and across accounts.
+    """Answers to the services' default inboxes, and across accounts when ``clients`` (not services) call.
 
-    Agents and approvers have accounts of their own (:mod:`effectgate.contracts.bus.nats_accounts`):
-    their requests arrive with a reply the server mapped to :data:`ACCOUNT_REPLIES`.
+    Every client that is not a service (the operator, the chat-ops bot, agents, approvers) has an
+    account of its own (:mod:`effectgate.contracts.bus.nats_accounts`): its requests arrive with a
+    reply the server mapped to :data:`ACCOUNT_REPLIES`. No private inbox is answered directly.
     """
-    clients = tuple(clients)
-    local = tuple(Rule(f"{private_inbox(user)}.>", f"replies to {user}") for user in clients if user in CORE_CLIENTS)
-    remote = (Rule(ACCOUNT_REPLIES, "replies to agents and approvers (their accounts' inboxes)"),)
-    crossing = any(user not in CORE_CLIENTS for user in clients)
-    return (Rule(SERVICE_INBOXES, "replies to services and default-prefix callers"), *local, *(remote * crossing))
+    remote = (Rule(ACCOUNT_REPLIES, "replies to the clients' own accounts (operator, bot, agents, approvers)"),)
+    return (Rule(SERVICE_INBOXES, "replies to services and default-prefix callers"), *(remote * bool(tuple(clients))))
 
 
 def _check(directory: PrincipalDirectory) -> None:
@@ -401,11 +407,11 @@ def _chatops(answering: tuple[str, ...]) -> NatsUser:
             *(Rule(Rpc.approvals_decide(name), f"{name} has a chat id in the directory") for name in answering),
             Rule(Rpc.APPROVALS_LIST, "re-sync: pending approvals without a card"),
             Rule(Rpc.APPROVALS_SHOW, "... one whole, when a page left its arguments out"),
-            *_consumer(catalog.CHATOPS_APPROVALS),
-            *_consumer(catalog.CHATOPS_RECEIPTS),
-            *_lease(catalog.Leases.CHATOPS_RESYNC),
-            Rule(_api("STREAM.INFO", CARDS_STREAM), "bind the cards bucket"),
-            Rule(_api("STREAM.MSG.GET", CARDS_STREAM), "read cards (JSON-wrapped; no direct get)"),
+            *_consumer(catalog.CHATOPS_APPROVALS, catalog.ACCOUNT_JS_API),
+            *_consumer(catalog.CHATOPS_RECEIPTS, catalog.ACCOUNT_JS_API),
+            *_lease(catalog.Leases.CHATOPS_RESYNC, catalog.ACCOUNT_JS_API),
+            _api_as(catalog.ACCOUNT_JS_API, f"STREAM.INFO.{CARDS_STREAM}", "bind the cards bucket"),
+            _api_as(catalog.ACCOUNT_JS_API, f"STREAM.MSG.GET.{CARDS_STREAM}", "read cards (no direct get)"),
             Rule(f"$KV.{catalog.CARDS_BUCKET}.>", "put cards (only the bot)"),
             _reports(CHATOPS),
         ),
@@ -415,8 +421,8 @@ def _chatops(answering: tuple[str, ...]) -> NatsUser:
             "The bot faces the internet (Slack's requests, a homeserver): it holds no private key",
             "and may answer only as the approvers the directory maps to a chat user. It reads",
             "approval events and receipts (results included): run it where approvers' data may be.",
-            "It reads nothing back from the stream and has no direct get: a direct get's raw reply,",
-            "aimed at a request subject, would let it send a request as any agent.",
+            "It reads nothing back from the stream and has no direct get. Its account has no JetStream:",
+            f'nc.jetstream(prefix="{catalog.ACCOUNT_JS_API}") reaches the API it imports under that name.',
         ),
     )
 
@@ -427,21 +433,22 @@ def _surface() -> NatsUser:
         name=MCP_SURFACE,
         title="MCP surface: its calls ledger; hears tool and policy changes (calls go out as each agent's own user)",
         publish=(
-            *_kv_reads(CALLS_STREAM, "MCP calls", "call entries"),
+            *_kv_reads(CALLS_STREAM, "MCP calls", "call entries", catalog.ACCOUNT_JS_API),
             Rule(f"$KV.{catalog.MCP_CALLS_BUCKET}.>", "create and update call entries (only the surface)"),
-            Rule(Subjects.MCP_CANCELS, "a client's cancellation, to the replica that holds the call"),
+            Rule(Subjects.MCP_CANCELS, "a client's cancellation, to the replica that holds the call", local=True),
         ),
         subscribe=(
             Rule(f"{inbox}.>", "its own replies only"),
             Rule(f"$KV.{catalog.TOOLS_BUCKET}.>", "tools published or changing state: listings to refresh"),
             Rule(Subjects.POLICY_CURRENT, "a new policy in force: listings to refresh"),
-            Rule(Subjects.MCP_CANCELS, "cancellations other replicas heard"),
+            Rule(Subjects.MCP_CANCELS, "cancellations other replicas heard (in its own account)", local=True),
         ),
         inbox_prefix=inbox,
         notes=(
             "It holds the agents' credentials files of the principals it serves: run it where they may be.",
             "The descriptors it hears are the registry's; which tools a principal sees is still",
-            "asked of the policy service as that principal.",
+            "asked of the policy service as that principal. Its account has no JetStream:",
+            f'nc.jetstream(prefix="{catalog.ACCOUNT_JS_API}") reaches the calls bucket it imports under that name.',
         ),
     )
 
@@ -455,7 +462,7 @@ def _operator() -> NatsUser:
             *(Rule(subject) for subject in (Rpc.REGISTRY_LIST, Rpc.REGISTRY_GET, Rpc.POLICY_READY)),
             Rule(Rpc.REGISTRY_PUBLISH, "publishing tools is the operator's (no agent has it)"),
             Rule(Rpc.POLICY_PUBLISH, "publishing a policy is the operator's; the policy service validates it"),
-            *_kv_reads(POLICY_STREAM, "policy", "published policy versions (policy explain, simulate)"),
+            *_kv_reads(POLICY_STREAM, "policy", "published policies (explain, simulate)", catalog.ACCOUNT_JS_API),
             *(Rule(subject) for subject in (Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW, Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY)),
             Rule(Rpc.AUDIT_EXPORT),
             Rule(Rpc.AUDIT_ALARMS, "recent security events"),
@@ -469,7 +476,10 @@ def _operator() -> NatsUser:
             Rule(Subjects.TOOL_STATES, "watches MCP tool states as they change (effectgate up prints them)"),
         ),
         inbox_prefix=inbox,
-        notes=(f'Connect with inbox_prefix=b"{inbox}".',),
+        notes=(
+            f'Connect with inbox_prefix=b"{inbox}"; nc.jetstream(prefix="{catalog.ACCOUNT_JS_API}"): its account',
+            "has no JetStream and imports the policy bucket's API under that name.",
+        ),
     )
 
 

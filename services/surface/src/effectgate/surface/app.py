@@ -32,6 +32,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.nats_accounts import js_api_of
 from effectgate.contracts.bus.nats_credentials import (
     CredentialsInvalid,
     NatsUrlInvalid,
@@ -89,16 +90,14 @@ async def running(settings: SurfaceSettings) -> AsyncIterator[Surface]:
     """
     tls, watch = tls_options(settings.nats_ca_file), ConnectionWatch("the MCP surface", settings.nats_refused_exit_s)
     reconnect = {"max_reconnect_attempts": -1, "reconnect_time_wait": 1.0, "connect_timeout": 2.0}
-    nc = await connect_quietly(
-        settings.nats_url, _reporting(watch), **_followed(watch), **_own_credentials(settings), **tls, **reconnect
-    )
+    own = _own_credentials(settings)
+    nc = await connect_quietly(settings.nats_url, _reporting(watch), **_followed(watch), **own, **tls, **reconnect)
     watch.follow(nc)
     warn_if_open(nc, log)
     agents = Agents(settings.nats_url, settings.credentials_dir, settings.public_keys_dir, **tls)
     try:
-        kv = await bound(
-            f"bucket {catalog.MCP_CALLS_BUCKET}", partial(nc.jetstream().key_value, catalog.MCP_CALLS_BUCKET)
-        )
+        js = nc.jetstream(prefix=js_api_of(own.get("user")))  # its account imports the calls bucket's API
+        kv = await bound(f"bucket {catalog.MCP_CALLS_BUCKET}", partial(js.key_value, catalog.MCP_CALLS_BUCKET))
         listings, notices = Listings(agents, frozenset(settings.flat_tools)), Notices()
         gateway = Gateway(agents, listings, Ledger(kv), _waiting(settings))
         await Changes(nc, lambda: _notify(listings, notices)).start()

@@ -14,7 +14,16 @@ import string
 import textwrap
 from collections.abc import Callable, Iterable, Mapping
 
-from effectgate.contracts.bus.nats_accounts import AUDITOR_ACCOUNT, CORE, Export, Import, NatsAccount
+from effectgate.contracts.bus.nats_accounts import (
+    AUDITOR_ACCOUNT,
+    CHATOPS_ACCOUNT,
+    CORE,
+    OPERATOR_ACCOUNT,
+    SURFACE_ACCOUNT,
+    Export,
+    Import,
+    NatsAccount,
+)
 from effectgate.contracts.bus.nats_permissions import NatsUser, Rule
 
 __all__ = [
@@ -60,13 +69,16 @@ HEADER = """\
 #     answered "not enabled") and its acks ($JS.ACK.EFFECTGATE.auditor-export.>);
 #   - no anonymous connections, and a user without a permissions block gets nothing
 #     (each account's default_permissions);
-#   - accounts: the streams, the buckets, the services and the operator share the
-#     account EFFECTGATE, the only one with JetStream; the auditor has the account
-#     AUDITOR, each agent <p> the account AGENT_<p> and each approver <n> the account
-#     APPROVER_<n>, holding its one user and importing only its own subjects (service
-#     imports for what it publishes, stream imports for what it receives); EFFECTGATE
-#     exports each of them to that account only (a pull as `response_type: stream`: one
-#     request, several messages).
+#   - accounts: the streams, the buckets and the services share the account
+#     EFFECTGATE, the only one with JetStream and the only one whose users hold
+#     JetStream API rights there; the auditor has the account AUDITOR, the chat-ops bot
+#     CHATOPS, the MCP surface MCP_SURFACE, the operator OPERATOR, each agent <p> the
+#     account AGENT_<p> and each approver <n> the account APPROVER_<n>, holding its one
+#     user and importing only its own subjects (service imports for what it publishes,
+#     KV puts and the JetStream API of its consumers and buckets included, renamed
+#     JS.EFFECTGATE.API.…; stream imports for what it receives); EFFECTGATE exports each
+#     of them to the accounts importing it only (a pull as `response_type: stream`: one
+#     request, several messages). The surface's MCP cancels stay in its own account.
 #
 # Valid for nats-server 2.9.0 and later (nothing from 2.10+: no auth callout); only the
 # auditor's multi-filter consumer needs 2.10 (on 2.9 it is not created: the auditor reads
@@ -98,14 +110,15 @@ HEADER = """\
 # they answer, NOT `allow_responses`: allow_responses lets a service publish to whatever
 # reply subject a requester chose, so a caller could request tg.registry.list with reply
 # subject tg.req.<an agent> and make the registry publish an event in another
-# principal's name. Hence, per responder, `_INBOX.>`, the private prefix of each client
-# of its own account allowed to call it, and `_R_.>` when agents or approvers call it.
+# principal's name. Hence, per responder, `_INBOX.>` (the services) and `_R_.>` when
+# clients (each in an account of its own) call it.
 # nats-server checks no reply subject against the requester's rights, which is why
-# agents, approvers and the auditor have accounts of their own: a request crossing a
-# service import reaches the responder with a reply mapped to `_R_.<token>`, and the
-# answer (a service's, a JetStream PubAck, consumer info, a pull's messages or an error)
-# is delivered back into the requester's account on the reply it chose, where there is
-# no stream and only its own imports lead anywhere.
+# every client (agents, approvers, the auditor, the bot, the surface, the operator) has
+# an account of its own: a request crossing a service import reaches the responder
+# with a reply mapped to `_R_.<token>`, and the answer (a service's, a JetStream
+# PubAck, consumer info, a pull's messages or an error) is delivered back into the
+# requester's account on the reply it chose, where there is no stream and only its own
+# imports lead anywhere.
 #
 # JetStream. The streams, their durable consumers and the tools KV bucket are created
 # by the registry only. Every other service gets the API subjects of its own durable
@@ -218,8 +231,11 @@ def _account_block(account: NatsAccount, password: PasswordValue) -> str:
 
 
 _ABOUT = {
-    CORE: "the streams, the buckets, the services, the operator",
+    CORE: "the streams, the buckets, the services",
     AUDITOR_ACCOUNT: "the auditor: its one consumer's API and acks, no JetStream",
+    CHATOPS_ACCOUNT: "the chat-ops bot: its consumers, lease and cards, no JetStream",
+    SURFACE_ACCOUNT: "the MCP surface: its calls bucket and what it hears, no JetStream",
+    OPERATOR_ACCOUNT: "the operator: its RPCs, the policy bucket's reads, no JetStream",
 }
 
 

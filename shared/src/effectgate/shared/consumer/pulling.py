@@ -44,11 +44,13 @@ class Puller:
     Args:
         nc: the connection.
         stream / durable: the consumer.
+        api_prefix: the JetStream API prefix the connection's user calls (``$JS.API``, or the name its
+            account imports the API under).
     """
 
-    def __init__(self, nc: Client, stream: str, durable: str) -> None:
+    def __init__(self, nc: Client, stream: str, durable: str, api_prefix: str = "$JS.API") -> None:
         self._nc, self._inbox = nc, nc.new_inbox()
-        self._next = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+        self._next = f"{api_prefix}.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._acks = f"$JS.ACK.{stream}.{durable}."
         self._stored: collections.deque[Msg] = collections.deque()
         self._arrived = asyncio.Event()

@@ -14,6 +14,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.nats_permissions import JS_API
 from effectgate.shared.consumer.acks import Later, Settle, Settlement
 from effectgate.shared.consumer.batching import Answer, answers, handle_batch, message_scope
 from effectgate.shared.consumer.consumers import Consumer, Delivery
@@ -50,6 +51,8 @@ class DurableWorker:
         fair_window: a consumer with ``fair_by`` fetches up to this many messages ahead and
             starts them principal by principal (:mod:`effectgate.shared.consumer.fairness`);
             0: stream order.
+        api_prefix: the JetStream API prefix the connection's user calls (``$JS.API``, or the
+            name its account imports the API under: :func:`~effectgate.contracts.bus.nats_accounts.js_api_of`).
     """
 
     def __init__(
@@ -59,8 +62,10 @@ class DurableWorker:
         retry_delay_s: float = RETRY_DELAY_S,
         stream: str = catalog.STREAM,
         fair_window: int = 0,
+        api_prefix: str = JS_API,
     ) -> None:
         self._nc, self._consumer, self._retry_delay_s, self._stream = nc, consumer, retry_delay_s, stream
+        self._api_prefix = api_prefix
         self._fair_window = fair_window if consumer.fair_by is not None else 0
         self._inflight: set[asyncio.Task[None]] = set()
         self._running = False
@@ -73,12 +78,11 @@ class DurableWorker:
         A consumer not provisioned yet is waited for (:func:`~effectgate.shared.stores.binding.bound`).
         """
         spec = self._consumer.spec
-        info = await bound(
-            f"consumer {spec.durable}", partial(self._nc.jetstream().consumer_info, self._stream, spec.durable)
-        )
+        js = self._nc.jetstream(prefix=self._api_prefix)
+        info = await bound(f"consumer {spec.durable}", partial(js.consumer_info, self._stream, spec.durable))
         self._max_deliver = info.config.max_deliver or -1
         self._ack_wait_s = info.config.ack_wait or spec.ack_wait_s
-        puller = Puller(self._nc, self._stream, spec.durable)
+        puller = Puller(self._nc, self._stream, spec.durable, self._api_prefix)
         await puller.start()
         self._running = True
         self._loop = asyncio.create_task(self._fetch_loop(puller), name=f"consume-{spec.durable}")

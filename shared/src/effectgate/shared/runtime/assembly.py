@@ -22,7 +22,7 @@ from effectgate.contracts.errors import EffectgateError, Problem
 from effectgate.shared.consumer.consumers import Consumer
 from effectgate.shared.consumer.request_log import request_scope
 from effectgate.shared.consumer.worker import DurableWorker
-from effectgate.shared.runtime.broker import ServiceBroker, new_broker
+from effectgate.shared.runtime.broker import ServiceBroker, api_prefix_of, jetstream_of, new_broker
 from effectgate.shared.runtime.connections import warn_if_open
 from effectgate.shared.runtime.health import Monitoring, ReadyCheck
 from effectgate.shared.runtime.logs import configure_logging
@@ -198,6 +198,9 @@ def new_app(
 ) -> FastStream:
     """A FastStream app that connects, runs ``build(js)``, then starts the lifecycle's workers.
 
+    ``js`` and the workers call the JetStream API on the prefix the broker's user calls
+    (:func:`~effectgate.shared.runtime.broker.jetstream_of`).
+
     FastStream's own start and stop lines are replaced by one ``started`` and one ``stopped`` line.
     With a :class:`ServiceBroker`, a connection lost for good stops the app, which then
     raises :class:`~effectgate.shared.runtime.nats_watch.ConnectionLost` (exit code 1 in :func:`run_service`).
@@ -209,12 +212,12 @@ def new_app(
     async def connect() -> None:
         await broker.connect()
         warn_if_open(broker.connection, log)
-        js = broker.connection.jetstream()
+        js, js_api = jetstream_of(broker), api_prefix_of(broker)
         if plan.reporter:
             plan.reporter.attach(js)
         await build(js)
         for consumer in plan.consumers:
-            worker = DurableWorker(broker.connection, consumer, fair_window=plan.fair_window)
+            worker = DurableWorker(broker.connection, consumer, fair_window=plan.fair_window, api_prefix=js_api)
             await worker.start()
             workers.append(worker)
         started.set()

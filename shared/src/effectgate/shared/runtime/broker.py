@@ -15,8 +15,11 @@ import nats.errors
 from faststream.nats import NatsBroker
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from nats.aio.client import Client
+from nats.js import JetStreamContext
 
+from effectgate.contracts.bus.nats_accounts import js_api_of
 from effectgate.contracts.bus.nats_credentials import KEEPALIVE
+from effectgate.contracts.bus.nats_permissions import JS_API
 from effectgate.shared.config.settings import ServiceSettings
 from effectgate.shared.runtime import tracing
 from effectgate.shared.runtime.nats_options import broker_security, servers_and_auth
@@ -24,13 +27,20 @@ from effectgate.shared.runtime.nats_watch import ConnectionWatch
 from effectgate.shared.runtime.reporting import SecurityReporter
 from effectgate.shared.runtime.telemetry import tracer_provider
 
-__all__ = ["ServiceBroker", "new_broker"]
+__all__ = ["ServiceBroker", "api_prefix_of", "jetstream_of", "new_broker"]
 
 
 class ServiceBroker(NatsBroker):
-    """A service's broker, with the :class:`ConnectionWatch` of its connection (see :func:`new_broker`)."""
+    """A service's broker, with the :class:`ConnectionWatch` of its connection (see :func:`new_broker`).
+
+    Attributes:
+        watch: follows the connection.
+        js_api: the JetStream API prefix its user calls
+            (:func:`~effectgate.contracts.bus.nats_accounts.js_api_of`: ``$JS.API``, or its account's import name).
+    """
 
     watch: ConnectionWatch
+    js_api: str = JS_API
 
     async def stop(
         self,
@@ -53,6 +63,16 @@ class ServiceBroker(NatsBroker):
             await super().stop(exc_type, exc_val, exc_tb)
         except* nats.errors.ConnectionClosedError:  # its subscriptions and its drain went with it
             self._connection = None
+
+
+def api_prefix_of(broker: NatsBroker) -> str:
+    """The JetStream API prefix ``broker``'s user calls: :attr:`ServiceBroker.js_api`, else ``$JS.API``."""
+    return broker.js_api if isinstance(broker, ServiceBroker) else JS_API
+
+
+def jetstream_of(broker: NatsBroker) -> JetStreamContext:
+    """The JetStream context of ``broker``'s connection, on the API prefix its user calls (:func:`api_prefix_of`)."""
+    return broker.connection.jetstream(prefix=api_prefix_of(broker))
 
 
 def _read_outcome(connection: Client) -> None:
@@ -81,6 +101,9 @@ def new_broker(
     message its CPU time and nothing else. With a ``reporter``, every NATS permissions
     violation on the connection is reported as a security event. ``inbox_prefix``: the
     reply prefix (a private ``_INBOX_<user>`` for a service that must not read others' replies).
+    Its JetStream API prefix (:attr:`ServiceBroker.js_api`) follows from the user it connects as:
+    the chat-ops bot's account imports the API under another name; without a user (an open
+    server, no accounts) it is ``$JS.API``.
 
     The broker logs through ``effectgate.bus`` (its per-message lines are DEBUG); the process's
     logging is configured by the service's ``__main__`` (:func:`~effectgate.shared.runtime.logs.configure_logging`).
@@ -117,5 +140,5 @@ def new_broker(
         logger=logging.getLogger("effectgate.bus"),
         log_level=logging.DEBUG,  # per-message "Received/Processed" lines; one request line per message at INFO
     )
-    broker.watch = watch
+    broker.watch, broker.js_api = watch, js_api_of(auth.user)
     return broker

@@ -18,6 +18,7 @@ from faststream.exceptions import IncorrectState
 from faststream.nats import NatsBroker
 
 from effectgate.shared.consumer.worker import DurableWorker
+from effectgate.shared.runtime.broker import jetstream_of
 from effectgate.shared.runtime.health import HealthServer, Monitoring, ReadyCheck, not_ready
 from effectgate.shared.runtime.metrics import install_meter_provider
 from effectgate.shared.runtime.nats_watch import ConnectionWatch
@@ -95,7 +96,7 @@ def monitor(
 
     @app.after_startup
     async def sample() -> None:
-        probes = [consumer_pending(broker.connection.jetstream(), durables), *plan.probes]
+        probes = [consumer_pending(jetstream_of(broker), durables), *plan.probes]
         sampler.append(Sampler(probes))
         sampler[0].start()
 
