@@ -28,6 +28,7 @@ from effectgate.cli.commands.nats_jwt_files import Layout, account_jwts, initial
 from effectgate.contracts.bus.nats_accounts import nats_accounts
 from effectgate.contracts.bus.nats_credentials import NatsUrlInvalid, split_servers
 from effectgate.contracts.directory import DirectoryInvalid, load_directory
+from effectgate.contracts.errors import Problem
 from effectgate.shared.config.nats_jwt.claims import SYSTEM_USER
 from effectgate.shared.config.nats_jwt.encoding import JwtInvalid
 from effectgate.shared.runtime.connections import CA_FILE_ENV, NatsUnreachable, connect_once, redact, tls_options
@@ -42,7 +43,7 @@ nats_jwt_app = typer.Typer(
 )
 
 
-class PushRefused(Exception):
+class PushRefused(Problem):
     """A server did not take an account JWT (or did not answer); the message names it and why."""
 
 

@@ -23,6 +23,8 @@ from jwt import PyJWS
 from jwt.algorithms import Algorithm
 from jwt.exceptions import PyJWTError
 
+from effectgate.contracts.errors import Problem
+
 __all__ = [
     "ALGORITHM",
     "Claims",
@@ -54,7 +56,7 @@ KEY_PREFIXES: dict[KeyKind, int] = {
 """The nkeys prefix byte of each kind of key (its public key starts ``O``, ``A`` or ``U``)."""
 
 
-class JwtInvalid(ValueError):
+class JwtInvalid(Problem, ValueError):
     """A JWT or a key cannot be read, or its signature is not its claimed issuer's; the message says which."""
 
 
