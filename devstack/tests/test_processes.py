@@ -99,3 +99,17 @@ def test_ending_a_process_ends_its_group(tmp_path: Path) -> None:
     end(leader, timeout_s=5.0)
 
     assert not any(runs(member) for member in members)
+
+
+def test_ending_a_process_asks_its_whole_group_to_stop_before_killing_anything(tmp_path: Path) -> None:
+    said, ready = tmp_path / "child.said", tmp_path / "child.ready"
+    child = f"trap 'echo stopped > {said}; exit 0' TERM; touch {ready}; sleep 600 & wait"
+    leader = spawn(["sh", "-c", f"trap 'wait; exit 0' TERM; sh -c \"{child}\" & wait"], tmp_path / "log")
+    deadline = time.monotonic() + 10
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the leader did not start its child"
+        time.sleep(0.05)
+
+    end(leader, timeout_s=5.0)  # the leader waits for its child, which stops on SIGTERM only
+
+    assert said.exists() and said.read_text().strip() == "stopped", "the child was not sent SIGTERM"
