@@ -20,15 +20,13 @@ import pytest
 import pytest_asyncio
 from nats.aio.msg import Msg
 
-from effectgate.cli.stack.credentials import BusCredentials, write_private
+from effectgate.cli.stack.credentials import BusCredentials
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Leases, Rpc, Subjects
 from effectgate.contracts.bus.nats_accounts import OWN_ACCOUNTS, nats_accounts
 from effectgate.contracts.bus.nats_permissions import ADMIN, CHATOPS, MCP_SURFACE, OPERATOR, SERVICES, agent_user
-from effectgate.devstack.servers import nats_server
-from effectgate.shared.stores.provision import ensure_bus
 from tests.deploy.test_nats_accounts import stored
-from tests.deploy.test_nats_permissions import DIRECTORY, WAIT_S, Conn, allowed, connect
+from tests.deploy.test_nats_permissions import DIRECTORY, WAIT_S, Conn, allowed, connect, open_all, secured_server
 
 pytestmark = [pytest.mark.connected, pytest.mark.timing]
 
@@ -125,26 +123,15 @@ def test_the_surfaces_cancels_stay_in_its_account() -> None:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BusCredentials]]:
-    workdir = tmp_path_factory.mktemp("component-accounts")
-    credentials, config = BusCredentials.generate(DIRECTORY, admin=True)
-    with nats_server(workdir, config=write_private(workdir / "nats.conf", config)) as process:
-        yield process.url, credentials
+    with secured_server(tmp_path_factory.mktemp("component-accounts"), admin=True) as running:
+        yield running
 
 
 @pytest_asyncio.fixture(scope="module")
 async def conns(server: tuple[str, BusCredentials]) -> AsyncIterator[dict[str, Conn]]:
     url, credentials = server
-    opened = {user: await connect(url, credentials.options(user)) for user in USERS}
+    opened = await open_all(url, credentials, USERS, RESPONDERS)
     opened["surface-2"] = await connect(url, credentials.options(MCP_SURFACE))  # a second replica
-    await ensure_bus(opened["registry"].js)
-
-    async def respond(msg: Msg) -> None:
-        await msg.respond(b"{}")
-
-    for user, subjects in RESPONDERS.items():
-        for subject in subjects:
-            await opened[user].nc.subscribe(subject, queue=user, cb=respond)
-        await opened[user].nc.flush()
     yield opened
     for conn in opened.values():
         await conn.nc.close()

@@ -45,8 +45,15 @@ from effectgate.contracts.bus.nats_permissions import (
 )
 from effectgate.devstack.servers import nats_server
 from effectgate.shared.config.nats_server import literal, render_config
-from effectgate.shared.stores.provision import ensure_bus
-from tests.deploy.test_nats_permissions import DIRECTORY, WAIT_S, Conn, allowed, connect, stream_of
+from tests.deploy.test_nats_permissions import (
+    DIRECTORY,
+    WAIT_S,
+    Conn,
+    allowed,
+    open_all,
+    secured_server,
+    stream_of,
+)
 
 pytestmark = [pytest.mark.connected, pytest.mark.timing]
 
@@ -124,25 +131,13 @@ def test_each_export_reaches_only_the_accounts_that_import_it() -> None:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BusCredentials]]:
     """``(url, credentials)`` of a nats-server running the generated config, with ``admin``."""
-    workdir = tmp_path_factory.mktemp("nats-accounts")
-    credentials, config = BusCredentials.generate(DIRECTORY, admin=True)
-    with nats_server(workdir, config=write_private(workdir / "nats.conf", config)) as process:
-        yield process.url, credentials
+    with secured_server(tmp_path_factory.mktemp("nats-accounts"), admin=True) as running:
+        yield running
 
 
 @pytest_asyncio.fixture(scope="module")
 async def conns(server: tuple[str, BusCredentials]) -> AsyncIterator[dict[str, Conn]]:
-    url, credentials = server
-    opened = {user: await connect(url, credentials.options(user)) for user in USERS}
-    await ensure_bus(opened["registry"].js)
-
-    async def respond(msg: Msg) -> None:
-        await msg.respond(b"{}")
-
-    for user, subjects in RESPONDERS.items():
-        for subject in subjects:
-            await opened[user].nc.subscribe(subject, queue=user, cb=respond)
-        await opened[user].nc.flush()
+    opened = await open_all(*server, USERS, RESPONDERS)
     yield opened
     for conn in opened.values():
         await conn.nc.close()

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -203,29 +204,42 @@ async def stored(conns: dict[str, Conn], subject: str) -> int:
     return (info.state.subjects or {}).get(subject, 0)
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BusCredentials]]:
-    """``(url, credentials)`` of a nats-server running the generated config."""
-    workdir = tmp_path_factory.mktemp("nats-permissions")
-    credentials, config = BusCredentials.generate(DIRECTORY, admin=False)
+@contextlib.contextmanager
+def secured_server(workdir: Path, *, admin: bool) -> Iterator[tuple[str, BusCredentials]]:
+    """``(url, credentials)`` of a nats-server running the config generated for :data:`DIRECTORY`."""
+    credentials, config = BusCredentials.generate(DIRECTORY, admin=admin)
     with nats_server(workdir, config=write_private(workdir / "nats.conf", config)) as process:
         yield process.url, credentials
 
 
-@pytest_asyncio.fixture(scope="module")
-async def conns(server: tuple[str, BusCredentials]) -> AsyncIterator[dict[str, Conn]]:
-    """A connection per user; the bus provisioned by ``registry``; stub RPC responders."""
-    url, credentials = server
-    opened = {user: await connect(url, credentials.options(user)) for user in USERS}
+async def open_all(
+    url: str, credentials: BusCredentials, users: Iterable[str], responders: dict[str, tuple[str, ...]]
+) -> dict[str, Conn]:
+    """A connection per user, the bus provisioned by ``registry``, and stub RPC responders (``{}``)."""
+    opened = {user: await connect(url, credentials.options(user)) for user in users}
     await ensure_bus(opened["registry"].js)
 
     async def respond(msg: Msg) -> None:
         await msg.respond(b"{}")
 
-    for user, subjects in RESPONDERS.items():
+    for user, subjects in responders.items():
         for subject in subjects:
             await opened[user].nc.subscribe(subject, queue=user, cb=respond)
         await opened[user].nc.flush()
+    return opened
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, BusCredentials]]:
+    """``(url, credentials)`` of a nats-server running the generated config."""
+    with secured_server(tmp_path_factory.mktemp("nats-permissions"), admin=False) as running:
+        yield running
+
+
+@pytest_asyncio.fixture(scope="module")
+async def conns(server: tuple[str, BusCredentials]) -> AsyncIterator[dict[str, Conn]]:
+    """A connection per user; the bus provisioned by ``registry``; stub RPC responders."""
+    opened = await open_all(*server, USERS, RESPONDERS)
     yield opened
     for conn in opened.values():
         await conn.nc.close()
