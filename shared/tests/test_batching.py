@@ -152,7 +152,7 @@ async def test_a_terminated_message_in_a_batch_is_never_handed_again(bench: Benc
     assert bench.handed() == _bodies(3)
 
 
-async def test_a_worker_stopped_mid_retry_hands_the_batch_back_and_the_next_gets_it_in_stream_order(
+async def test_a_worker_stopped_mid_retry_hands_the_batch_back_at_once_and_the_next_gets_each_once(
     bench: Bench,
 ) -> None:
     async def always_retry(deliveries: Sequence[Delivery]) -> list[Settlement]:
@@ -166,8 +166,11 @@ async def test_a_worker_stopped_mid_retry_hands_the_batch_back_and_the_next_gets
     await bench.start(_ack_all)
     await bench.until(lambda: len(bench.handed()) == 3)
     await bench.settled()
-    assert bench.handed() == [b"m001", b"m002", b"m003"]  # m000 was acked; the rest come back at once, in order
-    assert all(delivered == 2 for _, delivered in bench.calls[0])
+    # m000 was acked; the rest come back at once (well before ack_wait), each once. The worker naks them
+    # in stream order, but the server may redeliver one behind the others: a redelivery that meets an
+    # expiring pull request goes to the back of its queue (nats-server consumer.go, loopAndGatherMsgs).
+    assert sorted(bench.handed()) == [b"m001", b"m002", b"m003"], bench.calls
+    assert all(delivered == 2 for call in bench.calls for _, delivered in call)
 
 
 def test_a_batch_handler_needs_one_worker() -> None:
