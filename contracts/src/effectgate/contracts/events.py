@@ -9,7 +9,7 @@ in its body: it is the subject token the transport authorised.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -31,11 +31,13 @@ __all__ = [
     "Event",
     "PolicyPublished",
     "ReceiptIssued",
+    "Resolution",
     "ResultRef",
     "SecurityEvent",
     "ToolPublished",
     "ToolRequested",
     "ToolStateChanged",
+    "UncertainResolved",
     "decode_event",
     "decode_untrusted",
     "encode",
@@ -298,6 +300,10 @@ class ResultRef(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     encoding: str = "gzip"
 
 
+Resolution = Literal["ran", "not_run", "unknown"]
+"""What became of an ``uncertain`` call: its effect happened, did not, or is still unknown."""
+
+
 class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     """The one receipt a request ends with.
 
@@ -308,6 +314,10 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
             the receipt; else ``None`` and ``result_ref`` says where it is kept.
         result_ref: where a large result is kept, when it did not fit.
         effect_id: identity of the effect (``<principal>:<idempotency_key>``), when it ran.
+        resolution / resolution_id: a replay of an ``uncertain`` receipt: what became of the call
+            (:class:`UncertainResolved`, its ``event_id``), when it was resolved.
+        target_effect_id: the target system's own id for the effect (a payment id, a commit
+            sha), when a Python tool returned one (:class:`effectgate.contracts.tools.hosting.WorkerAnswer`).
         replay_of: request id whose stored receipt this one replays.
         duration_ms: how long the tool ran, milliseconds: on every receipt of a call that
             started, whatever it ended as; ``None`` when no call started (and on a replay).
@@ -348,6 +358,7 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     result: Any = None
     result_ref: ResultRef | None = None
     effect_id: str | None = None
+    target_effect_id: str | None = None
     replay_of: str | None = None
     duration_ms: float | None = None
     signature: str = ""
@@ -356,6 +367,8 @@ class ReceiptIssued(Event, frozen=True, kw_only=True, tag="receipt.issued"):
     replay_outcome: Outcome | None = None
     detail_ref: ResultRef | None = None
     approval_id: str | None = None
+    resolution: Resolution | None = None
+    resolution_id: str | None = None
 
 
 class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):
@@ -379,6 +392,40 @@ class EffectClaimed(Event, frozen=True, kw_only=True, tag="effect.claimed"):
     request_hash: str
     effect_id: str
     instance: str
+
+
+class UncertainResolved(Event, frozen=True, kw_only=True, tag="uncertain.resolved"):
+    """What became of an ``uncertain`` call, found by its reconcile operation or said by the operator.
+
+    Published by the executor on ``tg.resolution.<principal>.<request_id>`` (only the executor may),
+    signed by the executor key; a request may have several (``unknown`` then the operator's ``ran``):
+    the last ``ran`` or ``not_run`` holds. Budgets settle from it.
+
+    Attributes:
+        request_id / principal / idempotency_key / tool / version / operation: the uncertain call's.
+        receipt_id: the ``event_id`` of its ``uncertain`` receipt.
+        resolution: :data:`Resolution`.
+        resolved_by: ``reconciler`` or ``operator``.
+        note: why (the reconcile operation's answer, or the operator's note).
+        effect_id: the target system's id for the effect, when it ran and the target said.
+        attempts: reconcile calls made (0 for an operator's resolution).
+        operator_signature: an operator's resolution: the operator key's signature over its request.
+    """
+
+    request_id: str
+    principal: str
+    receipt_id: str
+    resolution: Resolution
+    resolved_by: Literal["reconciler", "operator"]
+    tool: str | None = None
+    version: str | None = None
+    operation: str | None = None
+    idempotency_key: str | None = None
+    note: str = ""
+    effect_id: str | None = None
+    attempts: int = 0
+    operator_signature: str | None = None
+    signature: str = ""
 
 
 class ToolPublished(Event, frozen=True, kw_only=True, tag="tool.published"):
@@ -467,6 +514,7 @@ AnyEvent = (
     | ToolStateChanged
     | PolicyPublished
     | SecurityEvent
+    | UncertainResolved
 )
 
 

@@ -112,6 +112,7 @@ STREAM_SUBJECTS: Final = (
     "tg.needs_approval.*.*",
     "tg.approval.*.*.*",
     "tg.receipt.*.*",
+    "tg.resolution.*.*",
     "tg.claim.*.*",
     "tg.tool.published.*",
     "tg.tool.state.*",
@@ -132,6 +133,8 @@ class Subjects:
     APPROVALS: Final = "tg.approval.*.*.*"
     APPROVALS_REQUESTED: Final = "tg.approval.requested.*.*"
     RECEIPTS: Final = "tg.receipt.*.*"
+    RESOLUTIONS: Final = "tg.resolution.*.*"
+    """:class:`UncertainResolved`: what became of an ``uncertain`` call (only the executor publishes)."""
     CLAIMS: Final = "tg.claim.*.*"
     APPROVALS_GRANTED: Final = "tg.approval.granted.*.*"
     APPROVALS_REJECTED: Final = "tg.approval.rejected.*.*"
@@ -145,6 +148,8 @@ class Subjects:
     """The policy in force (key ``current`` of :data:`POLICY_BUCKET`): every policy replica subscribes to it."""
     ALARMS: Final = "tg.alarm.*"
     """Core NATS (not in the stream): the audit's alarm for each recorded security event."""
+    PROGRESS: Final = "tg.progress.*.*"
+    """Core NATS (not in the stream): how far a running streaming call is (``contracts.tools.hosting.CallProgress``)."""
     MCP_CANCELS: Final = "tg.mcp.cancel.*"
     """Core NATS (not in the stream): an MCP client's cancellation, relayed to every surface replica."""
 
@@ -198,6 +203,21 @@ class Subjects:
     def receipts_of(principal: str) -> str:
         """``tg.receipt.<principal>.*``: every receipt of one principal."""
         return f"tg.receipt.{principal}.*"
+
+    @staticmethod
+    def resolution(principal: str, request_id: str) -> str:
+        """``tg.resolution.<principal>.<request_id>``: :class:`UncertainResolved`."""
+        return f"tg.resolution.{principal}.{request_id}"
+
+    @staticmethod
+    def resolutions_of(principal: str) -> str:
+        """``tg.resolution.<principal>.*``: the resolutions of ``principal``'s calls."""
+        return f"tg.resolution.{principal}.*"
+
+    @staticmethod
+    def progress(principal: str, request_id: str) -> str:
+        """``tg.progress.<principal>.<request_id>``: core NATS, from the executor (:data:`PROGRESS`)."""
+        return f"tg.progress.{principal}.{request_id}"
 
     @staticmethod
     def claim(principal: str, key_digest: str) -> str:
@@ -289,6 +309,10 @@ class Rpc:
     AUDIT_ALARMS: Final = "tg.audit.alarms"
     AUDIT_REQUESTS: Final = "tg.audit.requests"
     """Operators and approvers: recent requests and how each ended, by principal and time (bounded)."""
+    UNCERTAIN_LIST: Final = "tg.executor.uncertain.list"
+    """Operators → the executor: the ``uncertain`` calls and what became of each (in pages)."""
+    UNCERTAIN_RESOLVE: Final = "tg.executor.uncertain.resolve"
+    """Operators → the executor: resolve one ``uncertain`` call ``ran`` / ``not_run`` (signed by the operator key)."""
     RECORDS_GET: Final = "tg.records.get.*"
     """Agents → the executor: one of one's own stored records (receipt, decision, result chunk; the last token)."""
 
@@ -408,7 +432,7 @@ CONSUMERS: Final = (
 APPROVAL_KINDS: Final = ("requested", "voted", "granted", "rejected")
 """The ``<kind>`` token of ``tg.approval.<kind>.<principal>.<request_id>``."""
 
-_PER_REQUEST: Final = ("decision", "needs_approval", "receipt")
+_PER_REQUEST: Final = ("decision", "needs_approval", "receipt", "resolution")
 """The ``tg.<kind>.<principal>.<request_id>`` event subjects."""
 
 

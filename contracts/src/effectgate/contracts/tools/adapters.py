@@ -1,4 +1,8 @@
-"""The adapters an executor has: what a descriptor's ``adapter`` may name."""
+"""The adapters an executor has: what a descriptor's ``adapter`` may name.
+
+``python:<worker>`` names a tool worker (``effectgate worker``) serving Python tools on the bus
+(:mod:`effectgate.contracts.tools.hosting`); ``<worker>`` is its NATS user ``worker-<worker>``.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +10,25 @@ import re
 from collections.abc import Collection
 from typing import Final
 
-__all__ = ["ADAPTERS", "FILE_SYSTEM", "MCP", "SERVER_NAME", "adapter_kind", "adapter_problem"]
+__all__ = ["ADAPTERS", "FILE_SYSTEM", "MCP", "PYTHON", "SERVER_NAME", "adapter_kind", "adapter_problem"]
 
 FILE_SYSTEM: Final = "file_system"
 MCP: Final = "mcp"
+PYTHON: Final = "python"
 
-ADAPTERS: Final = {FILE_SYSTEM: "file_system", MCP: "mcp:<server>"}
+ADAPTERS: Final = {FILE_SYSTEM: "file_system", MCP: "mcp:<server>", PYTHON: "python:<worker>"}
 """Every adapter kind an executor has, with how a descriptor spells it."""
 
 SERVER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,30}\Z")
-"""What an MCP server name may be; ``mcp_<name>`` is then a valid tool name."""
+"""What an MCP server or a tool worker name may be; ``mcp_<name>`` is then a valid tool name."""
 
 
 def adapter_kind(adapter: str) -> tuple[str, str] | None:
-    """``(kind, server)`` of a known adapter (``server`` empty for ``file_system``); ``None``: unknown."""
+    """``(kind, name)`` of a known adapter (the server or worker; empty for ``file_system``); ``None``: unknown."""
     kind, colon, server = adapter.partition(":")
     if kind == FILE_SYSTEM and not colon:
         return kind, ""
-    if kind == MCP and SERVER_NAME.match(server):
+    if kind in (MCP, PYTHON) and SERVER_NAME.match(server):
         return kind, server
     return None
 

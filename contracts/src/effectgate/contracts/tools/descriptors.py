@@ -23,8 +23,10 @@ __all__ = [
     "DescriptorSource",
     "OperationSpec",
     "RateLimit",
+    "RetryPolicy",
     "ToolDescriptor",
     "descriptor_digest",
+    "digested",
     "rate_limit_problem",
     "rate_of",
     "semver_key",
@@ -52,6 +54,26 @@ class RateLimit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     period_s: float
 
 
+class RetryPolicy(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """How the executor retries a call that failed transiently (:mod:`effectgate.contracts.tools.hosting`).
+
+    Applied only to ``READ_ONLY`` operations and to writes declared ``idempotent_at_target``;
+    any other write is never retried, whatever it declares (checked at publish).
+
+    Attributes:
+        attempts: calls in all, the first included (1 to 10).
+        backoff_s: wait before the second call, seconds; doubled for each later one.
+        max_backoff_s: longest wait between two calls, seconds.
+        on: the error codes a tool's transient fault may carry that are retried (empty: every
+            transient fault; a refusal is never retried).
+    """
+
+    attempts: int = 3
+    backoff_s: float = 0.2
+    max_backoff_s: float = 5.0
+    on: tuple[str, ...] = ()
+
+
 class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One operation of a tool.
 
@@ -72,6 +94,16 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             policies see it as ``context.amount`` (a Cedar ``decimal``).
         cost: what one call costs against a spend budget: a number (a fixed cost), or a
             JSON Pointer to a numeric argument (e.g. ``"/amount"``); ``None``: nothing.
+        concurrency_safe: calls may run at the same time; ``False``: the executor runs the
+            calls of this tool (of the same ``serialize_by`` value, when given) one at a time.
+        serialize_by: JSON Pointer to the argument naming the target a non-concurrent call
+            locks (e.g. ``"/account"``); ``None``: the whole tool.
+        retry: the retry policy of transient faults (:class:`RetryPolicy`); ``None``: one call.
+        idempotent_at_target: a write the target system itself makes idempotent (so a retry
+            cannot do it twice); only such writes may declare ``retry``.
+        reconcile: the ``READ_ONLY`` operation of the same tool that says whether an
+            ``uncertain`` call of this one ran (called with the same arguments).
+        streaming: the operation yields items; its result is the array of them.
     """
 
     input_schema: dict[str, Any]
@@ -84,6 +116,12 @@ class OperationSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     destination: str | None = None
     amount: str | None = None
     cost: float | str | None = None
+    concurrency_safe: bool = True
+    serialize_by: str | None = None
+    retry: RetryPolicy | None = None
+    idempotent_at_target: bool = False
+    reconcile: str | None = None
+    streaming: bool = False
 
 
 class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -92,11 +130,13 @@ class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     Attributes:
         name: tool id matching :data:`TOOL_NAME`.
         version: semantic version matching :data:`SEMVER`.
-        adapter: how the executor reaches the tool: ``"file_system"`` or ``"mcp:<server>"``.
+        adapter: how the executor reaches the tool: ``"file_system"``, ``"mcp:<server>"`` or
+            ``"python:<worker>"`` (:mod:`effectgate.contracts.tools.adapters`).
         operations: operation name to its :class:`OperationSpec`.
         timeout_s: wall-clock limit of one call, seconds.
         rate_limit: per-principal rate shared by the operations without their own.
         description: human text.
+        secrets: names of the secrets the tool's worker resolves at call time (never their values).
     """
 
     name: str
@@ -106,6 +146,20 @@ class ToolDescriptor(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     timeout_s: float = 30.0
     rate_limit: RateLimit = RateLimit(calls=60, period_s=60.0)
     description: str = ""
+    secrets: tuple[str, ...] = ()
+
+
+LATER_FIELDS: dict[str, Any] = {"secrets": ()}
+"""Descriptor fields added after the first release, with their defaults: a default enters no digest."""
+LATER_OPERATION_FIELDS: dict[str, Any] = {
+    "concurrency_safe": True,
+    "serialize_by": None,
+    "retry": None,
+    "idempotent_at_target": False,
+    "reconcile": None,
+    "streaming": False,
+}
+"""Operation fields added after the first release, with their defaults."""
 
 
 MAX_RATE_CALLS = 1_000_000
@@ -157,9 +211,27 @@ def descriptor_digest(descriptor: ToolDescriptor) -> str:
     seen = _digests.get(key)
     if seen is not None and seen[0] is descriptor:
         return seen[1]
-    digest = sha256_hex(msgspec.to_builtins(descriptor))
+    digest = sha256_hex(digested(descriptor))
     _digests[key] = (descriptor, digest)
     return digest
+
+
+def digested(descriptor: ToolDescriptor) -> dict[str, Any]:
+    """What a descriptor's digest covers: its builtins without the later fields left at their defaults.
+
+    So a descriptor published before those fields existed keeps its digest (and its signature).
+    """
+    body: dict[str, Any] = msgspec.to_builtins(descriptor)
+    _drop_defaults(body, LATER_FIELDS)
+    for operation in body["operations"].values():
+        _drop_defaults(operation, LATER_OPERATION_FIELDS)
+    return body
+
+
+def _drop_defaults(body: dict[str, Any], defaults: dict[str, Any]) -> None:
+    for name, default in defaults.items():
+        if name in body and body[name] == (list(default) if isinstance(default, tuple) else default):
+            del body[name]
 
 
 def semver_key(version: str) -> tuple[int, int, int, int, str]:
