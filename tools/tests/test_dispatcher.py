@@ -8,7 +8,7 @@ import msgspec
 
 from effectgate.contracts.tools.hosting import WorkerCall
 from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
-from effectgate.tools import Context, Dispatcher, Effect, Fault, Refusal, Toolbox, tool
+from effectgate.tools import Context, Dispatcher, Effect, Fault, Reconciled, Refusal, Toolbox, operation, tool
 from tools.tests.support import Progress, call_of
 
 READ, WRITE = SideEffectClass.READ_ONLY, SideEffectClass.REVERSIBLE_WRITE
@@ -143,3 +143,38 @@ async def test_the_deadline_ends_a_read_failed_and_a_write_uncertain() -> None:
 async def test_a_call_past_its_deadline_is_refused_before_running() -> None:
     result = await DISPATCHER.answer(call_of(BOX, "slow_write", deadline_s=-1, value="v"), Progress())
     assert (result.outcome, result.reason_code) == ("refused", "deadline_passed")
+
+
+@tool(side_effect=READ, risk=RiskTier.LOW)
+async def bad_read() -> int:
+    return "not a number"  # type: ignore[return-value]
+
+
+@tool(side_effect=WRITE, risk=RiskTier.LOW)
+async def bad_write() -> int:
+    return object()  # type: ignore[return-value]
+
+
+@tool(side_effect=WRITE, risk=RiskTier.LOW)
+class Orders:
+    @operation(reconcile="find")
+    async def place(self, order: str) -> str:
+        return order
+
+    @operation(side_effect=READ)
+    async def find(self, order: str) -> Reconciled:
+        return {"resolution": "maybe"}  # type: ignore[return-value]
+
+
+async def test_a_result_the_output_schema_refuses_is_output_invalid_failed_for_a_read_uncertain_for_a_write() -> None:
+    box = Toolbox([bad_read, bad_write], worker="w")
+    read = await Dispatcher(box).answer(call_of(box, "bad_read"), Progress())
+    write = await Dispatcher(box).answer(call_of(box, "bad_write"), Progress())
+    assert (read.outcome, read.reason_code, read.result) == ("failed", "output_invalid", None)
+    assert (write.outcome, write.reason_code, write.result) == ("uncertain", "output_invalid", None)
+
+
+async def test_a_reconcile_operation_s_result_must_be_a_reconcile_answer() -> None:
+    box = Toolbox([Orders], worker="w")
+    answer = await Dispatcher(box).answer(call_of(box, "orders", "find", order="o1"), Progress())
+    assert (answer.outcome, answer.reason_code) == ("failed", "output_invalid")

@@ -113,7 +113,8 @@ def _assemble(
     for secret in secrets:
         if not SECRET_NAME.match(secret):
             raise DeclarationError(f"{name}: secret name {secret!r} must match {SECRET_NAME.pattern}")
-    init = parameters_of(target.__init__, f"{name}.__init__", skip_first=True, all_provided=True) if is_class else None
+    own_init = is_class and target.__init__ is not object.__init__
+    init = parameters_of(target.__init__, f"{name}.__init__", skip_first=True, all_provided=True) if own_init else None
     calls, period_s = options.rate_limit or (60, 60.0)
     return DeclaredTool(
         name=name, version=options.version, description=options.description or _summary(target),
