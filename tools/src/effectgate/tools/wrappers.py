@@ -89,8 +89,8 @@ def _layer(wrapper: CallerWrapper | SurfaceWrapper, invocation: Invocation) -> R
 
 def listed(wrappers: Sequence[SurfaceWrapper], served: tuple[ServedTool, ...]) -> tuple[ServedTool, ...]:
     """``served`` as the surface wrappers' ``listing`` narrow it (the last registered applied last)."""
-    for wrapper in wrappers:
-        listing = getattr(wrapper, "listing", None)
+    for surface in wrappers:
+        listing = getattr(surface, "listing", None)
         if listing is not None:
             served = tuple(listing(served))
     return served
