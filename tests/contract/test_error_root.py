@@ -11,7 +11,7 @@ import pytest
 from effectgate.contracts.errors import EffectgateError, StoreUnavailable
 
 PACKAGES = ["contracts", "shared", "devstack", "sdk", "cli", "registry", "policy", "approvals", "executor", "audit"]
-PACKAGES += ["chatops"]
+PACKAGES += ["chatops", "tools"]
 
 
 def public_exceptions() -> dict[str, type[BaseException]]:

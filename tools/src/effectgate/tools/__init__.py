@@ -1,1 +1,48 @@
-"""Governed tools written in Python: declare them, publish their descriptors, serve them to the executor."""
+"""Governed tools written in Python: declare them, publish their descriptors, serve them to the executor.
+
+Reference: ``docs/reference/tools-api.md``.
+"""
+
+from effectgate.tools.context import Context, Effect, Provided, Reconciled, Secrets
+from effectgate.tools.declaring import Retry, ignore, operation, tool
+from effectgate.tools.dependencies import Dependencies
+from effectgate.tools.dispatcher import Dispatcher
+from effectgate.tools.errors import DeclarationError, Fault, Refusal, RuleRefused, RuleViolation
+from effectgate.tools.rules import Rule, naming_convention, writes_declare_reconcile
+from effectgate.tools.scanning import scan
+from effectgate.tools.secrets import REDACTED, EnvironmentSecrets, FileSecrets, SecretsProvider
+from effectgate.tools.toolbox import Toolbox, publishable
+from effectgate.tools.wrappers import CallerWrapper, Invocation, ListingCap, SurfaceWrapper
+
+__all__ = [
+    "REDACTED",
+    "CallerWrapper",
+    "Context",
+    "DeclarationError",
+    "Dependencies",
+    "Dispatcher",
+    "Effect",
+    "EnvironmentSecrets",
+    "Fault",
+    "FileSecrets",
+    "Invocation",
+    "ListingCap",
+    "Provided",
+    "Reconciled",
+    "Refusal",
+    "Retry",
+    "Rule",
+    "RuleRefused",
+    "RuleViolation",
+    "Secrets",
+    "SecretsProvider",
+    "SurfaceWrapper",
+    "Toolbox",
+    "ignore",
+    "naming_convention",
+    "operation",
+    "publishable",
+    "scan",
+    "tool",
+    "writes_declare_reconcile",
+]

@@ -1,0 +1,1 @@
+"""A package of declared tools, scanned by the tests (no curated TOOLS list)."""
