@@ -8,6 +8,7 @@ from effectgate.tools.declaring import Retry, ignore, operation, tool
 from effectgate.tools.dependencies import Dependencies
 from effectgate.tools.dispatcher import Dispatcher
 from effectgate.tools.errors import DeclarationError, Fault, Refusal, RuleRefused, RuleViolation
+from effectgate.tools.modules import dispatcher_for_module, toolbox_for_module
 from effectgate.tools.rules import Rule, naming_convention, writes_declare_reconcile
 from effectgate.tools.scanning import scan
 from effectgate.tools.secrets import REDACTED, EnvironmentSecrets, FileSecrets, SecretsProvider
@@ -38,11 +39,13 @@ __all__ = [
     "SecretsProvider",
     "SurfaceWrapper",
     "Toolbox",
+    "dispatcher_for_module",
     "ignore",
     "naming_convention",
     "operation",
     "publishable",
     "scan",
     "tool",
+    "toolbox_for_module",
     "writes_declare_reconcile",
 ]
