@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import msgspec
 import typer
 from rich.markup import escape
 
-from effectgate.cli.client import rpc
 from effectgate.cli.client.identity import state_dir
-from effectgate.cli.client.session import NatsUrl, console, err_console, on_bus
+from effectgate.cli.client.session import console, err_console
 from effectgate.cli.commands.approvals import approvals_app
 from effectgate.cli.commands.audit import audit_app
 from effectgate.cli.commands.budgets import budgets_app
@@ -23,10 +21,10 @@ from effectgate.cli.commands.mcp import mcp_app
 from effectgate.cli.commands.nats_jwt import nats_jwt_app
 from effectgate.cli.commands.policy import policy_app
 from effectgate.cli.commands.requests import requests_command
-from effectgate.cli.commands.tools import publish_refusal, tools_describe, tools_list
+from effectgate.cli.commands.tools import tools_describe, tools_list
+from effectgate.cli.commands.tools_publish import tools_publish
 from effectgate.cli.commands.withdraw import withdraw
 from effectgate.cli.render.output import AsJson
-from effectgate.contracts.bus.catalog import Rpc
 from effectgate.contracts.directory import DirectoryInvalid
 from effectgate.shared.config.keyring import HOLDERS, PUBLIC, lay_out_keys
 from effectgate.shared.config.toml_file import absolute
@@ -52,6 +50,7 @@ for sub, name in (
     app.add_typer(sub, name=name)
 tools_app.command("list")(tools_list)
 tools_app.command("describe")(tools_describe)
+tools_app.command("publish")(tools_publish)
 app.command("call")(call)
 app.command("requests")(requests_command)
 app.command("withdraw")(withdraw)
@@ -70,43 +69,6 @@ def _main(
     ] = False,
 ) -> None:
     """effectgate: a governed gateway between AI agents and their tools."""
-
-
-OperatorKey = Annotated[
-    Path | None,
-    typer.Option(
-        "--key",
-        envvar="EFFECTGATE_OPERATOR_KEY",
-        help="The operator's private key (default <state dir>/keys/operator/operator.key).",
-    ),
-]
-
-
-@tools_app.command("publish")
-def tools_publish(file: Path, key: OperatorKey = None, nats_url: NatsUrl = "") -> None:
-    """Publish the tool descriptor in FILE, signed with the operator's key (versions are immutable).
-
-    A refusal names every mistake of the descriptor, a mistyped key with the key meant; success
-    prints the registry's own line (``file_system@1.0.0 published`` or ``… unchanged``).
-    """
-    from effectgate.contracts.integrity.signing import load_private_key, sign_value
-
-    key = key or state_dir() / "keys" / "operator" / "operator.key"
-    try:
-        descriptor = msgspec.json.decode(file.read_bytes())
-        if refusal := publish_refusal(descriptor):
-            err_console.print(f"[red]{refusal[0]}[/red]:", escape(f"{file}: {refusal[1]}; nothing was sent"))
-            raise typer.Exit(1)
-        body = {"descriptor": descriptor, "signature": sign_value(descriptor, load_private_key(key))}
-    except (OSError, ValueError, msgspec.DecodeError) as error:
-        err_console.print("[red]error:[/red]", escape(str(error)))
-        raise typer.Exit(2) from None
-    reply: dict[str, Any] = on_bus(nats_url, lambda bus: rpc.request(bus, Rpc.REGISTRY_PUBLISH, body))
-    code, reason = escape(str(reply.get("reason_code"))), escape(str(reply.get("reason")))
-    if not reply.get("ok"):
-        err_console.print(f"[red]{code}[/red]:", reason)
-        raise typer.Exit(1)
-    console.print(f"[green]{reason}[/green]")
 
 
 @keys_app.command("generate")
