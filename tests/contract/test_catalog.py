@@ -15,6 +15,7 @@ def test_subject_builders_are_pinned() -> None:
     assert Subjects.approval("granted", "a", "r") == "tg.approval.granted.a.r"
     assert Subjects.receipt("a", "r") == "tg.receipt.a.r"
     assert Subjects.receipts_of("a") == "tg.receipt.a.*"
+    assert (Subjects.progress("a", "r"), Subjects.progress_of("a")) == ("tg.progress.a.r", "tg.progress.a.*")
     assert Subjects.tool_published("t") == "tg.tool.published.t"
     assert (Subjects.tool_state("t"), Subjects.TOOL_STATES) == ("tg.tool.state.t", "tg.tool.state.*")
     assert Subjects.claim("a", "k") == "tg.claim.a.k"

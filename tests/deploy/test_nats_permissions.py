@@ -649,3 +649,28 @@ async def test_only_the_audit_raises_alarms_and_only_approvers_watch_them(
         await watchers[AGENT].next_msg(timeout=0.3)
     for subscription in watchers.values():
         await subscription.unsubscribe()
+
+
+@pytest.mark.parametrize("user", USERS)
+async def test_only_the_executor_publishes_progress_and_only_its_agent_hears_it(
+    conns: dict[str, Conn], user: str, ns: str
+) -> None:
+    """Progress is core NATS: agent ``<p>`` (and the MCP surface, acting as ``<p>``) hears ``<p>``'s; none forges it."""
+    mine = await conns[AGENT].nc.subscribe(Subjects.progress_of("demo-agent"))
+    await in_effect(conns[AGENT])
+    theirs = await conns[OTHER].nc.subscribe(Subjects.progress_of("demo-agent"))
+    await in_effect(conns[OTHER], Rpc.tools_list("other-agent"))
+    assert await reported(conns[OTHER], "subscription", Subjects.progress_of("demo-agent"))
+    subject, conn = Subjects.progress("demo-agent", ns), conns[user]
+    await conn.nc.publish(subject, b'{"request_id": "r1", "items": 1}')
+    await conn.nc.flush()
+    if user == "executor":
+        assert (await mine.next_msg(timeout=WAIT_S)).subject == subject
+    else:
+        assert await reported(conn, "publish", subject)
+        with pytest.raises(nats.errors.TimeoutError):
+            await mine.next_msg(timeout=0.3)
+    with pytest.raises(nats.errors.TimeoutError):
+        await theirs.next_msg(timeout=0.3)
+    for subscription in (mine, theirs):
+        await subscription.unsubscribe()

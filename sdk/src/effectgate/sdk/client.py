@@ -7,8 +7,10 @@ not claimed in the body.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from effectgate.sdk import standing
 from effectgate.sdk.connecting import connect_agent
 from effectgate.sdk.descriptors import DescriptorCache
 from effectgate.sdk.listing import every_tool, registry_reply
+from effectgate.sdk.progress import OnProgress, followed
 from effectgate.sdk.receipts import ReceiptVerifier
 from effectgate.sdk.records import RecordReader
 from effectgate.sdk.results import filled_in, read_result
@@ -266,8 +269,12 @@ class ToolClient(standing.Standing):
         idempotency_key: str | None = None,
         version: str | None = None,
         timeout_s: float = 60.0,
+        on_progress: OnProgress | None = None,
     ) -> ReceiptIssued:
-        """Submit one call and wait for its receipt.
+        """Submit one call and wait for its receipt; ``on_progress(items, message)`` hears a streaming call run.
+
+        ``on_progress`` is listening before the request is sent and is never called after this
+        returns (:meth:`progress`).
 
         Returns:
             The receipt. One that ends ``denied`` with reason code ``rate_limited`` carries
@@ -280,5 +287,20 @@ class ToolClient(standing.Standing):
             TimeoutError: no receipt within ``timeout_s`` seconds.
             GatewayStoreFull: the gateway's stream is full: the request was not accepted.
         """
-        request_id = await self.submit(tool, operation, arguments, idempotency_key=idempotency_key, version=version)
-        return await self.receipt(request_id, timeout_s)
+        request_id = uuid.uuid4().hex
+        following = self.progress(request_id, on_progress) if on_progress else contextlib.nullcontext()
+        async with following:
+            await self.submit(
+                tool, operation, arguments, idempotency_key=idempotency_key, version=version, request_id=request_id
+            )
+            return await self.receipt(request_id, timeout_s)
+
+    def progress(self, request_id: str, on_progress: OnProgress) -> AbstractAsyncContextManager[None]:
+        """``async with client.progress(request_id, on_progress):`` hears how far a streaming call is.
+
+        ``on_progress(items, message)`` (a function or a coroutine function) is called for each
+        progress the executor relays on ``tg.progress.<principal>.<request_id>`` while the block
+        runs, never after it (core NATS: what was published before is not heard). What it raises
+        is logged (:mod:`effectgate.sdk.progress`).
+        """
+        return followed(self._nc, self.principal, request_id, on_progress)

@@ -220,6 +220,11 @@ class Subjects:
         return f"tg.progress.{principal}.{request_id}"
 
     @staticmethod
+    def progress_of(principal: str) -> str:
+        """``tg.progress.<principal>.*``: how far each of one principal's streaming calls is."""
+        return f"tg.progress.{principal}.*"
+
+    @staticmethod
     def claim(principal: str, key_digest: str) -> str:
         """``tg.claim.<principal>.<key digest>``: the first :class:`EffectClaimed` of one idempotency key."""
         return f"tg.claim.{principal}.{key_digest}"

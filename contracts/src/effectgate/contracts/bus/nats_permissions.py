@@ -351,6 +351,7 @@ def _executor(agents: tuple[str, ...]) -> NatsUser:
             Rule(Subjects.RECEIPTS, "only the executor issues receipts"),
             Rule(Subjects.CLAIMS, "durable claims of writes"),
             Rule(Subjects.TOOL_STATES, "ToolStateChanged: its MCP servers' states (only the executor)"),
+            Rule(Subjects.PROGRESS, "how far a running streaming call is (core NATS; only the executor)"),
             *(Rule(subject, f"result chunks ({catalog.RESULTS_STREAM})") for subject in catalog.RESULTS_SUBJECTS),
             *_consumer(catalog.EXECUTOR_DECISIONS),
             *_consumer(catalog.EXECUTOR_APPROVALS),
@@ -534,7 +535,11 @@ def _agent(principal: str) -> NatsUser:
             Rule(Rpc.approvals_status(principal), "which approval its own calls wait on"),
             Rule(Rpc.records_get(principal), "its own stored receipts, decisions and results (no JetStream API)"),
         ),
-        subscribe=(Rule(Subjects.receipts_of(principal)), Rule(f"{private_inbox(user)}.>")),
+        subscribe=(
+            Rule(Subjects.receipts_of(principal)),
+            Rule(Subjects.progress_of(principal), "how far its own streaming calls are (from the executor)"),
+            Rule(f"{private_inbox(user)}.>"),
+        ),
         inbox_prefix=private_inbox(user),
         notes=(f'Connect with inbox_prefix=b"{private_inbox(user)}": PubAcks and answers arrive there.',),
     )

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -22,6 +23,7 @@ from effectgate.surface.calls import CLIENT_KEY, CallEntry, arguments_digest, ca
 from effectgate.surface.holding import Client, Declined, Waiting, asked_while_waiting, waiting_for
 from effectgate.surface.listings import Listing, Listings
 from effectgate.surface.ports import AgentClients, CallLedger
+from effectgate.surface.progress import Reporter
 from effectgate.surface.results import as_result, boundary, pending_result, problem_result
 from effectgate.surface.shaping import Target, is_mcp
 
@@ -73,12 +75,13 @@ class Gateway:
         entry = await self._claimed(key, target, client_key, digest)
         if entry.arguments_digest != digest:
             return problem_result(_KEY_REUSED)
-        if not entry.published:
-            try:
-                entry = await self._send(client, key, target, arguments, entry)
-            except GatewayStoreFull as full:  # not accepted: an identical call sends it again
-                return problem_result(f"not accepted (gateway_store_full): {full}")
-        return await self._outcome(client, key, target, entry, asking)
+        async with self._reporting(client, entry.request_id, asking) as reporter:
+            if not entry.published:
+                try:
+                    entry = await self._send(client, key, target, arguments, entry)
+                except GatewayStoreFull as full:  # not accepted: an identical call sends it again
+                    return problem_result(f"not accepted (gateway_store_full): {full}")
+            return await self._outcome(client, key, target, entry, asking, reporter)
 
     async def _claimed(self, key: str, target: Target, client_key: str | None, digest: str) -> CallEntry:
         fresh = fresh_entry(key, target.read_only, client_key, digest)
@@ -105,13 +108,13 @@ class Gateway:
         return published
 
     async def _outcome(
-        self, client: ToolClient, key: str, target: Target, entry: CallEntry, asking: Client
+        self, client: ToolClient, key: str, target: Target, entry: CallEntry, asking: Client, reporter: Reporter | None
     ) -> CallToolResult:
         try:
-            receipt = await self._held(client, entry.request_id, asking)
+            receipt = await self._held(client, entry.request_id, asking, reporter)
         except Declined:
             await self._withdraw(client, key, entry)
-            receipt = await self._held(client, entry.request_id, Client())
+            receipt = await self._held(client, entry.request_id, Client(), None)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await self._withdraw(client, key, entry)
@@ -122,7 +125,26 @@ class Gateway:
         schema = target.spec.output_schema.get("type") == "object"
         return as_result(receipt, is_mcp(target.adapter), schema, self._waiting.limit_bytes)
 
-    async def _held(self, client: ToolClient, request_id: str, asking: Client) -> ReceiptIssued | None:
+    @contextlib.asynccontextmanager
+    async def _reporting(self, client: ToolClient, request_id: str, asking: Client) -> AsyncIterator[Reporter | None]:
+        """The call's progress to a client that asked for it (else ``None``): its waits, a streaming call's items.
+
+        The items come on ``tg.progress.<principal>.<request_id>``, heard as the principal
+        (:meth:`ToolClient.progress`) from before the request is sent; nothing is sent once the block ended.
+        """
+        if asking.progress is None:
+            yield None
+            return
+        reporter = Reporter(asking.progress, self._waiting.hold_s)
+        async with client.progress(request_id, reporter.heard):
+            try:
+                yield reporter
+            finally:
+                await reporter.close()
+
+    async def _held(
+        self, client: ToolClient, request_id: str, asking: Client, reporter: Reporter | None
+    ) -> ReceiptIssued | None:
         """The receipt within ``hold_s``, or ``None``; asks the person once when the call waits for an approval.
 
         Raises:
@@ -139,9 +161,9 @@ class Gateway:
                 left = self._waiting.hold_s - (time.monotonic() - started)
                 if (found := await asked_while_waiting(client, request_id, asking, approval, left)) is not None:
                     return found
-            if asking.progress is not None:
+            if reporter is not None:
                 elapsed = time.monotonic() - started
-                await asking.progress(elapsed, waiting_for(request_id, approval, elapsed))
+                await reporter.waited(elapsed, waiting_for(request_id, approval, elapsed))
         return None
 
     @staticmethod

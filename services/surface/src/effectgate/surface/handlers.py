@@ -97,7 +97,8 @@ def build_server(
         client = CLIENT_ID.get()
         with cancels.holding(call_of(principal, client, ctx.request_id)) if client else contextlib.nullcontext():
             try:
-                return await _served(gateway.call(principal, params.name, arguments, _key(key), _asking(ctx)))
+                asking = _asking(ctx, params)
+                return await _served(gateway.call(principal, params.name, arguments, _key(key), asking))
             except UnknownName:
                 raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}") from None
         return problem_result("cancelled by the client: a call waiting for approval was withdrawn")
@@ -156,15 +157,16 @@ _KEEP_WAITING: dict[str, Any] = {
 }
 
 
-def _asking(ctx: ServerRequestContext[Any, Any]) -> Client:
-    """Progress for every client; a keep-waiting question for a stdio client that takes elicitation requests.
+def _asking(ctx: ServerRequestContext[Any, Any], params: CallToolRequestParams) -> Client:
+    """Progress when the call carries a progress token; a keep-waiting question for a stdio client that elicits.
 
     Over stateless HTTP a server request's answer would reach another request's transport, so
-    only stdio (one connection) asks.
+    only stdio (one connection) asks. Without a progress token nothing is reported, so a
+    streaming call's progress is not even listened to.
     """
 
-    async def progress(elapsed_s: float, message: str) -> None:
-        await ctx.session.report_progress(elapsed_s, None, message)
+    async def progress(value: float, message: str) -> None:
+        await ctx.session.report_progress(value, None, message)
 
     async def confirm(question: str) -> bool | None:
         try:
@@ -178,7 +180,8 @@ def _asking(ctx: ServerRequestContext[Any, Any]) -> Client:
     capabilities = ctx.session.client_capabilities
     legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
     asks = legacy and ctx.request is None and capabilities is not None and capabilities.elicitation is not None
-    return Client(progress=progress, confirm=confirm if asks else None)
+    tokened = (params.meta or {}).get("progress_token") is not None  # _meta.progressToken
+    return Client(progress=progress if tokened else None, confirm=confirm if asks else None)
 
 
 def _key(value: Any) -> str | None:

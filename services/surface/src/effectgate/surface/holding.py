@@ -1,6 +1,7 @@
 """How a ``tools/call`` is held for its receipt, and what the client is told or asked meanwhile.
 
-A held call sends progress notifications when the client asked for them; a call that
+A held call sends progress notifications when the client asked for them (its own while it
+waits, and a streaming call's items: :mod:`effectgate.surface.progress`); a call that
 waits for an approval may ask the person at the client once whether to keep waiting or
 withdraw it (never a grant), while its receipt is still watched for.
 """
@@ -19,7 +20,8 @@ from effectgate.sdk import ToolClient
 __all__ = ["Client", "Confirm", "Declined", "Progress", "Waiting", "asked_while_waiting", "waiting_for"]
 
 Progress = Callable[[float, str], Awaitable[None]]
-"""``progress(elapsed_s, message)``: one progress notification to the client."""
+"""``progress(value, message)``: one progress notification to the client (:mod:`effectgate.surface.progress`
+keeps the values of one call increasing)."""
 
 Confirm = Callable[[str], Awaitable[bool | None]]
 """``confirm(message)``: ask the person at the client whether to keep waiting for an approval:
