@@ -47,6 +47,7 @@ def test_stream_and_consumers_are_pinned() -> None:
         "tg.needs_approval.*.*",
         "tg.approval.*.*.*",
         "tg.receipt.*.*",
+        "tg.resolution.*.*",
         "tg.claim.*.*",
         "tg.tool.published.*",
         "tg.tool.state.*",
@@ -109,6 +110,7 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "EffectClaimed": "effect.claimed",
         "ToolPublished": "tool.published",
         "ToolStateChanged": "tool.state.changed",
+        "UncertainResolved": "uncertain.resolved",
         "PolicyPublished": "policy.published",
         "SecurityEvent": "security.event",
     }
@@ -178,6 +180,7 @@ def test_events_are_frozen_and_required_fields_are_pinned() -> None:
         "PolicyPublished": ["event_id", "occurred_at", "source", "version"],
         "SecurityEvent": ["event_id", "kind", "occurred_at", "service"],
         "ToolStateChanged": ["event_id", "occurred_at", "server", "state", "tool"],
+        "UncertainResolved": ["event_id", "occurred_at", "principal", "receipt_id", "request_id", "resolution", "resolved_by"],
     }
 
 
