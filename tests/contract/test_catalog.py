@@ -180,7 +180,15 @@ def test_events_are_frozen_and_required_fields_are_pinned() -> None:
         "PolicyPublished": ["event_id", "occurred_at", "source", "version"],
         "SecurityEvent": ["event_id", "kind", "occurred_at", "service"],
         "ToolStateChanged": ["event_id", "occurred_at", "server", "state", "tool"],
-        "UncertainResolved": ["event_id", "occurred_at", "principal", "receipt_id", "request_id", "resolution", "resolved_by"],
+        "UncertainResolved": [
+            "event_id",
+            "occurred_at",
+            "principal",
+            "receipt_id",
+            "request_id",
+            "resolution",
+            "resolved_by",
+        ],
     }
 
 
