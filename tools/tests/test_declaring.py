@@ -171,3 +171,10 @@ def test_an_ignored_tool_or_an_undeclared_one_cannot_be_listed() -> None:
 def test_an_unknown_option_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="unknown options: colour"):
         tool(colour="red")
+
+
+def test_an_unknown_operation_option_is_named() -> None:
+    from effectgate.tools import operation
+
+    with pytest.raises(TypeError, match="unknown options: retries"):
+        operation(retries=3)  # type: ignore[call-overload]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar, overload
+from typing import Any, TypedDict, TypeVar, Unpack, overload
 
 from effectgate.contracts.tools.descriptors import RetryPolicy
 from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
@@ -121,41 +121,47 @@ def tool(target: Any = None, /, **options: Any) -> Any:
     return mark(target) if target is not None else mark
 
 
-def operation(
-    target: Any = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    side_effect: SideEffectClass | None = None,
-    risk: RiskTier | None = None,
-    rate_limit: tuple[int, float] | None = None,
-    concurrency_safe: bool | None = None,
-    serialize_by: str | None = None,
-    retry: Retry | None = None,
-    idempotent_at_target: bool | None = None,
-    reconcile: str | None = None,
-    open_world: bool | None = None,
-    destination: str | None = None,
-    amount: str | None = None,
-    cost: float | str | None = None,
-    secrets: tuple[str, ...] = (),
-    output: dict[str, Any] | None = None,
-) -> Any:
+class OperationKeywords(TypedDict, total=False):
+    """The options of :func:`operation` (each described in ``docs/reference/tools-api.md``)."""
+
+    name: str
+    description: str
+    side_effect: SideEffectClass
+    risk: RiskTier
+    rate_limit: tuple[int, float]
+    concurrency_safe: bool
+    serialize_by: str
+    retry: Retry
+    idempotent_at_target: bool
+    reconcile: str
+    open_world: bool
+    destination: str
+    amount: str
+    cost: float | str
+    secrets: tuple[str, ...]
+    output: dict[str, Any]
+
+
+@overload
+def operation(target: F, /) -> F: ...
+@overload
+def operation(target: None = None, /, **options: Unpack[OperationKeywords]) -> Callable[[F], F]: ...
+def operation(target: Any = None, /, **options: Any) -> Any:
     """Declare a method of a ``@tool`` class an operation (``docs/reference/tools-api.md`` lists each option).
 
     ``rate_limit`` here is the operation's own budget; ``reconcile`` names a ``READ_ONLY``
     operation of the same tool; ``output`` replaces the schema derived from the return annotation.
+
+    Raises:
+        TypeError: an unknown option.
     """
-    options = OperationOptions(
-        name=name, description=description, side_effect=side_effect, risk=risk, rate_limit=rate_limit,
-        concurrency_safe=concurrency_safe, serialize_by=serialize_by, retry=retry,
-        idempotent_at_target=idempotent_at_target, reconcile=reconcile, open_world=open_world,
-        destination=destination, amount=amount, cost=cost, secrets=tuple(secrets), output=output,
-    )  # fmt: skip
+    unknown = sorted(set(options) - set(OperationKeywords.__annotations__))
+    if unknown:
+        raise TypeError(f"@operation got unknown options: {', '.join(unknown)}")
+    declared = OperationOptions(**{**options, "secrets": tuple(options.get("secrets", ()))})
 
     def mark(method: F) -> F:
-        setattr(method, OPERATION, options)
+        setattr(method, OPERATION, declared)
         return method
 
     return mark(target) if target is not None else mark
