@@ -11,10 +11,18 @@ or ``not_run`` preferred over an ``unknown``).
 
 from __future__ import annotations
 
-from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.events import ReceiptIssued, Resolution
 from effectgate.contracts.vocabulary import Outcome
 
-__all__ = ["REPLAY_NOTE", "RESOLUTION_NOTES", "ended_as", "outcome_label", "replay_note", "resolution_note"]
+__all__ = [
+    "REPLAY_NOTE",
+    "RESOLUTION_NOTES",
+    "ended_as",
+    "outcome_label",
+    "replay_note",
+    "resolution_note",
+    "resolved_as",
+]
 
 REPLAY_NOTE = "replay of request {replay_of} under the same idempotency key: the tool did not run again"
 """What a replay adds to the stored outcome it shows."""
@@ -63,3 +71,11 @@ def resolution_note(receipt: ReceiptIssued) -> str | None:
     if receipt.resolution is None:
         return None
     return RESOLUTION_NOTES[receipt.resolution].format(resolution_id=receipt.resolution_id or "?")
+
+
+def resolved_as(receipt: ReceiptIssued) -> Resolution | None:
+    """What became of an ``uncertain`` call a replay shows: ``ran``, ``not_run``, ``unknown``; ``None`` when unresolved.
+
+    ``None`` also for a receipt that is not of an ``uncertain`` call (only such a replay carries a resolution).
+    """
+    return receipt.resolution if ended_as(receipt) is Outcome.UNCERTAIN else None
