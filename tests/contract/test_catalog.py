@@ -46,6 +46,7 @@ def test_stream_and_consumers_are_pinned() -> None:
         "tg.needs_approval.*.*",
         "tg.approval.*.*.*",
         "tg.receipt.*.*",
+        "tg.resolution.*.*",
         "tg.claim.*.*",
         "tg.tool.published.*",
         "tg.tool.state.*",
@@ -63,6 +64,8 @@ def test_stream_and_consumers_are_pinned() -> None:
         ("chatops-approvals", "tg.approval.*.*.*", -1),
         ("chatops-receipts", "tg.receipt.*.*", -1),
         ("policy-receipts", "tg.receipt.*.*", -1),
+        ("executor-reconciler", "tg.receipt.*.*", -1),
+        ("policy-resolutions", "tg.resolution.*.*", -1),
         (
             "auditor-export",
             ("tg.decision.*.*", "tg.approval.granted.*.*", "tg.approval.rejected.*.*", "tg.receipt.*.*"),
@@ -82,6 +85,7 @@ def test_every_event_subject_is_in_the_stream_and_rpc_subjects_are_not() -> None
         Subjects.request("a"),
         Subjects.decision("a", "r"),
         Subjects.receipt("a", "r"),
+        Subjects.resolution("a", "r"),
         Subjects.tool_published("t"),
         Subjects.tool_state("t"),
         Subjects.claim("a", "k"),
@@ -110,6 +114,7 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "ToolStateChanged": "tool.state.changed",
         "PolicyPublished": "policy.published",
         "SecurityEvent": "security.event",
+        "UncertainResolved": "uncertain.resolved",
     }
 
 
@@ -177,6 +182,15 @@ def test_events_are_frozen_and_required_fields_are_pinned() -> None:
         "PolicyPublished": ["event_id", "occurred_at", "source", "version"],
         "SecurityEvent": ["event_id", "kind", "occurred_at", "service"],
         "ToolStateChanged": ["event_id", "occurred_at", "server", "state", "tool"],
+        "UncertainResolved": [
+            "event_id",
+            "occurred_at",
+            "principal",
+            "receipt_id",
+            "request_id",
+            "resolution",
+            "resolved_by",
+        ],
     }
 
 
