@@ -151,11 +151,16 @@ class Stack:
         )
         return sign_event(decision, POLICY)
 
-    async def run(self, rid: str, operation: str = "pay", key: str = "k1") -> ReceiptIssued:
-        """Publish the decision (the reconciler reads the arguments from it) and let the executor run it."""
+    async def published(self, rid: str, operation: str = "pay", key: str = "k1") -> DecisionMade:
+        """Publish the decision (the reconciler reads the call's arguments from it)."""
         decision = self.decision(rid, operation, key)
         headers = {"Nats-Expected-Last-Subject-Sequence": "0"}
         await self.js.publish(Subjects.decision(self.principal, rid), msgspec.json.encode(decision), headers=headers)
+        return decision
+
+    async def run(self, rid: str, operation: str = "pay", key: str = "k1") -> ReceiptIssued:
+        """Publish the decision and let the executor run it: its receipt."""
+        decision = await self.published(rid, operation, key)
         await self.executor.on_decision(decision)
         found = await self.bus.receipt(self.principal, rid)
         assert found is not None
@@ -262,6 +267,7 @@ async def test_only_uncertain_receipts_of_operations_declaring_reconcile_are_rec
     failed = msgspec.structs.replace(
         await stack.run("r-pay", key="k-pay"), event_id="receipt:other", request_id="r-failed", outcome=Outcome.FAILED
     )
+    await stack.published("r-failed", key="k-failed")
     await stack.bus.publish_receipt(failed)  # a write of a reconciling operation that did not end uncertain
     await stack.run("r-last", key="k-last")
     await stack.reconciling()

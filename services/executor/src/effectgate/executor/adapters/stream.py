@@ -193,8 +193,8 @@ class StreamBus:
         subject, seq, found = Subjects.resolution(principal, request_id), 1, list[UncertainResolved]()
         while len(found) < MAX_RESOLUTIONS and (message := await self._next(subject, seq)) is not None:
             seq, event = message.seq + 1, _decoded(message.data)
-            mine = isinstance(event, UncertainResolved) and _about(event, principal, request_id)
-            if mine and signed_by(message.data, self._verifier):
+            about = isinstance(event, UncertainResolved) and _about(event, principal, request_id)
+            if about and signed_by(message.data, self._verifier):
                 found.append(event)
         return tuple(found)
 
