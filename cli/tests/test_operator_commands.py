@@ -199,3 +199,13 @@ def test_resolving_without_the_operator_key_sends_nothing_and_exits_2(tmp_path: 
         + ["--nats-url", "nats://127.0.0.1:1"],
     )
     assert printed.exit_code == 2 and "none.key" in printed.output, printed.output
+
+
+def test_the_audit_trail_shows_a_call_s_resolution() -> None:
+    from effectgate.cli.render.views import trail_table
+
+    payload = json.dumps({"type": "uncertain.resolved", "resolution": "ran", "resolved_by": "operator", "note": "bank"})
+    record = {"sequence": 7, "occurred_at": "2026-12-04T10:00:00Z", "event_type": "uncertain.resolved"}
+    record |= {"subject": "tg.resolution.p.r1", "payload": payload, "hash": "sha256:" + "ab" * 32}
+    text = "\n".join(_at_80(trail_table("r1", [record])))
+    assert "uncertain.resolved" in text and "resolution=ran" in text and "resolved_by=operator" in text

@@ -137,6 +137,18 @@ async def test_receipts_commit_release_and_keep_uncertain_exactly_once(
     }
 
 
+def _resolved(principal: str, rid: str, resolved: Resolution) -> UncertainResolved:
+    return UncertainResolved(
+        event_id=f"rsl_{rid}_{resolved}",
+        occurred_at=NOW,
+        request_id=rid,
+        principal=principal,
+        receipt_id=f"receipt:{rid}",
+        resolution=resolved,
+        resolved_by="reconciler",
+    )
+
+
 def resolution(principal: str, rid: str, resolved: Resolution, key: Ed25519PrivateKey = RECEIPTS_KEY) -> Delivery:
     unsigned = UncertainResolved(
         event_id=f"rsl_{rid}_{resolved}",
@@ -291,6 +303,8 @@ async def test_a_lost_ledger_is_rebuilt_from_the_stream(
             _decision(ns, "denied", Verdict.DENY, NOW, "budget_exceeded"),
             _decision(ns, "waiting", Verdict.NEEDS_APPROVAL, NOW),
             _decision(ns, "granted", Verdict.NEEDS_APPROVAL, late),
+            _decision(ns, "ran-since", Verdict.EXECUTE, NOW),
+            _decision(ns, "not-run-since", Verdict.EXECUTE, NOW),
         ],
         grants=[_grant(ns, "granted", late)],
         receipts=[
@@ -298,6 +312,13 @@ async def test_a_lost_ledger_is_rebuilt_from_the_stream(
             receipt(ns, "failed", Outcome.FAILED),
             receipt(ns, "unknown", Outcome.UNCERTAIN),
             receipt(ns, "granted", Outcome.SUCCEEDED, midnight + timedelta(minutes=1)),
+            receipt(ns, "ran-since", Outcome.UNCERTAIN),
+            receipt(ns, "not-run-since", Outcome.UNCERTAIN),
+        ],
+        resolutions=[  # what became of two uncertain calls since: spent, and released
+            _resolved(ns, "ran-since", "ran"),
+            _resolved(ns, "not-run-since", "unknown"),
+            _resolved(ns, "not-run-since", "not_run"),
         ],
     )
     spending = Spending(parse_budgets(BUDGETS), ledger)
@@ -314,8 +335,9 @@ async def test_a_lost_ledger_is_rebuilt_from_the_stream(
         "running": "reserved",
         "unknown": "uncertain",
         "granted": "committed",
+        "ran-since": "committed",
     }
-    assert (counters[before].used_units, counters[before].reserved_units) == (20_000, 20_000)
+    assert (counters[before].used_units, counters[before].reserved_units) == (30_000, 20_000)
     assert {rid: h.state for rid, h in counters[after].records.items()} == {"granted": "committed"}, (
         "a grant admitted around midnight counts in both windows: never missed"
     )
