@@ -167,3 +167,45 @@ def test_tools_publish_refuses_a_dangling_reference_before_signing_or_sending(
 
     assert printed.exit_code == 1, printed.output
     assert said.format(file=file) in printed.output and "nothing was sent" in printed.output, printed.output
+
+
+def test_the_uncertain_calls_fit_80_columns_and_name_their_resolution() -> None:
+    from effectgate.cli.commands.uncertain import _table
+
+    calls = [
+        {
+            "request_id": "req-" + "7" * 40,
+            "principal": "payments-agent",
+            "uncertain_at": "2026-12-04T10:00:00Z",
+            "reason_code": "worker_lost",
+            "tool": "ledger",
+            "version": "1.0.0",
+            "operation": "pay",
+            "resolution": "not_run",
+            "resolved_by": "operator",
+        },
+        {"request_id": "r2", "principal": "p", "uncertain_at": "2026-12-04T11:00:00Z", "reason_code": "timeout"},
+    ]
+    lines = _at_80(_table(calls))
+    assert all(len(line) <= 80 for line in lines), lines
+    text = "\n".join(lines)
+    assert "not_run" in text and "operator" in text and "ledger@1.0.0/pay" in text and "7" * 40 in text
+
+
+def test_resolving_without_the_operator_key_sends_nothing_and_exits_2(tmp_path: Path) -> None:
+    printed = CliRunner().invoke(
+        app,
+        ["uncertain", "resolve", "r1", "--ran", "--principal", "p", "--key", str(tmp_path / "none.key")]
+        + ["--nats-url", "nats://127.0.0.1:1"],
+    )
+    assert printed.exit_code == 2 and "none.key" in printed.output, printed.output
+
+
+def test_the_audit_trail_shows_a_call_s_resolution() -> None:
+    from effectgate.cli.render.views import trail_table
+
+    payload = json.dumps({"type": "uncertain.resolved", "resolution": "ran", "resolved_by": "operator", "note": "bank"})
+    record = {"sequence": 7, "occurred_at": "2026-12-04T10:00:00Z", "event_type": "uncertain.resolved"}
+    record |= {"subject": "tg.resolution.p.r1", "payload": payload, "hash": "sha256:" + "ab" * 32}
+    text = "\n".join(_at_80(trail_table("r1", [record])))
+    assert "uncertain.resolved" in text and "resolution=ran" in text and "resolved_by=operator" in text

@@ -19,7 +19,15 @@ import redis.asyncio as aioredis
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from effectgate.contracts.bus.catalog import Subjects
-from effectgate.contracts.events import ApprovalGranted, BoundRequest, DecisionMade, ReceiptIssued, SecurityEvent
+from effectgate.contracts.events import (
+    ApprovalGranted,
+    BoundRequest,
+    DecisionMade,
+    ReceiptIssued,
+    Resolution,
+    SecurityEvent,
+    UncertainResolved,
+)
 from effectgate.contracts.integrity.signing import sign_event
 from effectgate.contracts.tools.descriptors import ToolDescriptor
 from effectgate.contracts.vocabulary import Outcome, Verdict
@@ -112,7 +120,7 @@ async def test_receipts_commit_release_and_keep_uncertain_exactly_once(
     }
     for rid in outcomes:
         assert await ledger.reserve(ns, rid, 10_000, [daily()]) is None
-    [handler] = budget_consumers(lambda: runtime)
+    handler, _ = budget_consumers(lambda: runtime)
     for attempt in (1, 2, 3):  # redelivered receipts change nothing twice
         for rid, outcome in outcomes.items():
             assert await handler.handle(delivered(receipt(ns, rid, outcome), attempt=attempt)) is Settle.ACK
@@ -129,11 +137,69 @@ async def test_receipts_commit_release_and_keep_uncertain_exactly_once(
     }
 
 
+def _resolved(principal: str, rid: str, resolved: Resolution) -> UncertainResolved:
+    return UncertainResolved(
+        event_id=f"rsl_{rid}_{resolved}",
+        occurred_at=NOW,
+        request_id=rid,
+        principal=principal,
+        receipt_id=f"receipt:{rid}",
+        resolution=resolved,
+        resolved_by="reconciler",
+    )
+
+
+def resolution(principal: str, rid: str, resolved: Resolution, key: Ed25519PrivateKey = RECEIPTS_KEY) -> Delivery:
+    unsigned = UncertainResolved(
+        event_id=f"rsl_{rid}_{resolved}",
+        occurred_at=NOW,
+        request_id=rid,
+        principal=principal,
+        receipt_id=f"receipt:{rid}",
+        resolution=resolved,
+        resolved_by="reconciler",
+    )
+    data = msgspec.json.encode(sign_event(unsigned, key))
+    return Delivery(Subjects.resolution(principal, rid), data, {}, 1, 1, NOW)
+
+
+async def test_a_resolution_commits_ran_releases_not_run_and_keeps_unknown_held(
+    runtime: BudgetRuntime, ledger: RedisBudgetLedger, ns: str, reports: list[SecurityEvent]
+) -> None:
+    receipts, resolutions = budget_consumers(lambda: runtime)
+    for rid in ("ran", "not_run", "unknown", "forged"):
+        await ledger.reserve(ns, rid, 10_000, [daily()])
+        assert await receipts.handle(delivered(receipt(ns, rid, Outcome.UNCERTAIN))) is Settle.ACK
+    for attempt in (1, 2):  # a redelivered resolution changes nothing twice
+        for rid in ("ran", "not_run", "unknown"):
+            assert await resolutions.handle(resolution(ns, rid, rid)) is Settle.ACK, (rid, attempt)  # type: ignore[arg-type]
+    forged = resolution(ns, "forged", "not_run", Ed25519PrivateKey.generate())
+    assert await resolutions.handle(forged) is Settle.TERM
+    [counter] = await counters_of(ledger, ns)
+    states = {rid: held.state for rid, held in counter.records.items()}
+    assert states == {"ran": "committed", "not_run": "released", "unknown": "uncertain", "forged": "uncertain"}
+    assert (counter.used_units, counter.reserved_units) == (10_000, 20_000)
+    await asyncio.sleep(0.05)
+    assert [(r.kind, r.request_id) for r in reports] == [("receipt_forged", "forged")]
+
+
+async def test_a_resolution_before_its_uncertain_receipt_was_settled_waits_for_it(
+    runtime: BudgetRuntime, ledger: RedisBudgetLedger, ns: str
+) -> None:
+    receipts, resolutions = budget_consumers(lambda: runtime)
+    await ledger.reserve(ns, "r1", 10_000, [daily()])
+    assert isinstance(await resolutions.handle(resolution(ns, "r1", "not_run")), Later)
+    await receipts.handle(delivered(receipt(ns, "r1", Outcome.UNCERTAIN)))
+    assert await resolutions.handle(resolution(ns, "r1", "not_run")) is Settle.ACK
+    [counter] = await counters_of(ledger, ns)
+    assert counter.records["r1"].state == "released" and counter.reserved_units == 0
+
+
 async def test_a_forged_receipt_settles_nothing_and_is_reported(
     runtime: BudgetRuntime, ledger: RedisBudgetLedger, ns: str, reports: list[SecurityEvent]
 ) -> None:
     await ledger.reserve(ns, "r1", 10_000, [daily()])
-    [handler] = budget_consumers(lambda: runtime)
+    handler, _ = budget_consumers(lambda: runtime)
     forged = sign_event(receipt(ns, "r1", Outcome.FAILED), Ed25519PrivateKey.generate())
     assert await handler.handle(delivered(forged)) is Settle.TERM
     elsewhere = receipt(ns, "r1", Outcome.FAILED)  # a real receipt copied onto another request's subject
@@ -149,7 +215,7 @@ async def test_a_receipt_waits_while_the_ledger_is_rebuilt(
     runtime: BudgetRuntime, ledger: RedisBudgetLedger, redis_client: aioredis.Redis, ns: str
 ) -> None:
     await redis_client.delete(f"tg:epoch:budgets:{ns}")
-    [handler] = budget_consumers(lambda: runtime)
+    handler, _ = budget_consumers(lambda: runtime)
     assert isinstance(await handler.handle(delivered(receipt(ns, "r1", Outcome.SUCCEEDED))), Later)
 
 
@@ -157,7 +223,7 @@ async def test_the_check_reports_nothing_for_a_clean_run_and_finds_a_planted_dri
     runtime: BudgetRuntime, ledger: RedisBudgetLedger, redis_client: aioredis.Redis, ns: str
 ) -> None:
     seen: dict[tuple[str, str], str] = {}
-    [handler] = budget_consumers(lambda: runtime)
+    handler, _ = budget_consumers(lambda: runtime)
     for n, outcome in enumerate([Outcome.SUCCEEDED, Outcome.FAILED, Outcome.UNCERTAIN, Outcome.SUCCEEDED]):
         await ledger.reserve(ns, f"r{n}", 10_000, [daily()])
         issued = receipt(ns, f"r{n}", outcome)
@@ -237,6 +303,8 @@ async def test_a_lost_ledger_is_rebuilt_from_the_stream(
             _decision(ns, "denied", Verdict.DENY, NOW, "budget_exceeded"),
             _decision(ns, "waiting", Verdict.NEEDS_APPROVAL, NOW),
             _decision(ns, "granted", Verdict.NEEDS_APPROVAL, late),
+            _decision(ns, "ran-since", Verdict.EXECUTE, NOW),
+            _decision(ns, "not-run-since", Verdict.EXECUTE, NOW),
         ],
         grants=[_grant(ns, "granted", late)],
         receipts=[
@@ -244,6 +312,13 @@ async def test_a_lost_ledger_is_rebuilt_from_the_stream(
             receipt(ns, "failed", Outcome.FAILED),
             receipt(ns, "unknown", Outcome.UNCERTAIN),
             receipt(ns, "granted", Outcome.SUCCEEDED, midnight + timedelta(minutes=1)),
+            receipt(ns, "ran-since", Outcome.UNCERTAIN),
+            receipt(ns, "not-run-since", Outcome.UNCERTAIN),
+        ],
+        resolutions=[  # what became of two uncertain calls since: spent, and released
+            _resolved(ns, "ran-since", "ran"),
+            _resolved(ns, "not-run-since", "unknown"),
+            _resolved(ns, "not-run-since", "not_run"),
         ],
     )
     spending = Spending(parse_budgets(BUDGETS), ledger)
@@ -260,8 +335,9 @@ async def test_a_lost_ledger_is_rebuilt_from_the_stream(
         "running": "reserved",
         "unknown": "uncertain",
         "granted": "committed",
+        "ran-since": "committed",
     }
-    assert (counters[before].used_units, counters[before].reserved_units) == (20_000, 20_000)
+    assert (counters[before].used_units, counters[before].reserved_units) == (30_000, 20_000)
     assert {rid: h.state for rid, h in counters[after].records.items()} == {"granted": "committed"}, (
         "a grant admitted around midnight counts in both windows: never missed"
     )

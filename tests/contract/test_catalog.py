@@ -65,6 +65,8 @@ def test_stream_and_consumers_are_pinned() -> None:
         ("chatops-approvals", "tg.approval.*.*.*", -1),
         ("chatops-receipts", "tg.receipt.*.*", -1),
         ("policy-receipts", "tg.receipt.*.*", -1),
+        ("executor-reconciler", "tg.receipt.*.*", -1),
+        ("policy-resolutions", "tg.resolution.*.*", -1),
         (
             "auditor-export",
             ("tg.decision.*.*", "tg.approval.granted.*.*", "tg.approval.rejected.*.*", "tg.receipt.*.*"),
@@ -84,6 +86,7 @@ def test_every_event_subject_is_in_the_stream_and_rpc_subjects_are_not() -> None
         Subjects.request("a"),
         Subjects.decision("a", "r"),
         Subjects.receipt("a", "r"),
+        Subjects.resolution("a", "r"),
         Subjects.tool_published("t"),
         Subjects.tool_state("t"),
         Subjects.claim("a", "k"),
@@ -113,6 +116,7 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "UncertainResolved": "uncertain.resolved",
         "PolicyPublished": "policy.published",
         "SecurityEvent": "security.event",
+        "UncertainResolved": "uncertain.resolved",
     }
 
 

@@ -59,14 +59,19 @@ ALICE, BOB = approver_user("alice"), approver_user("bob")
 CLIENTS = (AGENT, OTHER, ALICE_AGENT, ALICE, BOB, OPERATOR)
 USERS = (*SERVICES, *CLIENTS)
 SERVICE_CONSUMERS = {
-    "policy": (catalog.POLICY_CONSUMER, catalog.POLICY_RECEIPTS),
+    "policy": (catalog.POLICY_CONSUMER, catalog.POLICY_RECEIPTS, catalog.POLICY_RESOLUTIONS),
     "approvals": (catalog.APPROVALS_CONSUMER,),
-    "executor": (catalog.EXECUTOR_DECISIONS, catalog.EXECUTOR_APPROVALS, catalog.BACKSTOP_CONSUMER),
+    "executor": (
+        *(catalog.EXECUTOR_DECISIONS, catalog.EXECUTOR_APPROVALS, catalog.BACKSTOP_CONSUMER),
+        catalog.RECONCILER_CONSUMER,
+    ),
     "audit": (catalog.AUDIT_CONSUMER,),
     "chatops": (catalog.CHATOPS_APPROVALS, catalog.CHATOPS_RECEIPTS),
 }
 BUDGET_CALLS = (Rpc.POLICY_BUDGETS, Rpc.POLICY_BUDGETS_RESOLVE)
 """The spend ledger's counters and the resolution of an uncertain reservation: the operator's only."""
+UNCERTAIN_CALLS = (Rpc.UNCERTAIN_LIST, Rpc.UNCERTAIN_RESOLVE)
+"""The uncertain calls and an operator's resolution of one: the operator's only."""
 RESPONDERS = {
     "registry": (Rpc.REGISTRY_PUBLISH, Rpc.REGISTRY_GET, Rpc.REGISTRY_LIST),
     "policy": (Rpc.POLICY_RECHECK, Rpc.TOOLS_LIST, Rpc.TOOLS_GET, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH, *BUDGET_CALLS),
@@ -74,7 +79,7 @@ RESPONDERS = {
         *(Rpc.APPROVALS_LIST, Rpc.APPROVALS_SHOW, Rpc.APPROVALS_DECIDE, Rpc.APPROVALS_WITHDRAW, Rpc.APPROVALS_STATUS),
     ),
     "audit": (Rpc.AUDIT_TRAIL, Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.AUDIT_REQUESTS),
-    "executor": (Rpc.RECORDS_GET,),
+    "executor": (Rpc.RECORDS_GET, *UNCERTAIN_CALLS),
 }
 EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     # family: (subject for a fresh token, the only user that may publish it)
@@ -83,6 +88,7 @@ EVENTS: dict[str, tuple[Callable[[str], str], str]] = {
     "needs-approval": (lambda rid: Subjects.needs_approval("demo-agent", rid), "policy"),
     "approval": (lambda rid: Subjects.approval("granted", "demo-agent", rid), "approvals"),
     "receipt": (lambda rid: Subjects.receipt("demo-agent", rid), "executor"),
+    "resolution": (lambda rid: Subjects.resolution("demo-agent", rid), "executor"),
     "claim": (lambda key: Subjects.claim("demo-agent", key), "executor"),
     "result": (lambda rid: Subjects.result_chunk("demo-agent", rid, 0), "executor"),
     "tool-published": (Subjects.tool_published, "registry"),
@@ -106,6 +112,7 @@ RPC_SUBJECTS = (
     Rpc.AUDIT_TRAIL,
     *(Rpc.AUDIT_VERIFY, Rpc.AUDIT_ALARMS, Rpc.AUDIT_EXPORT, Rpc.POLICY_RECHECK, Rpc.POLICY_READY, Rpc.POLICY_PUBLISH),
     *BUDGET_CALLS,
+    *UNCERTAIN_CALLS,
     Rpc.AUDIT_REQUESTS,
     *DECIDE.values(),
     *WITHDRAW.values(),
@@ -124,7 +131,8 @@ MAY_CALL = {  # each approver answers approvals as themselves only; only the ope
     AGENT: {*LISTINGS["demo-agent"], WITHDRAW["demo-agent"], STATUS["demo-agent"], RECORDS["demo-agent"]},  # its own
     OTHER: {*LISTINGS["other-agent"], WITHDRAW["other-agent"], STATUS["other-agent"], RECORDS["other-agent"]},
     ALICE_AGENT: {*LISTINGS["alice"], WITHDRAW["alice"], STATUS["alice"], RECORDS["alice"]},  # not alice the approver
-    OPERATOR: OPERATOR_CALLS | {Rpc.REGISTRY_PUBLISH, Rpc.POLICY_PUBLISH, *BUDGET_CALLS},  # approvers publish nothing
+    OPERATOR: OPERATOR_CALLS
+    | {Rpc.REGISTRY_PUBLISH, Rpc.POLICY_PUBLISH, *BUDGET_CALLS, *UNCERTAIN_CALLS},  # approvers publish nothing
     ALICE: OPERATOR_CALLS | {DECIDE["alice"]},
     BOB: OPERATOR_CALLS | {DECIDE["bob"]},
     "executor": {Rpc.POLICY_RECHECK},
@@ -487,6 +495,7 @@ FEEDS: dict[str | None, tuple[str, Callable[[str], str]]] = {
     Subjects.NEEDS_APPROVAL: ("policy", lambda rid: Subjects.needs_approval("demo-agent", rid)),
     Subjects.APPROVALS: ("approvals", lambda rid: Subjects.approval("requested", "demo-agent", rid)),
     Subjects.RECEIPTS: ("executor", lambda rid: Subjects.receipt("demo-agent", rid)),
+    Subjects.RESOLUTIONS: ("executor", lambda rid: Subjects.resolution("demo-agent", rid)),
     None: ("executor", lambda rid: Subjects.receipt("demo-agent", rid)),
 }
 

@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from effectgate.audit.domain import AuditEntry, AuditRecord, next_record
 from effectgate.audit.signatures import SIGNED_BY, SignatureCheck, signature_fault
-from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.events import ReceiptIssued, UncertainResolved
 from effectgate.contracts.integrity.signing import sign_event
 from effectgate.contracts.vocabulary import Outcome
 
@@ -106,3 +106,30 @@ def test_a_signed_type_off_its_signed_subject_is_not_its_signers_event(event_typ
     list(check.watch([_record("{}", event_type, subject)]))
     assert check.count == 0
     assert signature_fault(_record("{}", event_type), PUBLIC) is not None  # on its own subject it is checked
+
+
+def _resolution(**changes: object) -> UncertainResolved:
+    resolution = UncertainResolved(
+        event_id="rsl_1",
+        occurred_at=datetime.now(UTC),
+        request_id="r",
+        principal="p",
+        receipt_id="receipt:p:r",
+        resolution="ran",
+        resolved_by="reconciler",
+    )
+    return msgspec.structs.replace(resolution, **changes)
+
+
+def test_a_resolution_is_checked_under_the_executor_s_receipts_key_and_a_forged_one_is_named() -> None:
+    def record(resolution: UncertainResolved, key: Ed25519PrivateKey) -> AuditRecord:
+        payload = msgspec.json.encode(sign_event(resolution, key)).decode()
+        return _record(payload, "uncertain.resolved", "tg.resolution.p.r")
+
+    assert signature_fault(record(_resolution(), KEYS["receipts"]), PUBLIC) is None
+    forged = record(_resolution(resolution="not_run"), Ed25519PrivateKey.generate())
+    check = SignatureCheck(PUBLIC)
+    list(check.watch([forged]))
+    assert check.count == 1 and "does not verify under receipts.pub" in check.faults[0].reason
+    unsigned = _record(msgspec.json.encode(_resolution()).decode(), "uncertain.resolved", "tg.resolution.p.r")
+    assert "unsigned uncertain.resolved" in str(signature_fault(unsigned, PUBLIC))

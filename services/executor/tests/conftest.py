@@ -203,7 +203,13 @@ class ScriptedTool:
         self.behave, self.calls = behave, 0
 
     async def call(
-        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Guard | None = None
+        self,
+        descriptor: ToolDescriptor,
+        operation: str,
+        arguments: dict[str, Any],
+        guard: Guard | None = None,
+        *,
+        context: Any = None,
     ) -> Any:
         if guard is not None:
             guard()  # as an adapter does, right before the effect

@@ -45,7 +45,7 @@ async def client(js: JetStreamContext, nats_url: str) -> AsyncIterator[Client]:
     """A connection whose requests the executor's router answers (a broker of its own, reading ``js``)."""
     cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
     unused = cast(Any, None)
-    cell.set(ExecutorRuntime(unused, unused, unused, unused, js))
+    cell.set(ExecutorRuntime(unused, unused, unused, unused, js, unused, unused, unused))
     broker = NatsBroker(nats_url)
     broker.include_router(build_router(cell))
     await broker.start()

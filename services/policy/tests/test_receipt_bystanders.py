@@ -87,7 +87,7 @@ async def test_a_receipt_passed_over_never_releases_a_reservation(
 ) -> None:
     start = window_start(NOW.timestamp(), 86_400)
     assert await ledger.reserve(ns, "r1", 10_000, [Charge("reads", start, 86_400, 100_000, 4_102_444_800)]) is None
-    [handler] = budget_consumers(lambda: runtime)
+    handler, _ = budget_consumers(lambda: runtime)
     lying = _receipt(ns, "r1", "web_search", Ed25519PrivateKey.generate())  # forged, naming an unbudgeted tool
     assert await handler.handle(_delivered(lying)) is Settle.ACK
     assert await redis_client.hget(record_key(ns, "r1"), "state") in (b"reserved", "reserved")
@@ -101,7 +101,7 @@ async def test_a_receipt_passed_over_never_releases_a_reservation(
 async def test_an_unbudgeted_receipt_leaves_no_record(
     runtime: BudgetRuntime, redis_client: aioredis.Redis, ns: str
 ) -> None:
-    [handler] = budget_consumers(lambda: runtime)
+    handler, _ = budget_consumers(lambda: runtime)
     assert await handler.handle(_delivered(_receipt(ns, "r2", "web_search"))) is Settle.ACK
     assert await redis_client.exists(record_key(ns, "r2")) == 0
     assert await handler.handle(_delivered(_receipt(ns, "r3", "file_system"))) is Settle.ACK

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.replays import resolved_as
 from effectgate.contracts.vocabulary import Outcome
 from effectgate.surface.results import as_result, pending_result
 
@@ -118,3 +119,27 @@ def test_a_reason_longer_than_the_limit_is_cut_whole_characters() -> None:
     long = msgspec.structs.replace(receipt(Outcome.FAILED, "output_invalid"), reason="é" * 100_000)
     text = as_result(long, False, True, 1001).content[0].text  # type: ignore[union-attr]
     assert "reason cut at 1001 bytes" in text and len(text.encode()) < 1400
+
+
+@pytest.mark.parametrize(
+    ("resolution", "said"),
+    [
+        ("ran", "It was resolved since: the effect happened (resolution rsl_1)."),
+        ("not_run", "It was resolved since: the effect did not happen (resolution rsl_1)."),
+        ("unknown", "It is not resolved: whether the effect happened is still unknown"),
+    ],
+)
+def test_a_replayed_uncertain_call_says_its_resolution(resolution: str, said: str) -> None:
+    replay = receipt(
+        Outcome.REPLAYED,
+        "tool_timeout",
+        replay_of="r0",
+        replay_outcome=Outcome.UNCERTAIN,
+        resolution=resolution,
+        resolution_id="rsl_1",
+    )
+    result = as_result(replay, False, True, 1000)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert result.is_error is True and said in text and "MAY HAVE HAPPENED" in text
+    assert result.meta and result.meta["io.effectgate/receipt"]["resolution"] == resolution
+    assert resolved_as(replay) == resolution and resolved_as(receipt(Outcome.FAILED, resolution="ran")) is None

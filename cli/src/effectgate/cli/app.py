@@ -23,6 +23,7 @@ from effectgate.cli.commands.policy import policy_app
 from effectgate.cli.commands.requests import requests_command
 from effectgate.cli.commands.tools import tools_describe, tools_list
 from effectgate.cli.commands.tools_publish import tools_publish
+from effectgate.cli.commands.uncertain import uncertain_app
 from effectgate.cli.commands.withdraw import withdraw
 from effectgate.cli.render.output import AsJson
 from effectgate.contracts.directory import DirectoryInvalid
@@ -41,6 +42,7 @@ for sub, name in (
     (audit_app, "audit"),
     (policy_app, "policy"),
     (budgets_app, "budgets"),
+    (uncertain_app, "uncertain"),
     (config_app, "config"),
     (keys_app, "keys"),
     (tls_app, "tls"),

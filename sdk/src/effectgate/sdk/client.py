@@ -281,7 +281,9 @@ class ToolClient(standing.Standing):
             ``retry_after_s``: seconds until the same call would fit the rate again. One that
             ends ``replayed`` (the key completed before; nothing ran again) carries the stored
             outcome in ``replay_outcome`` and its reason code, reason and result whole:
-            :func:`effectgate.sdk.ended_as` gives how the call ended either way.
+            :func:`effectgate.sdk.ended_as` gives how the call ended either way. A replay of an
+            ``uncertain`` call carries its resolution since (``resolution``, ``resolution_id``):
+            :func:`effectgate.sdk.resolved_as` gives ``ran``, ``not_run``, ``unknown`` or ``None``.
 
         Raises:
             TimeoutError: no receipt within ``timeout_s`` seconds.

@@ -247,6 +247,7 @@ def _detail(payload: str) -> str:
         return _short(payload)
     keys = (
         *("kind", "actor", "verdict", "outcome", "hidden_reason_code", "reason_code", "reason", "detail"),
+        *("resolution", "resolved_by", "note"),
         *("approver", "approver_role", "operation", "arguments"),
     )
     shown = ", ".join(f"{k}={_short(redact_sealed(event[k]), 40)}" for k in keys if event.get(k) is not None)

@@ -32,6 +32,8 @@ __all__ = [
     "FAIR_ACK_PENDING",
     "POLICY_CONSUMER",
     "POLICY_RECEIPTS",
+    "POLICY_RESOLUTIONS",
+    "RECONCILER_CONSUMER",
     "RESULTS_STREAM",
     "RESULTS_SUBJECTS",
     "STREAM",
@@ -104,6 +106,8 @@ class Leases:
     """The one approvals replica that sweeps due approvals to expired."""
     CHATOPS_RESYNC: Final = "chatops-resync"
     """The one chat-ops replica that posts the cards pending approvals lack."""
+    RECONCILER: Final = "executor-reconciler"
+    """The one executor replica that reconciles ``uncertain`` calls (calls their reconcile operations)."""
 
 
 STREAM_SUBJECTS: Final = (
@@ -397,6 +401,11 @@ CHATOPS_RECEIPTS: Final = ConsumerSpec("chatops-receipts", Subjects.RECEIPTS, ma
 """Receipts of calls that had a card: their outcome is posted in the card's thread."""
 POLICY_RECEIPTS: Final = ConsumerSpec("policy-receipts", Subjects.RECEIPTS, max_deliver=-1)
 """Receipts settle spend reservations (commit, release, uncertain); never gives up on one."""
+RECONCILER_CONSUMER: Final = ConsumerSpec("executor-reconciler", Subjects.RECEIPTS, max_deliver=-1)
+"""Receipts, for the reconciler: each ``uncertain`` one whose operation declares ``reconcile`` is resolved
+(its own bounds end the attempts, so the consumer never gives up)."""
+POLICY_RESOLUTIONS: Final = ConsumerSpec("policy-resolutions", Subjects.RESOLUTIONS, max_deliver=-1)
+"""Resolutions of ``uncertain`` calls settle their held spend reservations (``ran`` commits, ``not_run`` releases)."""
 AUDITED_SUBJECTS: Final = (
     Subjects.DECISIONS,
     Subjects.APPROVALS_GRANTED,
@@ -429,6 +438,8 @@ CONSUMERS: Final = (
     CHATOPS_RECEIPTS,
     POLICY_RECEIPTS,
     AUDITOR_CONSUMER,
+    RECONCILER_CONSUMER,
+    POLICY_RESOLUTIONS,
 )
 
 

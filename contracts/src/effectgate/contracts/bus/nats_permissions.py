@@ -235,7 +235,7 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
         _registry((OPERATOR, *approvers, *agents)),
         _policy((OPERATOR, *approvers, *agents)),
         _approvals((OPERATOR, CHATOPS, *approvers, *agents)),
-        _executor(agents),
+        _executor((OPERATOR, *agents)),
         _audit((OPERATOR, *approvers)),
         _chatops(_chat_mapped(directory)),
         _surface(),
@@ -288,6 +288,7 @@ def _policy(clients: tuple[str, ...]) -> NatsUser:
             Rule(Subjects.NEEDS_APPROVAL, "copies of the decisions that need approval, for the approvals service"),
             *_consumer(catalog.POLICY_CONSUMER),
             *_consumer(catalog.POLICY_RECEIPTS),
+            *_consumer(catalog.POLICY_RESOLUTIONS),
             Rule(_api("STREAM.INFO", catalog.STREAM), "how full the record is: new requests are denied near its limit"),
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "rebuilds its spend ledger: decisions, grants, receipts"),
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get (no more than the line above)"),
@@ -343,12 +344,13 @@ def _approvals(clients: tuple[str, ...]) -> NatsUser:
     )
 
 
-def _executor(agents: tuple[str, ...]) -> NatsUser:
+def _executor(clients: tuple[str, ...]) -> NatsUser:
     return NatsUser(
         name="executor",
         title="executor: decisions and approvals in; claims, results and receipts out",
         publish=(
             Rule(Subjects.RECEIPTS, "only the executor issues receipts"),
+            Rule(Subjects.RESOLUTIONS, "only the executor resolves uncertain calls (reconciler, operator's resolve)"),
             Rule(Subjects.CLAIMS, "durable claims of writes"),
             Rule(Subjects.TOOL_STATES, "ToolStateChanged: its MCP servers' states (only the executor)"),
             Rule(Subjects.PROGRESS, "how far a running streaming call is (core NATS; only the executor)"),
@@ -356,17 +358,21 @@ def _executor(agents: tuple[str, ...]) -> NatsUser:
             *_consumer(catalog.EXECUTOR_DECISIONS),
             *_consumer(catalog.EXECUTOR_APPROVALS),
             *_consumer(catalog.BACKSTOP_CONSUMER),
+            *_consumer(catalog.RECONCILER_CONSUMER),
+            *_lease(catalog.Leases.RECONCILER),
             Rule(_api("STREAM.MSG.GET", catalog.STREAM), "decisions, receipts, claims, approvals by subject"),
             Rule(_api("DIRECT.GET", catalog.STREAM, ">"), "... by direct get"),
             Rule(_api("DIRECT.GET", catalog.RESULTS_STREAM, ">"), "result chunks, read back for their agent"),
             *_kv_reads(),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy before the effect"),
             _reports("executor"),
-            *_replies_to(agents),
+            *_replies_to(clients),
         ),
         subscribe=(
             Rule(Rpc.EXECUTOR_CONTENTS, "what a call's file references name (only the executor sees the files)"),
             Rule(Rpc.RECORDS_GET, "each agent's own stored records, read back for it (the last token)"),
+            Rule(Rpc.UNCERTAIN_LIST, "the uncertain calls and their resolutions (operators only)"),
+            Rule(Rpc.UNCERTAIN_RESOLVE, "an operator-signed resolution of an uncertain call (operators only)"),
             Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, recheck answers"),
         ),
     )
@@ -470,6 +476,8 @@ def _operator() -> NatsUser:
             Rule(Rpc.AUDIT_REQUESTS, "recent requests and their outcomes"),
             Rule(Rpc.POLICY_BUDGETS, "spend budgets' counters (the reconciliation check)"),
             Rule(Rpc.POLICY_BUDGETS_RESOLVE, "resolves an uncertain call's reservation (the operator's only)"),
+            Rule(Rpc.UNCERTAIN_LIST, "the uncertain calls and what became of each"),
+            Rule(Rpc.UNCERTAIN_RESOLVE, "resolves an uncertain call ran / not_run (signed by the operator key too)"),
         ),
         subscribe=(
             Rule(f"{inbox}.>"),

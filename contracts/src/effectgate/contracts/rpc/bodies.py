@@ -17,7 +17,7 @@ import msgspec
 
 from effectgate.contracts.bus.catalog import Rpc
 from effectgate.contracts.bus.paging import PageQuery
-from effectgate.contracts.rpc import approvals, audit, contents, listing, policy, recheck, records, registry
+from effectgate.contracts.rpc import approvals, audit, contents, listing, policy, recheck, records, registry, uncertain
 
 __all__ = ["RPC_BODIES", "Bodies", "NoBody"]
 
@@ -65,6 +65,8 @@ RPC_BODIES: Final[Mapping[str, Bodies]] = MappingProxyType(
         Rpc.AUDIT_ALARMS: Bodies(audit.AlarmsQuery, audit.AlarmsReply),
         Rpc.AUDIT_REQUESTS: Bodies(audit.RequestsQuery, audit.RequestsReply),
         Rpc.RECORDS_GET: Bodies(records.RecordQuery, records.RecordReply),
+        Rpc.UNCERTAIN_LIST: Bodies(PageQuery, uncertain.UncertainPage[uncertain.UncertainCall]),
+        Rpc.UNCERTAIN_RESOLVE: Bodies(uncertain.ResolveCommand, uncertain.ResolveAnswer),
     }
 )
 """Subject pattern (:class:`~effectgate.contracts.bus.catalog.Rpc`) → its :class:`Bodies`."""

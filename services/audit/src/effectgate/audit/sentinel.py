@@ -23,6 +23,7 @@ from effectgate.contracts.events import (
     PolicyPublished,
     ReceiptIssued,
     SecurityEvent,
+    UncertainResolved,
     decode_untrusted,
 )
 from effectgate.contracts.integrity.signing import verify_body
@@ -61,6 +62,7 @@ SIGNED: tuple[SignedSubject, ...] = (
     SignedSubject(Subjects.APPROVALS_REJECTED, ApprovalRejected, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.APPROVALS_VOTED, ApprovalVoted, "approvals", SecurityKind.APPROVAL_FORGED),
     SignedSubject(Subjects.RECEIPTS, ReceiptIssued, "receipts", SecurityKind.RECEIPT_FORGED),
+    SignedSubject(Subjects.RESOLUTIONS, UncertainResolved, "receipts", SecurityKind.RECEIPT_FORGED),
     SignedSubject(Subjects.POLICY_PUBLISHED, PolicyPublished, "policy", SecurityKind.POLICY_FORGED, per_request=False),
 )
 

@@ -1,9 +1,9 @@
 """Which recorded events must carry a signature, and checking it while the chain is verified.
 
 Decisions and policy publications are signed by the policy key, approval outcomes by the
-approvals key, receipts by the executor's receipts key (Ed25519, RFC 8032, over the RFC 8785
-canonical JSON of the event as sent without its ``signature``:
-:func:`effectgate.contracts.integrity.signing.verify_body`).
+approvals key, receipts and resolutions of ``uncertain`` calls (``tg.resolution.*.*``) by the
+executor's receipts key (Ed25519, RFC 8032, over the RFC 8785 canonical JSON of the event as sent
+without its ``signature``: :func:`effectgate.contracts.integrity.signing.verify_body`).
 """
 
 from __future__ import annotations

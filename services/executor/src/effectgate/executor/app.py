@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -13,6 +14,7 @@ from faststream import FastStream
 from nacl.public import PrivateKey
 from nats.js import JetStreamContext
 
+from effectgate.contracts.bus.catalog import Leases
 from effectgate.contracts.integrity.sealing import load_sealing_private_key
 from effectgate.executor.adapters.contents import ContentReader, content_roots
 from effectgate.executor.adapters.file_system import FileSystemTool
@@ -30,14 +32,17 @@ from effectgate.executor.effects.timing import Timing
 from effectgate.executor.effects.unsealing import Unsealer
 from effectgate.executor.handlers import ExecutorRuntime, build_router, consumers
 from effectgate.executor.receipts.outlet import ScrubbingBus
+from effectgate.executor.reconciling.operator import UncertainDesk
+from effectgate.executor.reconciling.reconciler import Backoff, Reconciler
 from effectgate.executor.service import Executor
 from effectgate.executor.settings import ExecutorSettings
 from effectgate.executor.verification import Keys
 from effectgate.shared.config.effectgate_file import load_servers
-from effectgate.shared.config.keyring import load_own_private_key, public_key_of
+from effectgate.shared.config.keyring import load_own_private_key, load_public_keys, public_key_of
 from effectgate.shared.config.settings import deprecated_mcp_env
 from effectgate.shared.mcp.servers import McpServerConfig, configured_secrets
 from effectgate.shared.mcp.stderr import scrub_with
+from effectgate.shared.runtime import leadership
 from effectgate.shared.runtime.assembly import Lifecycle, RuntimeCell, new_app, new_broker
 from effectgate.shared.runtime.connections import redis_client
 from effectgate.shared.runtime.health import ReadyCheck, monitoring
@@ -131,6 +136,15 @@ def _mcp_checks(states: Callable[[], Mapping[str, str]] | None) -> dict[str, Rea
     return {"mcp_servers": mcp_servers}
 
 
+def _backoff(settings: ExecutorSettings) -> Backoff:
+    return Backoff(
+        first_s=settings.reconcile_backoff_s,
+        max_s=settings.reconcile_max_backoff_s,
+        attempts=settings.reconcile_attempts,
+        max_age_s=settings.reconcile_max_age_s,
+    )
+
+
 def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     """Build the executor service.
 
@@ -145,6 +159,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         approvals=public_key_of(settings.keys_dir, "approvals"),
     )
     unsealer = Unsealer(_sealing_key(settings.keys_dir / "sealing.key"))
+    operator_key = load_public_keys(settings.keys_dir, ("operator",)).get("operator")
     servers = _servers(settings)
     redactor = _redactor(settings, servers)
     announcer = StateAnnouncer(redactor, settings.mcp_breaker_cool_down_s)
@@ -158,6 +173,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     broker = new_broker("executor", settings, reporter)
     cell: RuntimeCell[ExecutorRuntime] = RuntimeCell()
     upkept: RuntimeCell[Upkeep] = RuntimeCell()  # set once started: stopped even if the rest was never built
+    tasks: list[asyncio.Task[None]] = []
     broker.include_router(build_router(cell))
 
     def clock() -> datetime:
@@ -193,12 +209,23 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         upkept.set(upkeep)
         announcer.start(js)
         reporter_of_contents = ContentReporter(descriptors, contents, receipts_key, clock)
-        cell.set(ExecutorRuntime(executor, backstop, upkeep, reporter_of_contents, js))
+        public = receipts_key.public_key()
+        reconciler = Reconciler(tools, bus, descriptors, public, clock, unsealer, _backoff(settings))
+        lease_of_reconciler = await leadership.bind(js, Leases.RECONCILER, "executor")
+        tasks.append(asyncio.create_task(lease_of_reconciler.run(), name="executor-reconciler-lease"))
+        desk = UncertainDesk(bus, operator_key, clock)
+        runtime = ExecutorRuntime(
+            executor, backstop, upkeep, reporter_of_contents, js, reconciler, desk, lease_of_reconciler.held
+        )
+        cell.set(runtime)
 
     def abort() -> None:
         cell().executor.abort()
 
     async def stop_upkeep() -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await upkept().stop()
 
     redis_ready = RedisReachable(redis_client(settings))

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from effectgate.contracts.events import ApprovalGranted, DecisionMade, EffectClaimed, ReceiptIssued
+from effectgate.contracts.events import ApprovalGranted, DecisionMade, EffectClaimed, ReceiptIssued, UncertainResolved
 from effectgate.contracts.replays import ended_as
 from effectgate.contracts.vocabulary import Outcome, SideEffectClass, Verdict
 from effectgate.shared.stores.idempotency import key_digest
@@ -195,14 +195,17 @@ def undecided_receipt(principal: str, request_id: str, now: datetime, reason: st
     )
 
 
-def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued) -> ReceiptIssued:
+def replay_receipt(
+    decision: DecisionMade, now: datetime, stored: ReceiptIssued, resolved: UncertainResolved | None = None
+) -> ReceiptIssued:
     """A ``replayed`` receipt carrying ``stored``'s outcome whole (:mod:`effectgate.contracts.replays`).
 
     Its ``replay_outcome`` is the stored outcome, and its reason code, reason, result (or
     ``result_ref``), effect id, redactions and ``detail_ref`` are the stored receipt's, unchanged, so a
     replayed failure says what went wrong. A stored replay is replayed as the receipt it
     replays (``replay_of`` names the request that ran). The tool does not run again: no
-    ``duration_ms``, no ``retry_after_s``.
+    ``duration_ms``, no ``retry_after_s``. A replay of an ``uncertain`` call carries ``resolved``,
+    the resolution that holds (``resolution``, ``resolution_id``), when it was resolved.
     """
     original = ended_as(stored)
     return receipt(
@@ -218,6 +221,8 @@ def replay_receipt(decision: DecisionMade, now: datetime, stored: ReceiptIssued)
         replay_outcome=original if original is not Outcome.REPLAYED else None,
         redactions=stored.redactions,
         detail_ref=stored.detail_ref,
+        resolution=resolved.resolution if resolved is not None else None,
+        resolution_id=resolved.event_id if resolved is not None else None,
     )
 
 

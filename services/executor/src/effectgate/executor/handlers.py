@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import nats.errors
 from faststream.nats import NatsMessage, NatsRouter
 from nats.js import JetStreamContext
 
@@ -29,6 +30,7 @@ from effectgate.contracts.events import (
     request_hash,
     request_identity,
 )
+from effectgate.contracts.rpc.uncertain import ResolveAnswer, UncertainPage
 from effectgate.contracts.security import SecurityKind
 from effectgate.contracts.vocabulary import Verdict
 from effectgate.executor.background.backstop import Backstop
@@ -36,6 +38,8 @@ from effectgate.executor.background.upkeep import Upkeep
 from effectgate.executor.effects.binding import ContentReporter
 from effectgate.executor.errors import IdempotencyStoreUnavailable
 from effectgate.executor.forgery import about_subject, report_message
+from effectgate.executor.reconciling.operator import UncertainDesk
+from effectgate.executor.reconciling.reconciler import Reconciler
 from effectgate.executor.service import Executor
 from effectgate.shared.consumer.consumers import Consumer, Delivery
 from effectgate.shared.consumer.worker import Later, Settle, Settlement
@@ -66,13 +70,19 @@ class ExecutorRuntime:
     contents: ContentReporter
     js: JetStreamContext
     """Where agents' records are read back for them (``tg.records.get.<principal>``)."""
+    reconciler: Reconciler
+    uncertain: UncertainDesk
+    """The operator's ``tg.executor.uncertain.list`` and ``.resolve``."""
+    reconciling: Callable[[], bool]
+    """Whether this replica holds ``Leases.RECONCILER`` now (only then it consumes the receipts)."""
 
 
 def build_router(runtime: Callable[[], ExecutorRuntime]) -> NatsRouter:
     """Route the executor's requests: what a call's file references name, and agents' own records.
 
     ``tg.executor.contents`` goes to the :class:`ContentReporter` (only the approvals service may ask);
-    ``tg.records.get.<principal>`` to :func:`record_answer` (each agent reads its own records only).
+    ``tg.records.get.<principal>`` to :func:`record_answer` (each agent reads its own records only);
+    ``tg.executor.uncertain.list`` and ``.resolve`` to the :class:`UncertainDesk` (only the operator may ask).
     """
     router = NatsRouter()
 
@@ -84,6 +94,22 @@ def build_router(runtime: Callable[[], ExecutorRuntime]) -> NatsRouter:
     async def on_record(msg: NatsMessage) -> Reply:
         principal = token_of(Rpc.RECORDS_GET, msg.raw_message.subject) or ""
         return await record_answer(runtime().js, principal, msg.raw_message.data or b"", max_payload_of(msg))
+
+    @rpc(router, Rpc.UNCERTAIN_LIST, "executor")
+    async def on_uncertain_list(msg: NatsMessage) -> bytes:
+        try:
+            page = await runtime().uncertain.list_page(msg.raw_message.data or b"", max_payload_of(msg))
+        except (nats.errors.Error, OSError) as error:
+            page = UncertainPage(ok=False, reason_code="stream_unavailable", reason=type(error).__name__)
+        return msgspec.json.encode(page)
+
+    @rpc(router, Rpc.UNCERTAIN_RESOLVE, "executor")
+    async def on_uncertain_resolve(msg: NatsMessage) -> bytes:
+        try:
+            answer = await runtime().uncertain.resolve(msg.raw_message.data or b"")
+        except (nats.errors.Error, OSError) as error:
+            answer = ResolveAnswer(ok=False, reason_code="stream_unavailable", reason=type(error).__name__)
+        return msgspec.json.encode(answer)
 
     return router
 
@@ -117,7 +143,7 @@ def _decode(decoder: msgspec.json.Decoder[Any], delivery: Delivery) -> Any:
 
 
 def consumers(runtime: Callable[[], ExecutorRuntime]) -> list[Consumer]:
-    """The executor's three durable consumers, each with its give-up."""
+    """The executor's durable consumers, each with its give-up (the reconciler's never gives up)."""
 
     async def on_decision(delivery: Delivery) -> Settlement:
         rt, decision = runtime(), _decode(_decision, delivery)
@@ -151,6 +177,13 @@ def consumers(runtime: Callable[[], ExecutorRuntime]) -> list[Consumer]:
         Consumer(catalog.EXECUTOR_DECISIONS, on_decision, _give_up_decision(runtime), fair_by=fair),
         Consumer(catalog.EXECUTOR_APPROVALS, on_approval, _give_up_approval(runtime), fair_by=fair),
         Consumer(catalog.BACKSTOP_CONSUMER, on_request, give_up=None, max_workers=4, handler_timeout_s=30.0),
+        Consumer(
+            catalog.RECONCILER_CONSUMER,
+            lambda delivery: runtime().reconciler.handle(delivery),
+            give_up=None,
+            max_workers=4,  # more than one: a later attempt is a nak with its delay, not a wait in place
+            active=lambda: runtime().reconciling(),
+        ),
     ]
 
 

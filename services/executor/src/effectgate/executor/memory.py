@@ -12,7 +12,7 @@ import msgspec
 
 from effectgate.contracts.bus.catalog import Subjects
 from effectgate.contracts.errors import IndexLost
-from effectgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
+from effectgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef, UncertainResolved
 from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
 from effectgate.executor.domain import Claim, ClaimState, ttl_ms
 from effectgate.executor.ports import RECEIPT_HEADROOM_BYTES, ApprovalTrail, ClaimRequest, Restored
@@ -172,6 +172,7 @@ class InMemoryBus:
     rechecks: list[RecheckQuery] = field(default_factory=list)
     max_payload: int = 1_048_576
     """The bus's message limit, bytes (NATS's default ``max_payload``)."""
+    resolved: list[UncertainResolved] = field(default_factory=list)
 
     async def publish_receipt(self, receipt: ReceiptIssued) -> bool:  # noqa: D102
         if (size := len(msgspec.json.encode(receipt)) + RECEIPT_HEADROOM_BYTES) > self.max_payload:
@@ -212,3 +213,17 @@ class InMemoryBus:
 
     def receipt_limit_bytes(self) -> int:  # noqa: D102
         return self.max_payload - RECEIPT_HEADROOM_BYTES
+
+    async def receipts_after(self, seq: int) -> AsyncIterator[tuple[int, ReceiptIssued | None]]:  # noqa: D102
+        for index, receipt in enumerate(list(self.receipts.values()), start=1):
+            if index > seq:
+                yield index, receipt
+
+    async def resolutions(self, principal: str, request_id: str) -> tuple[UncertainResolved, ...]:  # noqa: D102
+        return tuple(r for r in self.resolved if (r.principal, r.request_id) == (principal, request_id))
+
+    async def publish_resolution(self, resolution: UncertainResolved) -> bool:  # noqa: D102
+        if any(r.event_id == resolution.event_id for r in self.resolved):
+            return False
+        self.resolved.append(resolution)
+        return True

@@ -14,6 +14,7 @@ from effectgate.contracts.events import (
     EffectClaimed,
     ReceiptIssued,
     ResultRef,
+    UncertainResolved,
 )
 from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
 from effectgate.contracts.tools.contents import ContentState
@@ -196,6 +197,28 @@ class Bus(Protocol):
 
     def claims(self) -> AsyncIterator[EffectClaimed]:
         """Every write claim in the stream, oldest first (for rebuilding the index)."""
+        ...
+
+    def receipts_after(self, seq: int) -> AsyncIterator[tuple[int, ReceiptIssued | None]]:
+        """Every receipt message after stream sequence ``seq``, oldest first, with its sequence.
+
+        ``None`` in place of a message that is not a receipt this executor's key signed for the
+        request its subject names (so a reader can bound how many messages it reads).
+        """
+        ...
+
+    async def resolutions(self, principal: str, request_id: str) -> tuple[UncertainResolved, ...]:
+        """The request's resolutions signed by this executor's key, in stream order (others are skipped)."""
+        ...
+
+    async def publish_resolution(self, resolution: UncertainResolved) -> bool:
+        """Sign and publish ``resolution`` on its request's subject; False when the stream had it already.
+
+        Deduplicated by ``Nats-Msg-Id`` = its ``event_id``, so a stable id is published once.
+
+        Raises:
+            nats.errors.Error / OSError: the stream did not confirm (transient).
+        """
         ...
 
 

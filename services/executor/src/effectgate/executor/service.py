@@ -6,7 +6,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from effectgate.contracts.events import ApprovalGranted, ApprovalRejected, DecisionMade, ReceiptIssued, request_hash
+from effectgate.contracts.events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    DecisionMade,
+    ReceiptIssued,
+    UncertainResolved,
+    request_hash,
+)
+from effectgate.contracts.replays import ended_as
 from effectgate.contracts.tools.descriptors import DescriptorSource, ToolDescriptor, descriptor_digest
 from effectgate.contracts.vocabulary import Outcome, SideEffectClass, Verdict
 from effectgate.executor.domain import (
@@ -28,6 +36,7 @@ from effectgate.executor.effects.timing import Timing
 from effectgate.executor.ports import IdempotencyStore, Outlet
 from effectgate.executor.receipts.issuing import Issuer
 from effectgate.executor.receipts.waiting_on import waiting_on
+from effectgate.executor.reconciling.resolutions import holding
 from effectgate.executor.verification import Keys, Verifier
 from effectgate.shared.consumer.acks import Later, Settle, Settlement
 from effectgate.shared.runtime.metrics import record_stage
@@ -242,9 +251,10 @@ class Executor:
             return Settle.ACK
         if step in (Step.REPUBLISH, Step.REPLAY):
             stored = stored_receipt(claim)
-            return await self._receipts.send(
-                stored if step is Step.REPUBLISH else replay_receipt(decision, self.clock(), stored)
-            )
+            if step is Step.REPUBLISH:
+                return await self._receipts.send(stored)
+            resolved = await self._resolution_of(stored)
+            return await self._receipts.send(replay_receipt(decision, self.clock(), stored, resolved))
         if step is Step.REFUSE_REUSED:
             reason = (
                 "idempotency key was used with another request (other arguments, or another tool version or descriptor)"
@@ -254,6 +264,13 @@ class Executor:
             reason = f"request {claim.owner_request_id} holds this key and its outcome is unknown"
             return await self._receipts.issue(decision, Outcome.REFUSED, "idempotency_key_in_use", reason)
         return await self._receipts.complete(decision, self._interrupted(decision))
+
+    async def _resolution_of(self, stored: ReceiptIssued) -> UncertainResolved | None:
+        """The resolution that holds for a stored ``uncertain`` call (:mod:`~effectgate.executor.reconciling`)."""
+        if ended_as(stored) is not Outcome.UNCERTAIN:
+            return None
+        origin = stored.replay_of if stored.outcome is Outcome.REPLAYED and stored.replay_of else stored.request_id
+        return holding(await self.bus.resolutions(stored.principal, origin))
 
     def _interrupted(self, decision: DecisionMade) -> ReceiptIssued:
         reason = "the run of this write was interrupted; whether its effect happened is unknown — reconcile it"

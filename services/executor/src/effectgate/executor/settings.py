@@ -93,6 +93,30 @@ class ExecutorSettings(ServiceSettings):
         description="Seconds past a stage's own deadline before the backstop ends the request. "
         "Env: EFFECTGATE_EXECUTOR_BACKSTOP_MARGIN_S.",
     )
+    reconcile_backoff_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Seconds before the reconciler's second call of an uncertain call's reconcile operation; "
+        "doubled for each later one. Env: EFFECTGATE_EXECUTOR_RECONCILE_BACKOFF_S.",
+    )
+    reconcile_max_backoff_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Longest wait between two reconcile calls, seconds. "
+        "Env: EFFECTGATE_EXECUTOR_RECONCILE_MAX_BACKOFF_S.",
+    )
+    reconcile_attempts: int = Field(
+        default=12,
+        ge=1,
+        description="Reconcile calls made at most for one uncertain call before it is resolved unknown and left "
+        "to the operator. Env: EFFECTGATE_EXECUTOR_RECONCILE_ATTEMPTS.",
+    )
+    reconcile_max_age_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="Seconds after its uncertain receipt past which a call is no longer reconciled but resolved "
+        "unknown. Env: EFFECTGATE_EXECUTOR_RECONCILE_MAX_AGE_S.",
+    )
     inline_result_bytes: int = Field(
         default=262_144,
         description="Largest result JSON carried in the receipt, bytes; larger results are kept compressed "

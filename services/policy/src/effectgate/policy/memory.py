@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from effectgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued
+from effectgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued, UncertainResolved
 from effectgate.contracts.rpc.policy import BudgetCounter, Held
 from effectgate.contracts.tools.descriptors import RateLimit, ToolDescriptor, semver_key
 from effectgate.policy.budgets.ledger import OPEN, Charge, Exceeded, RecordState, counter_key
@@ -234,6 +234,7 @@ class InMemorySpendTrail:
     decided: list[DecisionMade] = field(default_factory=list)
     grants: list[ApprovalGranted] = field(default_factory=list)
     receipts: list[ReceiptIssued] = field(default_factory=list)
+    resolutions: list[UncertainResolved] = field(default_factory=list)
 
     async def decisions(self) -> AsyncIterator[DecisionMade]:
         """Every decision, in list order."""
@@ -247,3 +248,8 @@ class InMemorySpendTrail:
     async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
         """The first receipt of the request."""
         return next((r for r in self.receipts if (r.principal, r.request_id) == (principal, request_id)), None)
+
+    async def settled(self, principal: str, request_id: str) -> str | None:
+        """The last ``ran`` / ``not_run`` resolution of the request."""
+        found = [r.resolution for r in self.resolutions if (r.principal, r.request_id) == (principal, request_id)]
+        return next((r for r in reversed(found) if r != "unknown"), None)

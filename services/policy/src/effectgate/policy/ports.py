@@ -251,3 +251,7 @@ class SpendTrail(Protocol):
     async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
         """The request's receipt signed by the executor's receipts key, or ``None``."""
         ...
+
+    async def settled(self, principal: str, request_id: str) -> str | None:
+        """The last ``ran`` / ``not_run`` resolution of the request's ``uncertain`` call (receipts key), or ``None``."""
+        ...

@@ -15,7 +15,7 @@ from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import TypeAdapter, ValidationError
 
 from effectgate.contracts.events import ReceiptIssued
-from effectgate.contracts.replays import ended_as, outcome_label, replay_note
+from effectgate.contracts.replays import ended_as, outcome_label, replay_note, resolution_note
 from effectgate.contracts.vocabulary import Outcome
 
 __all__ = ["RECEIPT_META", "as_result", "boundary", "cut_text", "pending_result", "problem_result"]
@@ -58,6 +58,8 @@ def _meta(receipt: ReceiptIssued) -> dict[str, Any]:
         "effect_id": receipt.effect_id,
         "replay_of": receipt.replay_of,
         "replay_outcome": receipt.replay_outcome.value if receipt.replay_outcome else None,
+        "resolution": receipt.resolution,
+        "resolution_id": receipt.resolution_id,
     }
     return {RECEIPT_META: {key: value for key, value in fields.items() if value is not None}}
 
@@ -71,6 +73,8 @@ def _error(receipt: ReceiptIssued, advice: str, limit_bytes: int) -> CallToolRes
         advice = f"Rate limited: the same call fits again in {receipt.retry_after_s:.0f} s."
     if note := replay_note(receipt):
         advice = f"This is a {note}. {advice}"
+    if resolved := resolution_note(receipt):  # a replayed uncertain call that was resolved since
+        advice = f"{advice} It was {resolved}." if receipt.resolution != "unknown" else f"{advice} It is {resolved}."
     text = f"{head}\n{advice}".strip()
     return CallToolResult(content=[TextContent(text=text)], is_error=True, _meta=_meta(receipt))
 

@@ -44,7 +44,7 @@ class Holder:
 HOLDERS: Final[dict[str, Holder]] = {
     "policy": Holder("policy", ("approvals", "receipts")),
     "approvals": Holder("approvals", ("policy", "receipts")),
-    "executor": Holder("receipts", ("policy", "approvals"), also_holds=("sealing",)),
+    "executor": Holder("receipts", ("policy", "approvals", "operator"), also_holds=("sealing",)),
     "audit": Holder(None, ("policy", "approvals", "receipts")),
     "registry": Holder(None, ("operator",)),
     "operator": Holder("operator"),

@@ -15,7 +15,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from effectgate.contracts.bus import catalog
-from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.bus.catalog import Subjects, names_its_request
 from effectgate.contracts.events import (
     ApprovalGranted,
     ApprovalRejected,
@@ -24,12 +24,13 @@ from effectgate.contracts.events import (
     EffectClaimed,
     ReceiptIssued,
     ResultRef,
+    UncertainResolved,
     decode_event,
 )
 from effectgate.contracts.integrity.signing import sign_event, signed_by
 from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
 from effectgate.executor.ports import RECEIPT_HEADROOM_BYTES, ApprovalTrail
-from effectgate.shared.stores.stream import next_message, publish_once, request_recheck
+from effectgate.shared.stores.stream import next_message, publish_event, publish_once, request_recheck
 
 __all__ = ["CHUNK_BYTES", "StreamBus"]
 
@@ -44,6 +45,9 @@ FirstReal = Callable[[], Awaitable[tuple[E | None, int]]]
 
 MAX_EVENTS_PER_SUBJECT = 16
 """How many messages of one per-request subject are read at most (grants, rejections)."""
+
+MAX_RESOLUTIONS = 64
+"""How many resolutions of one request are read at most (each is an operator's or the reconciler's act)."""
 
 
 class StreamBus:
@@ -176,6 +180,29 @@ class StreamBus:
             event = _decoded(message.data)
             if isinstance(event, EffectClaimed):
                 yield event
+
+    async def receipts_after(self, seq: int) -> AsyncIterator[tuple[int, ReceiptIssued | None]]:
+        """See :meth:`~effectgate.executor.ports.Bus.receipts_after`."""
+        while (message := await self._next(Subjects.RECEIPTS, seq + 1)) is not None:
+            seq, event = message.seq, _decoded(message.data)
+            about = isinstance(event, ReceiptIssued) and names_its_request(message.subject, event)
+            yield seq, event if about and signed_by(message.data, self._verifier) else None
+
+    async def resolutions(self, principal: str, request_id: str) -> tuple[UncertainResolved, ...]:
+        """See :meth:`~effectgate.executor.ports.Bus.resolutions` (at most :data:`MAX_RESOLUTIONS` read)."""
+        subject, seq, found = Subjects.resolution(principal, request_id), 1, list[UncertainResolved]()
+        while len(found) < MAX_RESOLUTIONS and (message := await self._next(subject, seq)) is not None:
+            seq, event = message.seq + 1, _decoded(message.data)
+            about = isinstance(event, UncertainResolved) and _about(event, principal, request_id)
+            if about and signed_by(message.data, self._verifier):
+                found.append(event)
+        return tuple(found)
+
+    async def publish_resolution(self, resolution: UncertainResolved) -> bool:
+        """See :meth:`~effectgate.executor.ports.Bus.publish_resolution`."""
+        subject = Subjects.resolution(resolution.principal, resolution.request_id)
+        ack = await publish_event(self._js, subject, sign_event(resolution, self._signer))
+        return not ack.duplicate
 
     async def _events(self, subject: str, most: int = MAX_EVENTS_PER_SUBJECT) -> list[Any]:
         found: list[Any] = []

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from effectgate.contracts.tools.adapters import FILE_SYSTEM, MCP, adapter_kind
 from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.tools.hosting import CallContext
 from effectgate.executor.adapters.file_system import FileSystemTool
 from effectgate.executor.effects.binding import Guard
 from effectgate.executor.errors import ToolRefused
@@ -27,13 +28,19 @@ class LocalToolHost:
         self._mcp = mcp
 
     async def call(
-        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Guard | None = None
+        self,
+        descriptor: ToolDescriptor,
+        operation: str,
+        arguments: dict[str, Any],
+        guard: Guard | None = None,
+        *,
+        context: CallContext | None = None,
     ) -> Any:
         """Run ``operation`` of ``descriptor`` with ``arguments``.
 
         An MCP call also gets the registered operation, which the live tool must still
         match (:meth:`McpToolHost.call`). ``guard`` goes to the adapter, which calls it
-        right before the effect.
+        right before the effect; ``context`` is for the adapters that take one (these take none).
 
         Raises:
             ToolRefused: ``unknown_adapter`` when no adapter serves the descriptor,

@@ -15,6 +15,7 @@ import msgspec
 from effectgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued
 from effectgate.contracts.integrity.canonical import unrepresentable
 from effectgate.contracts.tools.descriptors import ToolDescriptor
+from effectgate.contracts.tools.hosting import CallContext
 from effectgate.contracts.tools.schemas import first_error
 from effectgate.contracts.vocabulary import Outcome, SideEffectClass
 from effectgate.executor.domain import effect_id, receipt
@@ -33,11 +34,18 @@ class ToolHost(Protocol):
     """Runs one operation of a tool (file system, MCP server, …)."""
 
     async def call(
-        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Guard | None = None
+        self,
+        descriptor: ToolDescriptor,
+        operation: str,
+        arguments: dict[str, Any],
+        guard: Guard | None = None,
+        *,
+        context: CallContext | None = None,
     ) -> Any:
         """Return the operation's result; raise :class:`ExecutorError` subclasses on failure.
 
         ``guard``, when given, is called right before the effect; what it raises ends the call.
+        ``context``: who asks, as the executor vouches for it (an adapter that takes none ignores it).
         """
         ...
 

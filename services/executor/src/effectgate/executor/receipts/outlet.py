@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from effectgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef
+from effectgate.contracts.events import DecisionMade, EffectClaimed, ReceiptIssued, ResultRef, UncertainResolved
 from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
 from effectgate.executor.ports import ApprovalTrail, Bus
 from effectgate.executor.receipts.fitting import fit
@@ -91,6 +91,18 @@ class ScrubbingBus:
 
     def receipt_limit_bytes(self) -> int:  # noqa: D102
         return self._bus.receipt_limit_bytes()
+
+    def receipts_after(self, seq: int) -> AsyncIterator[tuple[int, ReceiptIssued | None]]:  # noqa: D102
+        return self._bus.receipts_after(seq)
+
+    async def resolutions(self, principal: str, request_id: str) -> tuple[UncertainResolved, ...]:  # noqa: D102
+        return await self._bus.resolutions(principal, request_id)
+
+    async def publish_resolution(self, resolution: UncertainResolved) -> bool:
+        """See :meth:`~effectgate.executor.ports.Bus.publish_resolution`; its note is scrubbed of secrets first."""
+        return await self._bus.publish_resolution(
+            msgspec.structs.replace(resolution, note=self._redactor.text(resolution.note))
+        )
 
     def _sealed(self, receipt: ReceiptIssued) -> ReceiptIssued:
         reason = self._redactor.text(receipt.reason)

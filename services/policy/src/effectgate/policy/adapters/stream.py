@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from nats.js import JetStreamContext
 
 from effectgate.contracts.bus.catalog import Subjects, names_its_request
-from effectgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued, decode_event
+from effectgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued, UncertainResolved, decode_event
 from effectgate.contracts.integrity.signing import signed_by
 from effectgate.shared.stores.stream import next_message
 
@@ -74,6 +74,18 @@ class StreamSpendTrail:
     async def receipt(self, principal: str, request_id: str) -> ReceiptIssued | None:
         """The request's first receipt signed by the receipts key, or ``None``."""
         return await self._first(Subjects.receipt(principal, request_id), ReceiptIssued, self._keys[2])
+
+    async def settled(self, principal: str, request_id: str) -> str | None:
+        """The request's last ``ran`` / ``not_run`` resolution signed by the receipts key, or ``None``."""
+        subject, seq, found = Subjects.resolution(principal, request_id), 1, None
+        for _ in range(MAX_EVENTS_PER_SUBJECT):
+            if (message := await self._next(subject, seq)) is None:
+                break
+            seq, event = message.seq + 1, _decoded(message.data)
+            about = isinstance(event, UncertainResolved) and names_its_request(subject, event)
+            if about and event.resolution != "unknown" and signed_by(message.data, self._keys[2]):
+                found = event.resolution
+        return found
 
     async def _next(self, subject: str, seq: int) -> Any:
         return await next_message(self._js, subject, seq)

@@ -76,6 +76,8 @@ async def _restore(
         return 0
     receipt = await trail.receipt(decision.principal, decision.request_id)
     state = _state_of(receipt.outcome if receipt else None)
+    if state is RecordState.UNCERTAIN:  # resolved since: ran is spent, not_run is released (not restored)
+        state = _RESOLVED.get(await trail.settled(decision.principal, decision.request_id), state)
     descriptor = await descriptors.get(bound.tool, bound.version)
     if state is None or descriptor is None or bound.operation not in descriptor.operations:
         return 0
@@ -101,6 +103,10 @@ async def _admitted_span(decision: DecisionMade, trail: SpendTrail, now: datetim
         return None
     grant = await trail.grant(decision.principal, decision.request_id)
     return None if grant is None else (grant.occurred_at, max(grant.occurred_at, grant.expires_at))
+
+
+_RESOLVED: dict[str | None, RecordState | None] = {"ran": RecordState.COMMITTED, "not_run": None}
+"""The state an ``uncertain`` call's resolution restores it in."""
 
 
 def _state_of(outcome: Outcome | None) -> RecordState | None:
