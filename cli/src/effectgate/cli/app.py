@@ -25,6 +25,7 @@ from effectgate.cli.commands.policy import policy_app
 from effectgate.cli.commands.requests import requests_command
 from effectgate.cli.commands.tools import publish_refusal, tools_describe, tools_list
 from effectgate.cli.commands.withdraw import withdraw
+from effectgate.cli.commands.worker import worker
 from effectgate.cli.render.output import AsJson
 from effectgate.contracts.bus.catalog import Rpc
 from effectgate.contracts.directory import DirectoryInvalid
@@ -55,6 +56,7 @@ tools_app.command("describe")(tools_describe)
 app.command("call")(call)
 app.command("requests")(requests_command)
 app.command("withdraw")(withdraw)
+app.command("worker")(worker)
 
 
 def _print_version(asked: bool) -> None:
