@@ -19,7 +19,7 @@ __all__ = ["worker"]
 
 
 def worker(
-    module: Annotated[str, typer.Argument(help="The module declaring the tools, importable (e.g. acme_tools.payments).")],
+    module: Annotated[str, typer.Argument(help="The module declaring the tools (e.g. acme_tools.payments).")],
     name: Annotated[str, typer.Option("--name", help="The worker's name: the <worker> of the tools' python:<worker>.")],
     public_keys: Annotated[
         Path | None,
