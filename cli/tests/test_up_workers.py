@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from effectgate.cli.stack.credentials import BusCredentials
+from effectgate.cli.stack.credentials import BusCredentials, stack_directory
+from effectgate.cli.stack.files import PRINCIPALS_ENV
 from effectgate.cli.stack.system import Stack
 from effectgate.cli.stack.workers import configured_workers, with_workers
 from effectgate.contracts.directory import PrincipalDirectory
@@ -62,3 +63,12 @@ def test_a_worker_that_exited_is_started_again_as_a_worker(tmp_path: Path, monke
     stack.restart("worker-payments")
     stack.restart("policy-2")
     assert started == [("payments", "acme_tools.payments"), ("policy", "policy-2")]
+
+
+def test_workers_of_the_principal_directory_get_their_users_on_the_stack(tmp_path: Path) -> None:
+    (tmp_path / "principals.toml").write_text("[principals.a]\nautonomy = 1\n[workers.refunds]\n")
+    files = {
+        name: str(tmp_path / "principals.toml") for name in (PRINCIPALS_ENV, "EFFECTGATE_APPROVALS_PRINCIPALS_FILE")
+    }
+    credentials, _ = BusCredentials.generate(stack_directory(files))
+    assert {"agent-a", "worker-refunds"} <= set(credentials.passwords)

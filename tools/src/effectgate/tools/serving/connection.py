@@ -52,7 +52,7 @@ class WorkerSettings(BaseSettings):
     public_keys_dir: Path | None = _env("EFFECTGATE_PUBLIC_KEYS_DIR")
     max_concurrent: int = Field(default=16, ge=1, validation_alias=AliasChoices("EFFECTGATE_WORKER_MAX_CONCURRENT"))
     grace_s: float = Field(default=30.0, ge=0, validation_alias=AliasChoices("EFFECTGATE_WORKER_GRACE_S"))
-    connect_timeout_s: float = Field(default=30.0, gt=0, validation_alias=AliasChoices("EFFECTGATE_WORKER_CONNECT_S"))
+    connect_s: float = Field(default=30.0, gt=0, validation_alias=AliasChoices("EFFECTGATE_WORKER_CONNECT_S"))
 
     @field_validator("*", mode="before")
     @classmethod
@@ -109,7 +109,7 @@ def _tls(ca_file: Path | None) -> dict[str, Any]:
 
 
 async def connect_worker(settings: WorkerSettings, name: str, delay_s: float = 1.0) -> Client:
-    """Worker ``name``'s connection: retried until ``settings.connect_timeout_s``, then reconnecting forever.
+    """Worker ``name``'s connection: retried until ``settings.connect_s``, then reconnecting forever.
 
     Raises:
         WorkerRefused: bad settings (:func:`identity_options`), a malformed ``NATS_URL``, the
@@ -119,7 +119,7 @@ async def connect_worker(settings: WorkerSettings, name: str, delay_s: float = 1
         servers, options = connect_arguments(settings.nats_url, identity_options(settings, name))
     except NatsUrlInvalid as error:
         raise WorkerRefused(str(error)) from None
-    deadline, attempt, last = asyncio.get_running_loop().time() + settings.connect_timeout_s, 0, ""
+    deadline, attempt, last = asyncio.get_running_loop().time() + settings.connect_s, 0, ""
     connected = asyncio.Event()
 
     async def heard(error: Exception) -> None:
@@ -141,4 +141,4 @@ async def connect_worker(settings: WorkerSettings, name: str, delay_s: float = 1
         nc.options.update({"allow_reconnect": True, "max_reconnect_attempts": -1, "reconnect_time_wait": 1.0})
         connected.set()
         return nc
-    raise WorkerRefused(redact(f"cannot reach NATS at {settings.nats_url} in {settings.connect_timeout_s:g} s: {last}"))
+    raise WorkerRefused(redact(f"cannot reach NATS at {settings.nats_url} in {settings.connect_s:g} s: {last}"))
