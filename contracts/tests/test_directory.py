@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from effectgate.contracts.directory import ChatIds, DirectoryInvalid, PrincipalDirectory
@@ -113,3 +115,21 @@ def test_the_shipped_directory_loads() -> None:
 
     shipped = load_directory(Path(__file__).parents[2] / "deploy/policy/principals.toml")
     assert set(shipped.approvers) >= {"alice", "bob"}
+
+
+def test_workers_are_declared_by_empty_tables() -> None:
+    directory = PrincipalDirectory.from_toml("[workers.payments]\n[workers.refunds_2]\n")
+    assert directory.workers == {"payments", "refunds_2"}
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[workers.Pay-Ments]\n", "[workers.Pay-Ments]: a worker name must match"),
+        ("[workers.pay]\nmodule = 'x'\n", "[workers.pay]: unknown key(s) module; allowed: none"),
+        ("workers = 1\n", "[workers] must be a table of tables"),
+    ],
+)
+def test_a_bad_worker_declaration_is_refused_naming_it(text: str, said: str) -> None:
+    with pytest.raises(DirectoryInvalid, match=re.escape(said)):
+        PrincipalDirectory.from_toml(text)

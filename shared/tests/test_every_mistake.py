@@ -131,6 +131,6 @@ def test_a_mistyped_top_level_key_is_named_with_the_key_meant(tmp_path: Path) ->
         "mcp.toml: unknown top-level key 'server' (expected only 'servers'); did you mean \"servers\"?"
     ]
     assert refused(load_config, config) == [
-        'effectgate.toml: tool: unknown field; did you mean "tools"? (tables: mcp, tools, chat, bus)',
-        'effectgate.toml: chats: unknown field; did you mean "chat"? (tables: mcp, tools, chat, bus)',
+        'effectgate.toml: tool: unknown field; did you mean "tools"? (tables: mcp, tools, chat, bus, workers)',
+        'effectgate.toml: chats: unknown field; did you mean "chat"? (tables: mcp, tools, chat, bus, workers)',
     ]

@@ -18,17 +18,18 @@ import pytest
 import pytest_asyncio
 from nats.errors import TimeoutError as NatsTimeout
 
-from effectgate.cli.commands.nats_jwt_files import Layout, account_jwts
+from effectgate.cli.commands.nats_jwt_files import Layout, account_jwts, initialise
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Rpc, Subjects
-from effectgate.contracts.bus.nats_accounts import agent_account
+from effectgate.contracts.bus.nats_accounts import agent_account, nats_accounts
 from effectgate.contracts.bus.nats_permissions import AUDITOR
+from effectgate.contracts.tools.hosting import WorkerSubjects
 from effectgate.devstack.servers import nats_server
 from effectgate.shared.config.nats_jwt.encoding import creds_text, decode, public_key, sign, unverified
 from effectgate.shared.config.nats_jwt.server import PRELOAD_FILE, preload_config
 from effectgate.shared.stores.provision import ensure_bus
 from tests.connected.nats_jwt_support import AGENT, OTHER, REVOKED_WITHIN_S, connect_as, init, revoke, serve_listings
-from tests.deploy.test_nats_permissions import WAIT_S, Conn, allowed, reported
+from tests.deploy.test_nats_permissions import PAYMENTS, WAIT_S, WORKERS_DIRECTORY, Conn, allowed, connect, reported
 
 pytestmark = [pytest.mark.connected, pytest.mark.timing]
 
@@ -162,4 +163,33 @@ async def test_a_revoked_agent_is_disconnected_and_refused_without_a_restart(tmp
         assert (await other.nc.request(Rpc.tools_list("other-agent"), b"{}", timeout=WAIT_S)).data == b"{}"
         assert process.process.pid == pid and process.process.poll() is None
         for conn in (policy, other):
+            await conn.nc.close()
+
+
+async def test_a_worker_account_serves_its_calls_to_the_executor_and_nothing_else(tmp_path: Path, ns: str) -> None:
+    """Operator mode: the worker's account exports its calls and announcements; the services' account imports them."""
+    accounts = nats_accounts(WORKERS_DIRECTORY)
+    initialise(accounts, tmp_path / "jwt", tmp_path / "resolver", int(time.time()))
+    worker_prefix = next(u.inbox_prefix for a in accounts for u in a.users if u.name == PAYMENTS) or ""
+    with nats_server(tmp_path / "nats", config=tmp_path / "jwt" / "server.conf") as process:
+        creds = Layout(tmp_path / "jwt").creds
+        executor = await connect(process.url, {"user_credentials": str(creds("executor"))})
+        worker = await connect(process.url, {"user_credentials": str(creds(PAYMENTS)), "inbox_prefix": worker_prefix})
+
+        async def answer(msg: nats.aio.msg.Msg) -> None:
+            await msg.respond(b"answer")
+
+        alive = await executor.nc.subscribe(WorkerSubjects.ALIVE)
+        await worker.nc.subscribe(WorkerSubjects.calls("payments"), queue=WorkerSubjects.queue("payments"), cb=answer)
+        await asyncio.gather(worker.nc.flush(), executor.nc.flush())
+        reply = await executor.nc.request(WorkerSubjects.call("payments", "pay"), b"call", timeout=WAIT_S)
+        assert reply.data == b"answer"
+        await worker.nc.publish(WorkerSubjects.alive("payments"), b"alive")
+        assert (await alive.next_msg(timeout=WAIT_S)).subject == WorkerSubjects.alive("payments")
+        for subject in (Subjects.request("demo-agent"), WorkerSubjects.alive("refunds"), "$JS.API.INFO"):
+            await worker.nc.publish(subject, b"{}")
+            assert await reported(worker, "publish", subject)
+        await worker.nc.subscribe(WorkerSubjects.calls("payments"))
+        assert await reported(worker, "subscription", WorkerSubjects.calls("payments"))
+        for conn in (executor, worker):
             await conn.nc.close()

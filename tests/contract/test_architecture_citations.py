@@ -32,8 +32,8 @@ SETTING = re.compile(r"EFFECTGATE_[A-Z0-9_]*[A-Z0-9]")
 
 @cache
 def python_sources() -> str:
-    """Every Python source of the workspace (services, contracts, shared, devstack, sdk, cli, tests) and ``./dev``."""
-    parts = ("services", "contracts", "shared", "devstack", "sdk", "cli", "tests")
+    """Every Python source of the workspace (services, contracts, shared, devstack, sdk, tools, cli, tests), ./dev."""
+    parts = ("services", "contracts", "shared", "devstack", "sdk", "tools", "cli", "tests")
     sources = [path.read_text() for part in parts for path in (ROOT / part).rglob("*.py")]
     return "\n".join([*sources, (ROOT / "dev").read_text()])
 

@@ -33,6 +33,7 @@ SETTINGS = {
     "EFFECTGATE_REGISTRY_": ("effectgate.registry.settings", "RegistrySettings"),
     "EFFECTGATE_AUDIT_": ("effectgate.audit.settings", "AuditSettings"),
     "EFFECTGATE_UP_": ("effectgate.cli.stack.supervise", "SupervisionSettings"),
+    "EFFECTGATE_WORKER_": ("effectgate.tools.serving.connection", "WorkerSettings"),
     "EFFECTGATE_": ("effectgate.shared.config.settings", "ServiceSettings"),  # every service's; last: the fallback
 }
 DURATIONS_S = {"s": 1.0, "hour": 3600.0, "hours": 3600.0, "day": 86400.0, "days": 86400.0}
@@ -115,7 +116,7 @@ EXTERNAL = {
 @cache
 def code_and_configuration() -> str:
     """The workspace's Python sources (tests excluded), every file under ``deploy/`` and the audit test vector."""
-    parts = ("services", "contracts", "shared", "devstack", "sdk", "cli")
+    parts = ("services", "contracts", "shared", "devstack", "sdk", "tools/src", "cli")
     sources = [p for part in parts for p in (ROOT / part).rglob("*.py")]
     configuration = [p for p in (ROOT / "deploy").rglob("*") if p.is_file()]
     vector = [ROOT / "docs" / "reference" / "audit-record-vector.json"]  # pinned to the code by its own test

@@ -116,7 +116,6 @@ def test_event_tags_are_pinned_and_unique() -> None:
         "UncertainResolved": "uncertain.resolved",
         "PolicyPublished": "policy.published",
         "SecurityEvent": "security.event",
-        "UncertainResolved": "uncertain.resolved",
     }
 
 

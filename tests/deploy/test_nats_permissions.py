@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +29,9 @@ from effectgate.cli.stack.credentials import BusCredentials, write_private
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Rpc, Subjects
 from effectgate.contracts.bus.nats_accounts import js_api_of
-from effectgate.contracts.bus.nats_permissions import OPERATOR, SERVICES, agent_user, approver_user
+from effectgate.contracts.bus.nats_permissions import OPERATOR, SERVICES, agent_user, approver_user, worker_user
 from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.hosting import WorkerSubjects
 from effectgate.devstack.servers import nats_server
 from effectgate.devstack.timing import scaled
 from effectgate.shared.stores.provision import ensure_bus
@@ -683,3 +685,99 @@ async def test_only_the_executor_publishes_progress_and_only_its_agent_hears_it(
         await theirs.next_msg(timeout=0.3)
     for subscription in (mine, theirs):
         await subscription.unsubscribe()
+
+
+# --- tool workers: each in an account of its own, serving only its own calls ---------------------
+
+WORKERS_DIRECTORY = dataclasses.replace(DIRECTORY, workers=frozenset({"payments", "refunds"}))
+PAYMENTS, REFUNDS = worker_user("payments"), worker_user("refunds")
+
+
+@pytest_asyncio.fixture(scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[dict[str, Conn]]:
+    """The executor, an agent, the operator and two workers on a server whose directory declares the workers."""
+    workdir = tmp_path_factory.mktemp("nats-workers")
+    credentials, config = BusCredentials.generate(WORKERS_DIRECTORY)
+    with nats_server(workdir, config=write_private(workdir / "nats.conf", config)) as process:
+        users = ("registry", "executor", AGENT, OPERATOR, PAYMENTS, REFUNDS)
+        opened = await open_all(process.url, credentials, users, {})
+        yield opened
+        for conn in opened.values():
+            await conn.nc.close()
+
+
+async def test_a_worker_takes_its_calls_in_its_queue_group_answers_them_and_announces(
+    served: dict[str, Conn], ns: str
+) -> None:
+    executor, worker = served["executor"], served[PAYMENTS]
+
+    async def answer(msg: Msg) -> None:
+        await worker.nc.publish(WorkerSubjects.progress("payments", ns), b"progress")
+        await msg.respond(b"answer")
+
+    alive = await executor.nc.subscribe(WorkerSubjects.ALIVE)
+    progress = await executor.nc.subscribe(WorkerSubjects.progress("*", "*"))
+    await worker.nc.subscribe(WorkerSubjects.calls("payments"), queue=WorkerSubjects.queue("payments"), cb=answer)
+    await worker.nc.flush()
+    await executor.nc.flush()
+    reply = await executor.nc.request(WorkerSubjects.call("payments", "pay"), b"call", timeout=WAIT_S)
+    assert reply.data == b"answer"
+    assert (await progress.next_msg(timeout=WAIT_S)).subject == WorkerSubjects.progress("payments", ns)
+    await worker.nc.publish(WorkerSubjects.alive("payments"), b"alive")
+    assert (await alive.next_msg(timeout=WAIT_S)).subject == WorkerSubjects.alive("payments")
+    assert not worker.errors
+
+
+@pytest.mark.parametrize(
+    "subject",
+    [
+        Subjects.request("demo-agent"),
+        Subjects.receipt("demo-agent", "r1"),
+        Subjects.decision("demo-agent", "r1"),
+        Subjects.claim("demo-agent", "k1"),
+        WorkerSubjects.call("refunds", "refund"),
+        WorkerSubjects.call("payments", "pay"),
+        WorkerSubjects.alive("refunds"),
+        WorkerSubjects.progress("refunds", "c1"),
+        Rpc.REGISTRY_LIST,
+        Rpc.records_get("demo-agent"),
+        f"$JS.API.STREAM.INFO.{catalog.STREAM}",
+        "$JS.API.INFO",
+        f"$KV.{catalog.TOOLS_BUCKET}.pay",
+        "_INBOX.anything",
+    ],
+)
+async def test_a_worker_publishes_nothing_but_its_announcements_progress_and_answers(
+    served: dict[str, Conn], subject: str
+) -> None:
+    worker = served[PAYMENTS]
+    await worker.nc.publish(subject, b"{}")
+    await worker.nc.flush()
+    assert await reported(worker, "publish", subject)
+
+
+@pytest.mark.parametrize(
+    ("user", "subject", "queue"),
+    [
+        (PAYMENTS, WorkerSubjects.calls("payments"), ""),  # outside its queue group: every call copied
+        (PAYMENTS, WorkerSubjects.calls("refunds"), WorkerSubjects.queue("refunds")),
+        (PAYMENTS, WorkerSubjects.ALIVE, ""),
+        (PAYMENTS, "tg.>", ""),
+        (PAYMENTS, "_INBOX.>", ""),
+        (AGENT, WorkerSubjects.calls("payments"), WorkerSubjects.queue("payments")),
+        (OPERATOR, WorkerSubjects.calls("payments"), WorkerSubjects.queue("payments")),
+        ("executor", WorkerSubjects.calls("payments"), WorkerSubjects.queue("payments")),
+    ],
+)
+async def test_nobody_else_takes_a_worker_s_calls(served: dict[str, Conn], user: str, subject: str, queue: str) -> None:
+    conn = served[user]
+    subscription = await conn.nc.subscribe(subject, queue=queue)
+    await conn.nc.flush()
+    assert await reported(conn, "subscription", subject)
+    await subscription.unsubscribe()
+
+
+@pytest.mark.parametrize("user", [AGENT, OPERATOR, REFUNDS])
+async def test_only_the_executor_calls_a_worker(served: dict[str, Conn], user: str) -> None:
+    conn, subject = served[user], WorkerSubjects.call("payments", "pay")
+    assert not await allowed(conn, subject, conn.nc.request(subject, b"call", timeout=WAIT_S))

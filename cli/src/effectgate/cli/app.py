@@ -25,6 +25,7 @@ from effectgate.cli.commands.tools import tools_describe, tools_list
 from effectgate.cli.commands.tools_publish import tools_publish
 from effectgate.cli.commands.uncertain import uncertain_app
 from effectgate.cli.commands.withdraw import withdraw
+from effectgate.cli.commands.worker import worker
 from effectgate.cli.render.output import AsJson
 from effectgate.contracts.directory import DirectoryInvalid
 from effectgate.shared.config.keyring import HOLDERS, PUBLIC, lay_out_keys
@@ -56,6 +57,7 @@ tools_app.command("publish")(tools_publish)
 app.command("call")(call)
 app.command("requests")(requests_command)
 app.command("withdraw")(withdraw)
+app.command("worker")(worker)
 
 
 def _print_version(asked: bool) -> None:

@@ -1,4 +1,4 @@
-"""The principal directory: who the agents and the approvers are."""
+"""The principal directory: who the agents, the approvers and the tool workers are."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from effectgate.contracts.bus.catalog import TOKEN
 from effectgate.contracts.chat_ids import PLATFORMS, ChatDirectory, ChatIds, ChatIdsInvalid, chat_directory, chat_ids_of
 from effectgate.contracts.errors import Problem
+from effectgate.contracts.tools.adapters import SERVER_NAME
 
 __all__ = ["MAX_AUTONOMY", "ChatIds", "DirectoryInvalid", "Principal", "PrincipalDirectory", "load_directory"]
 
@@ -56,11 +57,14 @@ class PrincipalDirectory:
         principals: principal name to :class:`Principal`.
         approvers: approver name to their role names.
         chats: the approvers' chat identities (:mod:`effectgate.contracts.chat_ids`).
+        workers: the tool workers (``[workers.<name>]``): each gets the NATS user ``worker-<name>``,
+            serving the tools whose adapter is ``python:<name>``.
     """
 
     principals: Mapping[str, Principal]
     approvers: Mapping[str, frozenset[str]]
     chats: ChatDirectory = field(default_factory=lambda: chat_directory({}))
+    workers: frozenset[str] = frozenset()
 
     @classmethod
     def from_toml(cls, text: str) -> PrincipalDirectory:
@@ -74,11 +78,12 @@ class PrincipalDirectory:
             document = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise DirectoryInvalid(f"principal directory is not valid TOML: {exc}") from exc
-        _only_keys(document, {"principals", "approvers"}, "principal directory")
+        _only_keys(document, {"principals", "approvers", "workers"}, "principal directory")
         principals = {n: _principal(n, t) for n, t in _table(document, "principals").items()}
         approvers = {n: _approver(n, t) for n, t in _table(document, "approvers").items()}
         _operators_known(principals, approvers)
-        return cls(principals=principals, approvers=approvers, chats=_chats(_table(document, "approvers")))
+        workers = frozenset(_worker(n, t) for n, t in _table(document, "workers").items())
+        return cls(principals, approvers, _chats(_table(document, "approvers")), workers)
 
     def principal(self, name: str) -> Principal | None:
         """Return the principal called ``name``, or None when it is not in the directory."""
@@ -117,7 +122,8 @@ def _table(document: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 def _only_keys(table: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
-        raise DirectoryInvalid(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+        known = ", ".join(sorted(allowed)) or "none"
+        raise DirectoryInvalid(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {known}")
 
 
 def _principal(name: str, table: Any) -> Principal:
@@ -149,6 +155,17 @@ def _approver(name: str, table: Any) -> frozenset[str]:
         raise DirectoryInvalid(f"{where} must be a table")
     _only_keys(table, {"roles", *PLATFORMS}, where)
     return _roles(table, where)
+
+
+def _worker(name: str, table: Any) -> str:
+    """A worker is declared by an empty table; its name becomes a subject token and ``python:<name>``."""
+    where = f"[workers.{name}]"
+    if not isinstance(table, dict):
+        raise DirectoryInvalid(f"{where} must be a table")
+    _only_keys(table, set(), where)
+    if not SERVER_NAME.match(name):
+        raise DirectoryInvalid(f"{where}: a worker name must match {SERVER_NAME.pattern}")
+    return name
 
 
 def _chats(tables: Mapping[str, Any]) -> ChatDirectory:

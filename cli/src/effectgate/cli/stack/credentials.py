@@ -139,7 +139,7 @@ def env_lines(directory: PrincipalDirectory, *, admin: bool = False) -> str:
 
 
 def stack_directory(env: Mapping[str, str]) -> PrincipalDirectory:
-    """The agents the policy service knows and the approvers (with their chat ids) the approvals service knows.
+    """The agents and tool workers of the policy service's file, the approvers (and chat ids) of the approvals'.
 
     Args:
         env: the services' environment, naming ``EFFECTGATE_POLICY_PRINCIPALS_FILE`` and
@@ -148,9 +148,9 @@ def stack_directory(env: Mapping[str, str]) -> PrincipalDirectory:
     Raises:
         KeyError: a file is not named; DirectoryInvalid: a file is unreadable or invalid.
     """
-    agents = load_directory(Path(env["EFFECTGATE_POLICY_PRINCIPALS_FILE"])).principals
+    agents = load_directory(Path(env["EFFECTGATE_POLICY_PRINCIPALS_FILE"]))
     people = load_directory(Path(env["EFFECTGATE_APPROVALS_PRINCIPALS_FILE"]))
-    return PrincipalDirectory(principals=agents, approvers=people.approvers, chats=people.chats)
+    return PrincipalDirectory(agents.principals, people.approvers, people.chats, agents.workers)
 
 
 def write_private(path: Path, text: str) -> Path:

@@ -25,6 +25,7 @@ from effectgate.cli.stack.ports import Ports, http_port_env, record, settle
 from effectgate.cli.stack.readiness import wait_ready
 from effectgate.cli.stack.system import Stack
 from effectgate.cli.stack.waiting import Note
+from effectgate.cli.stack.workers import configured_workers, with_workers
 from effectgate.devstack.servers import ServerProcess, nats_server, redis_server
 from effectgate.shared.config.keyring import lay_out_keys
 
@@ -151,7 +152,7 @@ def _secure(
     if os.environ.get("NATS_URL"):
         raise RuntimeError("a secured stack starts its own nats-server: unset NATS_URL")
     folder = credentials_dir(state_dir)
-    directory = stack_directory(chosen_config(extra_env))
+    directory = with_workers(stack_directory(chosen_config(extra_env)), configured_workers(extra_env))
     credentials, config = BusCredentials.generate(directory, admin=admin, keep=kept_passwords(folder))
     credentials.write_files(folder)
     return credentials, write_private(state_dir / "nats-auth.conf", config)
@@ -171,7 +172,7 @@ def running_stack(
     cluster: int = 1,
     replicas: int | None = None,
 ) -> Iterator[Stack]:
-    """Servers, keys and all five services; everything is stopped on exit.
+    """Servers, keys, all five services and the configured tool workers; everything is stopped on exit.
 
     Args:
         state_dir: keys, logs, server data and (``secured``) the NATS config with its
@@ -217,6 +218,8 @@ def running_stack(
         held.callback(stack.listeners.close)
         held.callback(stack.stop_all)
         _start_services(stack, policy_required, ready_timeout_s, note, each)
+        for name, module in configured_workers(extra_env).items():
+            stack.start_worker(name, module)
         if chosen:
             settle(chosen, stack.listening())
             record(state_dir, chosen)

@@ -158,7 +158,7 @@ def _service(stack: Stack, name: str) -> Watched:
 
 
 def _starter(stack: Stack, name: str) -> Callable[[], None]:
-    return lambda: stack.start(stack.service_of(name), name)
+    return lambda: stack.restart(name)
 
 
 def _server(stack: Stack, name: str) -> Watched:

@@ -17,7 +17,9 @@ from typing import Any
 from effectgate.cli.stack.credentials import BusCredentials
 from effectgate.cli.stack.listeners import Listeners
 from effectgate.cli.stack.ports import Ports
+from effectgate.cli.stack.workers import WORKER
 from effectgate.contracts.bus.nats_credentials import split_servers
+from effectgate.contracts.bus.nats_permissions import worker_user
 from effectgate.devstack.cluster import NatsCluster
 from effectgate.devstack.processes import end, owned, signal_group
 from effectgate.devstack.sentinels import SentinelGroup
@@ -58,7 +60,9 @@ class Stack:
     sentinels: SentinelGroup | None = None
     """The Redis primary, replica and Sentinels started with a cluster; also in :attr:`servers`."""
     services: dict[str, str] = field(default_factory=dict)
-    """Process name to the service it runs (``policy-2`` → ``policy``), for every process started."""
+    """Process name to the service it runs (``policy-2`` → ``policy``; ``worker-<name>`` → ``worker``)."""
+    workers: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Tool worker process name (``worker-<name>``) to its name and the module it serves, for every worker started."""
 
     @property
     def nats_servers(self) -> list[str]:
@@ -132,6 +136,32 @@ class Stack:
                 pass_fds=fds,
                 **owned(),
             )
+
+    def start_worker(self, name: str, module: str) -> None:
+        """Start worker ``name`` serving ``module`` as NATS user ``worker-<name>`` (log ``logs/worker-<name>.log``).
+
+        It verifies calls with the stack's public keys (``EFFECTGATE_PUBLIC_KEYS_DIR``); a restart
+        (:meth:`restart`) starts it the same way.
+        """
+        process, logs = worker_user(name), self.state_dir / "logs"
+        self.services[process], self.workers[process] = WORKER, (name, module)
+        logs.mkdir(parents=True, exist_ok=True)
+        own = {**self.nats_env(process), "EFFECTGATE_PUBLIC_KEYS_DIR": str(self.public_keys)}
+        with (logs / f"{process}.log").open("ab") as sink:
+            self.processes[process] = subprocess.Popen(
+                [sys.executable, "-m", "effectgate.tools.serving", module, "--name", name],
+                env={**self.env, **own},
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                **owned(),
+            )
+
+    def restart(self, name: str) -> None:
+        """Start process ``name`` again as it was started: a service replica, or a tool worker."""
+        if self.service_of(name) == WORKER:
+            self.start_worker(*self.workers[name])
+        else:
+            self.start(self.service_of(name), name)
 
     def http_port(self, name: str, service: str | None = None) -> int | None:
         """The health and metrics port of process ``name`` (of ``service``, default ``name``); ``None``: none."""

@@ -11,6 +11,12 @@ subscribes to (its receipts, alarms, tool states, KV changes). A subject its use
 own replicas (:attr:`Rule.local`: the surface's MCP cancels) stays in its account. :data:`CORE`
 exports each imported subject to the accounts importing it only.
 
+A tool worker is the other way round: its account ``WORKER_<name>`` (:func:`worker_account`)
+imports nothing and exports to :data:`CORE` only the service of its calls and the streams of its
+announcements and progress, which :data:`CORE` imports (the executor calls and hears them). So a
+worker reaches no stream, bucket, request or RPC subject at all, and its answers, mapped back by
+the server, reach only the executor's call that asked.
+
 Why: nats-server does not check a reply subject against the publisher's rights, so a client
 that may ask anything of the server (a JetStream API, a service's RPC) could have the answer
 (consumer info, a pull's messages, an error) published onto a stream subject. Across accounts
@@ -39,8 +45,10 @@ from effectgate.contracts.bus.nats_permissions import (
     approver_user,
     nats_users,
     private_inbox,
+    worker_user,
 )
 from effectgate.contracts.directory import PrincipalDirectory
+from effectgate.contracts.tools.hosting import WorkerSubjects
 
 __all__ = [
     "AUDITOR_ACCOUNT",
@@ -56,6 +64,7 @@ __all__ = [
     "approver_account",
     "js_api_of",
     "nats_accounts",
+    "worker_account",
 ]
 
 CORE = "EFFECTGATE"
@@ -88,15 +97,17 @@ Response = Literal["singleton", "stream"]
 
 @dataclass(frozen=True)
 class Import:
-    """One subject a client account takes from :data:`CORE`.
+    """One subject an account takes from another: a client's from :data:`CORE`, or :data:`CORE`'s from a worker.
 
     Attributes:
-        kind: ``service`` (the client publishes requests to it) or ``stream`` (it receives messages on it).
+        kind: ``service`` (the importer publishes requests to it) or ``stream`` (it receives messages on it).
         rule: the user's rule the import comes from (its subject and why).
+        account: the exporting account.
     """
 
     kind: Kind
     rule: Rule
+    account: str = CORE
 
     @property
     def subject(self) -> str:
@@ -116,7 +127,7 @@ class Import:
 
 @dataclass(frozen=True)
 class Export:
-    """One subject :data:`CORE` offers, and the only accounts that may import it.
+    """One subject an account offers (:data:`CORE`, or a worker's), and the only accounts that may import it.
 
     Attributes:
         kind: ``service`` or ``stream``.
@@ -136,11 +147,13 @@ class NatsAccount:
     """One NATS account and what it holds.
 
     Attributes:
-        name: the account name (:data:`CORE`, one of :data:`OWN_ACCOUNTS`, ``AGENT_<principal>``, ``APPROVER_<name>``).
+        name: the account name (:data:`CORE`, one of :data:`OWN_ACCOUNTS`, ``AGENT_<principal>``, ``APPROVER_<name>``,
+            ``WORKER_<name>``).
         users: its users.
         jetstream: whether JetStream is enabled in it (only :data:`CORE`).
-        imports: what it takes from :data:`CORE`.
+        imports: what it takes from other accounts (a client's: from :data:`CORE`; :data:`CORE`'s: from the workers).
         exports: what it offers other accounts.
+        about: what it is, one line (rendered as a comment); empty: the renderer's own words.
     """
 
     name: str
@@ -148,6 +161,7 @@ class NatsAccount:
     jetstream: bool = False
     imports: tuple[Import, ...] = ()
     exports: tuple[Export, ...] = ()
+    about: str = ""
 
 
 def agent_account(principal: str) -> str:
@@ -158,6 +172,11 @@ def agent_account(principal: str) -> str:
 def approver_account(approver: str) -> str:
     """The account of approver ``approver``: ``APPROVER_<approver>``."""
     return f"APPROVER_{approver}"
+
+
+def worker_account(worker: str) -> str:
+    """The account of tool worker ``worker``: ``WORKER_<worker>``."""
+    return f"WORKER_{worker}"
 
 
 def js_api_of(user: str | None) -> str:
@@ -171,7 +190,7 @@ def js_api_of(user: str | None) -> str:
 
 
 def nats_accounts(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[NatsAccount, ...]:
-    """Every account of effectgate for ``directory``: :data:`CORE` first, then :data:`OWN_ACCOUNTS`, approvers, agents.
+    """Every account for ``directory``: :data:`CORE` first, then :data:`OWN_ACCOUNTS`, approvers, agents, workers.
 
     Raises:
         DirectoryInvalid: as :func:`~effectgate.contracts.bus.nats_permissions.nats_users`.
@@ -181,8 +200,27 @@ def nats_accounts(directory: PrincipalDirectory, *, admin: bool = False) -> tupl
     clients |= {approver_account(n): users.pop(approver_user(n)) for n in sorted(directory.approvers)}
     clients |= {agent_account(p): users.pop(agent_user(p)) for p in sorted(directory.principals)}
     accounts = tuple(NatsAccount(name, (user,), imports=imports_of(user)) for name, user in clients.items())
-    core = NatsAccount(CORE, tuple(users.values()), jetstream=True, exports=_exports(accounts))
-    return (core, *accounts)
+    workers = tuple(_worker_account(name, users.pop(worker_user(name))) for name in sorted(directory.workers))
+    served = tuple(one for worker in workers for one in _served(worker))
+    core = NatsAccount(CORE, tuple(users.values()), jetstream=True, imports=served, exports=_exports(accounts))
+    return (core, *accounts, *workers)
+
+
+def _worker_account(name: str, user: NatsUser) -> NatsAccount:
+    """A worker's account: its one user; its calls exported to :data:`CORE` as a service, the rest as streams."""
+    exports = (
+        Export("service", WorkerSubjects.calls(name), (CORE,)),
+        Export("stream", WorkerSubjects.alive(name), (CORE,)),
+        Export("stream", WorkerSubjects.progress(name, "*"), (CORE,)),
+    )
+    about = "a tool worker: exports its calls, announcements and progress, imports nothing"
+    return NatsAccount(worker_account(name), (user,), exports=exports, about=about)
+
+
+def _served(worker: NatsAccount) -> tuple[Import, ...]:
+    """What :data:`CORE` imports of ``worker``'s exports: the executor calls and hears them there."""
+    why = {"service": "the executor's calls", "stream": "announcements and progress, for the executor"}
+    return tuple(Import(one.kind, Rule(one.subject, why[one.kind]), worker.name) for one in worker.exports)
 
 
 def imports_of(user: NatsUser) -> tuple[Import, ...]:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Rpc, Subjects
 from effectgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
+from effectgate.contracts.tools.adapters import SERVER_NAME
+from effectgate.contracts.tools.hosting import WorkerSubjects
 
 __all__ = [
     "ACCOUNT_REPLIES",
@@ -30,6 +32,7 @@ __all__ = [
     "approver_user",
     "nats_users",
     "private_inbox",
+    "worker_user",
 ]
 
 CHATOPS = "chatops"
@@ -128,6 +131,11 @@ def approver_user(approver: str) -> str:
     return f"approver-{approver}"
 
 
+def worker_user(worker: str) -> str:
+    """The NATS user of the tool worker ``worker`` (every instance of it): ``worker-<worker>``."""
+    return f"worker-{worker}"
+
+
 def private_inbox(user: str) -> str:
     """The inbox prefix of a non-service client: ``_INBOX_<user>`` (nats-py ``inbox_prefix``)."""
     return f"_INBOX_{user}"
@@ -212,6 +220,9 @@ def _check(directory: PrincipalDirectory) -> None:
         for name in names:
             if not catalog.TOKEN.match(name):
                 raise DirectoryInvalid(f"[{table}.{name}]: the name must match {catalog.TOKEN.pattern}")
+    for name in directory.workers:
+        if not SERVER_NAME.match(name):
+            raise DirectoryInvalid(f"[workers.{name}]: a worker name must match {SERVER_NAME.pattern}")
 
 
 def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[NatsUser, ...]:
@@ -222,8 +233,8 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
         admin: also generate :data:`ADMIN`, which may publish and subscribe everything.
 
     Returns:
-        The users in a stable order: services, the operator, the auditor, approvers, agents
-        (each sorted), then admin.
+        The users in a stable order: services, the operator, the auditor, approvers, agents,
+        tool workers (each sorted), then admin.
 
     Raises:
         DirectoryInvalid: a principal or approver name is not one subject token.
@@ -243,6 +254,7 @@ def nats_users(directory: PrincipalDirectory, *, admin: bool = False) -> tuple[N
         _auditor(),
         *(_approver(name) for name in sorted(directory.approvers)),
         *(_agent(principal) for principal in sorted(directory.principals)),
+        *(_worker(name) for name in sorted(directory.workers)),
     )
     return (*users, _admin()) if admin else users
 
@@ -365,6 +377,7 @@ def _executor(clients: tuple[str, ...]) -> NatsUser:
             Rule(_api("DIRECT.GET", catalog.RESULTS_STREAM, ">"), "result chunks, read back for their agent"),
             *_kv_reads(),
             Rule(Rpc.POLICY_RECHECK, "re-checks a grant with the policy before the effect"),
+            Rule(WorkerSubjects.calls("*"), "signed calls to the tool workers (only the executor)"),
             _reports("executor"),
             *_replies_to(clients),
         ),
@@ -373,6 +386,8 @@ def _executor(clients: tuple[str, ...]) -> NatsUser:
             Rule(Rpc.RECORDS_GET, "each agent's own stored records, read back for it (the last token)"),
             Rule(Rpc.UNCERTAIN_LIST, "the uncertain calls and their resolutions (operators only)"),
             Rule(Rpc.UNCERTAIN_RESOLVE, "an operator-signed resolution of an uncertain call (operators only)"),
+            Rule(WorkerSubjects.ALIVE, "the tool workers' announcements"),
+            Rule(WorkerSubjects.progress("*", "*"), "how far the workers' streaming calls are"),
             Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, recheck answers"),
         ),
     )
@@ -550,6 +565,29 @@ def _agent(principal: str) -> NatsUser:
         ),
         inbox_prefix=private_inbox(user),
         notes=(f'Connect with inbox_prefix=b"{private_inbox(user)}": PubAcks and answers arrive there.',),
+    )
+
+
+def _worker(name: str) -> NatsUser:
+    user = worker_user(name)
+    return NatsUser(
+        name=user,
+        title=f"tool worker {name}: the executor's calls of python:{name} tools in; answers, progress, alive out",
+        publish=(
+            Rule(WorkerSubjects.alive(name), "announces what it serves"),
+            Rule(WorkerSubjects.progress(name, "*"), "how far a streaming call is"),
+            Rule(ACCOUNT_REPLIES, "answers to the executor's calls (mapped into its own account)"),
+        ),
+        subscribe=(
+            Rule(f"{WorkerSubjects.calls(name)} {WorkerSubjects.queue(name)}", "its calls, in its queue group only"),
+            Rule(f"{private_inbox(user)}.>", "its own replies only"),
+        ),
+        inbox_prefix=private_inbox(user),
+        notes=(
+            "Its account exports its calls to the services' account and imports nothing: no stream,",
+            "no KV, no JetStream API, no request or RPC subject reaches it. Every instance connects",
+            f'as this user (the queue group shares the calls), with inbox_prefix=b"{private_inbox(user)}".',
+        ),
     )
 
 

@@ -1,14 +1,16 @@
-"""``effectgate.toml``: one file declaring the MCP servers, tool descriptor dirs, per-tool limits and chat."""
+"""``effectgate.toml``: the MCP servers, tool descriptor dirs, per-tool limits, chat and tool workers."""
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
 
+from effectgate.contracts.tools.adapters import SERVER_NAME
 from effectgate.contracts.tools.descriptors import TOOL_NAME, RateLimit, ToolDescriptor, rate_limit_problem
 from effectgate.shared.config.tables import collect, convert, unknown_keys
 from effectgate.shared.config.toml_file import ConfigInvalid, absolute, read_toml
@@ -24,12 +26,16 @@ __all__ = [
     "ToolLimits",
     "EffectgateConfig",
     "ToolsConfig",
+    "WorkerConfig",
     "apply_limits",
     "load_config",
     "load_servers",
 ]
 
-_SECTIONS = ("mcp", "tools", "chat", "bus")
+_SECTIONS = ("mcp", "tools", "chat", "bus", "workers")
+
+MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+"""A dotted Python module name (what ``python -m`` and ``importlib`` take)."""
 
 CONFIG_ENV = "EFFECTGATE_CONFIG"
 """The environment variable naming ``effectgate.toml`` (``--config`` sets it for the services)."""
@@ -98,6 +104,17 @@ class BusConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     store_high_water: float | None = None
 
 
+class WorkerConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """``[workers.<name>]``: a tool worker ``effectgate up`` runs (``effectgate worker MODULE --name <name>``).
+
+    Attributes:
+        module: the importable module declaring its tools (e.g. ``acme_tools.payments``); the
+            worker process gets ``up``'s own environment, so the module must import there.
+    """
+
+    module: str
+
+
 class McpConfig(msgspec.Struct, frozen=True, kw_only=True):
     """``[mcp]``: the MCP servers.
 
@@ -117,6 +134,7 @@ class EffectgateConfig(msgspec.Struct, frozen=True, kw_only=True):
         tools: the ``[tools]`` table.
         chat: the ``[chat]`` table (all ``None`` when absent).
         bus: the ``[bus]`` table (all ``None`` when absent).
+        workers: worker name to the module it serves (``[workers.<name>]``).
     """
 
     path: Path | None = None
@@ -124,6 +142,7 @@ class EffectgateConfig(msgspec.Struct, frozen=True, kw_only=True):
     tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
     chat: ChatConfig = msgspec.field(default_factory=ChatConfig)
     bus: BusConfig = msgspec.field(default_factory=BusConfig)
+    workers: dict[str, WorkerConfig] = msgspec.field(default_factory=dict)
 
     @property
     def base_dir(self) -> Path:
@@ -161,14 +180,16 @@ def load_config(path: Path | None) -> EffectgateConfig:
     if path is None:
         return EffectgateConfig()
     document = read_toml(path)
-    problems = [f"{problem} (tables: mcp, tools, chat, bus)" for problem in unknown_keys(document, _SECTIONS, "")]
+    problems = [f"{problem} (tables: {', '.join(_SECTIONS)})" for problem in unknown_keys(document, _SECTIONS, "")]
     servers = collect(problems, _servers, document.get("mcp", {}), path.parent)
     tools = collect(problems, _tools, document.get("tools", {}))
     chat = collect(problems, convert, document.get("chat", {}), ChatConfig, "chat")
     bus = collect(problems, convert, document.get("bus", {}), BusConfig, "bus")
-    if problems or servers is None or tools is None or chat is None or bus is None:
+    workers = collect(problems, _workers, document.get("workers", {}))
+    if problems or servers is None or tools is None or chat is None or bus is None or workers is None:
         raise ConfigInvalid([f"{path.name}: {problem}" for problem in problems])
-    return EffectgateConfig(path=absolute(path), mcp=McpConfig(servers=servers), tools=tools, chat=chat, bus=bus)
+    servers_config = McpConfig(servers=servers)
+    return EffectgateConfig(path=absolute(path), mcp=servers_config, tools=tools, chat=chat, bus=bus, workers=workers)
 
 
 def load_servers(path: Path) -> dict[str, McpServerConfig]:
@@ -201,6 +222,23 @@ def _servers(mcp: Any, base_dir: Path) -> dict[str, McpServerConfig]:
         raise ValueError("mcp: expected a table with a servers table")
     found, failed = parse_each(mcp.get("servers", {}), base_dir, "mcp.servers")
     problems = unknown_keys(mcp, ("servers",), "mcp") + failed
+    if problems:
+        raise ConfigInvalid(problems)
+    return found
+
+
+def _workers(table: Any) -> dict[str, WorkerConfig]:
+    if not isinstance(table, dict):
+        raise ValueError("workers: expected a table of worker tables ([workers.<name>] module = ...)")
+    problems: list[str] = []
+    found: dict[str, WorkerConfig] = {}
+    for name, spec in table.items():
+        where = f"workers.{name}"
+        problems += [] if SERVER_NAME.match(name) else [f"{where}: worker name must match {SERVER_NAME.pattern}"]
+        chosen = collect(problems, convert, spec, WorkerConfig, where)
+        if chosen is not None and not MODULE_NAME.match(chosen.module):
+            problems.append(f"{where}.module: must be a dotted module name, got {chosen.module!r}")
+        found.update({name: chosen} if chosen else {})
     if problems:
         raise ConfigInvalid(problems)
     return found

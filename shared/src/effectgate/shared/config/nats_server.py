@@ -79,6 +79,10 @@ HEADER = """\
 #     JS.EFFECTGATE.API.…; stream imports for what it receives); EFFECTGATE exports each
 #     of them to the accounts importing it only (a pull as `response_type: stream`: one
 #     request, several messages). The surface's MCP cancels stay in its own account.
+#     Each tool worker <w> (user worker-<w>) has the account WORKER_<w>, which imports
+#     nothing and exports to EFFECTGATE only its calls (tg.worker.<w>.call.*, a service)
+#     and its announcements and progress (streams); EFFECTGATE imports them for the
+#     executor, the only user there that may publish calls or hear workers;
 #
 # Valid for nats-server 2.9.0 and later (nothing from 2.10+: no auth callout); only the
 # auditor's multi-filter consumer needs 2.10 (on 2.9 it is not created: the auditor reads
@@ -219,7 +223,8 @@ def render_config(accounts: Iterable[NatsAccount], password: PasswordValue) -> s
 
 
 def _account_block(account: NatsAccount, password: PasswordValue) -> str:
-    heading = f"  # === account {account.name}: {_ABOUT.get(account.name, 'its one user and its own subjects')} "
+    about = account.about or _ABOUT.get(account.name, "its one user and its own subjects")
+    heading = f"  # === account {account.name}: {about} "
     lines = [heading.ljust(88, "=").rstrip(), f"  {json.dumps(account.name)}: {{"]
     lines += ["    jetstream: enabled"] * account.jetstream
     users = "\n".join(textwrap.indent(_user_block(user, password(user.name)), "  ") for user in account.users)
@@ -245,7 +250,8 @@ def _crossing(kind: str, entries: list[str]) -> list[str]:
 
 def _import(one: Import) -> str:
     renamed = f", to: {json.dumps(one.to)}" if one.to else ""
-    return f"      {{ {one.kind}: {{ account: {json.dumps(CORE)}, subject: {json.dumps(one.subject)} }}{renamed} }}"
+    source = f"account: {json.dumps(one.account)}, subject: {json.dumps(one.subject)}"
+    return f"      {{ {one.kind}: {{ {source} }}{renamed} }}"
 
 
 def _export(one: Export) -> str:

@@ -42,7 +42,7 @@ SYSTEM_USER = "sys"
 """The system account's one user: pushes account JWTs (``$SYS.REQ.CLAIMS.UPDATE``)."""
 
 Tokens = Mapping[tuple[str, str], str]
-"""An importing account's activation tokens by ``(kind, subject in CORE)``."""
+"""An importing account's activation tokens by ``(kind, subject in the exporting account)``."""
 
 UNLIMITED = {"subs": -1, "data": -1, "payload": -1}
 """No per-connection limit of the JWT's own (the server's ``max_payload`` still applies)."""
@@ -77,14 +77,19 @@ def system_user_claims(subject: str, iat: int) -> Claims:
 
 
 def account_claims(
-    account: NatsAccount, subject: str, core: str, iat: int, tokens: Tokens, revocations: Mapping[str, int]
+    account: NatsAccount,
+    subject: str,
+    accounts: Mapping[str, str],
+    iat: int,
+    tokens: Tokens,
+    revocations: Mapping[str, int],
 ) -> Claims:
-    """The claims of ``account`` (public key ``subject``); its imports come from :data:`CORE` (``core``).
+    """The claims of ``account`` (public key ``subject``); each import names its exporter's public key.
 
     Args:
         account: as :func:`~effectgate.contracts.bus.nats_accounts.nats_accounts` gives it.
         subject: its public key (``A…``).
-        core: :data:`CORE`'s public key.
+        accounts: account name to its public key (the exporters of its imports among them).
         iat: issued at, Unix seconds.
         tokens: its activation tokens, one per import.
         revocations: user public key to the Unix second before which (inclusive) its JWTs are refused.
@@ -95,7 +100,8 @@ def account_claims(
     limits = {**ACCOUNT_LIMITS, **(JETSTREAM if account.jetstream else {})}
     nats: Claims = {"limits": limits, "default_permissions": DENY_ALL}
     nats |= {"exports": [_export(one) for one in account.exports]} if account.exports else {}
-    nats |= {"imports": [_import(one, core, tokens) for one in account.imports]} if account.imports else {}
+    imports = [_import(one, accounts[one.account], tokens) for one in account.imports]
+    nats |= {"imports": imports} if imports else {}
     return _claims(subject, account.name, iat, "account", _revoked(revocations, nats))
 
 
@@ -110,14 +116,14 @@ def _export(one: Export) -> Claims:
     return entry
 
 
-def _import(one: Import, core: str, tokens: Tokens) -> Claims:
-    entry: Claims = {"name": one.subject, "subject": one.subject, "account": core, "type": one.kind}
+def _import(one: Import, exporter: str, tokens: Tokens) -> Claims:
+    entry: Claims = {"name": one.subject, "subject": one.subject, "account": exporter, "type": one.kind}
     entry["token"] = tokens[(one.kind, one.subject)]
     return entry | ({"local_subject": one.to} if one.to else {})
 
 
 def activation_claims(kind: str, subject: str, importer: str, iat: int) -> Claims:
-    """An activation token's claims: :data:`CORE` lets account ``importer`` (its ``sub``) import ``subject``."""
+    """An activation token's claims: the exporter lets account ``importer`` (its ``sub``) import ``subject``."""
     return _claims(importer, subject, iat, "activation", {"subject": subject, "kind": kind})
 
 

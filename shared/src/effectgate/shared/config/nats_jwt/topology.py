@@ -2,7 +2,8 @@
 
 Pure (signing is computation; no file, no clock: ``iat`` is given). The operator signs every
 account (``nsc``'s default without signing keys) and itself; each account signs its users;
-:data:`~effectgate.contracts.bus.nats_accounts.CORE` signs the activation tokens of its exports.
+an exporting account (:data:`~effectgate.contracts.bus.nats_accounts.CORE`, a tool worker's) signs
+the activation tokens of its exports.
 A revocation is an entry ``<user public key>: <Unix second>`` in its account's ``revocations``:
 the server refuses, and disconnects, every connection whose user JWT was issued at or before it
 (nats-server ``isRevoked``).
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from effectgate.contracts.bus.nats_accounts import CORE, NatsAccount
+from effectgate.contracts.bus.nats_accounts import NatsAccount
 from effectgate.shared.config.nats_jwt.claims import (
     SYSTEM_ACCOUNT,
     SYSTEM_USER,
@@ -81,17 +82,17 @@ def sign_all(
     operator = sign(operator_claims(OPERATOR_NAME, public_key(keys.operator), system, iat), keys.operator)
     claims = {SYSTEM_ACCOUNT: system_account_claims(system, iat, revocations.get(SYSTEM_ACCOUNT, {}))}
     for account in accounts:
-        tokens = _tokens(account, pub[account.name], keys.accounts[CORE], iat)
+        tokens = _tokens(account, pub[account.name], keys.accounts, iat)
         kept = revocations.get(account.name, {})
-        claims[account.name] = account_claims(account, pub[account.name], pub[CORE], iat, tokens, kept)
+        claims[account.name] = account_claims(account, pub[account.name], pub, iat, tokens, kept)
     signed = {name: sign(one, keys.operator) for name, one in claims.items()}
     return Signed(operator, signed, _users(accounts, keys, iat))
 
 
-def _tokens(account: NatsAccount, importer: str, core: bytes, iat: int) -> dict[tuple[str, str], str]:
-    """An activation token per import of ``account`` (public key ``importer``), signed by CORE."""
+def _tokens(account: NatsAccount, importer: str, seeds: Mapping[str, bytes], iat: int) -> dict[tuple[str, str], str]:
+    """An activation token per import of ``account`` (public key ``importer``), signed by its exporting account."""
     return {
-        (one.kind, one.subject): sign(activation_claims(one.kind, one.subject, importer, iat), core)
+        (one.kind, one.subject): sign(activation_claims(one.kind, one.subject, importer, iat), seeds[one.account])
         for one in account.imports
     }
 
