@@ -16,6 +16,7 @@ from effectgate.contracts.integrity.signing import sign_event
 from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
 from effectgate.contracts.tools.contents import ContentState
 from effectgate.contracts.tools.descriptors import ToolDescriptor, descriptor_digest
+from effectgate.contracts.tools.hosting import CallContext
 from effectgate.contracts.vocabulary import Outcome, Verdict
 from effectgate.executor.adapters.contents import ContentReader
 from effectgate.executor.adapters.file_system import FileSystemTool
@@ -201,13 +202,21 @@ class ScriptedTool:
 
     def __init__(self, behave: Callable[[dict[str, Any]], Any]) -> None:
         self.behave, self.calls = behave, 0
+        self.contexts: list[CallContext | None] = []
 
     async def call(
-        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Guard | None = None
+        self,
+        descriptor: ToolDescriptor,
+        operation: str,
+        arguments: dict[str, Any],
+        guard: Guard | None = None,
+        *,
+        context: CallContext | None = None,
     ) -> Any:
         if guard is not None:
             guard()  # as an adapter does, right before the effect
         self.calls += 1
+        self.contexts.append(context)
         result = self.behave(arguments)
         if hasattr(result, "__await__"):
             return await result

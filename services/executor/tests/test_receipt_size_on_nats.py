@@ -77,7 +77,7 @@ class _Tool:
         self.calls = 0
 
     async def call(
-        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Any = None
+        self, descriptor: ToolDescriptor, operation: str, arguments: dict[str, Any], guard: Any = None, **_: Any
     ) -> Any:
         self.calls += 1
         return self.behave(arguments)
