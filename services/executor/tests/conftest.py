@@ -250,3 +250,9 @@ def scripted(repo_root: Path) -> Callable[..., tuple[Harness, ScriptedTool]]:
         return Harness(_file_system(repo_root), tool, **timing), tool
 
     return make
+
+
+@pytest.fixture
+def harness_of() -> Callable[[ToolDescriptor, ToolHost], Harness]:
+    """``harness_of(descriptor, tools)``: an executor calling ``descriptor``'s tool on ``tools``."""
+    return Harness
