@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Rpc, Subjects
 from effectgate.contracts.directory import DirectoryInvalid, PrincipalDirectory
+from effectgate.contracts.tools.hosting import WorkerSubjects
 
 __all__ = [
     "ACCOUNT_REPLIES",
@@ -350,7 +351,9 @@ def _executor(agents: tuple[str, ...]) -> NatsUser:
         publish=(
             Rule(Subjects.RECEIPTS, "only the executor issues receipts"),
             Rule(Subjects.CLAIMS, "durable claims of writes"),
-            Rule(Subjects.TOOL_STATES, "ToolStateChanged: its MCP servers' states (only the executor)"),
+            Rule(Subjects.TOOL_STATES, "ToolStateChanged: MCP servers' and Python tools' states (only the executor)"),
+            Rule(WorkerSubjects.calls("*"), "signed calls of Python tools to their workers (only the executor)"),
+            Rule(Subjects.PROGRESS, "a streaming call's progress, relayed to its agent (only the executor)"),
             *(Rule(subject, f"result chunks ({catalog.RESULTS_STREAM})") for subject in catalog.RESULTS_SUBJECTS),
             *_consumer(catalog.EXECUTOR_DECISIONS),
             *_consumer(catalog.EXECUTOR_APPROVALS),
@@ -366,7 +369,9 @@ def _executor(agents: tuple[str, ...]) -> NatsUser:
         subscribe=(
             Rule(Rpc.EXECUTOR_CONTENTS, "what a call's file references name (only the executor sees the files)"),
             Rule(Rpc.RECORDS_GET, "each agent's own stored records, read back for it (the last token)"),
-            Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, recheck answers"),
+            Rule(WorkerSubjects.ALIVE, "tool workers' announcements: Python tools' states"),
+            Rule(WorkerSubjects.progress("*", "*"), "streaming calls' progress from their workers"),
+            Rule(SERVICE_INBOXES, "JetStream API answers, PubAcks, recheck answers, workers' answers"),
         ),
     )
 
