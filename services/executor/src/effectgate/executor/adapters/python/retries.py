@@ -7,8 +7,7 @@ called once, whatever retry policy it declares; a refusal is never retried.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from effectgate.contracts.errors import EffectgateError
 from effectgate.contracts.tools.descriptors import OperationSpec, RetryPolicy
 from effectgate.contracts.vocabulary import SideEffectClass
 from effectgate.executor.errors import ExecutorError
@@ -16,9 +15,10 @@ from effectgate.executor.errors import ExecutorError
 __all__ = ["Transient", "backoff_s", "retry_policy", "retries"]
 
 
-@dataclass
-class Transient(Exception):
+class Transient(EffectgateError):
     """An attempt that did not do its effect, or may not have: the retry loop decides what follows.
+
+    Never leaves the Python tool host (which raises ``error`` in its place).
 
     Attributes:
         code: the fault's code, matched against the policy's ``on``.
@@ -26,9 +26,9 @@ class Transient(Exception):
         unknown: whether the attempt may have done its effect (no answer, an unreadable answer).
     """
 
-    code: str
-    error: ExecutorError
-    unknown: bool = False
+    def __init__(self, code: str, error: ExecutorError, unknown: bool = False) -> None:
+        super().__init__(code, error.reason)
+        self.code, self.error, self.unknown = code, error, unknown
 
 
 def retry_policy(spec: OperationSpec) -> RetryPolicy | None:
