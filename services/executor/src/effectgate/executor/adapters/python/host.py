@@ -34,7 +34,7 @@ from effectgate.executor.adapters.python.progress import ProgressRelay
 from effectgate.executor.adapters.python.retries import Transient, backoff_s, retries, retry_policy
 from effectgate.executor.adapters.python.serial import LEASE_MARGIN_S, Serializer, lock_key
 from effectgate.executor.effects.binding import Guard
-from effectgate.executor.errors import ExecutorError, ToolRefused
+from effectgate.executor.errors import ExecutorError, ToolFailed, ToolRefused
 
 __all__ = ["PythonToolHost"]
 
@@ -149,6 +149,8 @@ class PythonToolHost:
             progress=progress,
         )
         payload = msgspec.json.encode(sign_event(message, self._key))
+        if budget_s <= 0:  # the lock's wait took the whole deadline
+            raise ToolFailed("tool_timeout", f"{call.where}: its deadline passed before it was sent; nothing was sent")
         if call.guard is not None:
             await asyncio.to_thread(call.guard)  # the files as the approval bound them, checked last
         async with self._relayed(progress, call_id, call.context):
