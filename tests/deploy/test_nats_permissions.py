@@ -663,6 +663,33 @@ async def test_only_the_audit_raises_alarms_and_only_approvers_watch_them(
 
 
 @pytest.mark.parametrize("user", USERS)
+async def test_only_the_executor_calls_python_tools_and_relays_their_progress(
+    conns: dict[str, Conn], user: str, ns: str
+) -> None:
+    """Workers are sent calls by the executor alone, and only it speaks on an agent's progress subject."""
+    conn = conns[user]
+    subjects = (WorkerSubjects.call(ns, "bank"), Subjects.progress("demo-agent", ns))
+    for subject in subjects:
+        await conn.nc.publish(subject, b"{}")
+    await conn.nc.flush()
+    for subject in subjects:
+        assert await reported(conn, "publish", subject, WAIT_S if user != "executor" else 0.5) is (user != "executor")
+
+
+@pytest.mark.parametrize("user", USERS)
+async def test_only_the_executor_hears_workers_announcements_and_progress(conns: dict[str, Conn], user: str) -> None:
+    conn = conns[user]
+    patterns = (WorkerSubjects.ALIVE, WorkerSubjects.progress("*", "*"))
+    subscriptions = [await conn.nc.subscribe(pattern) for pattern in patterns]
+    await conn.nc.flush()
+    for pattern in patterns:
+        expected = user != "executor"
+        assert await reported(conn, "subscription", pattern, WAIT_S if expected else 0.5) is expected
+    for subscription in subscriptions:
+        await subscription.unsubscribe()
+
+
+@pytest.mark.parametrize("user", USERS)
 async def test_only_the_executor_publishes_progress_and_only_its_agent_hears_it(
     conns: dict[str, Conn], user: str, ns: str
 ) -> None:

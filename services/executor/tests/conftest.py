@@ -16,6 +16,7 @@ from effectgate.contracts.integrity.signing import sign_event
 from effectgate.contracts.rpc.recheck import RecheckAnswer, RecheckQuery
 from effectgate.contracts.tools.contents import ContentState
 from effectgate.contracts.tools.descriptors import ToolDescriptor, descriptor_digest
+from effectgate.contracts.tools.hosting import CallContext
 from effectgate.contracts.vocabulary import Outcome, Verdict
 from effectgate.executor.adapters.contents import ContentReader
 from effectgate.executor.adapters.file_system import FileSystemTool
@@ -201,6 +202,7 @@ class ScriptedTool:
 
     def __init__(self, behave: Callable[[dict[str, Any]], Any]) -> None:
         self.behave, self.calls = behave, 0
+        self.contexts: list[CallContext | None] = []
 
     async def call(
         self,
@@ -209,11 +211,12 @@ class ScriptedTool:
         arguments: dict[str, Any],
         guard: Guard | None = None,
         *,
-        context: Any = None,
+        context: CallContext | None = None,
     ) -> Any:
         if guard is not None:
             guard()  # as an adapter does, right before the effect
         self.calls += 1
+        self.contexts.append(context)
         result = self.behave(arguments)
         if hasattr(result, "__await__"):
             return await result
@@ -247,3 +250,9 @@ def scripted(repo_root: Path) -> Callable[..., tuple[Harness, ScriptedTool]]:
         return Harness(_file_system(repo_root), tool, **timing), tool
 
     return make
+
+
+@pytest.fixture
+def harness_of() -> Callable[[ToolDescriptor, ToolHost], Harness]:
+    """``harness_of(descriptor, tools)``: an executor calling ``descriptor``'s tool on ``tools``."""
+    return Harness

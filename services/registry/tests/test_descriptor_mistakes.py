@@ -51,7 +51,9 @@ def renamed(table: dict[str, Any], key: str) -> dict[str, Any]:
 def with_every_key(table: dict[str, Any], kind: type[msgspec.Struct]) -> dict[str, Any]:
     """``table`` with every field of ``kind`` it lacks set to a value of the right type."""
     filler = {"description": "d", "rate_limit": {"calls": 1, "period_s": 1}, "open_world": False, "cost": 1}
-    filler |= {"destination": "/url", "amount": "/amount", "timeout_s": 5}
+    filler |= {"destination": "/url", "amount": "/amount", "timeout_s": 5, "secrets": ["TOKEN"]}
+    filler |= {"concurrency_safe": True, "serialize_by": "/path", "retry": {"attempts": 1}, "streaming": False}
+    filler |= {"idempotent_at_target": False, "reconcile": "read"}
     return table | {
         name: filler[name] for name in (f.encode_name for f in msgspec.structs.fields(kind)) if name not in table
     }

@@ -160,5 +160,5 @@ async def test_a_descriptor_file_the_registry_refuses_is_logged_and_the_others_a
     logged = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
     assert logged == [
         f"not published: {tmp_path / 'bad.json'}: invalid_adapter: adapter: 'python:mod.fn' is no adapter "
-        "the executor has (it has 'file_system' or 'mcp:<server>')"
+        "the executor has (it has 'file_system' or 'mcp:<server>' or 'python:<worker>')"
     ]

@@ -437,14 +437,14 @@ class ToolPublished(Event, frozen=True, kw_only=True, tag="tool.published"):
 
 
 class ToolStateChanged(Event, frozen=True, kw_only=True, tag="tool.state.changed"):
-    """An MCP server's tools changed state (:mod:`effectgate.contracts.tools.tool_states`).
+    """A tool's state changed: its MCP server's, or its tool workers' (:mod:`effectgate.contracts.tools.tool_states`).
 
     Published by the executor on ``tg.tool.state.<tool>`` (only the executor may, by NATS
     permissions; like :class:`ToolPublished` it is not signed); the registry records it.
 
     Attributes:
-        tool: the tool descriptor's name (``mcp_<server>``).
-        server: the MCP server's configured name.
+        tool: the tool descriptor's name (``mcp_<server>``, or a ``python:<worker>`` tool's name).
+        server: the MCP server's configured name, or the worker's name.
         state: its new state.
     """
 

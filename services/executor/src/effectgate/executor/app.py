@@ -19,6 +19,10 @@ from effectgate.contracts.integrity.sealing import load_sealing_private_key
 from effectgate.executor.adapters.contents import ContentReader, content_roots
 from effectgate.executor.adapters.file_system import FileSystemTool
 from effectgate.executor.adapters.mcp.state_announcer import StateAnnouncer
+from effectgate.executor.adapters.python.host import PythonToolHost
+from effectgate.executor.adapters.python.liveness import WorkerLiveness
+from effectgate.executor.adapters.python.progress import ProgressRelay
+from effectgate.executor.adapters.python.serial import Serializer
 from effectgate.executor.adapters.redis_idempotency import RedisIdempotencyStore
 from effectgate.executor.adapters.stream import StreamBus
 from effectgate.executor.adapters.tool_host import LocalToolHost
@@ -166,7 +170,8 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     mcp = _mcp(settings, servers, announcer) if settings.mcp_servers_file else None
     timing, instance = _timing(settings), uuid.uuid4().hex[:12]
     lease = Lease(valid_s=LEASE_VALID_S)
-    tools = LocalToolHost(FileSystemTool(settings.sandbox_root, may_write=lease.held), mcp)
+    file_system = FileSystemTool(settings.sandbox_root, may_write=lease.held)
+    liveness = WorkerLiveness()
     file_roots = {name: config.file_root for name, config in servers.items()}
     contents = ContentReader(content_roots(settings.sandbox_root, file_roots))
     reporter = SecurityReporter("executor")
@@ -182,8 +187,12 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
     async def build(js: JetStreamContext) -> None:
         if mcp is not None:  # the servers start now and are kept warm; calls are taken before they are all ready
             mcp.launch()
-        bus = ScrubbingBus(StreamBus(broker.connection, js, receipts_key), redactor)
-        store = RedisIdempotencyStore(redis_client(settings))
+        nc = broker.connection
+        bus = ScrubbingBus(StreamBus(nc, js, receipts_key), redactor)
+        redis = redis_client(settings)
+        store = RedisIdempotencyStore(redis)
+        relay = ProgressRelay(nc, scrub=redactor.text)
+        tools = LocalToolHost(file_system, mcp, PythonToolHost(nc, receipts_key, Serializer(redis), progress=relay))
         runner = Runner(
             tools, bus, clock, settings.inline_result_bytes, settings.max_result_bytes, unsealer, contents=contents
         )
@@ -208,6 +217,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         await upkeep.start()
         upkept.set(upkeep)
         announcer.start(js)
+        await liveness.start(nc, js, descriptors)
         reporter_of_contents = ContentReporter(descriptors, contents, receipts_key, clock)
         public = receipts_key.public_key()
         reconciler = Reconciler(tools, bus, descriptors, public, clock, unsealer, _backoff(settings))
@@ -229,7 +239,7 @@ def create_app(settings: ExecutorSettings | None = None) -> FastStream:
         await upkept().stop()
 
     redis_ready = RedisReachable(redis_client(settings))
-    closers = [stop_upkeep, *([mcp.aclose] if mcp else []), announcer.stop, redis_ready.aclose]
+    closers = [stop_upkeep, *([mcp.aclose] if mcp else []), announcer.stop, liveness.stop, redis_ready.aclose]
     lifecycle = Lifecycle(
         consumers(cell),
         grace_s=settings.shutdown_grace_s,

@@ -23,6 +23,7 @@ __all__ = [
     "Claim",
     "ClaimState",
     "Step",
+    "clipped",
     "effect_id",
     "never_ran",
     "next_step",
@@ -248,3 +249,20 @@ def never_ran(decision: DecisionMade, grant: ApprovalGranted | None) -> tuple[Ou
     if decision.verdict is Verdict.NEEDS_APPROVAL and grant is None:
         return Outcome.DENIED, "approval_not_answered", "the approval was never answered in time: nothing ran"
     return Outcome.FAILED, "not_executed", "the request outlived its deadlines before it could run: nothing ran"
+
+
+_REASON_CHARS = 300
+"""Longest text copied from a tool (a server, a worker) into a reason."""
+
+
+def clipped(text: str) -> str:
+    """``text`` clipped to :data:`_REASON_CHARS` at its last whitespace, never inside a token.
+
+    A token cut in half could escape the detectors that recognise it whole (a URL's
+    password without its ``@``): the cut drops the partial token instead.
+    """
+    if len(text) <= _REASON_CHARS:
+        return text
+    head = text[: _REASON_CHARS - 1]
+    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
+    return head[:cut].rstrip() + "…" if cut > 0 else "…"

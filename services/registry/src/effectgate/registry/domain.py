@@ -27,6 +27,7 @@ from effectgate.contracts.tools.descriptors import (
     rate_limit_problem,
 )
 from effectgate.contracts.tools.file_references import file_places
+from effectgate.contracts.tools.operation_checks import operation_problem, secrets_problem
 from effectgate.contracts.tools.references import reference_problem
 from effectgate.contracts.tools.schemas import SchemaError, check_schema
 from effectgate.contracts.tools.secret_arguments import secret_arguments
@@ -148,9 +149,12 @@ def validate_descriptor(descriptor: ToolDescriptor, mcp_servers: Collection[str]
         PublishRefused: ``invalid_name``, ``invalid_version``, ``invalid_limits``,
             ``invalid_adapter`` (no adapter the executor has:
             :mod:`effectgate.contracts.tools.adapters`) or ``invalid_pointer`` (a ``destination`` /
-            ``amount`` / ``cost`` that names no declared argument or one of a type it cannot
-            read, or a cost below 0), or ``schema_invalid`` (naming the operation, the
-            schema and, for a reference to anything outside the schema, the keyword's JSON
+            ``amount`` / ``cost`` / ``serialize_by`` that names no declared argument or one of a
+            type it cannot read, or a cost below 0), ``invalid_operation`` (a ``retry`` on a write
+            not idempotent at its target, a ``reconcile`` or ``streaming`` that cannot work:
+            :mod:`effectgate.contracts.tools.operation_checks`), an ``invalid_name`` secret, or
+            ``schema_invalid`` (naming the operation, the schema and, for a reference to
+            anything outside the schema, the keyword's JSON
             Pointer).
     """
     if not TOOL_NAME.match(descriptor.name):
@@ -167,6 +171,16 @@ def validate_descriptor(descriptor: ToolDescriptor, mcp_servers: Collection[str]
         raise PublishRefused(*dangling)
     for name, spec in descriptor.operations.items():
         _check_operation(name, spec)
+    _check_running(descriptor)
+
+
+def _check_running(descriptor: ToolDescriptor) -> None:
+    """Refuse what the operations declare about how they run (:mod:`effectgate.contracts.tools.operation_checks`)."""
+    if problem := secrets_problem(descriptor):
+        raise PublishRefused("invalid_name", problem)
+    for name, spec in descriptor.operations.items():
+        if found := operation_problem(descriptor, name, spec):
+            raise PublishRefused(*found)
 
 
 def _check_operation_names(descriptor: ToolDescriptor) -> None:

@@ -20,6 +20,7 @@ from effectgate.contracts.tools.schemas import first_error
 from effectgate.contracts.vocabulary import Outcome, SideEffectClass
 from effectgate.executor.domain import effect_id, receipt
 from effectgate.executor.effects.binding import ContentGuard, Guard
+from effectgate.executor.effects.calling import Effected, call_context
 from effectgate.executor.effects.unsealing import Opened, Unsealer, redact
 from effectgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from effectgate.executor.ports import ContentReading, Outlet
@@ -42,10 +43,10 @@ class ToolHost(Protocol):
         *,
         context: CallContext | None = None,
     ) -> Any:
-        """Return the operation's result; raise :class:`ExecutorError` subclasses on failure.
+        """Return the operation's result (or an :class:`Effected`); raise :class:`ExecutorError` subclasses on failure.
 
         ``guard``, when given, is called right before the effect; what it raises ends the call.
-        ``context``: who asks, as the executor vouches for it (an adapter that takes none ignores it).
+        ``context`` is who the call runs for, as the executor vouches (:func:`call_context`).
         """
         ...
 
@@ -102,13 +103,19 @@ class Runner:
         guard = None
         if grant is not None:
             guard = ContentGuard(self.contents, descriptor, bound.operation, bound.arguments, grant.contents)
-        issued = await self._run_opened(decision, descriptor, opened, guard)
+        context = call_context(decision, grant, self.clock(), descriptor.timeout_s)
+        issued = await self._run_opened(decision, descriptor, opened, guard, context)
         return (
             msgspec.structs.replace(issued, reason=redact(issued.reason, opened.secrets)) if opened.secrets else issued
         )
 
     async def _run_opened(
-        self, decision: DecisionMade, descriptor: ToolDescriptor, opened: Opened, guard: Guard | None
+        self,
+        decision: DecisionMade,
+        descriptor: ToolDescriptor,
+        opened: Opened,
+        guard: Guard | None,
+        context: CallContext,
     ) -> ReceiptIssued:
         """Call the tool and turn its answer into the receipt, which says how long the tool ran (``duration_ms``).
 
@@ -118,9 +125,7 @@ class Runner:
         assert decision.request is not None
         started = time.perf_counter()
         try:
-            answer: Any = await self._call(
-                decision.request_id, descriptor, decision.request.operation, opened.arguments, guard
-            )
+            answer: Any = await self._call(context, descriptor, decision.request.operation, opened.arguments, guard)
         except (ToolRefused, ToolFailed, ToolTimeout, ToolOutcomeUnknown, _Aborted) as error:
             answer = error
         elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -145,13 +150,13 @@ class Runner:
 
     async def _call(
         self,
-        request_id: str,
+        context: CallContext,
         descriptor: ToolDescriptor,
         operation: str,
         arguments: dict[str, Any],
         guard: Guard | None,
     ) -> Any:
-        call = asyncio.ensure_future(self._tool(request_id, descriptor, operation, arguments, guard))
+        call = asyncio.ensure_future(self._tool(context, descriptor, operation, arguments, guard))
         stop = asyncio.ensure_future(self._abort.wait())
         try:
             await asyncio.wait({call, stop}, timeout=descriptor.timeout_s, return_when=asyncio.FIRST_COMPLETED)
@@ -170,14 +175,14 @@ class Runner:
 
     async def _tool(
         self,
-        request_id: str,
+        context: CallContext,
         descriptor: ToolDescriptor,
         operation: str,
         arguments: dict[str, Any],
         guard: Guard | None,
     ) -> Any:
-        await failpoint("executor.run", request_id)  # inert unless EFFECTGATE_FAILPOINTS names it
-        return await self.tools.call(descriptor, operation, arguments, guard)
+        await failpoint("executor.run", context.request_id)  # inert unless EFFECTGATE_FAILPOINTS names it
+        return await self.tools.call(descriptor, operation, arguments, guard, context=context)
 
     async def _finished(
         self,
@@ -188,6 +193,8 @@ class Runner:
     ) -> ReceiptIssued:
         assert decision.request is not None
         spec = descriptor.operations[decision.request.operation]
+        target = {"target_effect_id": result.target_effect_id} if isinstance(result, Effected) else {}
+        result = result.result if isinstance(result, Effected) else result
         if problem := unrepresentable(result):
             return self._unknown(decision, spec.side_effect_class, "output_unrepresentable", f"output at {problem}")
         if problem := first_error(spec.output_schema, result):
@@ -196,25 +203,25 @@ class Runner:
             result = await asyncio.to_thread(redact, result, secrets)
         clean, redactions = await self.bus.scrub_result(result)  # off the event loop when large
         data = msgspec.json.encode(clean)
-        fields: dict[str, Any] = {"result": clean, "redactions": redactions}
+        fields: dict[str, Any] = {"result": clean, "redactions": redactions, **target}
         if len(data) > self.max_result_bytes:
             why = f"its result is {len(data)} bytes, over the limit of {self.max_result_bytes}"
-            return self._not_kept(decision, spec.side_effect_class, why)
+            return self._not_kept(decision, spec.side_effect_class, why, **target)
         if len(data) > self.inline_result_bytes:
             try:
                 ref = await self.bus.store_result(decision.principal, decision.request_id, data)
             except Exception:  # the tool ran: its receipt must still say so
                 log.exception("%s: the result could not be stored", decision.request_id)
-                return self._not_kept(decision, spec.side_effect_class, "it could not be stored")
-            fields = {"result_ref": ref, "redactions": redactions}
+                return self._not_kept(decision, spec.side_effect_class, "it could not be stored", **target)
+            fields = {"result_ref": ref, "redactions": redactions, **target}
         return self._ended(decision, Outcome.SUCCEEDED, "ok", "the tool ran", **fields)
 
-    def _not_kept(self, decision: DecisionMade, side_effect: SideEffectClass, why: str) -> ReceiptIssued:
+    def _not_kept(self, decision: DecisionMade, side_effect: SideEffectClass, why: str, **target: str) -> ReceiptIssued:
         """The tool ran but its result is not kept: a read failed, a write succeeded (result withheld)."""
         if side_effect is SideEffectClass.READ_ONLY:
-            return self._ended(decision, Outcome.FAILED, "output_too_large", f"the tool ran; {why}")
+            return self._ended(decision, Outcome.FAILED, "output_too_large", f"the tool ran; {why}", **target)
         reason = f"the tool ran; {why}, so its result was not kept"
-        return self._ended(decision, Outcome.SUCCEEDED, "output_withheld", reason)
+        return self._ended(decision, Outcome.SUCCEEDED, "output_withheld", reason, **target)
 
     def _ended(self, decision: DecisionMade, outcome: Outcome, code: str, reason: str, **fields: Any) -> ReceiptIssued:
         effect = effect_id(decision.principal, decision.idempotency_key or "")

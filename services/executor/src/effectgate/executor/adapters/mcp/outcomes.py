@@ -9,12 +9,10 @@ from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent
 from pydantic import ValidationError
 
 from effectgate.executor.adapters.mcp.connection import Connection
+from effectgate.executor.domain import clipped
 from effectgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolTimeout
 
 __all__ = ["Attempt", "clipped", "result_of"]
-
-_REASON_CHARS = 300
-"""Longest text copied from a server into a reason."""
 
 
 class Attempt:
@@ -80,16 +78,3 @@ def _content(block: Any) -> dict[str, Any]:
 def _name(exc: BaseException) -> str:
     """A secret-free name for an error: its JSON-RPC code or its type."""
     return f"JSON-RPC error {exc.code}" if isinstance(exc, MCPError) else type(exc).__name__
-
-
-def clipped(text: str) -> str:
-    """``text`` clipped to :data:`_REASON_CHARS` at its last whitespace, never inside a token.
-
-    A token cut in half could escape the detectors that recognise it whole (a URL's
-    password without its ``@``): the cut drops the partial token instead.
-    """
-    if len(text) <= _REASON_CHARS:
-        return text
-    head = text[: _REASON_CHARS - 1]
-    cut = max(head.rfind(" "), head.rfind("\n"), head.rfind("\t"))
-    return head[:cut].rstrip() + "…" if cut > 0 else "…"
