@@ -30,6 +30,7 @@ from effectgate.contracts.events import (
     request_hash,
     request_identity,
 )
+from effectgate.contracts.failpoints import failpoint
 from effectgate.contracts.rpc.uncertain import ResolveAnswer, UncertainPage
 from effectgate.contracts.security import SecurityKind
 from effectgate.contracts.vocabulary import Verdict
@@ -44,7 +45,6 @@ from effectgate.executor.service import Executor
 from effectgate.shared.consumer.consumers import Consumer, Delivery
 from effectgate.shared.consumer.worker import Later, Settle, Settlement
 from effectgate.shared.runtime.assembly import Reply, max_payload_of, rpc
-from effectgate.shared.runtime.failpoints import failpoint
 from effectgate.shared.stores.records import record_answer
 
 __all__ = ["ExecutorRuntime", "build_router", "consumers"]

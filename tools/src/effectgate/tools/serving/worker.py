@@ -28,6 +28,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
 from effectgate.contracts.errors import described
+from effectgate.contracts.failpoints import failpoint
 from effectgate.contracts.tools.hosting import (
     ALIVE_INTERVAL_S,
     WorkerAlive,
@@ -160,8 +161,15 @@ class Worker:
         return self._answer(call, "failed", "worker_busy", reason, retryable=True)
 
     async def _run(self, msg: Msg, call: WorkerCall) -> None:
+        """Answer one verified call.
+
+        Fail points ``worker.call`` (before the tool runs) and ``worker.reply`` (after it ran, before
+        the answer goes) let fault tests stop a worker at either side of an effect.
+        """
         try:
+            await failpoint("worker.call", call.context.request_id)
             answer = await self.answering.answer(call, self._progress(call))
+            await failpoint("worker.reply", call.context.request_id)
         except Exception as error:  # the protocol says it never raises; fail closed if it does
             log.exception("call %s of %s: the dispatcher raised", call.call_id, call.tool)
             answer = self._answer(call, "uncertain", "worker_error", f"the worker failed: {described(error)}")

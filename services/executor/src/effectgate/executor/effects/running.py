@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import msgspec
 
 from effectgate.contracts.events import ApprovalGranted, DecisionMade, ReceiptIssued
+from effectgate.contracts.failpoints import failpoint
 from effectgate.contracts.integrity.canonical import unrepresentable
 from effectgate.contracts.tools.descriptors import ToolDescriptor
 from effectgate.contracts.tools.hosting import CallContext
@@ -24,7 +25,6 @@ from effectgate.executor.effects.calling import Effected, call_context
 from effectgate.executor.effects.unsealing import Opened, Unsealer, redact
 from effectgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused, ToolTimeout
 from effectgate.executor.ports import ContentReading, Outlet
-from effectgate.shared.runtime.failpoints import failpoint
 
 __all__ = ["Runner", "ToolHost"]
 

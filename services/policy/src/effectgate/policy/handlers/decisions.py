@@ -14,6 +14,7 @@ from nats.js import JetStreamContext
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Rpc, Subjects
 from effectgate.contracts.events import DecisionMade, decode_untrusted, request_identity
+from effectgate.contracts.failpoints import failpoint
 from effectgate.contracts.integrity.signing import sign_event
 from effectgate.contracts.rpc.recheck import RecheckQuery
 from effectgate.policy.handlers.request_line import note_decision
@@ -24,7 +25,6 @@ from effectgate.policy.service import Envelope, PolicyPorts, fault_denial
 from effectgate.shared.consumer.consumers import Consumer, Delivery
 from effectgate.shared.consumer.worker import Settle, Settlement
 from effectgate.shared.runtime.assembly import rpc
-from effectgate.shared.runtime.failpoints import failpoint
 from effectgate.shared.runtime.metrics import record_stage
 from effectgate.shared.runtime.reporting import SecurityReporter
 from effectgate.shared.stores.stream import publish_once
