@@ -197,6 +197,7 @@ def test_resolving_without_the_operator_key_sends_nothing_and_exits_2(tmp_path: 
         app,
         ["uncertain", "resolve", "r1", "--ran", "--principal", "p", "--key", str(tmp_path / "none.key")]
         + ["--nats-url", "nats://127.0.0.1:1"],
+        env={"COLUMNS": "300"},  # a long temporary path is not folded
     )
     assert printed.exit_code == 2 and "none.key" in printed.output, printed.output
 

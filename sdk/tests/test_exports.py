@@ -31,6 +31,8 @@ EXPORTED = [
     "ToolClient",
     "UnknownTool",
     "ended_as",
+    "resolution_note",
+    "resolved_as",
 ]
 
 RAISES_ENTRY = re.compile(r"^ {4}([\w. /]+?):", re.MULTILINE)

@@ -15,7 +15,7 @@ READ, WRITE = SideEffectClass.READ_ONLY, SideEffectClass.REVERSIBLE_WRITE
 
 @tool(
     name="ledger", version="2.1.0", side_effect=WRITE, risk=RiskTier.MEDIUM, timeout_s=12.0, rate_limit=(10, 60.0),
-    secrets=("ledger_token",), concurrency_safe=False, serialize_by="/account",
+    secrets=("LEDGER_TOKEN",), concurrency_safe=False, serialize_by="/account",
 )  # fmt: skip
 class Ledger:
     """A ledger of accounts.
@@ -28,7 +28,7 @@ class Ledger:
         """Post an amount."""
         return account
 
-    @operation(side_effect=READ, risk=RiskTier.HIGH, rate_limit=(100, 1.0), secrets=("reader_key",))
+    @operation(side_effect=READ, risk=RiskTier.HIGH, rate_limit=(100, 1.0), secrets=("READER_KEY",))
     async def find(self, account: str, amount: int) -> Reconciled:
         """Say whether a posting ran."""
         return ReconcileAnswer(resolution="unknown")
@@ -69,7 +69,7 @@ def test_a_method_narrows_its_class_s_side_effect_and_raises_its_risk() -> None:
 
 
 def test_secrets_are_the_class_s_and_its_methods() -> None:
-    assert Toolbox([Ledger], worker="books").descriptors()[0].secrets == ("ledger_token", "reader_key")
+    assert Toolbox([Ledger], worker="books").descriptors()[0].secrets == ("LEDGER_TOKEN", "READER_KEY")
 
 
 def test_ignored_methods_and_undecorated_ones_are_no_operations() -> None:

@@ -23,10 +23,10 @@ from tools.tests.support import Progress, call_of
 ran: list[str] = []
 
 
-@tool(side_effect=SideEffectClass.REVERSIBLE_WRITE, risk=RiskTier.LOW, secrets=("api_key",))
+@tool(side_effect=SideEffectClass.REVERSIBLE_WRITE, risk=RiskTier.LOW, secrets=("API_KEY",))
 async def leaky(secrets: Secrets, fail: bool = False) -> Effect[dict[str, str]]:
     ran.append("leaky")
-    key = secrets["api_key"]
+    key = secrets["API_KEY"]
     if fail:
         raise RuntimeError(f"the server refused key {key}")
     return Effect({"echo": f"used {key}", key: "as a key"}, effect_id=f"id-{key}")
@@ -49,13 +49,13 @@ async def test_a_missing_secret_refuses_the_call_before_anything_runs() -> None:
     for provider in (EnvironmentSecrets(environ={}), None):
         answer = await Dispatcher(BOX, secrets=provider).answer(call_of(BOX, "leaky"), Progress())
         assert (answer.outcome, answer.reason_code) == ("refused", "secret_unavailable")
-        assert "'api_key'" in answer.reason
+        assert "'API_KEY'" in answer.reason
     assert ran == []
 
 
 async def test_environment_secrets_take_a_prefix_and_the_upper_cased_name() -> None:
     provider = EnvironmentSecrets(prefix="LEDGER_", environ={"LEDGER_API_KEY": "v", "LEDGER_EMPTY": ""})
-    assert (await provider.get("api_key"), await provider.get("empty"), await provider.get("other")) == (
+    assert (await provider.get("API_KEY"), await provider.get("empty"), await provider.get("other")) == (
         "v",
         None,
         None,
@@ -64,23 +64,23 @@ async def test_environment_secrets_take_a_prefix_and_the_upper_cased_name() -> N
 
 async def test_file_secrets_read_one_file_per_name_at_each_call(tmp_path: Path) -> None:
     provider = FileSecrets(tmp_path)
-    assert await provider.get("api_key") is None
-    (tmp_path / "api_key").write_text("first\n")
-    assert await provider.get("api_key") == "first"
-    (tmp_path / "api_key").write_text("second")
-    assert await provider.get("api_key") == "second"
-    assert await provider.get("../api_key") is None
+    assert await provider.get("API_KEY") is None
+    (tmp_path / "API_KEY").write_text("first\n")
+    assert await provider.get("API_KEY") == "first"
+    (tmp_path / "API_KEY").write_text("second")
+    assert await provider.get("API_KEY") == "second"
+    assert await provider.get("../API_KEY") is None
 
 
 async def test_a_file_secret_is_resolved_for_the_call(tmp_path: Path) -> None:
-    (tmp_path / "api_key").write_text(KEY)
+    (tmp_path / "API_KEY").write_text(KEY)
     answer = await Dispatcher(BOX, secrets=FileSecrets(tmp_path)).answer(call_of(BOX, "leaky"), Progress())
     assert answer.outcome == "ok" and KEY not in str(answer.result)
 
 
 def test_the_secrets_parameter_holds_only_declared_names() -> None:
-    secrets = Secrets({"api_key": KEY})
-    assert dict(secrets) == {"api_key": KEY} and KEY not in repr(secrets)
+    secrets = Secrets({"API_KEY": KEY})
+    assert dict(secrets) == {"API_KEY": KEY} and KEY not in repr(secrets)
     with pytest.raises(KeyError):
         secrets["other"]
 

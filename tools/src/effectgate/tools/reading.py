@@ -13,6 +13,7 @@ from typing import Any
 
 from effectgate.contracts.tools.descriptors import OperationSpec, RateLimit, ToolDescriptor
 from effectgate.contracts.tools.hosting import ReconcileAnswer
+from effectgate.contracts.tools.operation_checks import SECRET_NAME
 from effectgate.contracts.vocabulary import SideEffectClass
 from effectgate.tools.declaring import OPERATION, TOOL, OperationOptions, ToolOptions, is_ignored
 from effectgate.tools.errors import DeclarationError
@@ -20,9 +21,8 @@ from effectgate.tools.narrowing import narrowed
 from effectgate.tools.signatures import Parameters, hints_of, parameters_of
 from effectgate.tools.type_schemas import TypeShape, input_schema, output_type, shape_of, with_defs
 
-__all__ = ["SECRET_NAME", "DeclaredOperation", "DeclaredTool", "declared", "is_tool"]
+__all__ = ["DeclaredOperation", "DeclaredTool", "declared", "is_tool"]
 
-SECRET_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}\Z")
 """A secret's name: one environment variable (upper-cased, after a prefix) and one file name."""
 
 

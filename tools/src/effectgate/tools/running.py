@@ -39,9 +39,13 @@ PROGRESS_INTERVAL_S = 0.25
 class SecretUnavailable(Problem):
     """A secret the operation declares has no value: the call is refused before anything runs."""
 
+    code = "secret_unavailable"
+
 
 class DependencyUnavailable(Problem):
     """A dependency's factory failed: the tool did not run."""
+
+    code = "dependency_unavailable"
 
 
 class StreamBroken(Problem):

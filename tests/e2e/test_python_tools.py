@@ -1,0 +1,306 @@
+"""The example ledger's Python tools through the whole system, on real NATS and Redis.
+
+Its descriptors are published with ``effectgate tools publish --from-module`` and its worker runs as
+``worker-ledger`` (``examples/ledger``); agents call it with the SDK and through the MCP surface. Faults:
+the worker killed on either side of a refund's effect (``uncertain``, then reconciled ``ran`` /
+``not_run``), not running (``unavailable``, then served), a report that breaks after three rows, a
+busy ledger (a read retried, a write never), two postings on one account at once (one after the other).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import pytest_asyncio
+from nats.js.errors import NotFoundError
+
+from effectgate.contracts.bus import catalog
+from effectgate.contracts.bus.catalog import Subjects
+from effectgate.contracts.bus.nats_permissions import OPERATOR, worker_user
+from effectgate.contracts.events import ReceiptIssued, UncertainResolved
+from effectgate.devstack.workers import WorkerProcess, worker_alive
+
+from .support import Gate, Paths
+from .surface_support import Surfaces, http_client
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+LEDGER = ROOT / "examples" / "ledger"
+WORKER = "ledger"
+FAILPOINTS = "worker.reply=hang@fp-ran-;worker.call=hang@fp-notrun-"
+"""A refund of a request ``fp-ran-…`` hangs after its effect, one of ``fp-notrun-…`` before it."""
+
+
+def _attributes(principals: str) -> str:
+    agents = [line[len("[principals.") : -1] for line in principals.splitlines() if line.startswith("[principals.")]
+    return "\n".join(f'[agents.{agent}]\nmax_amount = "500.00"\n' for agent in agents)
+
+
+@pytest.fixture(scope="module")
+def ledger_db(e2e_paths: Paths) -> Path:
+    return e2e_paths.state.parent / "ledger.sqlite3"
+
+
+@pytest.fixture(scope="module")
+def stack_env(e2e_paths: Paths) -> dict[str, str]:
+    base = e2e_paths.state.parent
+    principals, attributes = base / "ledger-principals.toml", base / "ledger-attributes.toml"
+    principals.write_text(e2e_paths.principals.read_text() + f"\n[workers.{WORKER}]\n")
+    attributes.write_text(_attributes(e2e_paths.principals.read_text()))
+    return {
+        "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(principals),
+        "EFFECTGATE_APPROVALS_PRINCIPALS_FILE": str(principals),
+        "EFFECTGATE_POLICY_ATTRIBUTES_FILE": str(attributes),
+        "EFFECTGATE_EXECUTOR_RECONCILE_BACKOFF_S": "0.5",
+        "EFFECTGATE_EXECUTOR_RECONCILE_MAX_BACKOFF_S": "2",
+    }
+
+
+def _cli(gate: Gate, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NATS_URL": gate.stack.url_for(OPERATOR), "COLUMNS": "200"}
+    env["EFFECTGATE_STATE_DIR"] = str(gate.paths.state / "no-cli")
+    if prefix := gate.stack.connect_options(OPERATOR).get("inbox_prefix"):
+        env["EFFECTGATE_INBOX_PREFIX"] = prefix.decode()
+    command = [sys.executable, "-m", "effectgate.cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def published(gate: Gate) -> str:
+    key = str(gate.stack.keys_dir("operator") / "operator.key")
+    args = ("tools", "publish", "--from-module", "ledger.tools", "--worker", WORKER, "--app-dir", str(LEDGER))
+    done = _cli(gate, *args, "--key", key)
+    assert done.returncode == 0, done.stderr + done.stdout
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def worker(gate: Gate, published: str, ledger_db: Path) -> Iterator[WorkerProcess]:
+    env = {
+        **gate.stack.nats_env(worker_user(WORKER)),
+        "EFFECTGATE_PUBLIC_KEYS_DIR": str(gate.stack.public_keys),
+        "PYTHONPATH": str(LEDGER),
+        "LEDGER_DB": str(ledger_db),
+        "EFFECTGATE_FAILPOINTS": FAILPOINTS,
+    }
+    process = WorkerProcess("ledger.tools", WORKER, env, gate.paths.state / "logs" / "worker-ledger.log")
+    process.start()
+    yield process
+    process.stop()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def served(gate: Gate, worker: WorkerProcess, ledger_db: Path) -> AsyncIterator[WorkerProcess]:
+    """The worker, announced, with the ledger's orders in place and every tool ``ready``."""
+    await worker_alive(gate.nc, WORKER)
+    with sqlite3.connect(ledger_db) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, customer TEXT NOT NULL, total REAL)")
+        rows = [(f"ORD-{index}", "ada", 100.0) for index in range(1, 9)]
+        db.executemany("INSERT OR REPLACE INTO orders VALUES (?, ?, ?)", rows)
+    for tool in ("refunds", "lookup_order", "export_report", "journal"):
+        await _state(gate, tool, "ready")
+    yield worker
+
+
+async def _state(gate: Gate, tool: str, state: str, timeout_s: float = 30.0) -> None:
+    """Wait until the registry records ``tool`` in ``state``."""
+    bucket = await gate.js.key_value(catalog.TOOLS_BUCKET)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            entry = await bucket.get(f"state.{tool}")
+            if entry.value and msgspec.json.decode(entry.value).get("state") == state:
+                return
+        except Exception:
+            pass
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"{tool} never became {state}")
+
+
+def _refunds(ledger_db: Path) -> list[tuple[str, str, float, str]]:
+    with sqlite3.connect(ledger_db) as db:
+        return list(db.execute("SELECT refund_id, order_id, amount, call_key FROM refunds ORDER BY rowid"))
+
+
+async def _approve_twice(gate: Gate, request_id: str) -> None:
+    pending = await gate.pending(request_id, timeout_s=20.0)
+    for approver in ("dora", "erin"):
+        answered = await gate.decide(approver, pending["approval_id"])
+        assert answered.get("ok"), answered
+
+
+async def _resolution(gate: Gate, principal: str, request_id: str, timeout_s: float = 60.0) -> UncertainResolved:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            stored = await gate.js.get_last_msg(catalog.STREAM, Subjects.resolution(principal, request_id))
+            return msgspec.json.decode(stored.data or b"", type=UncertainResolved)
+        except NotFoundError:
+            await asyncio.sleep(0.3)
+    raise TimeoutError(f"no resolution of {request_id}")
+
+
+async def test_a_read_runs_alone_and_a_refund_runs_once_after_two_approvals_with_its_refund_id(
+    gate: Gate, served: WorkerProcess, ledger_db: Path, new_id: Any
+) -> None:
+    principal = gate.agent()
+    read = await gate.call(principal, "lookup_order", {"order_id": "ORD-1"}, tool="lookup_order")
+    assert (read.outcome, read.result["order_id"]) == ("succeeded", "ORD-1"), read.reason
+    client, key = await gate.client(principal), new_id("refund-")
+    request_id = await client.submit("refunds", "refund", {"order_id": "ORD-1", "amount": 25.0}, idempotency_key=key)
+    await _approve_twice(gate, request_id)
+    issued = await gate.receipt(principal, request_id, timeout_s=30.0)
+    assert issued.outcome == "succeeded", issued.reason
+    mine = [row for row in _refunds(ledger_db) if row[3] == f"{principal}:{key}"]
+    assert len(mine) == 1 and issued.target_effect_id == mine[0][0] == issued.result["refund_id"]
+    again = await gate.call(principal, "refund", {"order_id": "ORD-1", "amount": 25.0}, tool="refunds", key=key)
+    assert (again.outcome, again.replay_outcome) == ("replayed", "succeeded")
+    assert len([row for row in _refunds(ledger_db) if row[3] == f"{principal}:{key}"]) == 1
+
+
+async def test_a_refusal_of_the_tool_is_a_refused_receipt_and_nothing_is_written(
+    gate: Gate, served: WorkerProcess, ledger_db: Path, new_id: Any
+) -> None:
+    principal, key = gate.agent(), new_id("too-much-")
+    client = await gate.client(principal)
+    request_id = await client.submit("refunds", "refund", {"order_id": "ORD-2", "amount": 400.0}, idempotency_key=key)
+    await _approve_twice(gate, request_id)
+    issued = await gate.receipt(principal, request_id, timeout_s=30.0)
+    assert (issued.outcome, issued.reason_code) == ("refused", "refund_exceeds_order"), issued.reason
+    assert not [row for row in _refunds(ledger_db) if row[3] == f"{principal}:{key}"]
+
+
+async def test_a_worker_killed_on_either_side_of_the_effect_leaves_uncertain_calls_the_reconciler_resolves(
+    gate: Gate, served: WorkerProcess, ledger_db: Path, new_id: Any
+) -> None:
+    principal = gate.agent()
+    client = await gate.client(principal)
+    calls = {"ran": (new_id("fp-ran-"), new_id("k-")), "not_run": (new_id("fp-notrun-"), new_id("k-"))}
+    for order, (request_id, key) in zip(("ORD-3", "ORD-4"), calls.values(), strict=True):
+        arguments = {"order_id": order, "amount": 10.0}
+        await client.submit("refunds", "refund", arguments, idempotency_key=key, request_id=request_id)
+        await _approve_twice(gate, request_id)
+    await _until(lambda: any(row[3] == f"{principal}:{calls['ran'][1]}" for row in _refunds(ledger_db)))
+    await asyncio.sleep(1.0)  # both calls are held now: one after its write, one before it
+    served.kill()
+    served.env = {**served.env, "EFFECTGATE_FAILPOINTS": ""}
+    for request_id, _ in calls.values():
+        assert (await gate.receipt(principal, request_id, timeout_s=40.0)).outcome == "uncertain"
+    served.start()
+    await worker_alive(gate.nc, WORKER)
+    for expected, (request_id, key) in calls.items():
+        resolved = await _resolution(gate, principal, request_id)
+        assert (resolved.resolution, resolved.resolved_by) == (expected, "reconciler")
+        rows = [row for row in _refunds(ledger_db) if row[3] == f"{principal}:{key}"]
+        assert len(rows) == (1 if expected == "ran" else 0)
+        assert resolved.effect_id == (rows[0][0] if rows else None)
+        again = await gate.call(principal, "refund", {"order_id": "?", "amount": 1.0}, tool="refunds", key=key)
+        assert (again.replay_outcome, again.resolution) == ("uncertain", expected)
+
+
+async def _until(predicate: Any, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "not reached"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_tool_whose_worker_is_not_running_is_unavailable_then_served_when_it_starts(
+    gate: Gate, served: WorkerProcess
+) -> None:
+    principal = gate.agent()
+    served.stop()
+    await _state(gate, "lookup_order", "unavailable")
+    denied = await gate.call(principal, "lookup_order", {"order_id": "ORD-5"}, tool="lookup_order")
+    assert (denied.outcome, denied.reason_code) == ("denied", "tool_unavailable"), denied.reason
+    served.start()
+    await worker_alive(gate.nc, WORKER)
+    await _state(gate, "lookup_order", "ready")
+    read = await gate.call(principal, "lookup_order", {"order_id": "ORD-5"}, tool="lookup_order")
+    assert read.outcome == "succeeded", read.reason
+
+
+async def test_a_report_that_breaks_after_three_rows_is_one_failed_receipt_with_nothing_partial(
+    gate: Gate, served: WorkerProcess, ledger_db: Path
+) -> None:
+    principal = gate.agent()
+    whole = await gate.call(principal, "export_report", {}, tool="export_report")
+    assert whole.outcome == "succeeded" and [row["order_id"] for row in whole.result][:3] == ["ORD-1", "ORD-2", "ORD-3"]
+    with sqlite3.connect(ledger_db) as db:
+        db.execute("INSERT OR REPLACE INTO orders VALUES ('ORD-35', '', 1.0)")  # sorts fourth: a corrupt row
+    try:
+        broken = await gate.call(principal, "export_report", {}, tool="export_report")
+    finally:
+        with sqlite3.connect(ledger_db) as db:
+            db.execute("DELETE FROM orders WHERE order_id = 'ORD-35'")
+    assert (broken.outcome, broken.reason_code, broken.result) == ("failed", "corrupt_order", None), broken.reason
+
+
+def _hold_lock(ledger_db: Path, hold_s: float, held: threading.Event) -> None:
+    with sqlite3.connect(ledger_db, isolation_level=None) as db:
+        db.execute("BEGIN EXCLUSIVE")
+        held.set()
+        time.sleep(hold_s)
+        db.execute("COMMIT")
+
+
+async def test_a_busy_ledger_read_is_retried_by_its_policy_and_a_write_is_never_retried(
+    gate: Gate, served: WorkerProcess, ledger_db: Path, new_id: Any
+) -> None:
+    principal, key = gate.agent(2), new_id("journal-")
+    held = threading.Event()
+    locker = threading.Thread(target=_hold_lock, args=(ledger_db, 0.5, held))
+    locker.start()
+    held.wait(5)
+    read = await gate.call(principal, "lookup_order", {"order_id": "ORD-6"}, tool="lookup_order")
+    locker.join()
+    assert read.outcome == "succeeded", read.reason  # its first call met the lock; a retry found the ledger free
+    held.clear()
+    locker = threading.Thread(target=_hold_lock, args=(ledger_db, 1.5, held))
+    locker.start()
+    held.wait(5)
+    arguments = {"account": key.lower()[:32], "memo": "busy"}
+    written = await gate.call(principal, "post", arguments, tool="journal", key=key)
+    locker.join()
+    assert (written.outcome, written.reason_code) == ("failed", "ledger_busy"), written.reason
+    await asyncio.sleep(1.0)
+    with sqlite3.connect(ledger_db) as db:
+        assert not list(db.execute("SELECT * FROM journal WHERE memo = 'busy'"))  # not retried once the lock went
+
+
+async def test_two_postings_on_one_account_run_one_after_the_other(
+    gate: Gate, served: WorkerProcess, new_id: Any
+) -> None:
+    principal, account = gate.agent(2), new_id("acct-").lower()[:20]
+    arguments = [{"account": account, "memo": f"m{index}", "hold_s": 1.0} for index in range(2)]
+    posted: list[ReceiptIssued] = await asyncio.gather(
+        *(gate.call(principal, "post", body, tool="journal", key=new_id("post-")) for body in arguments)
+    )
+    assert [receipt.outcome for receipt in posted] == ["succeeded", "succeeded"], [r.reason for r in posted]
+    first, second = sorted((receipt.result for receipt in posted), key=lambda result: result["started"])
+    assert second["started"] >= first["ended"]
+
+
+async def test_an_mcp_client_calls_a_python_tool_through_the_surface(
+    gate: Gate, served: WorkerProcess, surfaces: Surfaces
+) -> None:
+    principal = gate.agent()
+    url = surfaces.start()
+    async with http_client(url, surfaces.token_of(principal), "legacy") as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert "lookup_order__lookup_order" in names and "export_report__export_report" in names
+        result = await client.call_tool("lookup_order__lookup_order", {"order_id": "ORD-7"})
+    assert result.is_error is False and result.structured_content is not None
+    assert result.structured_content["order_id"] == "ORD-7"
