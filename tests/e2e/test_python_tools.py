@@ -188,9 +188,9 @@ async def test_a_worker_killed_on_either_side_of_the_effect_leaves_uncertain_cal
     principal = gate.agent()
     client = await gate.client(principal)
     calls = {"ran": (new_id("fp-ran-"), new_id("k-")), "not_run": (new_id("fp-notrun-"), new_id("k-"))}
-    for order, (request_id, key) in zip(("ORD-3", "ORD-4"), calls.values(), strict=True):
-        arguments = {"order_id": order, "amount": 10.0}
-        await client.submit("refunds", "refund", arguments, idempotency_key=key, request_id=request_id)
+    arguments = {"ran": {"order_id": "ORD-3", "amount": 10.0}, "not_run": {"order_id": "ORD-4", "amount": 10.0}}
+    for expected, (request_id, key) in calls.items():
+        await client.submit("refunds", "refund", arguments[expected], idempotency_key=key, request_id=request_id)
         await _approve_twice(gate, request_id)
     await _until(lambda: any(row[3] == f"{principal}:{calls['ran'][1]}" for row in _refunds(ledger_db)))
     await asyncio.sleep(1.0)  # both calls are held now: one after its write, one before it
@@ -206,7 +206,7 @@ async def test_a_worker_killed_on_either_side_of_the_effect_leaves_uncertain_cal
         rows = [row for row in _refunds(ledger_db) if row[3] == f"{principal}:{key}"]
         assert len(rows) == (1 if expected == "ran" else 0)
         assert resolved.effect_id == (rows[0][0] if rows else None)
-        again = await gate.call(principal, "refund", {"order_id": "?", "amount": 1.0}, tool="refunds", key=key)
+        again = await gate.call(principal, "refund", arguments[expected], tool="refunds", key=key)
         assert (again.replay_outcome, again.resolution) == ("uncertain", expected)
 
 

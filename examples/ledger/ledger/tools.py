@@ -135,7 +135,10 @@ class Journal:
         hold_s: Annotated[float, Field(ge=0, le=5)] = 0.0,
     ) -> Posted:
         """Post a memo on an account (taking ``hold_s`` seconds, as a slow target would)."""
-        entry = await self._ledger.post(account, memo, hold_s)
+        try:
+            entry = await self._ledger.post(account, memo, hold_s)
+        except LedgerError as error:  # one transaction: a locked ledger wrote nothing
+            raise Fault("ledger_busy", str(error), retryable=True) from error
         return Posted(account=entry.account, memo=entry.memo, started=entry.started, ended=entry.ended)
 
 
