@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def ledger_db(e2e_paths: Paths) -> Path:
 def stack_env(e2e_paths: Paths) -> dict[str, str]:
     base = e2e_paths.state.parent
     principals, attributes = base / "ledger-principals.toml", base / "ledger-attributes.toml"
-    principals.write_text(e2e_paths.principals.read_text() + f"\n[workers.{WORKER}]\n")
+    principals.write_text(e2e_paths.principals.read_text() + f"\n[workers.{WORKER}]\n\n[workers.greeter]\n")
     attributes.write_text(_attributes(e2e_paths.principals.read_text()))
     return {
         "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(principals),
@@ -304,3 +305,36 @@ async def test_an_mcp_client_calls_a_python_tool_through_the_surface(
         result = await client.call_tool("lookup_order__lookup_order", {"order_id": "ORD-7"})
     assert result.is_error is False and result.structured_content is not None
     assert result.structured_content["order_id"] == "ORD-7"
+
+
+def _readme_tool() -> str:
+    """The README's Python tool: the first Python block after its marker."""
+    text = (ROOT / "README.md").read_text()
+    after = text.split("<!-- python-tool snippet:", 1)[1]
+    found = re.search(r"```python\n(.*?)```", after, re.S)
+    assert found is not None, "the README has no Python tool"
+    return found.group(1)
+
+
+async def test_the_readme_python_tool_is_published_served_and_called_as_the_readme_says(
+    gate: Gate, served: WorkerProcess, tmp_path: Path
+) -> None:
+    (tmp_path / "greetings.py").write_text(_readme_tool())
+    env = {
+        **gate.stack.nats_env(worker_user("greeter")),
+        "EFFECTGATE_PUBLIC_KEYS_DIR": str(gate.stack.public_keys),
+        "PYTHONPATH": str(tmp_path),
+    }
+    greeter = WorkerProcess("greetings", "greeter", env, gate.paths.state / "logs" / "worker-greeter.log")
+    greeter.start()
+    try:
+        await worker_alive(gate.nc, "greeter")
+        key = str(gate.stack.keys_dir("operator") / "operator.key")
+        args = ("tools", "publish", "--from-module", "greetings", "--worker", "greeter", "--app-dir", str(tmp_path))
+        done = _cli(gate, *args, "--key", key)
+        assert done.returncode == 0 and "greet@1.0.0 published" in done.stdout, done.stderr + done.stdout
+        principal = gate.agent()
+        greeted = await gate.call(principal, "greet", {"name": "Ann"}, tool="greet")
+        assert (greeted.outcome, greeted.result) == ("succeeded", f"Hello, Ann! (asked by {principal})"), greeted.reason
+    finally:
+        greeter.stop()

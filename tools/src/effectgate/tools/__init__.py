@@ -3,6 +3,7 @@
 Reference: ``docs/reference/tools-api.md``.
 """
 
+from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
 from effectgate.tools.context import Context, Effect, Provided, Reconciled, Secrets
 from effectgate.tools.declaring import Retry, ignore, operation, tool
 from effectgate.tools.dependencies import Dependencies
@@ -32,11 +33,13 @@ __all__ = [
     "Reconciled",
     "Refusal",
     "Retry",
+    "RiskTier",
     "Rule",
     "RuleRefused",
     "RuleViolation",
     "Secrets",
     "SecretsProvider",
+    "SideEffectClass",
     "SurfaceWrapper",
     "Toolbox",
     "dispatcher_for_module",
