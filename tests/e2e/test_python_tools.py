@@ -338,3 +338,34 @@ async def test_the_readme_python_tool_is_published_served_and_called_as_the_read
         assert (greeted.outcome, greeted.result) == ("succeeded", f"Hello, Ann! (asked by {principal})"), greeted.reason
     finally:
         greeter.stop()
+
+
+async def test_a_worker_whose_declaration_differs_from_what_was_published_is_refused_and_reported(
+    gate: Gate, served: WorkerProcess, tmp_path: Path
+) -> None:
+    published = tmp_path / "published"
+    changed = tmp_path / "changed"
+    for folder, said in ((published, "Hello"), (changed, "Goodbye")):
+        folder.mkdir()
+        text = _readme_tool().replace("async def greet", "async def farewell").replace('f"Hello', f'f"{said}')
+        (folder / "farewells.py").write_text(text.replace('"""Greet someone', f'"""{said} someone'))
+    key = str(gate.stack.keys_dir("operator") / "operator.key")
+    args = ("tools", "publish", "--from-module", "farewells", "--worker", "greeter", "--app-dir", str(published))
+    assert _cli(gate, *args, "--key", key).returncode == 0
+    env = {
+        **gate.stack.nats_env(worker_user("greeter")),
+        "EFFECTGATE_PUBLIC_KEYS_DIR": str(gate.stack.public_keys),
+        "PYTHONPATH": str(changed),
+    }
+    rogue = WorkerProcess("farewells", "greeter", env, gate.paths.state / "logs" / "worker-greeter-changed.log")
+    rogue.start()
+    try:
+        await worker_alive(gate.nc, "greeter")
+        await _state(gate, "farewell", "unavailable")
+        entry = await (await gate.js.key_value(catalog.TOOLS_BUCKET)).get("state.farewell")
+        reason = msgspec.json.decode(entry.value or b"{}").get("reason", "")
+        assert "declares" in reason and "published" in reason, reason  # both digests named
+        denied = await gate.call(gate.agent(), "farewell", {"name": "Ann"}, tool="farewell")
+        assert (denied.outcome, denied.reason_code) == ("denied", "tool_unavailable"), denied.reason
+    finally:
+        rogue.stop()
