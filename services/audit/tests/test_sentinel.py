@@ -256,6 +256,7 @@ def test_the_table_names_one_key_and_kind_per_signed_subject() -> None:
         ("tg.approval.rejected.*.*", "approvals", "approval_forged"),
         ("tg.approval.voted.*.*", "approvals", "approval_forged"),
         ("tg.receipt.*.*", "receipts", "receipt_forged"),
+        ("tg.resolution.*.*", "receipts", "receipt_forged"),
         ("tg.policy.published", "policy", "policy_forged"),
     ]
 
