@@ -115,10 +115,9 @@ def test_a_tool_is_ready_while_a_live_instance_serves_its_published_digest() -> 
 def test_an_instance_declaring_another_digest_makes_the_tool_unavailable_naming_both() -> None:
     roster, tool = Roster(), _tool()
     roster.heard("payments", _alive("i1", "sha256:other"), 0.0)
-    assert roster.verdict(tool, 1.0) == (
-        "unavailable",
-        f"worker payments declares sha256:other, published {descriptor_digest(tool)}",
-    )
+    state, reason = roster.verdict(tool, 1.0)
+    assert state == "unavailable"
+    assert f"declares bank 1.0.0 sha256:other, published 1.0.0 {descriptor_digest(tool)}: publish" in reason
 
 
 def test_a_stopping_instance_stops_counting_at_once_and_another_worker_s_never_counts() -> None:

@@ -88,7 +88,8 @@ async def test_a_worker_declaring_another_digest_makes_its_tool_unavailable(
     await announce(nc, worker, "sha256:" + "e" * 64)
     changed = await states.next()
     assert changed.state.state == "unavailable"
-    assert changed.state.reason == f"worker {worker} declares sha256:{'e' * 64}, published {published}"
+    said = f"worker {worker} declares {bank(worker).name} 1.0.0 sha256:{'e' * 64}, published 1.0.0 {published}"
+    assert said in changed.state.reason
     await announce(nc, worker, published)  # the instance now serves what the operator published
     assert (await states.next()).state.state == "ready"
 

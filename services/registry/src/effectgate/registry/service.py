@@ -91,7 +91,9 @@ class Registry:
             created = await self.bucket.publish(descriptor)
         except DescriptorConflict:
             raise PublishRefused(
-                "version_immutable", f"{descriptor.name}@{descriptor.version} exists with other content"
+                "version_immutable",
+                f"{descriptor.name}@{descriptor.version} exists with other content: versions are immutable, "
+                "publish the change under a new version",
             ) from None
         except LatestContended as error:
             raise PublishRefused("latest_contended", f"{error}; publish the same descriptor again") from None

@@ -62,7 +62,11 @@ class Roster:
         published = descriptor_digest(descriptor)
         if any(entry.digest == published for entry in served):
             return "ready", f"worker {worker} serves {descriptor.name} {descriptor.version}"
-        return "unavailable", f"worker {worker} declares {served[0].digest}, published {published}"
+        declared = served[0]
+        return "unavailable", (
+            f"worker {worker} declares {declared.tool} {declared.version} {declared.digest}, published "
+            f"{descriptor.version} {published}: publish its declaration, or restart it on the published one"
+        )
 
     def _forget(self, now: float) -> None:
         for key in [key for key, (at, _) in self._heard.items() if now - at > self.ttl_s]:
