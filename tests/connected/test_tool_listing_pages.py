@@ -99,7 +99,7 @@ async def test_an_agent_lists_four_hundred_tools_that_do_not_fit_one_message(nat
 async def test_on_a_64_kib_server_a_tool_too_large_for_a_page_is_looked_up_or_named(
     small_nats: str, repo_root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    tools = [_tool("a_small", 100), _tool("b_page_too_small", 64_000), _tool("c_fits_nothing", 70_000)]
+    tools = [_tool("a_small", 100), _tool("b_page_too_small", 63_800), _tool("c_fits_nothing", 70_000)]
     tools += [_tool(f"d_{i:03d}", 3_000) for i in range(60)]
     async for client in _agent(small_nats, repo_root, tools):
         with caplog.at_level(logging.WARNING, logger="effectgate.sdk"):
