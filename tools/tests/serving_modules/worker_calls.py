@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats.errors
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nats.aio.client import Client
 
@@ -19,6 +21,10 @@ NAME = "payments"
 WAIT_S = scaled(5.0)
 MODULES = Path(__file__).parent
 """The modules a test worker serves (on ``PYTHONPATH`` in a worker process)."""
+
+
+ROUTED_S = 1.0
+"""How long a request is repeated while it meets no responders (a subscription just made), seconds."""
 
 
 def call(tool: str = "echo", call_id: str = "c1", **changes: Any) -> WorkerCall:
@@ -42,5 +48,12 @@ def signed(one: WorkerCall, key: Ed25519PrivateKey) -> bytes:
 async def ask(
     nc: Client, data: bytes, tool: str = "echo", timeout_s: float = WAIT_S, worker: str = NAME
 ) -> WorkerAnswer:
-    reply = await nc.request(S.call(worker, tool), data, timeout=timeout_s)
-    return msgspec.json.decode(reply.data, type=WorkerAnswer)
+    deadline = asyncio.get_running_loop().time() + ROUTED_S
+    while True:  # a worker just started may not be routed to at once: no responders means nothing ran
+        try:
+            reply = await nc.request(S.call(worker, tool), data, timeout=timeout_s)
+            return msgspec.json.decode(reply.data, type=WorkerAnswer)
+        except nats.errors.NoRespondersError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)

@@ -89,12 +89,16 @@ class Worker:
         self._announcing: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Announce, subscribe in the queue group, and go on announcing every ``alive_interval_s``."""
-        await self.announce()
+        """Subscribe in the queue group, then announce, and go on announcing every ``alive_interval_s``.
+
+        The subscription is flushed to the server before the first announcement, so an executor that
+        hears the worker finds it subscribed.
+        """
         subject, queue = WorkerSubjects.calls(self.name), WorkerSubjects.queue(self.name)
         self._subscription = await self.nc.subscribe(subject, queue=queue, cb=self._received)
-        self._announcing = asyncio.create_task(self._keep_announcing())
         await self.nc.flush()
+        await self.announce()
+        self._announcing = asyncio.create_task(self._keep_announcing())
 
     async def stop(self, grace_s: float = 30.0) -> None:
         """Announce ``stopping``, take no more calls, wait ``grace_s`` seconds for the running ones, cancel the rest.
