@@ -29,20 +29,17 @@ from effectgate.contracts.events import decode_untrusted
 from effectgate.contracts.tools.hosting import WorkerAnswer
 from effectgate.contracts.vocabulary import SideEffectClass
 from effectgate.executor.adapters.python.retries import Transient
-from effectgate.executor.domain import clipped
+from effectgate.executor.domain import MAX_EFFECT_ID_CHARS, clipped
 from effectgate.executor.effects.calling import Effected
 from effectgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused
 
-__all__ = ["MAX_EFFECT_ID_CHARS", "REASON_CODE", "answered", "decoded", "no_answer", "no_worker"]
+__all__ = ["REASON_CODE", "answered", "decoded", "no_answer", "no_worker"]
 
 log = logging.getLogger("effectgate.executor")
 
 _answers = msgspec.json.Decoder(WorkerAnswer)
 REASON_CODE: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
 """A reason code a worker's answer may give the receipt (snake_case, at most 64 characters)."""
-
-MAX_EFFECT_ID_CHARS: Final = 256
-"""Longest effect id taken from a worker (a payment id, a commit sha, a URL fit well within it)."""
 
 
 def decoded(data: bytes, call_id: str, where: str) -> WorkerAnswer | None:
