@@ -13,7 +13,9 @@ from effectgate.tools import (
     Dispatcher,
     Effect,
     EnvironmentSecrets,
+    Fault,
     FileSecrets,
+    Refusal,
     Secrets,
     Toolbox,
     tool,
@@ -32,7 +34,13 @@ async def leaky(secrets: Secrets, fail: bool = False) -> Effect[dict[str, str]]:
     return Effect({"echo": f"used {key}", key: "as a key"}, effect_id=f"id-{key}")
 
 
-BOX = Toolbox([leaky], worker="w")
+@tool(side_effect=SideEffectClass.REVERSIBLE_WRITE, risk=RiskTier.LOW, secrets=("API_KEY",))
+async def coded(secrets: Secrets, refuse: bool = False) -> str:
+    key = secrets["API_KEY"]
+    raise Refusal(f"bad_{key}", "refused") if refuse else Fault(key, "failed")
+
+
+BOX = Toolbox([leaky, coded], worker="w")
 KEY = "sk-live-1234"
 
 
@@ -42,6 +50,13 @@ async def test_every_resolved_value_is_scrubbed_from_the_result_the_reason_and_t
     failed = await dispatcher.answer(call_of(BOX, "leaky", fail=True), Progress())
     assert ok.result == {"echo": f"used {REDACTED}", REDACTED: "as a key"} and ok.effect_id == f"id-{REDACTED}"
     assert failed.outcome == "uncertain" and KEY not in failed.reason and REDACTED in failed.reason
+
+
+async def test_a_secret_a_tool_puts_in_its_reason_code_leaves_no_answer() -> None:
+    dispatcher = Dispatcher(BOX, secrets=EnvironmentSecrets(environ={"EFFECTGATE_SECRET_API_KEY": KEY}))
+    for refuse in (False, True):
+        answer = await dispatcher.answer(call_of(BOX, "coded", refuse=refuse), Progress())
+        assert answer.outcome == ("refused" if refuse else "failed") and KEY not in answer.reason_code
 
 
 async def test_a_missing_secret_refuses_the_call_before_anything_runs() -> None:

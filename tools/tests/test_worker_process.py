@@ -71,8 +71,11 @@ async def test_sigterm_announces_stopping_and_exits_0(
         ("no_such_module_here", NAME, "module no_such_module_here cannot be imported"),
         ("worker_no_tools", NAME, "module worker_no_tools declares no tools"),
         ("worker_held_tools", "Bad-Name", "worker name 'Bad-Name' must match"),
+        ("worker_raises_at_import", NAME, "cannot be imported (RuntimeError: no database configured)"),
+        ("worker_exits_at_import", NAME, "cannot be imported (it called sys.exit(0))"),
+        ("../../etc/passwd", NAME, "module ../../etc/passwd cannot be imported (TypeError"),
     ],
-    ids=["not-importable", "no-tools", "bad-name"],
+    ids=["not-importable", "no-tools", "bad-name", "import-raises", "import-exits", "a-path"],
 )
 def test_bad_input_is_one_line_and_exit_code_2(
     server: ServerProcess, keys: Path, module: str, name: str, said: str

@@ -356,3 +356,22 @@ async def _listed(stack: Stack) -> list[UncertainCall]:
         if (after := page.next) is None:
             return [c for c in calls if c.principal == stack.principal]
     raise AssertionError("the listing did not end")
+
+
+async def test_a_reconcile_answer_too_large_for_the_bus_still_resolves_the_call(stack: Stack) -> None:
+    """The note and effect id come from the tool: bounded before they go into the resolution."""
+    stack.host.answers = [{"resolution": "ran", "effect_id": "e" * 100_000, "note": "found " * 400_000}]
+    await stack.run("r1")
+    await stack.reconciling()
+    [resolved] = await stack.resolved("r1")
+    assert (resolved.resolution, resolved.effect_id) == ("ran", None) and 0 < len(resolved.note) <= 2_000
+
+
+async def test_an_unknowing_reconcile_answer_too_large_for_the_bus_still_leaves_the_call_to_the_operator(
+    stack: Stack,
+) -> None:
+    stack.host.answers = [{"resolution": "unknown", "note": "maybe " * 400_000}]
+    await stack.run("r1")
+    await stack.reconciling()
+    [resolved] = await stack.resolved("r1")
+    assert resolved.resolution == "unknown" and "left to the operator" in resolved.note and len(resolved.note) < 2_000

@@ -12,7 +12,7 @@ from effectgate.contracts.tools.hosting import ServedTool, WorkerAlive, WorkerAn
 from effectgate.contracts.vocabulary import RiskTier, SideEffectClass
 from effectgate.executor.adapters.python.answers import answered, decoded, no_answer, no_worker
 from effectgate.executor.adapters.python.retries import Transient, backoff_s, retries, retry_policy
-from effectgate.executor.adapters.python.roster import Roster
+from effectgate.executor.adapters.python.roster import MAX_INSTANCES, Roster
 from effectgate.executor.adapters.python.serial import lock_key
 from effectgate.executor.effects.calling import Effected
 from effectgate.executor.errors import ToolFailed, ToolOutcomeUnknown, ToolRefused
@@ -128,3 +128,15 @@ def test_a_stopping_instance_stops_counting_at_once_and_another_worker_s_never_c
     roster.heard("other", _alive("i2", digest, worker="other"), 0.1)
     assert roster.verdict(tool, 0.2)[0] == "unavailable"
     assert roster.verdict(msgspec.structs.replace(tool, adapter="file_system"), 0.2) is None
+
+
+def test_a_flood_of_instances_counts_only_the_first_of_each_worker_until_they_lapse() -> None:
+    """One worker's credentials announcing ever new instances cannot grow what the executor judges."""
+    roster, tool = Roster(ttl_s=6.0), _tool()
+    digest = descriptor_digest(tool)
+    for n in range(MAX_INSTANCES * 10):
+        roster.heard("payments", _alive(f"fake-{n}", "sha256:other"), 0.0)
+    assert not roster.heard("payments", _alive("real", digest), 1.0)
+    assert len(roster.served("payments", "bank", 1.0)) == MAX_INSTANCES
+    assert roster.heard("refunds", _alive("r1", digest, worker="refunds"), 1.0)  # another worker is not held up
+    assert roster.heard("payments", _alive("real", digest), 6.5) and roster.verdict(tool, 6.5)[0] == "ready"

@@ -188,8 +188,12 @@ def _reconciles(tool: DeclaredTool, operation: DeclaredOperation) -> bool:
 
 
 def _scrubbed(answer: WorkerAnswer, values: Any) -> WorkerAnswer:
-    """``answer`` with every resolved secret value replaced by ``[REDACTED]`` in its result, reason and effect id."""
+    """``answer`` with each resolved secret value replaced by ``[REDACTED]`` in result, reason, code and effect id."""
     scrub = scrubber(values)
     return msgspec.structs.replace(
-        answer, result=scrub(answer.result), reason=scrub(answer.reason), effect_id=scrub(answer.effect_id)
+        answer,
+        result=scrub(answer.result),
+        reason=scrub(answer.reason),
+        reason_code=scrub(answer.reason_code),
+        effect_id=scrub(answer.effect_id),
     )

@@ -15,13 +15,34 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from effectgate.contracts.errors import Problem, described
 from effectgate.tools.dependencies import Dependencies
 from effectgate.tools.dispatcher import Dispatcher
 from effectgate.tools.errors import DeclarationError
 from effectgate.tools.secrets import EnvironmentSecrets
 from effectgate.tools.toolbox import Toolbox
 
-__all__ = ["dispatcher_for_module", "toolbox_for_module"]
+__all__ = ["ModuleUnimportable", "dispatcher_for_module", "imported", "toolbox_for_module"]
+
+
+class ModuleUnimportable(Problem):
+    """A module of tools that cannot be imported: not found, or its import raised or exited (one line)."""
+
+
+def imported(module: str) -> ModuleType:
+    """The module named ``module``, imported.
+
+    Raises:
+        ModuleUnimportable: ``<module> cannot be imported (<why>)``, whatever its import raised,
+            ``sys.exit()`` included (an entry point must refuse it, never exit as if it had run).
+    """
+    try:
+        return importlib.import_module(module)
+    except SystemExit as exiting:
+        why = f"it called sys.exit({exiting.code!r})"
+    except Exception as error:
+        why = f"{type(error).__name__}: {' '.join(described(error).split())}"
+    raise ModuleUnimportable(f"{module} cannot be imported ({why})")
 
 
 def toolbox_for_module(module: str | ModuleType, worker: str) -> Toolbox:

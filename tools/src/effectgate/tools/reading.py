@@ -19,7 +19,7 @@ from effectgate.tools.declaring import OPERATION, TOOL, OperationOptions, ToolOp
 from effectgate.tools.errors import DeclarationError
 from effectgate.tools.narrowing import narrowed
 from effectgate.tools.signatures import Parameters, hints_of, parameters_of
-from effectgate.tools.type_schemas import TypeShape, input_schema, output_type, shape_of, with_defs
+from effectgate.tools.type_schemas import Mode, TypeShape, input_schema, output_type, shape_of, with_defs
 
 __all__ = ["DeclaredOperation", "DeclaredTool", "declared", "is_tool"]
 
@@ -152,14 +152,17 @@ def _operation(
     if options.description is None:
         options = replace(options, description=_summary(function))
     parameters = parameters_of(function, where, skip_first=method, all_provided=False)
-    shapes = {argument.name: shape_of(argument.annotation) for argument in parameters.arguments}
+    shapes = {
+        argument.name: _shape(argument.annotation, f"{where}: parameter {argument.name!r}")
+        for argument in parameters.arguments
+    }
     streaming = inspect.isasyncgenfunction(function)
     result_type, wraps_effect = output_type(_return_hint(function, where), streaming)
     spec = _spec(
         where,
         options,
         input_schema(list(parameters.arguments), where),
-        _output(options, result_type, streaming),
+        _output(options, result_type, streaming, where),
         streaming,
     )
     return DeclaredOperation(
@@ -175,10 +178,18 @@ def _return_hint(function: Callable[..., Any], where: str) -> Any:
     return hints["return"]
 
 
-def _output(options: OperationOptions, result_type: Any, streaming: bool) -> dict[str, Any]:
+def _shape(annotation: Any, where: str, mode: Mode = "validation") -> TypeShape:
+    """:func:`shape_of` ``annotation``, its refusal naming ``where`` (the tool, the operation, the parameter)."""
+    try:
+        return shape_of(annotation, mode)
+    except DeclarationError as error:
+        raise DeclarationError(f"{where}: {error}") from None
+
+
+def _output(options: OperationOptions, result_type: Any, streaming: bool, where: str) -> dict[str, Any]:
     if options.output is not None:
         return with_defs(options.output, {})
-    shape = shape_of(result_type, "serialization")
+    shape = _shape(result_type, f"{where}: the return type", "serialization")
     schema = {"type": "array", "items": shape.schema} if streaming else shape.schema
     return with_defs(schema, shape.defs)
 

@@ -68,7 +68,7 @@ def shape_of(annotation: Any, mode: Mode = "validation") -> TypeShape:
     try:
         return _shape(annotation, mode)
     except (TypeError, ValueError, pydantic.PydanticUserError) as error:
-        raise DeclarationError(f"type {annotation!r} has no JSON Schema: {error}") from None
+        raise DeclarationError(f"type {annotation!r} has no JSON Schema: {' '.join(str(error).split())}") from None
 
 
 def with_defs(schema: dict[str, Any], defs: Mapping[str, Any]) -> dict[str, Any]:

@@ -73,12 +73,15 @@ def _descriptors(file: Path | None, module: str | None, worker: str | None, app_
 def _module_descriptors(module: str, worker: str, app_dir: Path) -> list[Any]:
     """The descriptors ``module`` declares, after its rules and the registry's descriptor checks ran."""
     from effectgate.tools import publishable, toolbox_for_module
+    from effectgate.tools.modules import ModuleUnimportable, imported
 
     sys.path.insert(0, str(app_dir.resolve()))
     try:
-        return [msgspec.to_builtins(descriptor) for descriptor in publishable(toolbox_for_module(module, worker))]
-    except ImportError as error:
-        _bad_input(f"{module}: cannot be imported ({error})")
+        loaded = imported(module)
+    except ModuleUnimportable as error:
+        _bad_input(str(error))
+    try:
+        return [msgspec.to_builtins(descriptor) for descriptor in publishable(toolbox_for_module(loaded, worker))]
     except Problem as error:
         err_console.print("[red]declaration_refused[/red]:", escape(f"{module}: {error}; nothing was sent"))
         raise typer.Exit(1) from None

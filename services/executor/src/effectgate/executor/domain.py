@@ -20,6 +20,7 @@ from effectgate.contracts.vocabulary import Outcome, SideEffectClass, Verdict
 from effectgate.shared.stores.idempotency import key_digest
 
 __all__ = [
+    "MAX_EFFECT_ID_CHARS",
     "Claim",
     "ClaimState",
     "Step",
@@ -32,6 +33,7 @@ __all__ = [
     "replay_receipt",
     "side_effect",
     "stale_at_ms",
+    "target_id",
     "stored_receipt",
     "ttl_ms",
     "undecided_receipt",
@@ -253,6 +255,14 @@ def never_ran(decision: DecisionMade, grant: ApprovalGranted | None) -> tuple[Ou
 
 _REASON_CHARS = 300
 """Longest text copied from a tool (a server, a worker) into a reason."""
+
+MAX_EFFECT_ID_CHARS = 256
+"""Longest effect id taken from a tool (a payment id, a commit sha, a URL fit well within it)."""
+
+
+def target_id(value: str | None) -> str | None:
+    """``value`` as a target's effect id: ``None`` when there is none or it is over :data:`MAX_EFFECT_ID_CHARS`."""
+    return value if value is not None and len(value) <= MAX_EFFECT_ID_CHARS else None
 
 
 def clipped(text: str) -> str:

@@ -24,6 +24,7 @@ from effectgate.contracts.errors import Problem, described
 from effectgate.contracts.integrity.signing import load_public_key
 from effectgate.contracts.tools.adapters import SERVER_NAME
 from effectgate.tools.answering import Answering
+from effectgate.tools.modules import ModuleUnimportable, imported
 from effectgate.tools.serving.connection import WorkerSettings, connect_worker
 from effectgate.tools.serving.errors import WorkerRefused
 from effectgate.tools.serving.worker import Worker
@@ -67,9 +68,9 @@ def load_answering(module: str, worker: str) -> Answering:
     if not SERVER_NAME.match(worker):
         raise WorkerRefused(f"worker name {worker!r} must match {SERVER_NAME.pattern}")
     try:
-        importlib.import_module(module)
-    except Exception as error:  # whatever the module's import raises is a refusal
-        raise WorkerRefused(f"module {module} cannot be imported: {described(error)}") from None
+        imported(module)  # whatever its import raises, or a sys.exit(), is a refusal
+    except ModuleUnimportable as error:
+        raise WorkerRefused(f"module {error}") from None
     tools = importlib.import_module("effectgate.tools")
     factory = cast(Factory | None, getattr(tools, "dispatcher_for_module", None))
     if factory is None:

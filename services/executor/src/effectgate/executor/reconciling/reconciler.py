@@ -7,7 +7,8 @@ it calls the reconcile operation (a ``READ_ONLY`` operation of the same tool,
 ``OperationSpec.reconcile``) through the tool host with the call's own arguments, read from its
 decision, and expects a :class:`~effectgate.contracts.tools.hosting.ReconcileAnswer`:
 
-- ``ran`` / ``not_run``: published as a signed :class:`UncertainResolved`, ``resolved_by="reconciler"``;
+- ``ran`` / ``not_run``: published as a signed :class:`UncertainResolved`, ``resolved_by="reconciler"``
+  (its note clipped, an effect id over ``domain.MAX_EFFECT_ID_CHARS`` dropped: it fits one message);
 - ``unknown``, a refusal, a failure, a timeout or an answer that is no ``ReconcileAnswer``: one
   attempt; the receipt is delivered again after :meth:`Backoff.delay_s` (each delivery is an
   attempt, ``Delivery.num_delivered``);
@@ -36,6 +37,7 @@ from effectgate.contracts.integrity.signing import signed_by
 from effectgate.contracts.tools.descriptors import DescriptorSource, ToolDescriptor
 from effectgate.contracts.tools.hosting import CallContext, ReconcileAnswer
 from effectgate.contracts.vocabulary import Outcome
+from effectgate.executor.domain import clipped, target_id
 from effectgate.executor.effects.running import ToolHost
 from effectgate.executor.effects.unsealing import Unsealer
 from effectgate.executor.errors import ExecutorError
@@ -145,9 +147,10 @@ class Reconciler:
     async def _attempt(self, receipt: ReceiptIssued, call: _Call, attempt: int) -> Settlement:
         answer = await self._ask(call)
         if isinstance(answer, ReconcileAnswer) and answer.resolution in SETTLED:
-            await self._publish(receipt, answer.resolution, answer.note, attempt, answer.effect_id)
+            await self._publish(receipt, answer.resolution, clipped(answer.note), attempt, target_id(answer.effect_id))
             return Settle.ACK
-        why = (answer.note or "the target does not know yet") if isinstance(answer, ReconcileAnswer) else answer
+        said = (answer.note or "the target does not know yet") if isinstance(answer, ReconcileAnswer) else answer
+        why = clipped(said)
         old = self.clock() - receipt.occurred_at > timedelta(seconds=self.backoff.max_age_s)
         if attempt >= self.backoff.attempts or old:
             note = f"not reconciled after {attempt} attempt(s): {why}; left to the operator"

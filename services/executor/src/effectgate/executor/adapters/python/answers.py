@@ -10,12 +10,18 @@ no answer in time         ``ToolFailed`` for ``READ_ONLY``, ``ToolOutcomeUnknown
 an unreadable answer, or  as no answer in time (logged)
 one for another call
 ========================  =========================================================
+
+A worker's ``reason_code`` is taken only when it is a code (:data:`REASON_CODE`: snake_case, at
+most 64 characters), else the outcome stands for it; an ``effect_id`` longer than
+:data:`MAX_EFFECT_ID_CHARS` is no target id and is dropped (logged): the receipt must fit one
+message whatever the worker sent.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+import re
+from typing import Any, Final
 
 import msgspec
 
@@ -23,17 +29,17 @@ from effectgate.contracts.events import decode_untrusted
 from effectgate.contracts.tools.hosting import WorkerAnswer
 from effectgate.contracts.vocabulary import SideEffectClass
 from effectgate.executor.adapters.python.retries import Transient
-from effectgate.executor.domain import clipped
+from effectgate.executor.domain import MAX_EFFECT_ID_CHARS, clipped
 from effectgate.executor.effects.calling import Effected
 from effectgate.executor.errors import ExecutorError, ToolFailed, ToolOutcomeUnknown, ToolRefused
 
-__all__ = ["answered", "decoded", "no_answer", "no_worker"]
+__all__ = ["REASON_CODE", "answered", "decoded", "no_answer", "no_worker"]
 
 log = logging.getLogger("effectgate.executor")
 
 _answers = msgspec.json.Decoder(WorkerAnswer)
-_CODE_CHARS = 64
-"""Longest reason code taken from a worker."""
+REASON_CODE: Final = re.compile(r"[a-z][a-z0-9_]{0,63}")
+"""A reason code a worker's answer may give the receipt (snake_case, at most 64 characters)."""
 
 
 def decoded(data: bytes, call_id: str, where: str) -> WorkerAnswer | None:
@@ -57,8 +63,9 @@ def answered(answer: WorkerAnswer, where: str) -> Any:
         Transient: ``failed`` and ``retryable``.
     """
     if answer.outcome == "ok":
-        return answer.result if answer.effect_id is None else Effected(answer.result, answer.effect_id)
-    code = answer.reason_code[:_CODE_CHARS] if answer.reason_code != "ok" else answer.outcome
+        return _ok(answer, where)
+    code = answer.reason_code if REASON_CODE.fullmatch(answer.reason_code) else "ok"
+    code = answer.outcome if code == "ok" else code
     reason = clipped(f"{where}: {answer.reason or code.replace('_', ' ')}")
     if answer.outcome == "refused":
         raise ToolRefused(code, reason)
@@ -67,6 +74,16 @@ def answered(answer: WorkerAnswer, where: str) -> Any:
     if answer.retryable:
         raise Transient(code, ToolFailed(code, reason))
     raise ToolFailed(code, reason)
+
+
+def _ok(answer: WorkerAnswer, where: str) -> Any:
+    """The result of an ``ok`` answer, an :class:`Effected` when it names a usable effect id."""
+    if answer.effect_id is None:
+        return answer.result
+    if len(answer.effect_id) > MAX_EFFECT_ID_CHARS:
+        log.warning("%s: an effect id of %d characters was dropped", where, len(answer.effect_id))
+        return answer.result
+    return Effected(answer.result, answer.effect_id)
 
 
 def no_worker(where: str) -> Transient:

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,6 +57,8 @@ class _Call:
     guard: Guard | None
     ends_at: float
     where: str
+    unanswered: Callable[[], None] = field(default=lambda: None)
+    """Called when an attempt was sent and no readable answer came (its worker may still run it)."""
 
 
 class PythonToolHost:
@@ -114,8 +116,8 @@ class PythonToolHost:
         if spec.concurrency_safe:
             return await self._attempts(call)
         lease_s = descriptor.timeout_s + LEASE_MARGIN_S
-        async with self._serial.held(lock_key(descriptor.name, spec, arguments), lease_s, left_s, where):
-            return await self._attempts(call)
+        async with self._serial.held(lock_key(descriptor.name, spec, arguments), lease_s, left_s, where) as held:
+            return await self._attempts(replace(call, unanswered=held.keep))
 
     async def _attempts(self, call: _Call) -> Any:
         """Attempt ``call`` until it ends, is no longer retried, or its deadline leaves no room."""
@@ -125,7 +127,9 @@ class PythonToolHost:
             try:
                 return await self._attempt(call, attempt, (call.ends_at - time.monotonic()) / share)
             except Transient as fault:
-                unknown = fault if fault.unknown else unknown
+                if fault.unknown:
+                    unknown = fault
+                    call.unanswered()
                 wait_s = backoff_s(policy, attempt) if policy else 0.0
                 if not retries(policy, fault.code, attempt) or time.monotonic() + wait_s >= call.ends_at:
                     raise _final(fault, unknown, call.spec) from None

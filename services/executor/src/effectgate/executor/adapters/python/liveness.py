@@ -29,7 +29,7 @@ from effectgate.contracts.events import ToolStateChanged, decode_untrusted
 from effectgate.contracts.tools.descriptors import DescriptorSource, ToolDescriptor
 from effectgate.contracts.tools.hosting import ALIVE_INTERVAL_S, ALIVE_TTL_S, WorkerAlive, WorkerSubjects
 from effectgate.contracts.tools.tool_states import ToolState
-from effectgate.executor.adapters.python.roster import Roster, Verdict, worker_of
+from effectgate.executor.adapters.python.roster import MAX_INSTANCES, Roster, Verdict, worker_of
 from effectgate.shared.stores.stream import publish_event
 
 __all__ = ["WorkerLiveness"]
@@ -87,7 +87,11 @@ class WorkerLiveness:
         if worker is None or alive.worker != worker:
             log.warning("%s: an announcement naming worker %r was ignored", msg.subject, alive.worker[:64])
             return
-        self._roster.heard(worker, alive, time.monotonic())
+        if not self._roster.heard(worker, alive, time.monotonic()):
+            log.warning(
+                "%s: instance %r ignored: %d instances of it are live", msg.subject, alive.instance[:64], MAX_INSTANCES
+            )
+            return
         self._wake.set()
 
     async def _judge_all(self, js: JetStreamContext, descriptors: DescriptorSource) -> None:

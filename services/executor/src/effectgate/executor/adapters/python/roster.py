@@ -4,7 +4,10 @@ An instance counts for :data:`~effectgate.contracts.tools.hosting.ALIVE_TTL_S` a
 :class:`WorkerAlive`; one announcing ``stopping`` stops counting at once. A published Python
 tool is ``ready`` while a live instance of its worker serves the published latest descriptor's
 digest, else ``unavailable``: no live instance serves it, or those that do declare another digest
-(the rug-pull rule: what runs must be what the operator published). Times: monotonic seconds.
+(the rug-pull rule: what runs must be what the operator published). At most :data:`MAX_INSTANCES`
+instances of one worker count at once: a new one above them is ignored until one lapses, so a flood
+of announcements under one worker's credentials cannot grow what every judgement walks. Times:
+monotonic seconds.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from effectgate.contracts.tools.adapters import PYTHON, adapter_kind
 from effectgate.contracts.tools.descriptors import ToolDescriptor, descriptor_digest
 from effectgate.contracts.tools.hosting import ALIVE_TTL_S, ServedTool, WorkerAlive
 
-__all__ = ["Roster", "Verdict", "worker_of"]
+__all__ = ["MAX_INSTANCES", "Roster", "Verdict", "worker_of"]
+
+MAX_INSTANCES = 64
+"""Live instances of one worker the roster counts at most."""
 
 Verdict = tuple[str, str]
 """``(state, reason)`` of one tool."""
@@ -38,12 +44,18 @@ class Roster:
     ttl_s: float = ALIVE_TTL_S
     _heard: dict[tuple[str, str], tuple[float, tuple[ServedTool, ...]]] = field(default_factory=dict)
 
-    def heard(self, worker: str, alive: WorkerAlive, now: float) -> None:
-        """Note ``alive``, announced on worker ``worker``'s subject at ``now``."""
+    def heard(self, worker: str, alive: WorkerAlive, now: float) -> bool:
+        """Note ``alive``, announced on worker ``worker``'s subject at ``now``; ``False``: ignored (module doc)."""
+        key = (worker, alive.instance)
         if alive.stopping:
-            self._heard.pop((worker, alive.instance), None)
-        else:
-            self._heard[(worker, alive.instance)] = (now, alive.tools)
+            self._heard.pop(key, None)
+            return True
+        if key not in self._heard:
+            self._forget(now)
+            if sum(name == worker for name, _ in self._heard) >= MAX_INSTANCES:
+                return False
+        self._heard[key] = (now, alive.tools)
+        return True
 
     def served(self, worker: str, tool: str, now: float) -> list[ServedTool]:
         """What the live instances of ``worker`` declare of ``tool``."""
