@@ -25,7 +25,7 @@ from typing import Any
 from effectgate.contracts.tools.hosting import WorkerSubjects
 from effectgate.devstack.workers import WorkerProcess, worker_alive
 
-from .ledger_support import WORKER, last_resolution, rows
+from .ledger_support import MODULE, TOOLS, WORKER, last_resolution, publish, rows, seed_orders, tool_state, worker_env
 from .load_support import Call, Ledger, Sent
 
 AGENTS_PER_AUTONOMY = 3
@@ -62,7 +62,24 @@ def next_call(ledger: Ledger, principal: str) -> Call:
     return Call(principal, "refund", {"order_id": order, "amount": amount}, key, tool="refunds")
 
 
-# --- the worker's fault -------------------------------------------------------------------
+# --- the worker and its fault ------------------------------------------------------------
+
+
+def start_worker(gate: Any, ledger_db: Path) -> WorkerProcess:
+    """The ledger's tools published (the CLI), its orders in ``ledger_db`` and its worker started on it."""
+    publish(gate)
+    seed_orders(ledger_db, ORDERS)
+    log = gate.stack.state_dir / "logs" / "worker-ledger.log"
+    worker = WorkerProcess(MODULE, WORKER, worker_env(gate, ledger_db), log)
+    worker.start()
+    return worker
+
+
+async def worker_ready(gate: Any) -> None:
+    """Wait until the worker has announced itself and the registry holds each of its tools ``ready``."""
+    await worker_alive(gate.nc, WORKER, timeout_s=60.0)
+    for tool in TOOLS:
+        await tool_state(gate, tool, "ready")
 
 
 async def kill_worker(gate: Any, worker: WorkerProcess, ledger: Ledger) -> None:

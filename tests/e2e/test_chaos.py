@@ -56,21 +56,11 @@ from effectgate.cli.stack.readiness import wait_ready
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Subjects
 from effectgate.devstack.testing import SUMMARY_PROPERTY
-from effectgate.devstack.workers import WorkerProcess, worker_alive
+from effectgate.devstack.workers import WorkerProcess
 
 from . import load_python
 from .cluster_support import fail_over_redis, kill_node, leader, restart_node
-from .ledger_support import (
-    MODULE,
-    TOOLS,
-    WORKER,
-    attributes_toml,
-    declare_worker,
-    publish,
-    seed_orders,
-    tool_state,
-    worker_env,
-)
+from .ledger_support import attributes_toml, declare_worker
 from .load_checks import (
     IN_MOVED_TO,
     audit_problems,
@@ -135,22 +125,14 @@ def ledger_db(e2e_paths: Paths) -> Path:
 
 @pytest.fixture(scope="module")
 def ledger_worker(gate: Any, ledger_db: Path) -> Iterator[WorkerProcess]:
-    """The ledger's tools published and its worker started, on this stack's own ledger file."""
-    publish(gate)
-    seed_orders(ledger_db, load_python.ORDERS)
-    log = gate.stack.state_dir / "logs" / "worker-ledger.log"
-    worker = WorkerProcess(MODULE, WORKER, worker_env(gate, ledger_db), log)
-    worker.start()
+    worker = load_python.start_worker(gate, ledger_db)
     yield worker
     worker.stop()
 
 
 @pytest_asyncio.fixture(scope="module")
 async def served(gate: Any, ledger_worker: WorkerProcess) -> AsyncIterator[WorkerProcess]:
-    """The ledger's worker, announced, every one of its tools ``ready``."""
-    await worker_alive(gate.nc, WORKER, timeout_s=60.0)
-    for tool in TOOLS:
-        await tool_state(gate, tool, "ready")
+    await load_python.worker_ready(gate)
     yield ledger_worker
 
 
