@@ -18,6 +18,7 @@ from .load_support import Call, Fault, Ledger, Sent
 
 IN_MOVED_TO = 0x80
 WRITE_ENDED_WITHOUT_RUN = {"denied", "failed", "refused"}
+FILE_WRITE, FILE_READ = ("file_system", "write"), ("file_system", "read")
 
 
 def receipt_problems(ledger: Ledger) -> list[str]:
@@ -32,10 +33,11 @@ def effect_problems(sandbox: Path, ledger: Ledger, moved: Counter[str]) -> list[
     problems = []
     for sents in ledger.by_key().values():
         call = sents[0].call
-        if call.operation == "write":
+        if (call.tool, call.operation) == FILE_WRITE:
             problems += write_problems(sandbox, call, sents, moved[Path(call.path).name])
         problems += replay_problems(sents)
-    strangers = set(moved) - {Path(s.call.path).name for s in ledger.sent if s.call.operation == "write"}
+    written = {Path(s.call.path).name for s in ledger.sent if (s.call.tool, s.call.operation) == FILE_WRITE}
+    strangers = set(moved) - written
     return problems + [f"{name} was written though no call wrote it" for name in sorted(strangers)]
 
 
@@ -67,7 +69,9 @@ def read_problems(sandbox: Path, ledger: Ledger) -> list[str]:
     problems = []
     for sent in ledger.sent:
         issued = sent.receipt
-        if sent.call.operation != "read" or issued is None or issued.outcome not in ("succeeded", "replayed"):
+        if (sent.call.tool, sent.call.operation) != FILE_READ or issued is None:
+            continue
+        if issued.outcome not in ("succeeded", "replayed"):
             continue
         expected = (sandbox / sent.call.path).read_text()
         if not isinstance(issued.result, dict) or issued.result.get("content") != expected:
@@ -89,7 +93,7 @@ def explained(sent: Sent, faults: list[Fault], causes: Collection[str]) -> bool:
 def uncertain_problems(ledger: Ledger, causes: Collection[str]) -> list[str]:
     """Every ``uncertain`` receipt that overlaps no fault of a kind in ``causes``."""
     return [
-        f"{s.call.principal}/{s.request_id} ({s.call.operation} {s.call.path}) ended uncertain "
+        f"{s.call.principal}/{s.request_id} ({s.call.what}) ended uncertain "
         f"({s.receipt.reason_code}) between {s.submitted:%H:%M:%S.%f} and {s.receipt.occurred_at:%H:%M:%S.%f}, "
         f"overlapping no fault of {sorted(causes)}"
         for s in ledger.sent
@@ -108,13 +112,17 @@ def audit_problems(verified: dict[str, Any]) -> list[str]:
     return problems
 
 
-def write_report(path: Path, lines: list[str], ledger: Ledger, problems: list[str]) -> None:
+def write_report(
+    path: Path, lines: list[str], ledger: Ledger, problems: list[str], extra: dict[str, Any] | None = None
+) -> None:
+    """The report: ``summary`` lines, ``problems``, ``faults``, every request, and ``extra``'s keys."""
     requests = [
         {
             "principal": s.call.principal,
             "request_id": s.request_id,
+            "tool": s.call.tool,
             "operation": s.call.operation,
-            "path": s.call.path,
+            "path": s.call.arguments.get("path"),
             "key": s.call.key,
             "submitted": s.submitted.isoformat(),
             "receipts": s.copies,
@@ -122,9 +130,10 @@ def write_report(path: Path, lines: list[str], ledger: Ledger, problems: list[st
             "reason_code": s.receipt.reason_code if s.receipt else None,
             "reason": s.receipt.reason if s.receipt else None,
             "ended": s.receipt.occurred_at.isoformat() if s.receipt else None,
+            "resolution": s.resolution.resolution if s.resolution else None,
         }
         for s in ledger.sent
     ]
     faults = [{"kind": f.kind, "start": f.start.isoformat(), "end": f.end.isoformat()} for f in ledger.faults]
-    report = {"summary": lines, "problems": problems, "faults": faults, "requests": requests}
+    report = {"summary": lines, "problems": problems, "faults": faults, "requests": requests, **(extra or {})}
     path.write_text(json.dumps(report, indent=1))

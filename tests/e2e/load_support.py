@@ -3,7 +3,9 @@
 Concurrent agents read and write files in the sandbox, each call under its own idempotency
 key, retried with the same key and arguments after a timeout (a submit that fails during a
 NATS outage is retried with the same request id). Autonomy-2 agents write directly,
-autonomy-1 agents' writes wait for an approval that a background approver (``alice``) gives.
+autonomy-1 agents' writes wait for an approval that a background approver (``alice``) gives;
+a call of another tool (``load_python.py``: the ledger's) comes from a ``next_call`` of its
+own, and a refund's approval gets the votes of both finance approvers.
 Used by ``test_chaos.py`` and ``test_cluster_faults.py``; the checks are in ``load_checks.py``.
 """
 
@@ -14,7 +16,7 @@ import contextlib
 import random
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 import nats.errors
 
 from effectgate.contracts.bus.catalog import Rpc, Subjects
-from effectgate.contracts.events import ReceiptIssued
+from effectgate.contracts.events import ReceiptIssued, UncertainResolved
 from effectgate.sdk import DuplicateRequest, RegistryUnavailable, ToolClient
 
 PACE_S = 12.5
@@ -40,6 +42,8 @@ SUBMIT_TRIES = 60
 RECEIPTS_WITHIN_S = 150.0
 """After the load: time for the last requests to end, the backstop's included."""
 APPROVER = "alice"
+FINANCE = ("dora", "erin")
+"""Who votes on an approval of the ``finance`` role (its quorum is two)."""
 LOAD_DIR = "chaos"
 OUTCOMES = ("succeeded", "replayed", "uncertain", "failed", "denied", "refused")
 
@@ -54,12 +58,24 @@ class Call:
 
     principal: str
     operation: str
-    arguments: dict[str, str]
+    arguments: dict[str, Any]
     key: str
+    tool: str = "file_system"
 
     @property
     def path(self) -> str:
-        return self.arguments["path"]
+        """The file of a ``file_system`` call."""
+        return str(self.arguments["path"])
+
+    @property
+    def what(self) -> str:
+        """``<operation> <path>`` of a file call, ``<tool>.<operation>`` of another."""
+        return f"{self.operation} {self.path}" if self.tool == "file_system" else f"{self.tool}.{self.operation}"
+
+    @property
+    def call_key(self) -> str:
+        """``<principal>:<idempotency key>``: what the ledger records a Python write under."""
+        return f"{self.principal}:{self.key}"
 
 
 @dataclass
@@ -74,6 +90,8 @@ class Sent:
     """Receipts stored on its subject."""
     received: float | None = None
     """``time.monotonic()`` when the agent got its receipt (``None``: it stopped waiting first)."""
+    resolution: UncertainResolved | None = None
+    """An ``uncertain`` receipt's last resolution, when one was read."""
 
 
 @dataclass(frozen=True)
@@ -124,24 +142,34 @@ class Ledger:
 
 
 class Pace:
-    """Keeps one principal under its rate limit; never waits past the end of the load."""
+    """One submission of a principal per ``pace_s`` (under its rate limit); never waits past the end of the load."""
 
-    def __init__(self, rng: random.Random, stop: asyncio.Event) -> None:
-        self._next, self._stop = time.monotonic() + rng.uniform(0, PACE_S), stop
+    def __init__(self, rng: random.Random, stop: asyncio.Event, pace_s: float = PACE_S) -> None:
+        self._next, self._stop, self._pace_s = time.monotonic() + rng.uniform(0, pace_s), stop, pace_s
 
     async def wait(self) -> bool:
         """Wait for the next slot; ``False`` when the load is over (``stop`` is set)."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), max(0.0, self._next - time.monotonic()))
-        self._next = time.monotonic() + PACE_S
+        self._next = time.monotonic() + self._pace_s
         return not self._stop.is_set()
 
 
-async def run_agent(gate: Any, ledger: Ledger, principal: str, stop: asyncio.Event) -> None:
-    """Call as ``principal`` until ``stop`` is set, each call retried as :func:`make_call` does."""
-    client, pace = await gate.client(principal), Pace(ledger.rng, stop)
+NextCall = Callable[[Ledger, str], Call]
+"""What a principal calls next: ``(ledger, principal) -> Call``."""
+
+
+async def run_agent(
+    gate: Any, ledger: Ledger, principal: str, stop: asyncio.Event, next_call: NextCall | None = None, **pace: float
+) -> None:
+    """Call as ``principal`` until ``stop`` is set, each call retried as :func:`make_call` does.
+
+    ``next_call`` (default :meth:`Ledger.next_call`) picks each call; ``pace`` may give ``pace_s``.
+    """
+    client, paced = await gate.client(principal), Pace(ledger.rng, stop, **pace)
     while not stop.is_set():
-        await make_call(client, ledger, ledger.next_call(principal), pace)
+        call = next_call(ledger, principal) if next_call else ledger.next_call(principal)
+        await make_call(client, ledger, call, paced)
 
 
 async def make_call(client: ToolClient, ledger: Ledger, call: Call, pace: Pace) -> None:
@@ -154,7 +182,7 @@ async def make_call(client: ToolClient, ledger: Ledger, call: Call, pace: Pace) 
         with contextlib.suppress(TimeoutError):
             issued = await client.receipt(sent.request_id, timeout_s=patience_s)
             sent.receipt, sent.received = issued, time.monotonic()
-            if call.operation == "write" and issued.outcome == "succeeded":
+            if (call.tool, call.operation, issued.outcome) == ("file_system", "write", "succeeded"):
                 ledger.readable.append(call.path)
             return
 
@@ -165,7 +193,7 @@ async def submit(client: ToolClient, ledger: Ledger, call: Call) -> Sent:
     for _ in range(SUBMIT_TRIES):
         try:
             await client.submit(
-                "file_system", call.operation, call.arguments, idempotency_key=call.key, request_id=sent.request_id
+                call.tool, call.operation, call.arguments, idempotency_key=call.key, request_id=sent.request_id
             )
             return sent
         except DuplicateRequest:  # an earlier try was stored after all
@@ -178,13 +206,16 @@ async def submit(client: ToolClient, ledger: Ledger, call: Call) -> Sent:
 
 
 async def approve_pending(gate: Any, ledger: Ledger) -> None:
-    """Approve every pending approval as ``alice``, through Redis losses and NATS restarts."""
+    """Approve every pending approval as ``alice`` (a ``finance`` one as both finance approvers),
+    through Redis losses and NATS restarts."""
     while True:
         with contextlib.suppress(nats.errors.Error, TimeoutError):
             listed = await gate.approvals()
             for item in listed if isinstance(listed, list) else []:
-                if (await gate.decide(APPROVER, item["approval_id"])).get("ok"):
-                    ledger.approved += 1
+                voters = FINANCE if item.get("approver_role") == "finance" else (APPROVER,)
+                for voter in voters:
+                    if voter not in item.get("votes", ()) and (await gate.decide(voter, item["approval_id"])).get("ok"):
+                        ledger.approved += 1
         await asyncio.sleep(0.5)
 
 
@@ -198,7 +229,8 @@ async def drain_inotify(watch: Any) -> None:
 @contextlib.asynccontextmanager
 async def background(gate: Any, ledger: Ledger, watch: Any) -> AsyncIterator[None]:
     """The approver and the inotify reader, until the block ends."""
-    await gate.approver(APPROVER)
+    for approver in (APPROVER, *FINANCE):
+        await gate.approver(approver)
     await gate.approvals()  # the operator's connection, opened before any outage
     tasks = [asyncio.create_task(approve_pending(gate, ledger)), asyncio.create_task(drain_inotify(watch))]
     try:

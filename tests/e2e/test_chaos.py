@@ -2,7 +2,11 @@
 
 The agents (``load_support.py``) read and write files in the sandbox, each call under its own
 idempotency key, retried with the same key after a timeout; autonomy-1 writes wait for
-``alice``'s approval. Meanwhile a schedule kills things, in one of two stacks:
+``alice``'s approval. A few more call the example ledger's Python tools (``load_python.py``),
+served by a worker process on a SQLite file of the test's own: journal postings (run alone),
+refunds (two finance approvers vote) and order lookups. Meanwhile a schedule kills things, in
+one of two stacks (in both, also the ledger's worker: SIGKILLed, every other time while a
+write is at it, and started again):
 
 - *single* (one nats-server, one redis-server): SIGKILLs and restarts the executor, the policy
   service, Redis (this module's Redis keeps nothing on disk: every restart is a total loss)
@@ -16,9 +20,11 @@ idempotency key, retried with the same key after a timeout; autonomy-1 writes wa
   a replica).
 
 Then (``load_checks.py``): every submitted request has exactly one receipt (guarantee 2); no
-effect ran twice, counted at the tool (guarantee 3); every ``uncertain`` receipt overlaps a
-kill that may cause one; succeeded writes left their content, reads returned the file; the
-audit chain verifies once audit has caught up, with no stream sequence missing.
+effect ran twice, counted at the tool (guarantee 3) and in the ledger per idempotency key;
+every ``uncertain`` receipt overlaps a kill that may cause one; succeeded writes left their
+content, reads returned the file; every ``uncertain`` Python write is resolved by the
+reconciler, ``ran`` matching an effect in the ledger and ``not_run`` none; the audit chain
+verifies once audit has caught up, with no stream sequence missing.
 
 ``EFFECTGATE_CHAOS_S`` is the load's duration in seconds (default 60; the fault schedule scales
 with it). Both stacks run by default, the cluster one for at most ``CLUSTER_CI_S`` (CI runs
@@ -38,18 +44,23 @@ import os
 import random
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from effectgate.cli.stack.launch import SERVICES
 from effectgate.cli.stack.readiness import wait_ready
 from effectgate.contracts.bus import catalog
 from effectgate.contracts.bus.catalog import Subjects
 from effectgate.devstack.testing import SUMMARY_PROPERTY
+from effectgate.devstack.workers import WorkerProcess
 
+from . import load_python
 from .cluster_support import fail_over_redis, kill_node, leader, restart_node
+from .ledger_support import attributes_toml, declare_worker
 from .load_checks import (
     IN_MOVED_TO,
     audit_problems,
@@ -74,9 +85,9 @@ if ONLY not in ("", "1", "3"):
 
 AGENTS_PER_AUTONOMY = 16
 FAULT_EVERY_S = 15.0
-SINGLE_KINDS = ("executor", "policy", "redis", "nats")
-CLUSTER_KINDS = ("executor", "policy", "node", "sentinel")
-UNCERTAIN_CAUSES = {"executor", "nats", "redis", "node", "sentinel"}
+SINGLE_KINDS = ("executor", "policy", "redis", "nats", "worker")
+CLUSTER_KINDS = ("executor", "policy", "node", "sentinel", "worker")
+UNCERTAIN_CAUSES = {"executor", "nats", "redis", "node", "sentinel", "worker"}
 
 
 @pytest.fixture(scope="module", params=[int(ONLY)] if ONLY else [1, 3], ids=lambda nodes: f"nodes{nodes}")
@@ -86,18 +97,43 @@ def stack_cluster(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture(scope="module")
 def e2e_paths(stack_cluster: int, tmp_path_factory: pytest.TempPathFactory) -> Paths:
-    """A sandbox and state directory of each stack's own (the audit database is not shared)."""
-    return make_tree(tmp_path_factory.mktemp(f"e2e-nodes{stack_cluster}"))
+    """A sandbox and state directory of each stack's own (the audit database is not shared), and the ledger's worker."""
+    paths = make_tree(tmp_path_factory.mktemp(f"e2e-nodes{stack_cluster}"))
+    declare_worker(paths.principals)
+    return paths
 
 
 @pytest.fixture(scope="module")
-def stack_env() -> dict[str, str]:
+def stack_env(e2e_paths: Paths) -> dict[str, str]:
+    attributes = e2e_paths.state.parent / "attributes.toml"
+    attributes.write_text(attributes_toml(e2e_paths.principals.read_text()))
     return {
         "EFFECTGATE_EXECUTOR_BACKSTOP_UNDECIDED_S": "20",
         "EFFECTGATE_EXECUTOR_BACKSTOP_MARGIN_S": "5",
         "EFFECTGATE_EXECUTOR_STALE_GRACE_S": "5",
         "EFFECTGATE_APPROVALS_TTL_S": "60",
+        "EFFECTGATE_POLICY_ATTRIBUTES_FILE": str(attributes),
+        "EFFECTGATE_EXECUTOR_RECONCILE_BACKOFF_S": "0.5",
+        "EFFECTGATE_EXECUTOR_RECONCILE_MAX_BACKOFF_S": "2",
     }
+
+
+@pytest.fixture(scope="module")
+def ledger_db(e2e_paths: Paths) -> Path:
+    return e2e_paths.state.parent / "ledger.sqlite3"
+
+
+@pytest.fixture(scope="module")
+def ledger_worker(gate: Any, ledger_db: Path) -> Iterator[WorkerProcess]:
+    worker = load_python.start_worker(gate, ledger_db)
+    yield worker
+    worker.stop()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def served(gate: Any, ledger_worker: WorkerProcess) -> AsyncIterator[WorkerProcess]:
+    await load_python.worker_ready(gate)
+    yield ledger_worker
 
 
 def _duration_s(clustered: bool) -> float:
@@ -175,8 +211,12 @@ FAULTS: dict[str, Callable[[Any, Ledger], Awaitable[None]]] = {
 
 
 async def _aim(gate: Any, kind: str, ledger: Ledger) -> None:
-    """Every other executor kill waits for a write's durable claim, so that it lands while the write runs."""
-    if kind != "executor" or sum(fault.kind == "executor" for fault in ledger.faults) % 2:
+    """Every other executor kill waits for a write's durable claim, every other worker kill for a
+    Python write at the worker, so that it lands while the write runs."""
+    if kind not in ("executor", "worker") or sum(fault.kind == kind for fault in ledger.faults) % 2:
+        return
+    if kind == "worker":
+        await load_python.write_at_worker(gate, FAULT_EVERY_S)
         return
     claimed = asyncio.Event()
 
@@ -191,32 +231,37 @@ async def _aim(gate: Any, kind: str, ledger: Ledger) -> None:
         await subscription.unsubscribe()
 
 
-async def _inject_faults(gate: Any, ledger: Ledger, started: float, load_s: float) -> None:
+async def _inject_faults(gate: Any, worker: WorkerProcess, ledger: Ledger, started: float, load_s: float) -> None:
+    faults = {**FAULTS, "worker": lambda gate, ledger: load_python.kill_worker(gate, worker, ledger)}
     for at_s, kind in _schedule(ledger.rng, _kinds(gate), load_s):
         await asyncio.sleep(max(0.0, started + at_s - time.monotonic()))
         await _aim(gate, kind, ledger)
         began = now()
-        await FAULTS[kind](gate, ledger)
+        await faults[kind](gate, ledger)
         ledger.faults.append(Fault(kind, began, now()))
 
 
-async def _load(gate: Any, ledger: Ledger, load_s: float) -> None:
+async def _load(gate: Any, worker: WorkerProcess, ledger: Ledger, load_s: float) -> None:
     principals = [gate.agent(autonomy) for autonomy in (1, 2) for _ in range(AGENTS_PER_AUTONOMY)]
-    for principal in principals:
+    python = [gate.agent(autonomy) for autonomy in (1, 2) for _ in range(load_python.AGENTS_PER_AUTONOMY)]
+    for principal in principals + python:
         await gate.client(principal)
     started, stop = time.monotonic(), asyncio.Event()
     asyncio.get_running_loop().call_later(load_s, stop.set)
     async with asyncio.TaskGroup() as group:
-        group.create_task(_inject_faults(gate, ledger, started, load_s))
+        group.create_task(_inject_faults(gate, worker, ledger, started, load_s))
         for principal in principals:
             group.create_task(run_agent(gate, ledger, principal, stop))
+        for principal in python:
+            agent = run_agent(gate, ledger, principal, stop, load_python.next_call, pace_s=load_python.PACE_S)
+            group.create_task(agent)
 
 
 # --- reporting ----------------------------------------------------------------------------
 
 
 def _summary(gate: Any, ledger: Ledger, moved: Counter[str], verified: dict[str, Any], load_s: float) -> str:
-    outcomes = Counter(str(s.receipt.outcome) for s in ledger.sent if s.receipt)
+    outcomes = Counter(str(s.receipt.outcome) for s in ledger.sent if s.receipt)  # every tool's requests
     faults = Counter(f.kind for f in ledger.faults)
     calls = len(ledger.by_key())
     stack = f"cluster of {len(gate.stack.cluster.nodes)}" if gate.stack.cluster else "single"
@@ -240,9 +285,9 @@ def _reasons(ledger: Ledger) -> str:
 # --- the test -----------------------------------------------------------------------------
 
 
-@pytest.mark.timeout(int(CHAOS_S) + 420)
+@pytest.mark.timeout(int(CHAOS_S) + 480)
 async def test_guarantees_hold_while_services_and_servers_are_killed(
-    gate: Any, watch: Any, record_property: Callable[[str, object], None]
+    gate: Any, served: WorkerProcess, ledger_db: Path, watch: Any, record_property: Callable[[str, object], None]
 ) -> None:
     sandbox, load_s = gate.paths.sandbox, _duration_s(gate.stack.cluster is not None)
     (sandbox / LOAD_DIR).mkdir()
@@ -250,17 +295,21 @@ async def test_guarantees_hold_while_services_and_servers_are_killed(
     ledger = Ledger(random.Random(SEED))
 
     async with background(gate, ledger, watch):
-        await _load(gate, ledger, load_s)
+        await _load(gate, served, ledger, load_s)
         problems = await collect(gate, ledger)
+        await load_python.await_resolutions(gate, ledger)
     verified = await audit(gate)
     moved = Counter(name for _, name, mask in watch.poll() if mask & IN_MOVED_TO)
 
     problems += receipt_problems(ledger) + effect_problems(sandbox, ledger, moved)
     problems += read_problems(sandbox, ledger) + uncertain_problems(ledger, UNCERTAIN_CAUSES)
-    problems += audit_problems(verified) + [f"{name} is not running after the chaos" for name in gate.stack.dead()]
+    problems += load_python.python_problems(ledger, ledger_db) + audit_problems(verified)
+    problems += [f"{name} is not running after the chaos" for name in gate.stack.dead()]
+    problems += [] if served.process and served.process.poll() is None else ["the ledger's worker is not running"]
     report = gate.stack.state_dir / "chaos-report.json"
-    lines = [_summary(gate, ledger, moved, verified, load_s), _reasons(ledger), f"chaos report: {report}"]
-    write_report(report, lines, ledger, problems)
+    lines = [_summary(gate, ledger, moved, verified, load_s), load_python.python_summary(ledger, ledger_db)]
+    lines += [_reasons(ledger), f"chaos report: {report}"]
+    write_report(report, lines, ledger, problems, {"reconciler": load_python.reconciler_counts(ledger)})
     record_property("chaos", lines[0])
     record_property(SUMMARY_PROPERTY, "\n".join(lines))  # printed at the run's end, also from an xdist worker
     assert ledger.faults and ledger.sent, "no chaos happened"

@@ -10,43 +10,43 @@ busy ledger (a read retried, a write never), two postings on one account at once
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 import pytest_asyncio
-from nats.js.errors import NotFoundError
 
-from effectgate.contracts.bus import catalog
-from effectgate.contracts.bus.catalog import Subjects
-from effectgate.contracts.bus.nats_permissions import OPERATOR, worker_user
-from effectgate.contracts.events import ReceiptIssued, UncertainResolved
+from effectgate.contracts.bus.nats_permissions import worker_user
+from effectgate.contracts.events import ReceiptIssued
 from effectgate.devstack.workers import WorkerProcess, worker_alive
 
+from .ledger_support import (
+    FINANCE,
+    MODULE,
+    ROOT,
+    TOOLS,
+    WORKER,
+    attributes_toml,
+    cli,
+    declare_worker,
+    publish,
+    resolution,
+    seed_orders,
+    tool_state,
+    worker_env,
+)
 from .support import Gate, Paths
 from .surface_support import Surfaces, http_client
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-LEDGER = ROOT / "examples" / "ledger"
-WORKER = "ledger"
 FAILPOINTS = "worker.reply=hang@fp-ran-;worker.call=hang@fp-notrun-"
 """A refund of a request ``fp-ran-…`` hangs after its effect, one of ``fp-notrun-…`` before it."""
-
-
-def _attributes(principals: str) -> str:
-    agents = [line[len("[principals.") : -1] for line in principals.splitlines() if line.startswith("[principals.")]
-    return "\n".join(f'[agents.{agent}]\nmax_amount = "500.00"\n' for agent in agents)
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +58,9 @@ def ledger_db(e2e_paths: Paths) -> Path:
 def stack_env(e2e_paths: Paths) -> dict[str, str]:
     base = e2e_paths.state.parent
     principals, attributes = base / "ledger-principals.toml", base / "ledger-attributes.toml"
-    principals.write_text(e2e_paths.principals.read_text() + f"\n[workers.{WORKER}]\n\n[workers.greeter]\n")
-    attributes.write_text(_attributes(e2e_paths.principals.read_text()))
+    principals.write_text(e2e_paths.principals.read_text())
+    declare_worker(principals, "greeter")
+    attributes.write_text(attributes_toml(e2e_paths.principals.read_text()))
     return {
         "EFFECTGATE_POLICY_PRINCIPALS_FILE": str(principals),
         "EFFECTGATE_APPROVALS_PRINCIPALS_FILE": str(principals),
@@ -69,34 +70,15 @@ def stack_env(e2e_paths: Paths) -> dict[str, str]:
     }
 
 
-def _cli(gate: Gate, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NATS_URL": gate.stack.url_for(OPERATOR), "COLUMNS": "200"}
-    env["EFFECTGATE_STATE_DIR"] = str(gate.paths.state / "no-cli")
-    if prefix := gate.stack.connect_options(OPERATOR).get("inbox_prefix"):
-        env["EFFECTGATE_INBOX_PREFIX"] = prefix.decode()
-    command = [sys.executable, "-m", "effectgate.cli", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
-
-
 @pytest.fixture(scope="module")
 def published(gate: Gate) -> str:
-    key = str(gate.stack.keys_dir("operator") / "operator.key")
-    args = ("tools", "publish", "--from-module", "ledger.tools", "--worker", WORKER, "--app-dir", str(LEDGER))
-    done = _cli(gate, *args, "--key", key)
-    assert done.returncode == 0, done.stderr + done.stdout
-    return done.stdout
+    return publish(gate)
 
 
 @pytest.fixture(scope="module")
 def worker(gate: Gate, published: str, ledger_db: Path) -> Iterator[WorkerProcess]:
-    env = {
-        **gate.stack.nats_env(worker_user(WORKER)),
-        "EFFECTGATE_PUBLIC_KEYS_DIR": str(gate.stack.public_keys),
-        "PYTHONPATH": str(LEDGER),
-        "LEDGER_DB": str(ledger_db),
-        "EFFECTGATE_FAILPOINTS": FAILPOINTS,
-    }
-    process = WorkerProcess("ledger.tools", WORKER, env, gate.paths.state / "logs" / "worker-ledger.log")
+    env = worker_env(gate, ledger_db, FAILPOINTS)
+    process = WorkerProcess(MODULE, WORKER, env, gate.paths.state / "logs" / "worker-ledger.log")
     process.start()
     yield process
     process.stop()
@@ -106,28 +88,10 @@ def worker(gate: Gate, published: str, ledger_db: Path) -> Iterator[WorkerProces
 async def served(gate: Gate, worker: WorkerProcess, ledger_db: Path) -> AsyncIterator[WorkerProcess]:
     """The worker, announced, with the ledger's orders in place and every tool ``ready``."""
     await worker_alive(gate.nc, WORKER)
-    with sqlite3.connect(ledger_db) as db:
-        db.execute("CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, customer TEXT NOT NULL, total REAL)")
-        rows = [(f"ORD-{index}", "ada", 100.0) for index in range(1, 9)]
-        db.executemany("INSERT OR REPLACE INTO orders VALUES (?, ?, ?)", rows)
-    for tool in ("refunds", "lookup_order", "export_report", "journal"):
-        await _state(gate, tool, "ready")
+    seed_orders(ledger_db, [(f"ORD-{index}", "ada", 100.0) for index in range(1, 9)])
+    for tool in TOOLS:
+        await tool_state(gate, tool, "ready")
     yield worker
-
-
-async def _state(gate: Gate, tool: str, state: str, timeout_s: float = 30.0) -> None:
-    """Wait until the registry records ``tool`` in ``state``."""
-    bucket = await gate.js.key_value(catalog.TOOLS_BUCKET)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            entry = await bucket.get(f"state.{tool}")
-            if entry.value and msgspec.json.decode(entry.value).get("state") == state:
-                return
-        except Exception:
-            pass
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"{tool} never became {state}")
 
 
 def _refunds(ledger_db: Path) -> list[tuple[str, str, float, str]]:
@@ -137,20 +101,9 @@ def _refunds(ledger_db: Path) -> list[tuple[str, str, float, str]]:
 
 async def _approve_twice(gate: Gate, request_id: str) -> None:
     pending = await gate.pending(request_id, timeout_s=20.0)
-    for approver in ("dora", "erin"):
+    for approver in FINANCE:
         answered = await gate.decide(approver, pending["approval_id"])
         assert answered.get("ok"), answered
-
-
-async def _resolution(gate: Gate, principal: str, request_id: str, timeout_s: float = 60.0) -> UncertainResolved:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            stored = await gate.js.get_last_msg(catalog.STREAM, Subjects.resolution(principal, request_id))
-            return msgspec.json.decode(stored.data or b"", type=UncertainResolved)
-        except NotFoundError:
-            await asyncio.sleep(0.3)
-    raise TimeoutError(f"no resolution of {request_id}")
 
 
 async def test_a_read_runs_alone_and_a_refund_runs_once_after_two_approvals_with_its_refund_id(
@@ -202,7 +155,7 @@ async def test_a_worker_killed_on_either_side_of_the_effect_leaves_uncertain_cal
     served.start()
     await worker_alive(gate.nc, WORKER)
     for expected, (request_id, key) in calls.items():
-        resolved = await _resolution(gate, principal, request_id)
+        resolved = await resolution(gate, principal, request_id)
         assert (resolved.resolution, resolved.resolved_by) == (expected, "reconciler")
         rows = [row for row in _refunds(ledger_db) if row[3] == f"{principal}:{key}"]
         assert len(rows) == (1 if expected == "ran" else 0)
@@ -223,12 +176,12 @@ async def test_a_tool_whose_worker_is_not_running_is_unavailable_then_served_whe
 ) -> None:
     principal = gate.agent()
     served.stop()
-    await _state(gate, "lookup_order", "unavailable")
+    await tool_state(gate, "lookup_order", "unavailable")
     denied = await gate.call(principal, "lookup_order", {"order_id": "ORD-5"}, tool="lookup_order")
     assert (denied.outcome, denied.reason_code) == ("denied", "tool_unavailable"), denied.reason
     served.start()
     await worker_alive(gate.nc, WORKER)
-    await _state(gate, "lookup_order", "ready")
+    await tool_state(gate, "lookup_order", "ready")
     read = await gate.call(principal, "lookup_order", {"order_id": "ORD-5"}, tool="lookup_order")
     assert read.outcome == "succeeded", read.reason
 
@@ -331,7 +284,7 @@ async def test_the_readme_python_tool_is_published_served_and_called_as_the_read
         await worker_alive(gate.nc, "greeter")
         key = str(gate.stack.keys_dir("operator") / "operator.key")
         args = ("tools", "publish", "--from-module", "greetings", "--worker", "greeter", "--app-dir", str(tmp_path))
-        done = _cli(gate, *args, "--key", key)
+        done = cli(gate, *args, "--key", key)
         assert done.returncode == 0 and "greet@1.0.0 published" in done.stdout, done.stderr + done.stdout
         principal = gate.agent()
         greeted = await gate.call(principal, "greet", {"name": "Ann"}, tool="greet")

@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, customer TEXT NOT 
 CREATE TABLE IF NOT EXISTS refunds (refund_id TEXT PRIMARY KEY, order_id TEXT NOT NULL, amount REAL NOT NULL,
   call_key TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS journal (account TEXT NOT NULL, memo TEXT NOT NULL, started REAL NOT NULL,
-  ended REAL NOT NULL);
+  ended REAL NOT NULL, call_key TEXT NOT NULL);
 """
 
 
@@ -51,12 +51,13 @@ class RefundRow:
 
 @dataclass(frozen=True)
 class Entry:
-    """One journal posting and when it started and ended (epoch seconds)."""
+    """One journal posting, when it started and ended (epoch seconds), and the call that made it."""
 
     account: str
     memo: str
     started: float
     ended: float
+    call_key: str
 
 
 class Ledger:
@@ -129,23 +130,33 @@ class Ledger:
             rows = db.execute("SELECT refund_id, order_id, amount FROM refunds ORDER BY rowid").fetchall()
             return [RefundRow(*row) for row in rows]
 
-    async def post(self, account: str, memo: str, hold_s: float) -> Entry:
-        """A journal entry on ``account`` that takes ``hold_s`` seconds (its start and end are recorded)."""
+    async def post(self, account: str, memo: str, hold_s: float, call_key: str) -> Entry:
+        """A journal entry on ``account`` by the call ``call_key``, taking ``hold_s`` seconds (start and end recorded).
+
+        Nothing stops a second entry of one ``call_key``: the journal keeps what it is given.
+        """
         started = time.time()
         await asyncio.sleep(hold_s)
-        entry = Entry(account, memo, started, time.time())
+        entry = Entry(account, memo, started, time.time(), call_key)
         await asyncio.to_thread(
-            self._write, "INSERT INTO journal VALUES (?, ?, ?, ?)", (account, memo, started, entry.ended)
+            self._write, "INSERT INTO journal VALUES (?, ?, ?, ?, ?)", (account, memo, started, entry.ended, call_key)
         )
         return entry
+
+    async def entries_of(self, call_key: str) -> list[Entry]:
+        """The journal entries made by the call ``call_key``, in the order they were recorded."""
+        return await asyncio.to_thread(self._journal, call_key)
 
     async def journal(self) -> list[Entry]:
         """Every journal entry, in the order they were recorded."""
         return await asyncio.to_thread(self._journal)
 
-    def _journal(self) -> list[Entry]:
+    def _journal(self, call_key: str | None = None) -> list[Entry]:
+        sql = (
+            "SELECT account, memo, started, ended, call_key FROM journal WHERE ? IS NULL OR call_key = ? ORDER BY rowid"
+        )
         with self._connect() as db:
-            return [Entry(*row) for row in db.execute("SELECT * FROM journal ORDER BY rowid").fetchall()]
+            return [Entry(*row) for row in db.execute(sql, (call_key, call_key)).fetchall()]
 
     def _write(self, sql: str, values: tuple[object, ...]) -> None:
         with self._connect(busy_timeout_s=0.1) as db:

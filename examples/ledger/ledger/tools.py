@@ -3,7 +3,8 @@
 - ``refunds.refund`` moves money (FINANCIAL): approved by people, run once, its refund id the receipt's
   target effect id, and reconciled by ``refunds.refund_status`` when its outcome is uncertain.
 - ``lookup_order`` reads (retried when the ledger is busy); ``export_report`` streams rows;
-  ``journal.post`` is not safe to run twice at once on one account, so calls on an account run one at a time.
+  ``journal.post`` is not safe to run twice at once on one account, so calls on an account run one at a time;
+  it records the call that made it, which its reconcile step ``journal.posting_status`` looks for.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from ledger.store import Ledger, LedgerError
 
 OrderId = Annotated[str, Field(pattern=r"^[A-Z0-9-]{1,32}$", description="An order id, e.g. ORD-1001")]
 Amount = Annotated[float, Field(gt=0, le=100_000, description="How much to refund, in the order's currency")]
+Account = Annotated[str, Field(pattern=r"^[a-z0-9-]{1,32}$", description="A journal account, e.g. sales-eu")]
+HoldS = Annotated[float, Field(ge=0, le=5, description="Seconds the posting takes")]
 
 
 class Order(BaseModel):
@@ -57,7 +60,7 @@ class Posted(BaseModel):
 
 
 def _call_key(context: Context) -> str:
-    """What makes a refund this call's: the principal and its idempotency key (retries and reconciles share it)."""
+    """What makes a refund or a posting this call's: its principal and idempotency key (shared by retries)."""
     return f"{context.principal}:{context.idempotency_key}"
 
 
@@ -127,19 +130,25 @@ class Journal:
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
 
-    @operation(concurrency_safe=False, serialize_by="/account")
-    async def post(
-        self,
-        account: Annotated[str, Field(pattern=r"^[a-z0-9-]{1,32}$")],
-        memo: str,
-        hold_s: Annotated[float, Field(ge=0, le=5)] = 0.0,
-    ) -> Posted:
+    @operation(concurrency_safe=False, serialize_by="/account", reconcile="posting_status")
+    async def post(self, account: Account, memo: str, context: Context, hold_s: HoldS = 0.0) -> Posted:
         """Post a memo on an account (taking ``hold_s`` seconds, as a slow target would)."""
         try:
-            entry = await self._ledger.post(account, memo, hold_s)
+            entry = await self._ledger.post(account, memo, hold_s, _call_key(context))
         except LedgerError as error:  # one transaction: a locked ledger wrote nothing
             raise Fault("ledger_busy", str(error), retryable=True) from error
         return Posted(account=entry.account, memo=entry.memo, started=entry.started, ended=entry.ended)
+
+    @operation(side_effect=SideEffectClass.READ_ONLY, retry=Retry(attempts=3))
+    async def posting_status(self, account: Account, memo: str, context: Context, hold_s: HoldS = 0.0) -> Reconciled:
+        """Whether this call's posting is in the journal (the reconcile step of ``post``)."""
+        try:
+            entries = await self._ledger.entries_of(_call_key(context))
+        except LedgerError as error:
+            raise Fault("ledger_busy", str(error), retryable=True) from error
+        if not entries:
+            return Reconciled(resolution="not_run", note=f"the journal holds no posting on {account} for this call")
+        return Reconciled(resolution="ran", note=f"{len(entries)} posting(s) on {account} for this call")
 
 
 TOOLS = [Refunds, lookup_order, export_report, Journal]

@@ -84,3 +84,16 @@ async def test_a_report_that_breaks_after_three_rows_returns_none_of_them(
         await ledger.add_order(f"ORD-{index}", customer, 1.0 + index)
     answer = await _answer(dispatcher, "export_report")
     assert (answer.outcome, answer.reason_code, answer.result) == ("failed", "corrupt_order", None)
+
+
+async def test_a_posting_records_its_call_and_its_reconcile_step_finds_it(
+    ledger: Ledger, dispatcher: Dispatcher
+) -> None:
+    arguments = {"account": "sales-eu", "memo": "m1"}
+    before = await _answer(dispatcher, "journal", "posting_status", **arguments)
+    assert (before.result["resolution"], before.result["effect_id"]) == ("not_run", None)
+    done = await _answer(dispatcher, "journal", "post", **arguments)
+    assert done.outcome == "ok" and [e.call_key for e in await ledger.journal()] == ["a1-00:key-1"]
+    found = await _answer(dispatcher, "journal", "posting_status", **arguments)
+    assert found.result["resolution"] == "ran" and "1 posting(s) on sales-eu" in found.result["note"]
+    assert await ledger.entries_of("a1-00:other") == []
