@@ -99,8 +99,8 @@ def rows(ledger_db: Path, sql: str) -> list[tuple[object, ...]]:
             raise
 
 
-async def tool_state(gate: Gate, tool: str, state: str, timeout_s: float = 30.0) -> None:
-    """Wait until the registry records ``tool`` in ``state``.
+async def tool_state(gate: Gate, tool: str, state: str, saying: str = "", timeout_s: float = 30.0) -> str:
+    """Wait until the registry records ``tool`` in ``state`` for a reason holding ``saying``; that reason.
 
     Raises:
         TimeoutError: not within ``timeout_s``.
@@ -110,12 +110,13 @@ async def tool_state(gate: Gate, tool: str, state: str, timeout_s: float = 30.0)
     while time.monotonic() < deadline:
         try:
             entry = await bucket.get(f"state.{tool}")
-            if entry.value and msgspec.json.decode(entry.value).get("state") == state:
-                return
+            recorded = msgspec.json.decode(entry.value or b"{}")
+            if recorded.get("state") == state and saying in recorded.get("reason", ""):
+                return str(recorded.get("reason", ""))
         except Exception:
             pass
         await asyncio.sleep(0.2)
-    raise TimeoutError(f"{tool} never became {state}")
+    raise TimeoutError(f"{tool} never became {state} ({saying!r})")
 
 
 async def last_resolution(gate: Gate, principal: str, request_id: str) -> UncertainResolved | None:

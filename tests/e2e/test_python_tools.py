@@ -304,7 +304,7 @@ async def test_a_worker_whose_declaration_differs_from_what_was_published_is_ref
         (folder / "farewells.py").write_text(text.replace('"""Greet someone', f'"""{said} someone'))
     key = str(gate.stack.keys_dir("operator") / "operator.key")
     args = ("tools", "publish", "--from-module", "farewells", "--worker", "greeter", "--app-dir", str(published))
-    assert _cli(gate, *args, "--key", key).returncode == 0
+    assert cli(gate, *args, "--key", key).returncode == 0
     env = {
         **gate.stack.nats_env(worker_user("greeter")),
         "EFFECTGATE_PUBLIC_KEYS_DIR": str(gate.stack.public_keys),
@@ -314,10 +314,8 @@ async def test_a_worker_whose_declaration_differs_from_what_was_published_is_ref
     rogue.start()
     try:
         await worker_alive(gate.nc, "greeter")
-        await _state(gate, "farewell", "unavailable")
-        entry = await (await gate.js.key_value(catalog.TOOLS_BUCKET)).get("state.farewell")
-        reason = msgspec.json.decode(entry.value or b"{}").get("reason", "")
-        assert "declares" in reason and "published" in reason, reason  # both digests named
+        reason = await tool_state(gate, "farewell", "unavailable", saying="declares")
+        assert reason.count("sha256:") == 2 and "published" in reason, reason  # both digests named
         denied = await gate.call(gate.agent(), "farewell", {"name": "Ann"}, tool="farewell")
         assert (denied.outcome, denied.reason_code) == ("denied", "tool_unavailable"), denied.reason
     finally:
