@@ -75,3 +75,9 @@ def test_without_the_executor_s_key_it_is_refused(asked: list[tuple[str, str]], 
         app, ["worker", "acme_tools", "--name", "payments", "--public-keys", str(tmp_path / "none")]
     )
     assert result.exit_code == 2 and "receipts.pub cannot be used" in result.output
+
+
+def test_the_module_is_imported_from_the_app_dir(asked: list[tuple[str, str]], tmp_path: Path) -> None:
+    (tmp_path / "acme_here.py").write_text("VALUE = 1\n")
+    result = CliRunner().invoke(app, ["worker", "acme_here", "--name", "payments", "--app-dir", str(tmp_path)])
+    assert asked == [("acme_here", "payments")], result.output  # imported, then handed to the factory

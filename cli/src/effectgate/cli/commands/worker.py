@@ -8,6 +8,7 @@ calls the executor's ``receipts.pub`` verifies. Exit codes: 0 after a graceful s
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +34,10 @@ def worker(
         int | None,
         typer.Option("--max-concurrent", help="Calls run at once (default 16, or EFFECTGATE_WORKER_MAX_CONCURRENT)."),
     ] = None,
+    app_dir: Annotated[
+        Path, typer.Option("--app-dir", help="The directory to import MODULE from (default: here).")
+    ] = Path("."),
 ) -> None:
     """Serve the Python tools of MODULE to the executor, as worker NAME, until SIGTERM or Ctrl-C."""
+    sys.path.insert(0, str(app_dir.resolve()))  # as python -m does, and tools publish --app-dir
     raise typer.Exit(run(module, name, public_keys, max_concurrent))
