@@ -101,3 +101,14 @@ async def test_an_instance_announcing_it_stops_is_gone_at_once(nc: Client, state
     await announce(nc, worker, descriptor_digest(bank(worker)), stopping=True)
     stopped = await states.next(TTL_S / 2)  # well before the announcement would lapse
     assert stopped.state.state == "unavailable"
+
+
+async def test_stopping_after_the_connection_closed_raises_nothing(nats_url: str, worker: str) -> None:
+    """Shutdown closes the broker before the closers run: the watch's stop must not end the executor in error."""
+    import nats
+
+    own = await nats.connect(nats_url)
+    liveness = WorkerLiveness(ttl_s=TTL_S, sweep_s=0.1, grace_s=0.0)
+    await liveness.start(own, own.jetstream(), Published(bank(worker)))
+    await own.close()
+    await liveness.stop()

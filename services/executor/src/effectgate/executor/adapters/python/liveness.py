@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import msgspec
+import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -70,9 +71,10 @@ class WorkerLiveness:
         self._task = asyncio.create_task(self._judge_all(js, descriptors), name="python-tool-states")
 
     async def stop(self) -> None:
-        """Stop hearing and publishing."""
+        """Stop hearing and publishing (a connection already closed has dropped the subscription itself)."""
         if self._subscription is not None:
-            await self._subscription.unsubscribe()
+            with contextlib.suppress(nats.errors.Error):
+                await self._subscription.unsubscribe()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
