@@ -8,12 +8,14 @@ items themselves come with the answer). At most one relay per :attr:`ProgressRel
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import msgspec
+import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
@@ -66,4 +68,5 @@ class ProgressRelay:
         try:
             yield
         finally:
-            await subscription.unsubscribe()
+            with contextlib.suppress(nats.errors.Error):  # a closed connection dropped it already
+                await subscription.unsubscribe()
