@@ -52,3 +52,18 @@ async def test_a_worker_and_buckets_bound_before_provisioning_wait_for_it(
     assert len(waits) == 3, waits  # one line each for the worker and the two buckets, not one per try
     assert any(f"consumer {catalog.CONSUMERS[0].durable}" in line for line in waits)
     await worker.stop()
+
+
+async def test_a_worker_started_while_its_server_restarts_waits_for_it(tmp_path: Path) -> None:
+    with nats_server(tmp_path / "nats") as server:
+        client = await nats.connect(server.url, max_reconnect_attempts=-1, reconnect_time_wait=0.2)
+        await ensure_bus(client.jetstream())
+        server.kill()
+        worker = DurableWorker(client, Consumer(catalog.CONSUMERS[0], _ack))
+        starting = asyncio.ensure_future(worker.start())
+        await asyncio.sleep(1.0)
+        assert not starting.done()  # waiting for the server, not dead
+        server.restart()
+        await asyncio.wait_for(starting, 30.0)
+        await worker.stop()
+        await client.close()

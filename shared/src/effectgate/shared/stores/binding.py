@@ -2,7 +2,8 @@
 
 The registry provisions the bus at its start; every other service may start first, or while a
 stream is being scaled and its leader elected. A bind that finds nothing there yet (not found)
-or JetStream briefly unavailable waits and tries again, with a delay growing to
+or JetStream briefly unavailable (a leader election, a server restarted while the service starts)
+waits and tries again, with a delay growing to
 :data:`MAX_DELAY_S`, logging one line when it starts waiting and at most one every
 :data:`LOG_EVERY_S` after that: the service never dies of it, and the log stays bounded.
 """
@@ -15,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import nats.errors
 from nats.js.errors import NotFoundError, ServiceUnavailableError
 
 __all__ = ["FIRST_DELAY_S", "LOG_EVERY_S", "MAX_DELAY_S", "WAITED_FOR", "bound"]
@@ -23,8 +25,16 @@ T = TypeVar("T")
 
 log = logging.getLogger("effectgate.binding")
 
-WAITED_FOR = (NotFoundError, ServiceUnavailableError)
-"""What a bind waits out: nothing provisioned there yet, JetStream electing a leader."""
+WAITED_FOR = (
+    NotFoundError,
+    ServiceUnavailableError,
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.OutboundBufferLimitError,
+)
+"""What a bind waits out: nothing provisioned there yet, JetStream electing a leader, the server
+being restarted under the service while it starts (no answer, no responder, reconnecting)."""
 
 FIRST_DELAY_S = 0.2
 """Delay before the second try, seconds; doubled after each miss."""
