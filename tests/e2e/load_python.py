@@ -181,7 +181,7 @@ def _read_problems(ledger: Ledger) -> list[str]:
     return [
         f"{s.request_id} looked up {s.call.arguments['order_id']} as {s.receipt.result!r}"
         for s in ledger.sent
-        if s.call.tool == "lookup_order" and s.receipt and s.receipt.outcome in ("succeeded", "replayed")
+        if s.call.tool == "lookup_order" and s.receipt and "succeeded" in (s.receipt.outcome, s.receipt.replay_outcome)
         if not isinstance(s.receipt.result, dict)
         or (s.receipt.result.get("order_id"), s.receipt.result.get("total"))
         != (s.call.arguments["order_id"], orders[s.call.arguments["order_id"]])
