@@ -13,6 +13,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 import msgspec
 
 from effectgate.contracts.bus.catalog import TOKEN
+from effectgate.contracts.events import Resolution
 
 __all__ = ["MAX_NOTE_CHARS", "ResolveAnswer", "ResolveCommand", "UncertainCall", "UncertainPage"]
 
@@ -44,7 +45,7 @@ class UncertainCall(msgspec.Struct, frozen=True, kw_only=True):
     tool: str | None = None
     version: str | None = None
     operation: str | None = None
-    resolution: Literal["ran", "not_run", "unknown"] | None = None
+    resolution: Resolution | None = None
     resolved_by: str | None = None
     resolution_id: str | None = None
     note: str = ""

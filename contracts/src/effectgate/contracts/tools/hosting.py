@@ -20,6 +20,7 @@ from typing import Any, Final, Literal
 import msgspec
 
 from effectgate.contracts.bus.catalog import token_of
+from effectgate.contracts.events import Resolution
 
 __all__ = [
     "ALIVE_INTERVAL_S",
@@ -145,7 +146,7 @@ class ReconcileAnswer(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
         note: what the target said, for the operator.
     """
 
-    resolution: Literal["ran", "not_run", "unknown"]
+    resolution: Resolution
     effect_id: str | None = None
     note: str = ""
 

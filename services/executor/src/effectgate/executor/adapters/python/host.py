@@ -152,9 +152,9 @@ class PythonToolHost:
             attempt=attempt,
             progress=progress,
         )
-        payload = msgspec.json.encode(sign_event(message, self._key))
         if budget_s <= 0:  # the lock's wait took the whole deadline
             raise ToolFailed("tool_timeout", f"{call.where}: its deadline passed before it was sent; nothing was sent")
+        payload = msgspec.json.encode(sign_event(message, self._key))
         if call.guard is not None:
             await asyncio.to_thread(call.guard)  # the files as the approval bound them, checked last
         async with self._relayed(progress, call_id, call.context):
